@@ -1,0 +1,367 @@
+/* c10d-ctl: the operator's CLI. A client of the coordinator through
+ * libc10dclient, like any rank. Text for people, --json for scripts, and
+ * exit codes that say what happened. */
+#include "json.h"
+
+#include <c10d/c10d.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    EXIT_OK = 0,
+    EXIT_ERROR = 1,    /* anything not below */
+    EXIT_USAGE = 2,
+    EXIT_NOTFOUND = 3, /* get/del of a key that does not exist */
+    EXIT_UNAVAIL = 4,  /* no coordinator answered */
+    EXIT_TIMEOUT = 5,
+    EXIT_AUTH = 6,
+};
+
+static const char usage[] =
+    "Usage: c10d-ctl [OPTIONS] COMMAND [ARGS]\n"
+    "\n"
+    "Inspect and edit a c10d coordinator's state.\n"
+    "\n"
+    "Commands:\n"
+    "  status              the coordinator: version, uptime, database, keys, clients\n"
+    "  keys [PREFIX]       list keys (with sizes), all or those starting with PREFIX\n"
+    "  get KEY             print KEY's value (raw bytes; --json: text or base64)\n"
+    "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
+    "  del KEY             delete KEY\n"
+    "  add KEY N           add the integer N to KEY (creating it at 0); print the result\n"
+    "\n"
+    "Options:\n"
+    "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
+    "                      else tcp://127.0.0.1:29500)\n"
+    "  -j, --json          machine-readable output on stdout (errors too)\n"
+    "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
+    "  -w, --wait MS       get: wait up to MS for the key to appear (default: no wait)\n"
+    "  -n, --limit N       keys: list at most N keys (default 1000)\n"
+    "  -h, --help          show this help\n"
+    "  -V, --version       show the version\n"
+    "\n"
+    "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret).\n"
+    "\n"
+    "Exit status: 0 success; 1 other error; 2 bad usage; 3 no such key;\n"
+    "4 coordinator unreachable; 5 timed out; 6 not authorized.\n";
+
+static int json_out;
+
+static int exit_code(c10d_status st)
+{
+    switch (st) {
+    case C10D_OK:
+        return EXIT_OK;
+    case C10D_ENOTFOUND:
+        return EXIT_NOTFOUND;
+    case C10D_EUNAVAIL:
+        return EXIT_UNAVAIL;
+    case C10D_ETIMEDOUT:
+        return EXIT_TIMEOUT;
+    case C10D_EAUTH:
+        return EXIT_AUTH;
+    case C10D_EINVAL:
+        return EXIT_USAGE;
+    default:
+        return EXIT_ERROR;
+    }
+}
+
+/* Reports a failure (stderr for people; a JSON object on stdout with
+ * --json) and returns the exit code for it. */
+static int fail(c10d_status st, const char *msg)
+{
+    if (json_out) {
+        printf("{\"ok\":false,\"status\":\"%s\",\"error\":", c10d_status_name(st));
+        json_string(stdout, msg, strlen(msg));
+        printf("}\n");
+    } else {
+        fprintf(stderr, "c10d-ctl: %s\n", msg);
+    }
+    return exit_code(st);
+}
+
+static int fail_last(c10d_status st)
+{
+    const char *m = c10d_errmsg();
+    return fail(st, *m ? m : c10d_strerror(st));
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "c10d-ctl: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'c10d-ctl --help'.\n");
+    return EXIT_USAGE;
+}
+
+static int parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    return errno || end == s || *end ? -1 : 0;
+}
+
+static void fmt_duration(int64_t ms, char *out, size_t n)
+{
+    int64_t s = ms / 1000;
+    if (s < 60)
+        snprintf(out, n, "%" PRId64 ".%03" PRId64 " s", s, ms % 1000);
+    else if (s < 3600)
+        snprintf(out, n, "%" PRId64 " min %" PRId64 " s", s / 60, s % 60);
+    else
+        snprintf(out, n, "%" PRId64 " h %" PRId64 " min", s / 3600, (s % 3600) / 60);
+}
+
+static int cmd_status(c10d_store *s)
+{
+    c10d_coord_info info;
+    c10d_status st = c10d_store_coord_info(s, &info);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (json_out) {
+        printf("{\"ok\":true,\"coordinator\":{\"url\":");
+        json_string(stdout, c10d_store_url(s), strlen(c10d_store_url(s)));
+        printf(",\"listen\":");
+        json_string(stdout, info.listen_url, strlen(info.listen_url));
+        printf(",\"version\":");
+        json_string(stdout, info.version, strlen(info.version));
+        printf(",\"database\":");
+        json_string(stdout, info.db_path, strlen(info.db_path));
+        printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
+               ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64 "}}\n",
+               info.schema_version, info.uptime_ms, info.num_keys, info.clients, info.requests,
+               info.parked);
+        return EXIT_OK;
+    }
+    char up[64];
+    fmt_duration(info.uptime_ms, up, sizeof up);
+    printf("coordinator  %s (c10d-coord %s, listening on %s)\n", c10d_store_url(s), info.version,
+           info.listen_url);
+    printf("uptime       %s\n", up);
+    printf("database     %s (schema version %d)\n", info.db_path, info.schema_version);
+    printf("keys         %" PRId64 "\n", info.num_keys);
+    printf("clients      %" PRId64 " connected\n", info.clients);
+    printf("requests     %" PRId64 " served, %" PRId64 " waiting on keys\n", info.requests,
+           info.parked);
+    return EXIT_OK;
+}
+
+static int cmd_keys(c10d_store *s, const char *prefix, long long limit)
+{
+    c10d_key_info *keys = NULL;
+    size_t n = 0;
+    int truncated = 0;
+    c10d_status st = c10d_store_list(s, prefix, (size_t)limit, &keys, &n, &truncated);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (json_out) {
+        printf("{\"ok\":true,\"truncated\":%s,\"keys\":[", truncated ? "true" : "false");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"key\":", i ? "," : "");
+            json_string(stdout, keys[i].key, strlen(keys[i].key));
+            printf(",\"size\":%" PRIu64 ",\"updated_ms\":%" PRId64 "}", keys[i].size,
+                   keys[i].updated_ms);
+        }
+        printf("]}\n");
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%-40s %10" PRIu64 " bytes\n", keys[i].key, keys[i].size);
+        if (truncated)
+            fprintf(stderr, "c10d-ctl: more keys match; showing the first %zu (use --limit)\n",
+                    n);
+    }
+    c10d_free(keys);
+    return EXIT_OK;
+}
+
+static int cmd_get(c10d_store *s, const char *key, int wait)
+{
+    void *v = NULL;
+    size_t n = 0;
+    c10d_status st = c10d_store_get(s, key, &v, &n, wait);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (json_out) {
+        printf("{\"ok\":true,\"key\":");
+        json_string(stdout, key, strlen(key));
+        printf(",\"size\":%zu,", n);
+        json_value_field(stdout, "value", v, n);
+        printf("}\n");
+    } else {
+        fwrite(v, 1, n, stdout);
+        /* A newline for people at a terminal, never inside piped bytes. */
+        if (n && ((char *)v)[n - 1] != '\n' && isatty(1))
+            putchar('\n');
+    }
+    c10d_free(v);
+    return EXIT_OK;
+}
+
+static char *read_stdin(size_t *len)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *b = realloc(buf, cap *= 2);
+            if (!b) {
+                free(buf);
+                return NULL;
+            }
+            buf = b;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+static int cmd_set(c10d_store *s, const char *key, const char *value)
+{
+    size_t len = strlen(value);
+    char *owned = NULL;
+    if (strcmp(value, "-") == 0 && !(value = owned = read_stdin(&len)))
+        return fail(C10D_ENOMEM, "out of memory reading the value from stdin");
+    c10d_status st = c10d_store_set(s, key, value, len);
+    free(owned);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (json_out) {
+        printf("{\"ok\":true,\"key\":");
+        json_string(stdout, key, strlen(key));
+        printf(",\"size\":%zu}\n", len);
+    }
+    return EXIT_OK;
+}
+
+static int cmd_del(c10d_store *s, const char *key)
+{
+    int deleted = 0;
+    c10d_status st = c10d_store_delete_key(s, key, &deleted);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (!deleted) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "no such key: %s", key);
+        return fail(C10D_ENOTFOUND, msg);
+    }
+    if (json_out) {
+        printf("{\"ok\":true,\"deleted\":");
+        json_string(stdout, key, strlen(key));
+        printf("}\n");
+    }
+    return EXIT_OK;
+}
+
+static int cmd_add(c10d_store *s, const char *key, const char *num)
+{
+    long long delta;
+    if (parse_int(num, &delta) != 0)
+        return usage_error("add wants an integer, not '%s'", num);
+    int64_t result = 0;
+    c10d_status st = c10d_store_add(s, key, delta, &result);
+    if (st != C10D_OK)
+        return fail_last(st);
+    if (json_out) {
+        printf("{\"ok\":true,\"key\":");
+        json_string(stdout, key, strlen(key));
+        printf(",\"value\":%" PRId64 "}\n", result);
+    } else {
+        printf("%" PRId64 "\n", result);
+    }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"coord", required_argument, 0, 'c'}, {"json", no_argument, 0, 'j'},
+        {"timeout", required_argument, 0, 't'}, {"wait", required_argument, 0, 'w'},
+        {"limit", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
+    };
+    const char *coord = NULL;
+    long long timeout = 5000, wait = 0, limit = 1000;
+    int c;
+    /* '+': stop at the command, so "set k -5" is not taken as options. */
+    while ((c = getopt_long(argc, argv, "+c:jt:w:n:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            coord = optarg;
+            break;
+        case 'j':
+            json_out = 1;
+            break;
+        case 't':
+            if (parse_int(optarg, &timeout) || timeout <= 0 || timeout > 86400000)
+                return usage_error("--timeout wants milliseconds, not '%s'", optarg);
+            break;
+        case 'w':
+            if (parse_int(optarg, &wait) || wait < 0 || wait > 86400000)
+                return usage_error("--wait wants milliseconds, not '%s'", optarg);
+            break;
+        case 'n':
+            if (parse_int(optarg, &limit) || limit <= 0 || limit > 100000)
+                return usage_error("--limit wants a number from 1 to 100000, not '%s'", optarg);
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return EXIT_OK;
+        case 'V':
+            printf("c10d-ctl %s\n", c10d_version());
+            return EXIT_OK;
+        default:
+            fprintf(stderr, "Try 'c10d-ctl --help'.\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc)
+        return usage_error("%s", "no command given (status, keys, get, set, del, add)");
+    const char *cmd = argv[optind++];
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    struct {
+        const char *name;
+        int min, max;
+    } cmds[] = {{"status", 0, 0}, {"keys", 0, 1}, {"get", 1, 1},
+                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}};
+    size_t i;
+    for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (strcmp(cmd, cmds[i].name) == 0)
+            break;
+    if (i == sizeof cmds / sizeof cmds[0])
+        return usage_error("unknown command '%s'", cmd);
+    if (nargs < cmds[i].min || nargs > cmds[i].max)
+        return usage_error("wrong number of arguments for '%s'", cmd);
+
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = (int)timeout;
+    o.connect_timeout_ms = (int)timeout;
+    c10d_store *s = NULL;
+    c10d_status st = c10d_store_connect(&s, coord, &o);
+    if (st != C10D_OK)
+        return fail_last(st);
+    int rc;
+    if (strcmp(cmd, "status") == 0)
+        rc = cmd_status(s);
+    else if (strcmp(cmd, "keys") == 0)
+        rc = cmd_keys(s, nargs ? args[0] : NULL, limit);
+    else if (strcmp(cmd, "get") == 0)
+        rc = cmd_get(s, args[0], (int)wait);
+    else if (strcmp(cmd, "set") == 0)
+        rc = cmd_set(s, args[0], args[1]);
+    else if (strcmp(cmd, "del") == 0)
+        rc = cmd_del(s, args[0]);
+    else
+        rc = cmd_add(s, args[0], args[1]);
+    c10d_store_close(s);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* c10d/c10d.h — the umbrella header of libc10dclient.
+ *
+ *   #include <c10d/c10d.h>
+ *   cc prog.c $(pkg-config --cflags --libs c10dclient)
+ *
+ * Conventions: every function returns a c10d_status (0 = C10D_OK, negative
+ * = error, detail in c10d_errmsg()); constructors take the out-pointer
+ * first; out-parameters are written only on success; anything returned
+ * through `void **` is freed with c10d_free; close/destroy accept NULL. */
+#ifndef C10D_C10D_H
+#define C10D_C10D_H
+
+#include "common.h"
+#include "errors.h"
+#include "store.h"
+
+#endif

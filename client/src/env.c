@@ -1,0 +1,38 @@
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+long c10di_env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end ? def : x;
+}
+
+void c10di_resolve_url(const char *url, char *out, size_t outlen)
+{
+    const char *env = getenv("C10D_COORD");
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    if (!url || !*url) {
+        if (env && *env) {
+            url = env;
+        } else if (addr && *addr) {
+            /* torchrun's convention; an IPv6 literal needs brackets. */
+            int v6 = strchr(addr, ':') && addr[0] != '[';
+            snprintf(out, outlen, "tcp://%s%s%s:%s", v6 ? "[" : "", addr, v6 ? "]" : "",
+                     port && *port ? port : "29500");
+            return;
+        } else {
+            url = "tcp://127.0.0.1:29500";
+        }
+    }
+    if (strstr(url, "://"))
+        snprintf(out, outlen, "%s", url);
+    else
+        snprintf(out, outlen, "tcp://%s", url);
+}

@@ -1,0 +1,46 @@
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char tls_errmsg[2048];
+
+const char *c10d_strerror(c10d_status status)
+{
+    /* A switch with no default: the compiler flags a code without a
+     * message (-Wswitch). */
+    switch (status) {
+#define C10D_STRERROR_CASE(name, value, msg)                                                       \
+    case C10D_##name:                                                                              \
+        return msg;
+        C10D_ERROR_LIST(C10D_STRERROR_CASE)
+#undef C10D_STRERROR_CASE
+    }
+    return "unknown status";
+}
+
+const char *c10d_status_name(c10d_status status)
+{
+    switch (status) {
+#define C10D_NAME_CASE(name, value, msg)                                                           \
+    case C10D_##name:                                                                              \
+        return #name;
+        C10D_ERROR_LIST(C10D_NAME_CASE)
+#undef C10D_NAME_CASE
+    }
+    return "UNKNOWN";
+}
+
+const char *c10d_errmsg(void)
+{
+    return tls_errmsg;
+}
+
+c10d_status c10di_error(c10d_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_errmsg, sizeof tls_errmsg, fmt, ap);
+    va_end(ap);
+    return st;
+}

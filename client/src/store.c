@@ -1,0 +1,552 @@
+/* The public store API: argument checks, prefixing, one request each. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct c10d_store {
+    c10di_conn *conn;
+    char *prefix; /* "" for the root store, else "a/" or "a/b/" */
+    int timeout_ms;
+};
+
+#define DEFAULT_TIMEOUT_MS 300000
+
+static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *prefix, int timeout)
+{
+    c10d_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->prefix = strdup(prefix))) {
+        free(s);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    s->conn = conn;
+    s->timeout_ms = timeout;
+    *out = s;
+    return C10D_OK;
+}
+
+c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_store_opts *o)
+{
+    if (!out)
+        return c10di_error(C10D_EINVAL, "c10d_store_connect: out is NULL");
+    c10d_store_opts opts = C10D_STORE_OPTS_INIT;
+    if (o)
+        opts = *o;
+    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms
+                                      : (int)c10di_env_long("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
+    if (timeout <= 0)
+        timeout = DEFAULT_TIMEOUT_MS;
+    int connect_timeout = opts.connect_timeout_ms > 0 ? opts.connect_timeout_ms : timeout;
+    const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
+    c10di_conn *conn;
+    c10d_status st = c10di_conn_open(&conn, url, token, connect_timeout);
+    if (st != C10D_OK)
+        return st;
+    if ((st = store_new(out, conn, "", timeout)) != C10D_OK)
+        c10di_conn_unref(conn);
+    return st;
+}
+
+void c10d_store_close(c10d_store *s)
+{
+    if (!s)
+        return;
+    c10di_conn_unref(s->conn);
+    free(s->prefix);
+    free(s);
+}
+
+c10d_status c10d_store_prefix(c10d_store **out, c10d_store *parent, const char *prefix)
+{
+    if (!out || !parent || !prefix || !*prefix)
+        return c10di_error(C10D_EINVAL, "c10d_store_prefix needs a store and a non-empty prefix");
+    size_t n = strlen(parent->prefix) + strlen(prefix) + 2;
+    char *p = malloc(n);
+    if (!p)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    snprintf(p, n, "%s%s/", parent->prefix, prefix);
+    c10d_status st = store_new(out, parent->conn, p, parent->timeout_ms);
+    free(p);
+    if (st == C10D_OK)
+        c10di_conn_ref(parent->conn);
+    return st;
+}
+
+const char *c10d_store_url(const c10d_store *s)
+{
+    return s ? s->conn->url : NULL;
+}
+
+/* --- helpers --- */
+
+/* The key as the coordinator sees it (prefix + key), checked against the
+ * limits first so an oversized key fails here with a clear message. */
+static c10d_status full_key(const c10d_store *s, const char *key, char **out)
+{
+    if (!s)
+        return c10di_error(C10D_EINVAL, "store is NULL");
+    if (!key || !*key)
+        return c10di_error(C10D_EINVAL, "key is NULL or empty");
+    size_t plen = strlen(s->prefix), klen = strlen(key);
+    if (s->conn->max_key_bytes && plen + klen > s->conn->max_key_bytes)
+        return c10di_error(C10D_ETOOBIG, "key of %zu bytes exceeds the coordinator's limit of "
+                           "%llu (--max-key-bytes)", plen + klen,
+                           (unsigned long long)s->conn->max_key_bytes);
+    char *k = malloc(plen + klen + 1);
+    if (!k)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    memcpy(k, s->prefix, plen);
+    memcpy(k + plen, key, klen + 1);
+    *out = k;
+    return C10D_OK;
+}
+
+static c10d_status check_value(const c10d_store *s, const char *key, const void *val, size_t len)
+{
+    if (!val && len)
+        return c10di_error(C10D_EINVAL, "value for key '%s' is NULL with length %zu", key, len);
+    if (s->conn->max_value_bytes && len > s->conn->max_value_bytes)
+        return c10di_error(C10D_ETOOBIG, "value of %zu bytes for key '%s' exceeds the "
+                           "coordinator's limit of %llu bytes (--max-value-bytes)", len, key,
+                           (unsigned long long)s->conn->max_value_bytes);
+    return C10D_OK;
+}
+
+/* Builds an array of prefixed keys. */
+static c10d_status full_keys(const c10d_store *s, const char *const *keys, size_t n, char ***out)
+{
+    if (!keys || n == 0)
+        return c10di_error(C10D_EINVAL, "no keys given");
+    if (s->conn->max_multi_keys && n > s->conn->max_multi_keys)
+        return c10di_error(C10D_ETOOBIG, "%zu keys in one call exceed the coordinator's limit of "
+                           "%u (--max-multi-keys)", n, s->conn->max_multi_keys);
+    char **k = calloc(n, sizeof *k);
+    if (!k)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        c10d_status st = full_key(s, keys[i], &k[i]);
+        if (st != C10D_OK) {
+            for (size_t j = 0; j < i; j++)
+                free(k[j]);
+            free(k);
+            return st;
+        }
+    }
+    *out = k;
+    return C10D_OK;
+}
+
+static void free_keys(char **k, size_t n)
+{
+    if (!k)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(k[i]);
+    free(k);
+}
+
+static int wait_ms(const c10d_store *s, int timeout_ms)
+{
+    return timeout_ms < 0 ? s->timeout_ms : timeout_ms;
+}
+
+static c10d_status call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+                        C10dpb__Reply **rep)
+{
+    return c10di_call(s->conn, req, server_wait_ms, s->timeout_ms, rep);
+}
+
+static c10d_status call_simple(c10d_store *s, C10dpb__Request *req)
+{
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = call(s, req, 0, &rep);
+    if (rep)
+        c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
+}
+
+static void *copy_out(const void *v, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        if (n)
+            memcpy(p, v, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* --- operations --- */
+
+c10d_status c10d_store_set(c10d_store *s, const char *key, const void *val, size_t len)
+{
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st == C10D_OK && (st = check_value(s, key, val, len)) == C10D_OK) {
+        C10dpb__StoreSet m = C10DPB__STORE_SET__INIT;
+        m.key = k;
+        m.value.data = (uint8_t *)val;
+        m.value.len = len;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_SET;
+        req.set = &m;
+        st = call_simple(s, &req);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *len,
+                           int timeout_ms)
+{
+    if (!val || !len)
+        return c10di_error(C10D_EINVAL, "c10d_store_get: val and len must not be NULL");
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
+    m.key = k;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = wait_ms(s, timeout_ms);
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_GET;
+    req.get = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, m.timeout_ms, &rep)) == C10D_OK) {
+        void *p = copy_out(rep->value.data, rep->value.len);
+        if (!p) {
+            st = c10di_error(C10D_ENOMEM, "out of memory for a %zu-byte value", rep->value.len);
+        } else {
+            *val = p;
+            *len = rep->value.len;
+        }
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_add(c10d_store *s, const char *key, int64_t delta, int64_t *result)
+{
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreAdd m = C10DPB__STORE_ADD__INIT;
+    m.key = k;
+    m.delta = delta;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_ADD;
+    req.add = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
+        if (result)
+            *result = rep->number;
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_compare_set(c10d_store *s, const char *key, const void *expected,
+                                   size_t elen, const void *desired, size_t dlen, void **cur,
+                                   size_t *clen)
+{
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st != C10D_OK)
+        return st;
+    if ((st = check_value(s, key, desired, dlen)) != C10D_OK ||
+        (!expected && elen)) {
+        free(k);
+        return st != C10D_OK ? st : c10di_error(C10D_EINVAL, "expected is NULL with length %zu",
+                                                elen);
+    }
+    C10dpb__StoreCompareSet m = C10DPB__STORE_COMPARE_SET__INIT;
+    m.key = k;
+    m.expected.data = (uint8_t *)expected;
+    m.expected.len = elen;
+    m.desired.data = (uint8_t *)desired;
+    m.desired.len = dlen;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_COMPARE_SET;
+    req.compare_set = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
+        if (cur) {
+            void *p = copy_out(rep->value.data, rep->value.len);
+            if (!p)
+                st = c10di_error(C10D_ENOMEM, "out of memory");
+            else
+                *cur = p;
+        }
+        if (clen && st == C10D_OK)
+            *clen = rep->value.len;
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_wait(c10d_store *s, const char *const *keys, size_t n, int timeout_ms)
+{
+    char **k = NULL;
+    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreWait m = C10DPB__STORE_WAIT__INIT;
+    m.keys = k;
+    m.n_keys = n;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = wait_ms(s, timeout_ms);
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_WAIT;
+    req.wait = &m;
+    C10dpb__Reply *rep = NULL;
+    st = call(s, &req, m.timeout_ms, &rep);
+    if (rep)
+        c10dpb__reply__free_unpacked(rep, NULL);
+    free_keys(k, n);
+    return st;
+}
+
+c10d_status c10d_store_check(c10d_store *s, const char *const *keys, size_t n, int *all_exist)
+{
+    char **k = NULL;
+    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreCheck m = C10DPB__STORE_CHECK__INIT;
+    m.keys = k;
+    m.n_keys = n;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_CHECK;
+    req.check = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
+        if (all_exist)
+            *all_exist = rep->flag ? 1 : 0;
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free_keys(k, n);
+    return st;
+}
+
+c10d_status c10d_store_num_keys(c10d_store *s, int64_t *n)
+{
+    if (!s || !n)
+        return c10di_error(C10D_EINVAL, "c10d_store_num_keys: store and n must not be NULL");
+    C10dpb__StoreNumKeys m = C10DPB__STORE_NUM_KEYS__INIT;
+    m.prefix = s->prefix;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_NUM_KEYS;
+    req.num_keys = &m;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = call(s, &req, 0, &rep);
+    if (st == C10D_OK) {
+        *n = rep->number;
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    return st;
+}
+
+c10d_status c10d_store_delete_key(c10d_store *s, const char *key, int *deleted)
+{
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreDelete m = C10DPB__STORE_DELETE__INIT;
+    m.key = k;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_DELETE_KEY;
+    req.delete_key = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
+        if (deleted)
+            *deleted = rep->flag ? 1 : 0;
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_append(c10d_store *s, const char *key, const void *val, size_t len)
+{
+    char *k = NULL;
+    c10d_status st = full_key(s, key, &k);
+    if (st == C10D_OK && (st = check_value(s, key, val, len)) == C10D_OK) {
+        C10dpb__StoreAppend m = C10DPB__STORE_APPEND__INIT;
+        m.key = k;
+        m.value.data = (uint8_t *)val;
+        m.value.len = len;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_APPEND;
+        req.append = &m;
+        st = call_simple(s, &req);
+    }
+    free(k);
+    return st;
+}
+
+c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t n, void **vals,
+                                 size_t *lens, int timeout_ms)
+{
+    if (!vals || !lens)
+        return c10di_error(C10D_EINVAL, "c10d_store_multi_get: vals and lens must not be NULL");
+    char **k = NULL;
+    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st != C10D_OK)
+        return st;
+    C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
+    m.keys = k;
+    m.n_keys = n;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = wait_ms(s, timeout_ms);
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_MULTI_GET;
+    req.multi_get = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = call(s, &req, m.timeout_ms, &rep)) == C10D_OK) {
+        if (!rep->values || rep->values->n_values != n) {
+            st = c10di_error(C10D_EPROTO, "multi_get of %zu keys answered with %zu values", n,
+                             rep->values ? rep->values->n_values : 0);
+        } else {
+            size_t i;
+            for (i = 0; i < n; i++) {
+                if (!(vals[i] = copy_out(rep->values->values[i].data, rep->values->values[i].len)))
+                    break;
+                lens[i] = rep->values->values[i].len;
+            }
+            if (i < n) { /* out-parameters are written only on success */
+                while (i--)
+                    free(vals[i]);
+                st = c10di_error(C10D_ENOMEM, "out of memory copying %zu values", n);
+            }
+        }
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free_keys(k, n);
+    return st;
+}
+
+c10d_status c10d_store_multi_set(c10d_store *s, const char *const *keys, const void *const *vals,
+                                 const size_t *lens, size_t n)
+{
+    if (!vals || !lens)
+        return c10di_error(C10D_EINVAL, "c10d_store_multi_set: vals and lens must not be NULL");
+    char **k = NULL;
+    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st != C10D_OK)
+        return st;
+    C10dpb__KeyValue *kvs = calloc(n, sizeof *kvs);
+    C10dpb__KeyValue **ptrs = calloc(n, sizeof *ptrs);
+    if (!kvs || !ptrs) {
+        st = c10di_error(C10D_ENOMEM, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((st = check_value(s, keys[i], vals[i], lens[i])) != C10D_OK)
+            goto cleanup;
+        c10dpb__key_value__init(&kvs[i]);
+        kvs[i].key = k[i];
+        kvs[i].value.data = (uint8_t *)vals[i];
+        kvs[i].value.len = lens[i];
+        ptrs[i] = &kvs[i];
+    }
+    C10dpb__StoreMultiSet m = C10DPB__STORE_MULTI_SET__INIT;
+    m.kvs = ptrs;
+    m.n_kvs = n;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_MULTI_SET;
+    req.multi_set = &m;
+    st = call_simple(s, &req);
+cleanup:
+    free(kvs);
+    free(ptrs);
+    free_keys(k, n);
+    return st;
+}
+
+c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
+                            c10d_key_info **keys, size_t *n, int *truncated)
+{
+    if (!s || !keys || !n)
+        return c10di_error(C10D_EINVAL, "c10d_store_list: store, keys and n must not be NULL");
+    size_t plen = strlen(s->prefix);
+    size_t qlen = plen + (prefix ? strlen(prefix) : 0);
+    char *q = malloc(qlen + 1);
+    if (!q)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    snprintf(q, qlen + 1, "%s%s", s->prefix, prefix ? prefix : "");
+    C10dpb__StoreList m = C10DPB__STORE_LIST__INIT;
+    m.prefix = q;
+    m.has_limit = 1;
+    m.limit = (uint32_t)(limit ? (limit > 100000 ? 100000 : limit) : 10000);
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_LIST;
+    req.list = &m;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = call(s, &req, 0, &rep);
+    free(q);
+    if (st != C10D_OK)
+        return st;
+    /* One allocation: the array, then the key strings (prefix stripped). */
+    size_t count = rep->keys ? rep->keys->n_keys : 0, bytes = count * sizeof(c10d_key_info);
+    for (size_t i = 0; i < count; i++)
+        bytes += strlen(rep->keys->keys[i]->key) - plen + 1;
+    c10d_key_info *out = malloc(bytes ? bytes : 1);
+    if (!out) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory for %zu keys", count);
+    }
+    char *strs = (char *)(out + count);
+    for (size_t i = 0; i < count; i++) {
+        const C10dpb__KeyInfo *ki = rep->keys->keys[i];
+        size_t l = strlen(ki->key) - plen;
+        memcpy(strs, ki->key + plen, l + 1);
+        out[i].key = strs;
+        out[i].size = ki->size;
+        out[i].updated_ms = ki->updated_ms;
+        strs += l + 1;
+    }
+    if (truncated)
+        *truncated = rep->keys && rep->keys->truncated;
+    c10dpb__reply__free_unpacked(rep, NULL);
+    *keys = out;
+    *n = count;
+    return C10D_OK;
+}
+
+c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info *info)
+{
+    if (!s || !info)
+        return c10di_error(C10D_EINVAL, "c10d_store_coord_info: store and info must not be NULL");
+    C10dpb__CoordStatus m = C10DPB__COORD_STATUS__INIT;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_STATUS;
+    req.status = &m;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = call(s, &req, 0, &rep);
+    if (st != C10D_OK)
+        return st;
+    const C10dpb__StatusReply *r = rep->status_info;
+    if (!r) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_EPROTO, "status reply without status");
+    }
+    memset(info, 0, sizeof *info);
+    snprintf(info->version, sizeof info->version, "%s", r->version ? r->version : "");
+    snprintf(info->listen_url, sizeof info->listen_url, "%s", r->listen_url ? r->listen_url : "");
+    snprintf(info->db_path, sizeof info->db_path, "%s", r->db_path ? r->db_path : "");
+    info->schema_version = r->schema_version;
+    info->uptime_ms = r->uptime_ms;
+    info->num_keys = r->num_keys;
+    info->clients = r->clients;
+    info->requests = r->requests;
+    info->parked = r->parked;
+    c10dpb__reply__free_unpacked(rep, NULL);
+    return C10D_OK;
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages c10d-coord builds and tests with.
+# Idempotent and quiet when everything is already there, so the README's
+# commands and CI can call it every time.
+#   C10D_WITH_BENCH=1  also installs python3-torch (the PyTorch anchors the
+#                      benchmarks compare against).
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config
+      libnng-dev libmbedtls-dev
+      libprotobuf-c-dev protobuf-c-compiler
+      libsqlite3-dev sqlite3 check)
+if [ "${C10D_WITH_BENCH:-0}" = 1 ]; then
+    pkgs+=(python3-torch)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

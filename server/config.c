@@ -1,0 +1,211 @@
+#include "config.h"
+
+#include "log.h"
+#include "version.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "Usage: c10d-coord [OPTIONS]\n"
+    "\n"
+    "The c10d coordinator: a durable key-value store (TCPStore's operations),\n"
+    "kept in SQLite, for the ranks of distributed jobs. Run one per job (or per\n"
+    "cluster) on the rank-0 host; ranks reach it with libc10dclient, operators\n"
+    "with c10d-ctl.\n"
+    "\n"
+    "Options:\n"
+    "  -l, --listen URL          address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
+    "                            also ipc:///path; port 0 picks a free port)\n"
+    "  -d, --db PATH             SQLite database file (default ./" C10DS_DEFAULT_DB ";\n"
+    "                            :memory: keeps nothing after exit)\n"
+    "      --token-file PATH     require this shared secret from every client\n"
+    "                            (default: $C10D_TOKEN, if set)\n"
+    "      --max-key-bytes N     longest key accepted (default 4096)\n"
+    "      --max-value-bytes N   largest value accepted (default 16777216)\n"
+    "      --max-message-bytes N largest request accepted on the wire\n"
+    "                            (default max-value-bytes + 1 MiB)\n"
+    "      --max-multi-keys N    most keys in one multi_get/multi_set/wait (default 4096)\n"
+    "      --receivers N         requests accepted concurrently (default 64)\n"
+    "      --dedup-window S      seconds a retried add/append/compare_set is\n"
+    "                            recognised (default 600)\n"
+    "      --ready-file PATH     write the URL actually bound once serving\n"
+    "      --log-level LEVEL     error, warn, info (default) or debug\n"
+    "  -h, --help                show this help\n"
+    "  -V, --version             show versions\n"
+    "\n"
+    "Environment: C10D_TOKEN (shared secret), C10D_LOG_LEVEL.\n"
+    "Exit status: 0 after SIGTERM/SIGINT (clean shutdown), 1 on a startup error\n"
+    "(port in use, database locked by another coordinator, ...), 2 on bad usage.\n";
+
+enum {
+    OPT_TOKEN_FILE = 256,
+    OPT_MAX_KEY,
+    OPT_MAX_VALUE,
+    OPT_MAX_MSG,
+    OPT_MAX_MULTI,
+    OPT_RECEIVERS,
+    OPT_DEDUP,
+    OPT_READY,
+    OPT_LOG,
+};
+
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "c10d-coord: --%s wants a number from %llu to %llu, not '%s'\n", opt,
+                (unsigned long long)min, (unsigned long long)max, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "c10d-coord: cannot read token file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    if (n == 0) {
+        fprintf(stderr, "c10d-coord: token file %s is empty\n", path);
+        return NULL;
+    }
+    return strdup(buf);
+}
+
+int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"listen", required_argument, 0, 'l'},
+        {"db", required_argument, 0, 'd'},
+        {"token-file", required_argument, 0, OPT_TOKEN_FILE},
+        {"max-key-bytes", required_argument, 0, OPT_MAX_KEY},
+        {"max-value-bytes", required_argument, 0, OPT_MAX_VALUE},
+        {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
+        {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
+        {"receivers", required_argument, 0, OPT_RECEIVERS},
+        {"dedup-window", required_argument, 0, OPT_DEDUP},
+        {"ready-file", required_argument, 0, OPT_READY},
+        {"log-level", required_argument, 0, OPT_LOG},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_key_bytes = 4096;
+    cfg->max_value_bytes = 16u << 20;
+    cfg->max_multi_keys = 4096;
+    cfg->receivers = 64;
+    cfg->dedup_window_s = 600;
+    cfg->log_level = C10DS_LOG_INFO;
+    const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
+    const char *env_log = getenv("C10D_LOG_LEVEL");
+    if (env_log && c10ds_log_parse_level(env_log) >= 0)
+        cfg->log_level = c10ds_log_parse_level(env_log);
+    uint64_t v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "l:d:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            listen = optarg;
+            break;
+        case 'd':
+            db = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            token_file = optarg;
+            break;
+        case OPT_MAX_KEY:
+            if (parse_u64("max-key-bytes", optarg, 1, 1u << 20, &cfg->max_key_bytes))
+                return -1;
+            break;
+        case OPT_MAX_VALUE:
+            if (parse_u64("max-value-bytes", optarg, 1, 1u << 30, &cfg->max_value_bytes))
+                return -1;
+            break;
+        case OPT_MAX_MSG:
+            if (parse_u64("max-message-bytes", optarg, 1024, 2u << 30, &cfg->max_message_bytes))
+                return -1;
+            break;
+        case OPT_MAX_MULTI:
+            if (parse_u64("max-multi-keys", optarg, 1, 1u << 20, &v))
+                return -1;
+            cfg->max_multi_keys = (uint32_t)v;
+            break;
+        case OPT_RECEIVERS:
+            if (parse_u64("receivers", optarg, 1, 4096, &v))
+                return -1;
+            cfg->receivers = (int)v;
+            break;
+        case OPT_DEDUP:
+            if (parse_u64("dedup-window", optarg, 1, 86400 * 7, &v))
+                return -1;
+            cfg->dedup_window_s = (int)v;
+            break;
+        case OPT_READY:
+            cfg->ready_file = strdup(optarg);
+            break;
+        case OPT_LOG:
+            if ((cfg->log_level = c10ds_log_parse_level(optarg)) < 0) {
+                fprintf(stderr, "c10d-coord: --log-level wants error, warn, info or debug\n");
+                return -1;
+            }
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 1;
+        case 'V':
+            printf("c10d-coord %s (protocol %d)\n", C10D_VERSION_STRING, C10D_PROTOCOL_VERSION);
+            return 1;
+        default:
+            fprintf(stderr, "Try 'c10d-coord --help'.\n");
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "c10d-coord: unexpected argument '%s'\nTry 'c10d-coord --help'.\n",
+                argv[optind]);
+        return -1;
+    }
+    if (cfg->max_message_bytes == 0)
+        cfg->max_message_bytes = cfg->max_value_bytes + (1u << 20);
+    if (cfg->max_message_bytes < cfg->max_value_bytes + cfg->max_key_bytes + 256) {
+        fprintf(stderr, "c10d-coord: --max-message-bytes must leave room for the largest key "
+                        "and value (at least %llu)\n",
+                (unsigned long long)(cfg->max_value_bytes + cfg->max_key_bytes + 256));
+        return -1;
+    }
+    if (token_file) {
+        if (!(cfg->token = read_token_file(token_file)))
+            return -1;
+    } else if (getenv("C10D_TOKEN") && *getenv("C10D_TOKEN")) {
+        cfg->token = strdup(getenv("C10D_TOKEN"));
+    }
+    cfg->listen_url = strdup(listen);
+    cfg->db_path = strdup(db);
+    return 0;
+}
+
+void c10ds_config_free(c10ds_config *cfg)
+{
+    free(cfg->listen_url);
+    free(cfg->db_path);
+    free(cfg->ready_file);
+    free(cfg->token);
+    memset(cfg, 0, sizeof *cfg);
+}

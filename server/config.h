@@ -1,0 +1,31 @@
+/* The coordinator's settings: defaults, command line, environment. */
+#ifndef C10DS_CONFIG_H
+#define C10DS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define C10DS_DEFAULT_LISTEN "tcp://0.0.0.0:29500"
+#define C10DS_DEFAULT_DB "c10d-coord.db"
+
+typedef struct c10ds_config {
+    char *listen_url;
+    char *db_path;
+    char *ready_file;        /* written with the bound URL once serving */
+    char *token;             /* NULL = no authentication */
+    uint64_t max_key_bytes;
+    uint64_t max_value_bytes;
+    uint64_t max_message_bytes;
+    uint32_t max_multi_keys;
+    int receivers;           /* NNG contexts kept receiving */
+    int dedup_window_s;      /* how long applied-request replies are kept */
+    int log_level;
+} c10ds_config;
+
+/* Fills cfg from argv and the environment. Returns 0 to run, 1 when the
+ * program should exit 0 (--help, --version), -1 on a usage error (already
+ * reported on stderr). */
+int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv);
+void c10ds_config_free(c10ds_config *cfg);
+
+#endif

@@ -1,0 +1,185 @@
+#include "db.h"
+
+#include "log.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+/* Takes an exclusive flock on "<path>.lock" and records who holds it, so
+ * that a second coordinator on the same database is refused with a message
+ * that names the first. flock (not SQLite's own locks) because WAL mode
+ * lets several processes write, which is exactly what must not happen. */
+static int take_lock(const char *path, int *fd_out, char *err, size_t errlen)
+{
+    char lock_path[4096];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open lock file %s: %s", lock_path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char holder[256] = "";
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        snprintf(err, errlen,
+                 "database %s is in use by another c10d-coord (%s); stop it first or use "
+                 "another --db",
+                 path, holder[0] ? holder : "holder unknown");
+        close(fd);
+        return -1;
+    }
+    char host[128] = "?", me[256];
+    gethostname(host, sizeof host - 1);
+    int n = snprintf(me, sizeof me, "pid %d on host %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, me, (size_t)n, 0) < 0)
+        c10ds_warn("cannot record the holder in %s: %s", lock_path, strerror(errno));
+    *fd_out = fd;
+    return 0;
+}
+
+static int exec(sqlite3 *h, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        snprintf(err, errlen, "%s", msg ? msg : sqlite3_errmsg(h));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int user_version(sqlite3 *h)
+{
+    sqlite3_stmt *st;
+    int v = -1;
+    if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    return v;
+}
+
+int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
+{
+    int v = user_version(h);
+    if (v < 0) {
+        snprintf(err, errlen, "cannot read the schema version: %s", sqlite3_errmsg(h));
+        return -1;
+    }
+    if (v > c10ds_migration_count) {
+        snprintf(err, errlen,
+                 "database schema version %d is newer than this c10d-coord knows (%d); "
+                 "run a newer c10d-coord",
+                 v, c10ds_migration_count);
+        return -1;
+    }
+    for (int i = v; i < c10ds_migration_count; i++) {
+        const c10ds_migration *m = &c10ds_migrations[i];
+        char sql[128], why[512];
+        if (exec(h, "BEGIN IMMEDIATE", why, sizeof why) != 0 ||
+            exec(h, m->sql, why, sizeof why) != 0) {
+            sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+            snprintf(err, errlen, "migration %s failed: %s", m->name, why);
+            return -1;
+        }
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d; COMMIT", m->version);
+        if (exec(h, sql, why, sizeof why) != 0) {
+            sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+            snprintf(err, errlen, "migration %s failed to commit: %s", m->name, why);
+            return -1;
+        }
+        if (v > 0) /* an existing database upgraded: worth a line */
+            c10ds_info("database migrated to schema version %d (%s)", m->version, m->name);
+    }
+    *version = c10ds_migration_count;
+    return 0;
+}
+
+int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
+{
+    memset(db, 0, sizeof *db);
+    db->lock_fd = -1;
+    int memory = strcmp(path, ":memory:") == 0;
+    if (!memory && take_lock(path, &db->lock_fd, err, errlen) != 0)
+        return -1;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open database %s: %s", path,
+                 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        goto fail;
+    }
+    sqlite3_busy_timeout(db->h, 5000);
+    char why[512];
+    /* WAL + NORMAL: commits are atomic and survive a process crash; the
+     * fsync happens at checkpoint time, off the commit path. */
+    if (exec(db->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY",
+             why, sizeof why) != 0) {
+        snprintf(err, errlen, "cannot configure database %s: %s", path, why);
+        goto fail;
+    }
+    if (c10ds_db_migrate(db->h, &db->schema_version, why, sizeof why) != 0) {
+        snprintf(err, errlen, "database %s: %s", path, why);
+        goto fail;
+    }
+    db->path = strdup(path);
+    return 0;
+fail:
+    c10ds_db_close(db);
+    return -1;
+}
+
+void c10ds_db_close(c10ds_db *db)
+{
+    if (db->h) {
+        /* Closing the last connection checkpoints the WAL into the file. */
+        if (sqlite3_close(db->h) != SQLITE_OK)
+            c10ds_warn("closing the database: %s", sqlite3_errmsg(db->h));
+        db->h = NULL;
+    }
+    if (db->lock_fd >= 0) {
+        close(db->lock_fd); /* releases the flock */
+        db->lock_fd = -1;
+    }
+    free(db->path);
+    db->path = NULL;
+}
+
+int c10ds_db_begin(c10ds_db *db)
+{
+    return sqlite3_exec(db->h, "BEGIN", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+int c10ds_db_commit(c10ds_db *db)
+{
+    if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        return 0;
+    c10ds_error("commit failed: %s", sqlite3_errmsg(db->h));
+    c10ds_db_rollback(db);
+    return -1;
+}
+
+void c10ds_db_rollback(c10ds_db *db)
+{
+    if (!sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+sqlite3_stmt *c10ds_db_prepare(c10ds_db *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+        c10ds_error("cannot prepare '%s': %s", sql, sqlite3_errmsg(db->h));
+        return NULL;
+    }
+    return st;
+}

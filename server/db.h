@@ -1,0 +1,37 @@
+/* The coordinator's SQLite database: the system of record.
+ *
+ * One writer connection, WAL, synchronous=NORMAL (a committed transaction
+ * survives the coordinator's crash; it is fsynced at checkpoints), many
+ * updates per transaction (the engine's group commit). A lock file beside
+ * the database keeps a second coordinator off the same file. */
+#ifndef C10DS_DB_H
+#define C10DS_DB_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+typedef struct c10ds_db {
+    sqlite3 *h;
+    char *path;
+    int lock_fd; /* -1 for :memory: */
+    int schema_version;
+} c10ds_db;
+
+/* Opens (creating if needed) and migrates the database at path. On failure
+ * returns -1 with a message for people in err. */
+int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen);
+void c10ds_db_close(c10ds_db *db);
+
+/* Brings the schema to the newest version, one migration per transaction.
+ * Refuses a database newer than this program. Exposed for the tests. */
+int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen);
+
+int c10ds_db_begin(c10ds_db *db);
+/* Commits; on failure rolls back and returns -1 (sqlite3_errmsg says why). */
+int c10ds_db_commit(c10ds_db *db);
+void c10ds_db_rollback(c10ds_db *db);
+
+/* Prepares a statement once; returns NULL (and logs) on failure. */
+sqlite3_stmt *c10ds_db_prepare(c10ds_db *db, const char *sql);
+
+#endif

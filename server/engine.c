@@ -1,0 +1,374 @@
+#include "engine.h"
+
+#include "c10d_time.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void on_key_written(void *arg, const char *key)
+{
+    c10ds_waiters_touch(arg, key);
+}
+
+static int register_ops(c10ds_engine *e, const c10ds_op *table)
+{
+    for (; table->fn; table++) {
+        if (table->op_case <= 0 || table->op_case >= (int)(sizeof e->ops / sizeof e->ops[0])) {
+            c10ds_error("operation %s has case %d, beyond the dispatch table", table->name,
+                        table->op_case);
+            return -1;
+        }
+        e->ops[table->op_case] = table;
+    }
+    return 0;
+}
+
+c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,
+                               void *send_arg, char *err, size_t errlen)
+{
+    c10ds_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->cfg = cfg;
+    e->db = db;
+    e->send = send;
+    e->send_arg = send_arg;
+    e->start_ms = c10d_now_ms();
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (!(e->waiters = c10ds_waiters_new()) || c10ds_store_init(&e->store, db) != 0 ||
+        c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
+        register_ops(e, c10ds_store_ops) != 0 || register_ops(e, c10ds_admin_ops) != 0) {
+        snprintf(err, errlen, "cannot prepare the database statements (see above)");
+        c10ds_engine_free(e);
+        return NULL;
+    }
+    e->store.on_write = on_key_written;
+    e->store.on_write_arg = e->waiters;
+    return e;
+}
+
+c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot)
+{
+    c10ds_request *r = calloc(1, sizeof *r);
+    if (r) {
+        r->pb = pb;
+        r->slot = slot;
+        r->received_ms = c10d_now_ms();
+    }
+    return r;
+}
+
+void c10ds_request_free(c10ds_request *r)
+{
+    if (!r)
+        return;
+    if (r->pb)
+        c10dpb__request__free_unpacked(r->pb, NULL);
+    free(r->reply);
+    free(r);
+}
+
+/* --- replies --- */
+
+c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep)
+{
+    rep->request_id = r->pb ? r->pb->request_id : 0;
+    size_t n = c10dpb__reply__get_packed_size(rep);
+    free(r->reply);
+    r->reply = malloc(n ? n : 1);
+    if (!r->reply) {
+        /* Keep an answer even now: a reply with only the status fits in a
+         * few bytes on the stack-free path below. */
+        C10dpb__Reply oom = C10DPB__REPLY__INIT;
+        oom.request_id = rep->request_id;
+        oom.status = C10D_ENOMEM;
+        n = c10dpb__reply__get_packed_size(&oom);
+        if (!(r->reply = malloc(n)))
+            return C10DS_DONE; /* nothing can be sent; the client times out */
+        rep = &oom;
+        c10dpb__reply__pack(rep, r->reply);
+    } else {
+        c10dpb__reply__pack(rep, r->reply);
+    }
+    r->reply_len = n;
+    return C10DS_DONE;
+}
+
+c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.status = st;
+    rep.detail = detail;
+    return c10ds_reply(r, &rep);
+}
+
+c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
+                         int timeout_ms)
+{
+    if (ph == C10DS_FIRST)
+        r->deadline_ms = r->received_ms + timeout_ms;
+    if (c10ds_waiters_park(e->waiters, r, key) != 0)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory parking a wait for key '%s'",
+                          key);
+    return C10DS_PARKED;
+}
+
+int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    if (n == 0) {
+        c10ds_fail(r, C10D_EINVAL, "empty key");
+        return -1;
+    }
+    if (n > e->cfg->max_key_bytes) {
+        c10ds_fail(r, C10D_ETOOBIG, "key of %zu bytes exceeds the coordinator's limit of %llu "
+                   "(--max-key-bytes)", n, (unsigned long long)e->cfg->max_key_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len)
+{
+    if (len > e->cfg->max_value_bytes) {
+        c10ds_fail(r, C10D_ETOOBIG, "value of %zu bytes for key '%s' exceeds the coordinator's "
+                   "limit of %llu bytes (--max-value-bytes)", len, key,
+                   (unsigned long long)e->cfg->max_value_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- running requests --- */
+
+static int token_ok(const c10ds_config *cfg, const char *token)
+{
+    if (!cfg->token)
+        return 1;
+    if (!token)
+        return 0;
+    /* Constant time in the token's content: no timing oracle. */
+    size_t a = strlen(cfg->token), b = strlen(token);
+    unsigned char diff = (unsigned char)(a != b);
+    for (size_t i = 0; i < a; i++)
+        diff |= (unsigned char)(cfg->token[i] ^ (i < b ? token[i] : 0));
+    return diff == 0;
+}
+
+static uint64_t client_of(const c10ds_request *r)
+{
+    return r->pb->who ? r->pb->who->client_id : 0;
+}
+
+static void answered(c10ds_engine *e, c10ds_request *r)
+{
+    r->next = NULL;
+    if (e->outbox_tail)
+        e->outbox_tail->next = r;
+    else
+        e->outbox = r;
+    e->outbox_tail = r;
+}
+
+static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    int oc = r->pb->op_case;
+    const c10ds_op *op = oc > 0 && oc < (int)(sizeof e->ops / sizeof e->ops[0]) ? e->ops[oc] : NULL;
+    if (ph == C10DS_FIRST) {
+        atomic_fetch_add(&e->requests, 1);
+        if (!op) {
+            c10ds_fail(r, C10D_EPROTO, "unknown operation %d (is the client newer than this "
+                       "coordinator, %s?)", oc, e->cfg->listen_url);
+            answered(e, r);
+            return;
+        }
+        if (!token_ok(e->cfg, r->pb->token)) {
+            c10ds_warn("refused %s from client %016llx: %s token", op->name,
+                       (unsigned long long)client_of(r), r->pb->token ? "wrong" : "no");
+            c10ds_fail(r, C10D_EAUTH, "the coordinator requires a token (C10D_TOKEN) and the one "
+                       "given %s", r->pb->token ? "does not match" : "is missing");
+            answered(e, r);
+            return;
+        }
+        if ((op->flags & C10DS_OP_DEDUP) && client_of(r) &&
+            c10ds_reqlog_find(&e->reqlog, client_of(r), r->pb->request_id, &r->reply,
+                              &r->reply_len)) {
+            c10ds_debug("request %llu of client %016llx (%s) was applied before; resending its "
+                        "reply", (unsigned long long)r->pb->request_id,
+                        (unsigned long long)client_of(r), op->name);
+            answered(e, r);
+            return;
+        }
+    }
+    if (op->fn(e, r, ph) == C10DS_PARKED)
+        return;
+    if ((op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply)
+        c10ds_reqlog_record(&e->reqlog, client_of(r), r->pb->request_id, r->reply, r->reply_len);
+    answered(e, r);
+}
+
+static void fail_batch_on_commit_error(c10ds_engine *e)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", sqlite3_errmsg(e->db->h));
+    for (c10ds_request *r = e->outbox; r; r = r->next)
+        c10ds_fail(r, C10D_ERROR, "the coordinator could not commit to its database (%s); "
+                   "nothing from this request was stored", why);
+    /* The transaction rolled back: counts cached in memory must follow. */
+    c10ds_store_recount(&e->store);
+}
+
+void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
+{
+    int in_txn = c10ds_db_begin(e->db) == 0;
+    for (c10ds_request *r = batch, *n; r; r = n) {
+        n = r->next;
+        run(e, r, C10DS_FIRST);
+    }
+    /* Writes in this batch may have woken parked requests; running them
+     * may not write, but loop in case a future op does. */
+    for (c10ds_request *r; (r = c10ds_waiters_take_ready(e->waiters)) != NULL;) {
+        for (c10ds_request *n; r; r = n) {
+            n = r->next;
+            run(e, r, C10DS_RETRY);
+        }
+    }
+    for (c10ds_request *r; (r = c10ds_waiters_pop_expired(e->waiters, c10d_now_ms())) != NULL;)
+        run(e, r, C10DS_EXPIRED);
+    c10ds_reqlog_prune(&e->reqlog);
+    if (in_txn && c10ds_db_commit(e->db) != 0)
+        fail_batch_on_commit_error(e);
+    atomic_store(&e->parked, (long long)c10ds_waiters_count(e->waiters));
+
+    c10ds_request *out = e->outbox;
+    e->outbox = e->outbox_tail = NULL;
+    for (c10ds_request *n; out; out = n) {
+        n = out->next;
+        if (out->reply && e->send)
+            e->send(e->send_arg, out->slot, out->reply, out->reply_len);
+        c10ds_request_free(out);
+    }
+}
+
+static void *engine_main(void *arg)
+{
+    c10ds_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->q_head && !e->stopping) {
+            int64_t due = c10ds_waiters_next_deadline(e->waiters);
+            if (due == INT64_MAX) {
+                pthread_cond_wait(&e->cv, &e->mu);
+                continue;
+            }
+            int64_t wait_ms = due - c10d_now_ms();
+            if (wait_ms <= 0)
+                break;
+            /* cv uses CLOCK_MONOTONIC (set in engine_start). */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += wait_ms / 1000;
+            ts.tv_nsec += (wait_ms % 1000) * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
+                break;
+        }
+        c10ds_request *batch = e->q_head;
+        e->q_head = e->q_tail = NULL;
+        int stopping = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+
+        c10ds_engine_run_batch(e, batch);
+        if (stopping) {
+            pthread_mutex_lock(&e->mu);
+            int empty = e->q_head == NULL;
+            pthread_mutex_unlock(&e->mu);
+            if (empty)
+                break;
+        }
+    }
+    return NULL;
+}
+
+int c10ds_engine_start(c10ds_engine *e)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&e->cv);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
+        return -1;
+    e->started = 1;
+    return 0;
+}
+
+int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
+{
+    r->next = NULL;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->mu);
+        return -1;
+    }
+    if (e->q_tail)
+        e->q_tail->next = r;
+    else
+        e->q_head = r;
+    e->q_tail = r;
+    /* Wake the engine only on the first request of a batch: while it is
+     * busy, requests pile up and ride the next commit together. */
+    int wake = e->q_head == r;
+    pthread_mutex_unlock(&e->mu);
+    if (wake)
+        pthread_cond_signal(&e->cv);
+    return 0;
+}
+
+void c10ds_engine_stop(c10ds_engine *e)
+{
+    if (!e || !e->started)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    pthread_mutex_unlock(&e->mu);
+    pthread_cond_signal(&e->cv);
+    pthread_join(e->thread, NULL);
+    e->started = 0;
+    size_t parked = c10ds_waiters_count(e->waiters);
+    if (parked)
+        c10ds_info("dropping %zu parked request(s); their clients will resend them", parked);
+}
+
+void c10ds_engine_free(c10ds_engine *e)
+{
+    if (!e)
+        return;
+    c10ds_engine_stop(e);
+    c10ds_waiters_free(e->waiters, c10ds_request_free);
+    c10ds_reqlog_fini(&e->reqlog);
+    c10ds_store_fini(&e->store);
+    for (c10ds_request *r = e->q_head, *n; r; r = n) {
+        n = r->next;
+        c10ds_request_free(r);
+    }
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}

@@ -1,0 +1,112 @@
+/* The engine: the coordinator's one state thread.
+ *
+ * Requests from every connection queue here. The engine takes everything
+ * queued as one batch, runs it inside one SQLite transaction (group
+ * commit: under load, hundreds of writes share a commit), and only after
+ * the commit sends the replies, so an acknowledged write is a committed
+ * write. Requests that must wait (a get of a missing key) are parked and
+ * run again when the key is written or their deadline passes; they never
+ * hold up anyone else, and nothing here blocks an NNG callback.
+ *
+ * Operations plug in through tables of c10ds_op (store_ops.c,
+ * admin_ops.c): one handler per operation of proto/c10d.proto, in the
+ * module that owns its state. */
+#ifndef C10DS_ENGINE_H
+#define C10DS_ENGINE_H
+
+#include "config.h"
+#include "db.h"
+#include "reqlog.h"
+#include "request.h"
+#include "store.h"
+#include "waiters.h"
+
+#include <c10d/errors.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+typedef struct c10ds_engine c10ds_engine;
+
+typedef enum {
+    C10DS_FIRST,   /* as received */
+    C10DS_RETRY,   /* parked, and a key it waited for was written */
+    C10DS_EXPIRED, /* parked, and its deadline passed */
+} c10ds_phase;
+
+typedef enum { C10DS_DONE, C10DS_PARKED } c10ds_outcome;
+
+typedef c10ds_outcome (*c10ds_op_fn)(c10ds_engine *e, c10ds_request *r, c10ds_phase ph);
+
+/* Not idempotent: a resent copy must get the first copy's reply. */
+#define C10DS_OP_DEDUP 1u
+
+typedef struct c10ds_op {
+    int op_case; /* C10DPB__REQUEST__OP_* */
+    const char *name;
+    c10ds_op_fn fn;
+    unsigned flags;
+} c10ds_op;
+
+extern const c10ds_op c10ds_store_ops[];
+extern const c10ds_op c10ds_admin_ops[];
+
+/* Hands a packed reply to the transport; the engine frees `reply` after. */
+typedef void (*c10ds_send_fn)(void *arg, void *slot, const void *reply, size_t len);
+
+struct c10ds_engine {
+    const c10ds_config *cfg;
+    c10ds_db *db;
+    c10ds_store store;
+    c10ds_reqlog reqlog;
+    c10ds_waiters *waiters;
+    const c10ds_op *ops[64]; /* by op_case */
+
+    c10ds_send_fn send;
+    void *send_arg;
+
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    c10ds_request *q_head, *q_tail; /* guarded by mu */
+    int stopping;                   /* guarded by mu */
+
+    c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
+
+    int64_t start_ms;
+    atomic_llong requests;
+    atomic_llong clients;
+    atomic_llong parked; /* mirror of the waiter count, for status */
+    char listen_url[256];
+};
+
+c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,
+                               void *send_arg, char *err, size_t errlen);
+int c10ds_engine_start(c10ds_engine *e);
+/* Queues r (thread-safe). Returns -1 once the engine is stopping. */
+int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
+/* Answers everything queued, commits, and stops the thread. Parked
+ * requests are dropped unanswered: their clients resend them to the next
+ * coordinator. */
+void c10ds_engine_stop(c10ds_engine *e);
+void c10ds_engine_free(c10ds_engine *e);
+
+/* Runs one batch synchronously (no thread): for unit tests. */
+void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);
+
+c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot);
+void c10ds_request_free(c10ds_request *r);
+
+/* --- for handlers --- */
+/* Answers r with rep (request_id is filled in; status is rep->status). */
+c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
+c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Parks r on key: on FIRST its deadline becomes now + timeout_ms. */
+c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
+                         int timeout_ms);
+/* Checks a key against the limits; fails r and returns -1 if it is bad. */
+int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key);
+int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len);
+
+#endif

@@ -1,0 +1,23 @@
+/* The coordinator's network side: an NNG rep socket on the configured URL.
+ * Decodes requests, hands them to the engine, sends the engine's replies.
+ * Undecodable messages get a protocol-error reply; messages over the size
+ * limit make NNG drop that connection. Either way, others are unaffected. */
+#ifndef C10DS_LISTENER_H
+#define C10DS_LISTENER_H
+
+#include "config.h"
+#include "engine.h"
+
+typedef struct c10ds_listener c10ds_listener;
+
+/* Listens and starts receiving. url_out receives the URL actually bound
+ * (port 0 resolved). */
+c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine, char *url_out,
+                                   size_t url_len, char *err, size_t errlen);
+/* The engine's c10ds_send_fn. */
+void c10ds_listener_send(void *arg, void *slot, const void *reply, size_t len);
+/* Waits up to timeout_ms for replies handed to NNG to be sent. */
+void c10ds_listener_drain(c10ds_listener *l, int timeout_ms);
+void c10ds_listener_free(c10ds_listener *l);
+
+#endif

@@ -1,0 +1,106 @@
+/* c10d-coord: parse options, open the database, start the engine and the
+ * listener, wait for SIGTERM/SIGINT, shut down cleanly. */
+#include "config.h"
+#include "db.h"
+#include "engine.h"
+#include "listener.h"
+#include "log.h"
+#include "version.h"
+
+#include <errno.h>
+#include <nng/nng.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int write_ready_file(const char *path, const char *url)
+{
+    /* Write then rename, so a reader never sees half a URL. */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "%s\n", url);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    c10ds_config cfg;
+    int rc = c10ds_config_parse(&cfg, argc, argv);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    c10ds_log_set_level(cfg.log_level);
+
+    /* Signals are taken synchronously by this thread (sigwait); every
+     * thread started from here on inherits the blocked mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char err[2048], url[256];
+    c10ds_db db;
+    c10ds_engine *engine = NULL;
+    c10ds_listener *listener = NULL;
+    int status = 1;
+    if (c10ds_db_open(&db, cfg.db_path, err, sizeof err) != 0) {
+        c10ds_error("%s", err);
+        c10ds_config_free(&cfg);
+        return 1;
+    }
+    if (!(engine = c10ds_engine_new(&cfg, &db, c10ds_listener_send, NULL, err, sizeof err))) {
+        c10ds_error("%s", err);
+        goto out;
+    }
+    if (!(listener = c10ds_listener_new(&cfg, engine, url, sizeof url, err, sizeof err))) {
+        c10ds_error("%s", err);
+        goto out;
+    }
+    snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
+    if (c10ds_engine_start(engine) != 0) {
+        c10ds_error("cannot start the engine thread");
+        goto out;
+    }
+    c10ds_info("c10d-coord %s serving on %s, database %s (schema %d, %lld keys, sqlite %s, "
+               "nng %s)%s",
+               C10D_VERSION_STRING, url, cfg.db_path, db.schema_version,
+               (long long)engine->store.num_keys, sqlite3_libversion(), nng_version(),
+               cfg.token ? ", token required" : "");
+    if (cfg.ready_file && write_ready_file(cfg.ready_file, url) != 0)
+        c10ds_warn("cannot write ready file %s: %s", cfg.ready_file, strerror(errno));
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+        c10ds_info("SIGHUP ignored (send SIGTERM to stop)");
+    c10ds_info("%s received: answering queued requests, then stopping", strsignal(sig));
+    status = 0;
+out:
+    /* Order matters: the engine answers what is queued and commits; NNG
+     * gets a moment to put those replies on the wire; then the socket
+     * closes and the database is closed (checkpointing its WAL). */
+    c10ds_engine_stop(engine);
+    if (listener) {
+        c10ds_listener_drain(listener, 500);
+        c10ds_listener_free(listener);
+    }
+    c10ds_engine_free(engine);
+    c10ds_db_close(&db);
+    if (status == 0)
+        c10ds_info("stopped cleanly");
+    if (cfg.ready_file)
+        unlink(cfg.ready_file);
+    c10ds_config_free(&cfg);
+    return status;
+}

@@ -1,0 +1,55 @@
+/* The key-value store's logic over the database: what set, get, add,
+ * compare_set, append, delete, count and list mean, independent of the wire.
+ * Runs on the engine thread, inside the engine's transaction. */
+#ifndef C10DS_STORE_H
+#define C10DS_STORE_H
+
+#include "db.h"
+
+#include <c10d/errors.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct c10ds_store {
+    c10ds_db *db;
+    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete, *st_count_range, *st_list_range;
+    int64_t num_keys; /* cached: num_keys is O(1), as in TCPStore */
+    /* Called after every write to a key, so parked readers can be woken. */
+    void (*on_write)(void *arg, const char *key);
+    void *on_write_arg;
+} c10ds_store;
+
+int c10ds_store_init(c10ds_store *st, c10ds_db *db);
+void c10ds_store_fini(c10ds_store *st);
+/* Re-reads the cached key count (after a rolled-back transaction). */
+void c10ds_store_recount(c10ds_store *st);
+
+/* Looks key up. 1 = found: val and len point into SQLite's memory, valid until
+ * c10ds_store_release(); 0 = missing; -1 = database error. */
+int c10ds_store_get(c10ds_store *st, const char *key, const void **val, size_t *len);
+void c10ds_store_release(c10ds_store *st);
+int c10ds_store_exists(c10ds_store *st, const char *key);
+
+/* Writers: C10D_OK or an error with a message in err. */
+c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len,
+                            char *err, size_t errlen);
+c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int64_t *result,
+                            char *err, size_t errlen);
+/* On C10D_OK, cur and clen hold the value after the call (malloc'd; free it). */
+c10d_status c10ds_store_compare_set(c10ds_store *st, const char *key, const void *expected,
+                                    size_t elen, const void *desired, size_t dlen, void **cur,
+                                    size_t *clen, char *err, size_t errlen);
+c10d_status c10ds_store_append(c10ds_store *st, const char *key, const void *val, size_t len,
+                               uint64_t max_len, char *err, size_t errlen);
+c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, char *err,
+                               size_t errlen);
+
+/* Keys starting with prefix (NULL or "" = all). */
+int64_t c10ds_store_count(c10ds_store *st, const char *prefix);
+typedef void (*c10ds_list_fn)(void *arg, const char *key, uint64_t size, int64_t updated_ms);
+/* Calls fn for up to limit keys in byte order; returns the number listed,
+ * or -1 on error. *more = 1 if keys were left out. */
+int64_t c10ds_store_list(c10ds_store *st, const char *prefix, uint64_t limit, c10ds_list_fn fn,
+                         void *arg, int *more);
+
+#endif

@@ -188,8 +188,11 @@ static void slot_cb(void *arg)
     }
     top_up_locked(l); /* someone else receives while this slot is busy */
     nng_mtx_unlock(l->mu);
-    on_request(l, s, nng_aio_get_msg(s->aio));
+    /* Take the message off the aio before the engine sees the request:
+     * the engine may answer (reusing this aio for the send) at once. */
+    nng_msg *m = nng_aio_get_msg(s->aio);
     nng_aio_set_msg(s->aio, NULL);
+    on_request(l, s, m);
 }
 
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)

@@ -156,7 +156,8 @@ static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase
             res = c10ds_fail(r, C10D_ERROR, "could not read key '%s'", m->keys[i]);
             goto cleanup;
         }
-        memcpy(vals[i].data, v, n);
+        if (n) /* SQLite gives NULL for an empty BLOB */
+            memcpy(vals[i].data, v, n);
         vals[i].len = n;
         c10ds_store_release(&e->store);
     }

@@ -14,7 +14,7 @@ struct c10ds_waiters {
     size_t nbuckets, nkeys;
     c10ds_request **heap; /* min-heap on deadline_ms */
     size_t heap_len, heap_cap;
-    c10ds_request *ready;
+    c10ds_request *ready, *ready_tail; /* FIFO, in park order */
 };
 
 static uint64_t hash(const char *s)
@@ -170,28 +170,40 @@ static void unpark(c10ds_waiters *w, c10ds_request *r)
 void c10ds_waiters_touch(c10ds_waiters *w, const char *key)
 {
     bucket **slot = find_slot(w, key);
-    if (!*slot)
+    bucket *b = *slot;
+    if (!b)
         return;
-    c10ds_request *r;
-    while ((r = (*slot) ? (*slot)->head : NULL) != NULL) {
-        unpark(w, r);
-        r->next = w->ready;
-        w->ready = r;
+    /* Detach the whole bucket first: every request on it becomes ready.
+     * The bucket lists newest first; reversing gives park order. */
+    *slot = b->next;
+    w->nkeys--;
+    c10ds_request *in_order = NULL, *last = NULL;
+    for (c10ds_request *r = b->head, *n; r; r = n) {
+        n = r->wnext;
+        r->wait_key = NULL;
+        r->wprev = r->wnext = NULL;
+        heap_remove(w, r);
+        if (!in_order)
+            last = r;
+        r->next = in_order;
+        in_order = r;
     }
+    if (in_order) {
+        if (w->ready_tail)
+            w->ready_tail->next = in_order;
+        else
+            w->ready = in_order;
+        w->ready_tail = last;
+    }
+    free(b->key);
+    free(b);
 }
 
 c10ds_request *c10ds_waiters_take_ready(c10ds_waiters *w)
 {
-    /* The list was built newest-first; reverse it to run in park order. */
-    c10ds_request *in = w->ready, *out = NULL;
-    w->ready = NULL;
-    while (in) {
-        c10ds_request *n = in->next;
-        in->next = out;
-        out = in;
-        in = n;
-    }
-    return out;
+    c10ds_request *r = w->ready;
+    w->ready = w->ready_tail = NULL;
+    return r;
 }
 
 c10ds_request *c10ds_waiters_pop_expired(c10ds_waiters *w, int64_t now_ms)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Sets up everything and runs the main job: a coordinator on its default
+# SQLite file (./c10d-coord.db under _work/), a small job of 4 ranks that
+# meet through the store, and c10d-ctl showing what they left behind.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/install-deps.sh
+cmake -S . -B build >/dev/null
+cmake --build build -j "$(nproc)" >/dev/null
+mkdir -p _work && cd _work
+rm -f c10d-coord.db c10d-coord.db-wal c10d-coord.db-shm  # a fresh demo each time
+port=${C10D_DEMO_PORT:-29500}
+url=tcp://127.0.0.1:$port
+ctl() { ../build/client/c10d-ctl --coord "$url" "$@"; }
+
+../build/server/c10d-coord --listen "$url" --ready-file coord.ready &
+coord=$!
+trap 'kill $coord 2>/dev/null; wait $coord 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [ -s coord.ready ] && break; sleep 0.05; done
+[ -s coord.ready ] || { echo "demo: the coordinator did not start (is port $port taken? set C10D_DEMO_PORT)"; exit 1; }
+
+echo "== a job of 4 ranks meets through the store"
+world=4
+pids=()
+for rank in $(seq 0 $((world - 1))); do
+    ../build/examples/store_demo "$url" "$rank" "$world" &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+
+echo "== c10d-ctl status"
+ctl status
+echo "== c10d-ctl keys demo/"
+ctl keys demo/
+echo "== c10d-ctl add demo/arrived 0 (the ranks counted themselves in)"
+ctl add demo/arrived 0
+echo "== c10d-ctl --json get demo/ready"
+ctl --json get demo/ready
+echo "== the store is durable: restart the coordinator on the same database"
+kill "$coord"; wait "$coord" || true
+../build/server/c10d-coord --listen "$url" --ready-file coord.ready &
+coord=$!
+for _ in $(seq 100); do [ -s coord.ready ] && break; sleep 0.05; done
+ctl get demo/addr/0; echo
+echo "== done (database: $PWD/c10d-coord.db)"

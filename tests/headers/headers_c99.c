@@ -1,0 +1,10 @@
+/* Compiled with -std=c99 -pedantic -Werror: the public headers must stand
+ * alone in the strictest C that users may build with. */
+#include <c10d/c10d.h>
+
+int c10d_headers_c99(void);
+int c10d_headers_c99(void)
+{
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    return o.timeout_ms + (int)C10D_ETOOBIG;
+}

@@ -1,0 +1,124 @@
+/* c10d-ctl against a real coordinator: output, --json, exit codes. */
+#include "coord_proc.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static coord_proc coord;
+static char out[65536];
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+/* Runs c10d-ctl with args (a shell fragment); stdout+stderr into out;
+ * returns the exit code. */
+static int ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl(const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s --coord %s %s 2>&1", C10D_CTL_BIN, coord.url, args);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(set_get_add_del_keys)
+{
+    ck_assert_int_eq(ctl("set greeting 'hello world'"), 0);
+    ck_assert_int_eq(ctl("get greeting"), 0);
+    ck_assert_str_eq(out, "hello world");
+    ck_assert_int_eq(ctl("add steps 5"), 0);
+    ck_assert_str_eq(out, "5\n");
+    ck_assert_int_eq(ctl("add steps -7"), 0); /* negative numbers are not options */
+    ck_assert_str_eq(out, "-2\n");
+    ck_assert_int_eq(ctl("keys"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "greeting"));
+    ck_assert_ptr_nonnull(strstr(out, "steps"));
+    ck_assert_int_eq(ctl("keys gre"), 0);
+    ck_assert_ptr_null(strstr(out, "steps"));
+    ck_assert_int_eq(ctl("del greeting"), 0);
+    ck_assert_int_eq(ctl("del greeting"), 3);
+    ck_assert_ptr_nonnull(strstr(out, "no such key: greeting"));
+    ck_assert_int_eq(ctl("get greeting"), 3);
+    ck_assert_int_eq(ctl("add greeting x"), 2);
+}
+END_TEST
+
+START_TEST(json_output)
+{
+    ck_assert_int_eq(ctl("set k 'a \"quoted\" value'"), 0);
+    ck_assert_int_eq(ctl("--json get k"), 0);
+    ck_assert_str_eq(out, "{\"ok\":true,\"key\":\"k\",\"size\":16,\"value\":\"a \\\"quoted\\\" "
+                          "value\"}\n");
+    ck_assert_int_eq(ctl("--json status"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"schema_version\":2"));
+    ck_assert_ptr_nonnull(strstr(out, "\"keys\":1"));
+    ck_assert_int_eq(ctl("--json keys"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "{\"key\":\"k\",\"size\":16,"));
+    ck_assert_int_eq(ctl("--json get missing"), 3);
+    ck_assert_str_eq(out, "{\"ok\":false,\"status\":\"ENOTFOUND\",\"error\":\"no such key: "
+                          "missing\"}\n");
+    /* binary values come out as base64 */
+    ck_assert_int_eq(ctl("set bin - < /bin/true"), 0);
+    ck_assert_int_eq(ctl("--json get bin"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"value_base64\":\"f0VMR"));
+}
+END_TEST
+
+START_TEST(status_for_people)
+{
+    ck_assert_int_eq(ctl("status"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "database     "));
+    ck_assert_ptr_nonnull(strstr(out, coord.db));
+}
+END_TEST
+
+START_TEST(exit_codes_for_scripts)
+{
+    ck_assert_int_eq(ctl("-w 200 get nothing"), 5);
+    ck_assert_ptr_nonnull(strstr(out, "timed out after 200 ms waiting for key: nothing"));
+    ck_assert_int_eq(ctl("frobnicate"), 2);
+    ck_assert_int_eq(ctl("get"), 2);
+    ck_assert_int_eq(ctl("--help"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "Exit status"));
+    coord_stop(&coord, SIGTERM);
+    ck_assert_int_eq(ctl("-t 300 status"), 4);
+    ck_assert_ptr_nonnull(strstr(out, "no coordinator answered"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ctl");
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, set_get_add_del_keys);
+    tcase_add_test(tc, json_output);
+    tcase_add_test(tc, status_for_people);
+    tcase_add_test(tc, exit_codes_for_scripts);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

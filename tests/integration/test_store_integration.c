@@ -1,0 +1,638 @@
+#define _GNU_SOURCE /* memmem */
+/* The store end to end: a real c10d-coord process on a free port with a
+ * real database file, real client processes and threads. */
+#include "coord_proc.h"
+
+#include <arpa/inet.h>
+#include <c10d/c10d.h>
+#include <check.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static coord_proc coord;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+static c10d_store *connect_timeout(const char *url, int timeout_ms)
+{
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = timeout_ms;
+    c10d_status st = c10d_store_connect(&s, url, &o);
+    ck_assert_msg(st == C10D_OK, "connect to %s: %s", url, c10d_errmsg());
+    return s;
+}
+
+static c10d_store *connect_store(void)
+{
+    return connect_timeout(coord.url, 10000);
+}
+
+#define OK(call) ck_assert_msg((call) == C10D_OK, "%s: %s", #call, c10d_errmsg())
+
+START_TEST(every_operation_round_trips)
+{
+    c10d_store *s = connect_store();
+    void *v;
+    size_t n;
+    OK(c10d_store_set(s, "k", "a\0b", 3));
+    OK(c10d_store_get(s, "k", &v, &n, 0));
+    ck_assert_uint_eq(n, 3);
+    ck_assert_mem_eq(v, "a\0b", 3);
+    c10d_free(v);
+
+    int64_t r;
+    OK(c10d_store_add(s, "ctr", 3, &r));
+    OK(c10d_store_add(s, "ctr", -1, &r));
+    ck_assert_int_eq(r, 2);
+
+    OK(c10d_store_compare_set(s, "cas", "", 0, "one", 3, &v, &n));
+    ck_assert_mem_eq(v, "one", 3);
+    c10d_free(v);
+    OK(c10d_store_compare_set(s, "cas", "bad", 3, "two", 3, &v, &n));
+    ck_assert_mem_eq(v, "one", 3); /* mismatch: current value back */
+    c10d_free(v);
+    ck_assert_int_eq(c10d_store_compare_set(s, "nokey", "x", 1, "y", 1, &v, &n), C10D_ENOTFOUND);
+
+    OK(c10d_store_append(s, "log", "ab", 2));
+    OK(c10d_store_append(s, "log", "cd", 2));
+    OK(c10d_store_get(s, "log", &v, &n, 0));
+    ck_assert_uint_eq(n, 4);
+    ck_assert_mem_eq(v, "abcd", 4);
+    c10d_free(v);
+
+    const char *keys[] = {"m1", "m2", "m3"};
+    const void *vals[] = {"x", "yy", ""};
+    size_t lens[] = {1, 2, 0};
+    OK(c10d_store_multi_set(s, keys, vals, lens, 3));
+    void *got[3];
+    size_t glen[3];
+    OK(c10d_store_multi_get(s, keys, 3, got, glen, 0));
+    ck_assert_uint_eq(glen[1], 2);
+    ck_assert_mem_eq(got[1], "yy", 2);
+    ck_assert_uint_eq(glen[2], 0);
+    for (int i = 0; i < 3; i++)
+        c10d_free(got[i]);
+
+    int all;
+    OK(c10d_store_check(s, keys, 3, &all));
+    ck_assert_int_eq(all, 1);
+    const char *some[] = {"m1", "absent"};
+    OK(c10d_store_check(s, some, 2, &all));
+    ck_assert_int_eq(all, 0);
+
+    int64_t nk;
+    OK(c10d_store_num_keys(s, &nk));
+    ck_assert_int_eq(nk, 7);
+    int deleted;
+    OK(c10d_store_delete_key(s, "k", &deleted));
+    ck_assert_int_eq(deleted, 1);
+    OK(c10d_store_delete_key(s, "k", &deleted));
+    ck_assert_int_eq(deleted, 0);
+    ck_assert_int_eq(c10d_store_get(s, "k", &v, &n, 0), C10D_ENOTFOUND);
+
+    c10d_key_info *ki;
+    size_t nki;
+    int trunc;
+    OK(c10d_store_list(s, "m", 0, &ki, &nki, &trunc));
+    ck_assert_uint_eq(nki, 3);
+    ck_assert_str_eq(ki[0].key, "m1");
+    ck_assert_uint_eq(ki[1].size, 2);
+    c10d_free(ki);
+
+    c10d_coord_info info;
+    OK(c10d_store_coord_info(s, &info));
+    ck_assert_int_eq(info.num_keys, 6);
+    ck_assert_str_eq(info.db_path, coord.db);
+    ck_assert_int_ge(info.clients, 1);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* N processes x M adds: the counter is exact, and every add got a
+ * distinct result (no add was applied twice or lost). */
+START_TEST(concurrent_adds_from_processes_are_exact)
+{
+    enum { PROCS = 8, ADDS = 250 };
+    int fds[PROCS][2];
+    for (int p = 0; p < PROCS; p++) {
+        ck_assert_int_eq(pipe(fds[p]), 0);
+        if (fork() == 0) {
+            close(fds[p][0]);
+            c10d_store *s = NULL;
+            if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+                _exit(1);
+            for (int i = 0; i < ADDS; i++) {
+                int64_t r;
+                if (c10d_store_add(s, "ctr", 1, &r) != C10D_OK)
+                    _exit(2);
+                if (write(fds[p][1], &r, sizeof r) != sizeof r)
+                    _exit(3);
+            }
+            c10d_store_close(s);
+            _exit(0);
+        }
+        close(fds[p][1]);
+    }
+    char *seen = calloc(PROCS * ADDS + 1, 1);
+    int total = 0;
+    for (int p = 0; p < PROCS; p++) {
+        int64_t r;
+        while (read(fds[p][0], &r, sizeof r) == sizeof r) {
+            ck_assert_int_ge(r, 1);
+            ck_assert_int_le(r, PROCS * ADDS);
+            ck_assert_msg(!seen[r], "result %lld returned twice", (long long)r);
+            seen[r] = 1;
+            total++;
+        }
+        close(fds[p][0]);
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        wait(&st);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed: %d", st);
+    }
+    ck_assert_int_eq(total, PROCS * ADDS);
+    c10d_store *s = connect_store();
+    int64_t r;
+    OK(c10d_store_add(s, "ctr", 0, &r));
+    ck_assert_int_eq(r, PROCS * ADDS);
+    c10d_store_close(s);
+    free(seen);
+}
+END_TEST
+
+typedef struct {
+    c10d_store *s;
+    int adds;
+    int failures;
+} thread_arg;
+
+static void *adder(void *p)
+{
+    thread_arg *a = p;
+    for (int i = 0; i < a->adds; i++)
+        if (c10d_store_add(a->s, "tctr", 1, NULL) != C10D_OK)
+            a->failures++;
+    return NULL;
+}
+
+START_TEST(one_handle_many_threads)
+{
+    enum { T = 8, ADDS = 200 };
+    c10d_store *s = connect_store();
+    pthread_t th[T];
+    thread_arg args[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (thread_arg){s, ADDS, 0};
+        pthread_create(&th[i], NULL, adder, &args[i]);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(args[i].failures, 0);
+    }
+    int64_t r;
+    OK(c10d_store_add(s, "tctr", 0, &r));
+    ck_assert_int_eq(r, T * ADDS);
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(blocked_get_wakes_on_set_from_another_client)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        c10d_store *s = NULL;
+        if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+            _exit(1);
+        void *v;
+        size_t n;
+        long long t0 = test_now_ms();
+        c10d_status st = c10d_store_get(s, "late", &v, &n, 10000);
+        long long took = test_now_ms() - t0;
+        if (st != C10D_OK || n != 5 || memcmp(v, "hello", 5) != 0)
+            _exit(2);
+        if (write(fd[1], &took, sizeof took) != sizeof took)
+            _exit(3);
+        _exit(0);
+    }
+    close(fd[1]);
+    c10d_store *s = connect_store();
+    usleep(300000);
+    /* The reader is parked on the coordinator, not polling. */
+    c10d_coord_info info;
+    OK(c10d_store_coord_info(s, &info));
+    ck_assert_int_eq(info.parked, 1);
+    long long t_set = test_now_ms();
+    OK(c10d_store_set(s, "late", "hello", 5));
+    long long took;
+    ck_assert_int_eq(read(fd[0], &took, sizeof took), sizeof took);
+    long long woke_after = test_now_ms() - t_set;
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert_int_ge(took, 250);
+    ck_assert_msg(woke_after < 1000, "get returned %lld ms after the set", woke_after);
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(wait_timeout_names_the_missing_keys)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "a", "1", 1));
+    const char *keys[] = {"a", "b", "c"};
+    long long t0 = test_now_ms();
+    ck_assert_int_eq(c10d_store_wait(s, keys, 3, 300), C10D_ETIMEDOUT);
+    long long took = test_now_ms() - t0;
+    ck_assert_str_eq(c10d_errmsg(), "timed out after 300 ms waiting for keys: b, c");
+    ck_assert_int_ge(took, 290);
+    ck_assert_int_lt(took, 2000);
+    void *v;
+    size_t n;
+    ck_assert_int_eq(c10d_store_get(s, "zzz", &v, &n, 200), C10D_ETIMEDOUT);
+    ck_assert_str_eq(c10d_errmsg(), "timed out after 200 ms waiting for key: zzz");
+    void *vals[3];
+    size_t lens[3];
+    ck_assert_int_eq(c10d_store_multi_get(s, keys, 3, vals, lens, 100), C10D_ETIMEDOUT);
+    /* and a wait that is satisfied while parked */
+    OK(c10d_store_set(s, "b", "1", 1));
+    OK(c10d_store_set(s, "c", "1", 1));
+    OK(c10d_store_wait(s, keys, 3, 100));
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(prefix_stores_are_isolated)
+{
+    c10d_store *root = connect_store(), *p1, *p2, *p1a;
+    OK(c10d_store_prefix(&p1, root, "job1"));
+    OK(c10d_store_prefix(&p2, root, "job2"));
+    OK(c10d_store_prefix(&p1a, p1, "a"));
+    OK(c10d_store_set(p1, "x", "1", 1));
+    OK(c10d_store_set(p2, "x", "2", 1));
+    OK(c10d_store_set(p1a, "x", "3", 1));
+    void *v;
+    size_t n;
+    OK(c10d_store_get(root, "job1/x", &v, &n, 0));
+    ck_assert_mem_eq(v, "1", 1);
+    c10d_free(v);
+    OK(c10d_store_get(root, "job1/a/x", &v, &n, 0));
+    ck_assert_mem_eq(v, "3", 1);
+    c10d_free(v);
+    OK(c10d_store_get(p2, "x", &v, &n, 0));
+    ck_assert_mem_eq(v, "2", 1);
+    c10d_free(v);
+    int64_t nk;
+    OK(c10d_store_num_keys(p1, &nk));
+    ck_assert_int_eq(nk, 2);
+    OK(c10d_store_num_keys(p2, &nk));
+    ck_assert_int_eq(nk, 1);
+    c10d_key_info *ki;
+    size_t nki;
+    OK(c10d_store_list(p1, NULL, 0, &ki, &nki, NULL));
+    ck_assert_uint_eq(nki, 2);
+    ck_assert_str_eq(ki[0].key, "a/x"); /* the view's own names */
+    ck_assert_str_eq(ki[1].key, "x");
+    c10d_free(ki);
+    /* closing the parent leaves views working */
+    c10d_store_close(root);
+    OK(c10d_store_get(p1a, "x", &v, &n, 0));
+    c10d_free(v);
+    c10d_store_close(p1a);
+    c10d_store_close(p1);
+    c10d_store_close(p2);
+}
+END_TEST
+
+START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
+{
+    coord_stop(&coord, SIGTERM);
+    const char *args[] = {"--max-value-bytes", "1024", "--max-message-bytes", "8192", NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    c10d_store *s = connect_store();
+    char *big = calloc(1, 4096);
+    ck_assert_int_eq(c10d_store_set(s, "big", big, 4096), C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "value of 4096 bytes for key 'big' exceeds"));
+    OK(c10d_store_set(s, "small", big, 1024));
+    OK(c10d_store_append(s, "small", "x", 0));
+    ck_assert_int_eq(c10d_store_append(s, "small", "x", 1), C10D_ETOOBIG);
+
+    /* A raw NNG peer that ignores the limits: its over-limit message gets
+     * its connection dropped; the coordinator serves everyone else. */
+    nng_socket raw;
+    ck_assert_int_eq(nng_req0_open(&raw), 0);
+    ck_assert_int_eq(nng_dial(raw, coord.url, NULL, 0), 0);
+    nng_socket_set_ms(raw, NNG_OPT_RECVTIMEO, 500);
+    nng_socket_set_ms(raw, NNG_OPT_SENDTIMEO, 500);
+    char *huge = calloc(1, 100000);
+    ck_assert_int_eq(nng_send(raw, huge, 100000, 0), 0);
+    char *buf = NULL;
+    size_t blen = 0;
+    ck_assert_int_ne(nng_recv(raw, &buf, &blen, NNG_FLAG_ALLOC), 0);
+    nng_close(raw);
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "small", &v, &n, 0));
+    ck_assert_uint_eq(n, 1024);
+    c10d_free(v);
+    free(big);
+    free(huge);
+    c10d_store_close(s);
+}
+END_TEST
+
+static int port_of(const char *url)
+{
+    return atoi(strrchr(url, ':') + 1);
+}
+
+START_TEST(garbage_on_the_port_does_not_hurt_others)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "before", "1", 1));
+    /* 1. raw TCP junk (not even the SP handshake) */
+    for (int i = 0; i < 5; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port_of(coord.url))};
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+        char junk[512];
+        for (size_t j = 0; j < sizeof junk; j++)
+            junk[j] = (char)(rand() & 0xff);
+        ck_assert_int_gt(write(fd, junk, sizeof junk), 0);
+        /* NNG sends its 8-byte SP header, reads ours, finds junk and
+         * closes: we must see end-of-file, not a timeout. */
+        char rb[64];
+        struct timeval tv = {2, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t r;
+        while ((r = read(fd, rb, sizeof rb)) > 0)
+            ;
+        ck_assert_msg(r == 0, "connection not closed after junk");
+        close(fd);
+    }
+    /* 2. a proper NNG peer sending bytes that are not a request */
+    nng_socket raw;
+    ck_assert_int_eq(nng_req0_open(&raw), 0);
+    ck_assert_int_eq(nng_dial(raw, coord.url, NULL, 0), 0);
+    nng_socket_set_ms(raw, NNG_OPT_RECVTIMEO, 2000);
+    ck_assert_int_eq(nng_send(raw, "\xff\xff\xff\xffgarbage", 11, 0), 0);
+    char *buf = NULL;
+    size_t blen = 0;
+    ck_assert_int_eq(nng_recv(raw, &buf, &blen, NNG_FLAG_ALLOC), 0);
+    ck_assert_int_gt(blen, 0);
+    /* The reply is a protocol error, not silence. */
+    ck_assert_ptr_nonnull(memmem(buf, blen, "could not decode", 16));
+    nng_free(buf, blen);
+    nng_close(raw);
+
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "before", &v, &n, 0));
+    c10d_free(v);
+    OK(c10d_store_set(s, "after", "1", 1));
+    c10d_store_close(s);
+}
+END_TEST
+
+/* A writer process records each acknowledged set; the coordinator is
+ * killed -9 in the middle; after a restart every acknowledged write is
+ * there with its value. */
+START_TEST(kill_9_keeps_every_acknowledged_write)
+{
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        c10d_store *s = NULL;
+        c10d_store_opts o = C10D_STORE_OPTS_INIT;
+        o.timeout_ms = 1000; /* give up soon after the coordinator dies */
+        if (c10d_store_connect(&s, coord.url, &o) != C10D_OK)
+            _exit(1);
+        for (int i = 0;; i++) {
+            char key[32], val[32];
+            snprintf(key, sizeof key, "w/%d", i);
+            snprintf(val, sizeof val, "value-%d", i);
+            if (c10d_store_set(s, key, val, strlen(val)) != C10D_OK)
+                break;
+            if (write(fd[1], &i, sizeof i) != sizeof i)
+                break;
+        }
+        _exit(0);
+    }
+    close(fd[1]);
+    int acked = -1, i;
+    while (acked < 300 && read(fd[0], &i, sizeof i) == sizeof i)
+        acked = i;
+    ck_assert_int_eq(coord_stop(&coord, SIGKILL), SIGKILL);
+    while (read(fd[0], &i, sizeof i) == sizeof i)
+        acked = i; /* acknowledged before the kill landed */
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+    c10d_store *s = connect_store();
+    for (int k = 0; k <= acked; k++) {
+        char key[32], want[32];
+        snprintf(key, sizeof key, "w/%d", k);
+        snprintf(want, sizeof want, "value-%d", k);
+        void *v;
+        size_t n;
+        ck_assert_msg(c10d_store_get(s, key, &v, &n, 0) == C10D_OK, "acknowledged %s lost", key);
+        ck_assert_uint_eq(n, strlen(want));
+        ck_assert_mem_eq(v, want, n);
+        c10d_free(v);
+    }
+    c10d_store_close(s);
+}
+END_TEST
+
+typedef struct {
+    const char *url;
+    volatile int stop;
+    int ok, failed;
+} restart_arg;
+
+static void *add_until_stopped(void *p)
+{
+    restart_arg *a = p;
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 15000;
+    if (c10d_store_connect(&s, a->url, &o) != C10D_OK) {
+        a->failed++;
+        return NULL;
+    }
+    while (!a->stop) {
+        if (c10d_store_add(s, "rctr", 1, NULL) == C10D_OK)
+            a->ok++;
+        else
+            a->failed++;
+    }
+    c10d_store_close(s);
+    return NULL;
+}
+
+/* A client busy with adds while the coordinator is killed -9 and restarted
+ * on the same port and database: every call completes, and the counter
+ * equals the adds acknowledged (resent adds were not applied twice). */
+START_TEST(client_rides_through_a_coordinator_restart)
+{
+    char listen[64];
+    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port_of(coord.url));
+    restart_arg a = {coord.url, 0, 0, 0};
+    pthread_t th[2];
+    restart_arg b = a;
+    pthread_create(&th[0], NULL, add_until_stopped, &a);
+    pthread_create(&th[1], NULL, add_until_stopped, &b);
+    for (int round = 0; round < 3; round++) {
+        usleep(300000);
+        coord_stop(&coord, round == 1 ? SIGTERM : SIGKILL);
+        usleep(400000);
+        ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
+    }
+    usleep(300000);
+    a.stop = b.stop = 1;
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    ck_assert_int_eq(a.failed + b.failed, 0);
+    ck_assert_int_gt(a.ok + b.ok, 100);
+    c10d_store *s = connect_store();
+    int64_t r;
+    OK(c10d_store_add(s, "rctr", 0, &r));
+    ck_assert_int_eq(r, a.ok + b.ok);
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(second_coordinator_on_the_same_database_is_refused)
+{
+    coord_proc second = coord; /* same dir and database */
+    second.pid = 0;
+    snprintf(second.log, sizeof second.log, "%s/second.log", coord.dir);
+    int st = 0;
+    ck_assert_int_eq(coord_start(&second, NULL, NULL, &st), -1);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    char pid[64];
+    snprintf(pid, sizeof pid, "in use by another c10d-coord (pid %d", (int)coord.pid);
+    ck_assert_msg(coord_log_contains(&second, pid), "second coordinator's log lacks '%s'", pid);
+}
+END_TEST
+
+START_TEST(sigterm_is_a_clean_shutdown)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+    int st = coord_stop(&coord, SIGTERM);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert(coord_log_contains(&coord, "stopped cleanly"));
+    /* The WAL was checkpointed into the database and removed. */
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", coord.db);
+    ck_assert_int_ne(access(wal, F_OK), 0);
+}
+END_TEST
+
+START_TEST(token_is_required_when_configured)
+{
+    coord_stop(&coord, SIGTERM);
+    char tf[600];
+    snprintf(tf, sizeof tf, "%s/token", coord.dir);
+    FILE *f = fopen(tf, "w");
+    fputs("s3cret\n", f);
+    fclose(f);
+    const char *args[] = {"--token-file", tf, NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 2000;
+    unsetenv("C10D_TOKEN");
+    ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    o.token = "wrong";
+    ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "does not match"));
+    o.token = "s3cret";
+    OK(c10d_store_connect(&s, coord.url, &o));
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+}
+END_TEST
+
+static char late_listen[64];
+
+static void *start_late(void *arg)
+{
+    usleep(500000);
+    *(int *)arg = coord_start(&coord, late_listen, NULL, NULL);
+    return NULL;
+}
+
+START_TEST(client_started_before_the_coordinator_waits_for_it)
+{
+    snprintf(late_listen, sizeof late_listen, "tcp://127.0.0.1:%d", port_of(coord.url));
+    coord_stop(&coord, SIGTERM);
+    int started = -1;
+    pthread_t th;
+    pthread_create(&th, NULL, start_late, &started);
+    long long t0 = test_now_ms();
+    c10d_store *s = connect_timeout(late_listen, 10000);
+    ck_assert_int_ge(test_now_ms() - t0, 400);
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(started, 0);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("store_integration");
+    TCase *tc = tcase_create("coordinator");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, every_operation_round_trips);
+    tcase_add_test(tc, concurrent_adds_from_processes_are_exact);
+    tcase_add_test(tc, one_handle_many_threads);
+    tcase_add_test(tc, blocked_get_wakes_on_set_from_another_client);
+    tcase_add_test(tc, wait_timeout_names_the_missing_keys);
+    tcase_add_test(tc, prefix_stores_are_isolated);
+    tcase_add_test(tc, oversized_values_are_refused_and_the_coordinator_carries_on);
+    tcase_add_test(tc, garbage_on_the_port_does_not_hurt_others);
+    tcase_add_test(tc, kill_9_keeps_every_acknowledged_write);
+    tcase_add_test(tc, client_rides_through_a_coordinator_restart);
+    tcase_add_test(tc, second_coordinator_on_the_same_database_is_refused);
+    tcase_add_test(tc, sigterm_is_a_clean_shutdown);
+    tcase_add_test(tc, token_is_required_when_configured);
+    tcase_add_test(tc, client_started_before_the_coordinator_waits_for_it);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,129 @@
+/* Client basics: the error list, per-thread error detail, environment
+ * handling, NULL-safety. */
+#include "internal.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(every_status_has_a_message_and_name)
+{
+#define CHECK_ONE(name, value, msg)                                                                \
+    ck_assert_str_eq(c10d_strerror(C10D_##name), msg);                                             \
+    ck_assert_str_eq(c10d_status_name(C10D_##name), #name);                                        \
+    ck_assert_int_eq(C10D_##name, value);
+    C10D_ERROR_LIST(CHECK_ONE)
+#undef CHECK_ONE
+    ck_assert_str_eq(c10d_strerror((c10d_status)-999), "unknown status");
+    ck_assert_str_eq(c10d_status_name((c10d_status)5), "UNKNOWN");
+}
+END_TEST
+
+static void *set_other_thread(void *arg)
+{
+    c10di_error(C10D_ETIMEDOUT, "other thread's detail");
+    return arg;
+}
+
+START_TEST(errmsg_is_per_thread)
+{
+    ck_assert_int_eq(c10di_error(C10D_EINVAL, "bad rank %d", 7), C10D_EINVAL);
+    pthread_t t;
+    pthread_create(&t, NULL, set_other_thread, NULL);
+    pthread_join(t, NULL);
+    ck_assert_str_eq(c10d_errmsg(), "bad rank 7");
+}
+END_TEST
+
+START_TEST(url_resolution_follows_torchrun_env)
+{
+    char url[256];
+    unsetenv("C10D_COORD");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    c10di_resolve_url(NULL, url, sizeof url);
+    ck_assert_str_eq(url, "tcp://127.0.0.1:29500");
+    c10di_resolve_url("node1:1234", url, sizeof url);
+    ck_assert_str_eq(url, "tcp://node1:1234");
+    c10di_resolve_url("ipc:///tmp/x", url, sizeof url);
+    ck_assert_str_eq(url, "ipc:///tmp/x");
+    setenv("MASTER_ADDR", "10.0.0.5", 1);
+    setenv("MASTER_PORT", "4000", 1);
+    c10di_resolve_url(NULL, url, sizeof url);
+    ck_assert_str_eq(url, "tcp://10.0.0.5:4000");
+    setenv("MASTER_ADDR", "fe80::1", 1);
+    c10di_resolve_url(NULL, url, sizeof url);
+    ck_assert_str_eq(url, "tcp://[fe80::1]:4000");
+    setenv("C10D_COORD", "tcp://coord:9", 1); /* wins over MASTER_* */
+    c10di_resolve_url(NULL, url, sizeof url);
+    ck_assert_str_eq(url, "tcp://coord:9");
+    c10di_resolve_url("tcp://explicit:1", url, sizeof url); /* an argument wins */
+    ck_assert_str_eq(url, "tcp://explicit:1");
+}
+END_TEST
+
+START_TEST(env_long_ignores_garbage)
+{
+    setenv("C10D_TEST_N", "123", 1);
+    ck_assert_int_eq(c10di_env_long("C10D_TEST_N", 5), 123);
+    setenv("C10D_TEST_N", "12x", 1);
+    ck_assert_int_eq(c10di_env_long("C10D_TEST_N", 5), 5);
+    unsetenv("C10D_TEST_N");
+    ck_assert_int_eq(c10di_env_long("C10D_TEST_N", 5), 5);
+}
+END_TEST
+
+START_TEST(null_handles_are_safe)
+{
+    c10d_store_close(NULL);
+    c10d_free(NULL);
+    ck_assert_ptr_null(c10d_store_url(NULL));
+    ck_assert_int_eq(c10d_store_set(NULL, "k", "v", 1), C10D_EINVAL);
+    int64_t n;
+    ck_assert_int_eq(c10d_store_num_keys(NULL, &n), C10D_EINVAL);
+    ck_assert_int_eq(c10d_store_connect(NULL, NULL, NULL), C10D_EINVAL);
+    ck_assert_str_ne(c10d_errmsg(), "");
+    ck_assert_str_eq(c10d_version(), C10D_TEST_VERSION);
+}
+END_TEST
+
+START_TEST(bad_url_is_einval)
+{
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 200;
+    ck_assert_int_eq(c10d_store_connect(&s, "nosuchscheme://x", &o), C10D_EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "nosuchscheme://x"));
+}
+END_TEST
+
+START_TEST(no_coordinator_is_eunavail_within_timeout)
+{
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 300;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", &o), C10D_EUNAVAIL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "no coordinator answered at tcp://127.0.0.1:1"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client_basics");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, every_status_has_a_message_and_name);
+    tcase_add_test(tc, errmsg_is_per_thread);
+    tcase_add_test(tc, url_resolution_follows_torchrun_env);
+    tcase_add_test(tc, env_long_ignores_garbage);
+    tcase_add_test(tc, null_handles_are_safe);
+    tcase_add_test(tc, bad_url_is_einval);
+    tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

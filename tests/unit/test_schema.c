@@ -1,0 +1,141 @@
+/* The database: created at the newest schema, migrated from older ones
+ * with data kept, newer ones refused, one coordinator per file. */
+#include "db.h"
+#include "schema.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64], path[128];
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/c10d-schema-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.db", dir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static int scalar(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    int v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_finalize(st);
+    return v;
+}
+
+START_TEST(migrations_are_numbered_without_gaps)
+{
+    ck_assert_int_ge(c10ds_migration_count, 2);
+    for (int i = 0; i < c10ds_migration_count; i++)
+        ck_assert_int_eq(c10ds_migrations[i].version, i + 1);
+}
+END_TEST
+
+START_TEST(fresh_database_gets_newest_schema_in_wal)
+{
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "PRAGMA user_version"), c10ds_migration_count);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db.h, "PRAGMA journal_mode", -1, &st, NULL);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM applied_requests"), 0);
+    c10ds_db_close(&db);
+}
+END_TEST
+
+START_TEST(version_1_database_is_migrated_with_its_data)
+{
+    /* Build a version-1 database by hand, as an older coordinator left it. */
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[0].sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO kv VALUES('old', x'0102', 1); "
+                                     "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "SELECT length(value) FROM kv WHERE key = 'old'"), 2);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM applied_requests"), 0);
+    c10ds_db_close(&db);
+}
+END_TEST
+
+START_TEST(newer_database_is_refused)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "schema version 99 is newer"));
+}
+END_TEST
+
+START_TEST(second_open_is_refused_naming_the_holder)
+{
+    c10ds_db a, b;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&a, path, err, sizeof err), 0);
+    /* flock locks belong to the open file description, so a second open in
+     * this process conflicts just as another process would. */
+    ck_assert_int_eq(c10ds_db_open(&b, path, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "in use by another c10d-coord"));
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d", (int)getpid());
+    ck_assert_ptr_nonnull(strstr(err, pid));
+    c10ds_db_close(&a);
+    ck_assert_int_eq(c10ds_db_open(&b, path, err, sizeof err), 0); /* free again */
+    c10ds_db_close(&b);
+}
+END_TEST
+
+START_TEST(memory_database_needs_no_lock)
+{
+    c10ds_db a, b;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&a, ":memory:", err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&b, ":memory:", err, sizeof err), 0);
+    c10ds_db_close(&a);
+    c10ds_db_close(&b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("schema");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, migrations_are_numbered_without_gaps);
+    tcase_add_test(tc, fresh_database_gets_newest_schema_in_wal);
+    tcase_add_test(tc, version_1_database_is_migrated_with_its_data);
+    tcase_add_test(tc, newer_database_is_refused);
+    tcase_add_test(tc, second_open_is_refused_naming_the_holder);
+    tcase_add_test(tc, memory_database_needs_no_lock);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

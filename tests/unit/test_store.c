@@ -1,0 +1,415 @@
+/* The store's semantics (store.c), the parked-request index (waiters.c)
+ * and the engine's batch (engine.c): dedup, parking, wake-ups, expiry,
+ * limits — on a real SQLite database, without the network. */
+#include "engine.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static c10ds_db db;
+static c10ds_store st;
+static char err[1024];
+
+static void setup(void)
+{
+    ck_assert_int_eq(c10ds_db_open(&db, ":memory:", err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_store_init(&st, &db), 0);
+}
+
+static void teardown(void)
+{
+    c10ds_store_fini(&st);
+    c10ds_db_close(&db);
+}
+
+static void expect_value(const char *key, const void *v, size_t n)
+{
+    const void *got;
+    size_t len;
+    ck_assert_int_eq(c10ds_store_get(&st, key, &got, &len), 1);
+    ck_assert_uint_eq(len, n);
+    if (n)
+        ck_assert_mem_eq(got, v, n);
+    c10ds_store_release(&st);
+}
+
+START_TEST(set_get_overwrite_and_binary_values)
+{
+    ck_assert_int_eq(c10ds_store_set(&st, "k", "a\0b", 3, err, sizeof err), C10D_OK);
+    expect_value("k", "a\0b", 3);
+    ck_assert_int_eq(c10ds_store_set(&st, "k", "", 0, err, sizeof err), C10D_OK);
+    expect_value("k", "", 0);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 1);
+    ck_assert_int_eq(c10ds_store_exists(&st, "nope"), 0);
+}
+END_TEST
+
+START_TEST(add_counts_in_decimal_text_and_refuses_non_integers)
+{
+    int64_t v;
+    ck_assert_int_eq(c10ds_store_add(&st, "n", 5, &v, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(v, 5);
+    ck_assert_int_eq(c10ds_store_add(&st, "n", -7, &v, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(v, -2);
+    expect_value("n", "-2", 2);
+    c10ds_store_set(&st, "s", "abc", 3, err, sizeof err);
+    ck_assert_int_eq(c10ds_store_add(&st, "s", 1, &v, err, sizeof err), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "not a decimal integer"));
+    c10ds_store_set(&st, "big", "9223372036854775807", 19, err, sizeof err);
+    ck_assert_int_eq(c10ds_store_add(&st, "big", 1, &v, err, sizeof err), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "overflows"));
+}
+END_TEST
+
+START_TEST(compare_set_semantics)
+{
+    void *cur;
+    size_t n;
+    /* missing key + empty expected: creates */
+    ck_assert_int_eq(
+        c10ds_store_compare_set(&st, "c", "", 0, "v1", 2, &cur, &n, err, sizeof err), C10D_OK);
+    ck_assert_mem_eq(cur, "v1", 2);
+    free(cur);
+    /* match: swaps */
+    ck_assert_int_eq(
+        c10ds_store_compare_set(&st, "c", "v1", 2, "v2", 2, &cur, &n, err, sizeof err), C10D_OK);
+    ck_assert_mem_eq(cur, "v2", 2);
+    free(cur);
+    /* mismatch: leaves it, returns the current value */
+    ck_assert_int_eq(
+        c10ds_store_compare_set(&st, "c", "zz", 2, "v3", 2, &cur, &n, err, sizeof err), C10D_OK);
+    ck_assert_mem_eq(cur, "v2", 2);
+    free(cur);
+    expect_value("c", "v2", 2);
+    /* missing key + non-empty expected: nothing stored, and said so */
+    ck_assert_int_eq(
+        c10ds_store_compare_set(&st, "m", "x", 1, "y", 1, &cur, &n, err, sizeof err),
+        C10D_ENOTFOUND);
+    ck_assert_int_eq(c10ds_store_exists(&st, "m"), 0);
+    ck_assert_ptr_nonnull(strstr(err, "nothing stored"));
+}
+END_TEST
+
+START_TEST(append_creates_and_concatenates_bytes)
+{
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "x\0", 2, 100, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "yz", 2, 100, err, sizeof err), C10D_OK);
+    expect_value("a", "x\0yz", 4);
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "0123456789", 10, 10, err, sizeof err),
+                     C10D_ETOOBIG);
+    expect_value("a", "x\0yz", 4);
+}
+END_TEST
+
+START_TEST(delete_and_counts_follow)
+{
+    int d;
+    c10ds_store_set(&st, "a", "1", 1, err, sizeof err);
+    c10ds_store_set(&st, "b", "1", 1, err, sizeof err);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 2);
+    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(d, 1);
+    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(d, 0);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 1);
+    c10ds_store_recount(&st);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 1);
+}
+END_TEST
+
+static void collect(void *arg, const char *key, uint64_t size, int64_t updated_ms)
+{
+    char *out = arg;
+    strcat(out, key);
+    strcat(out, ";");
+}
+
+START_TEST(prefix_ranges_are_exact)
+{
+    const char *keys[] = {"a/1", "a/2", "a0", "a\xff", "a\xff\xff/x", "b/1", "a/"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        c10ds_store_set(&st, keys[i], "v", 1, err, sizeof err);
+    ck_assert_int_eq(c10ds_store_count(&st, "a/"), 3);
+    ck_assert_int_eq(c10ds_store_count(&st, "a"), 6);
+    ck_assert_int_eq(c10ds_store_count(&st, "a\xff"), 2);
+    ck_assert_int_eq(c10ds_store_count(&st, "a\xff\xff"), 1);
+    char out[256] = "";
+    int more;
+    ck_assert_int_eq(c10ds_store_list(&st, "a/", 10, collect, out, &more), 3);
+    ck_assert_str_eq(out, "a/;a/1;a/2;");
+    ck_assert_int_eq(more, 0);
+    out[0] = '\0';
+    ck_assert_int_eq(c10ds_store_list(&st, "", 2, collect, out, &more), 2);
+    ck_assert_int_eq(more, 1);
+}
+END_TEST
+
+/* --- waiters --- */
+
+START_TEST(waiters_wake_by_key_and_expire_by_deadline)
+{
+    c10ds_waiters *w = c10ds_waiters_new();
+    c10ds_request r[4];
+    memset(r, 0, sizeof r);
+    r[0].deadline_ms = 300;
+    r[1].deadline_ms = 100;
+    r[2].deadline_ms = 200;
+    r[3].deadline_ms = 50;
+    ck_assert_int_eq(c10ds_waiters_park(w, &r[0], "x"), 0);
+    ck_assert_int_eq(c10ds_waiters_park(w, &r[1], "y"), 0);
+    ck_assert_int_eq(c10ds_waiters_park(w, &r[2], "x"), 0);
+    ck_assert_int_eq(c10ds_waiters_park(w, &r[3], "z"), 0);
+    ck_assert_int_eq(c10ds_waiters_next_deadline(w), 50);
+    c10ds_waiters_touch(w, "x");
+    c10ds_waiters_touch(w, "nobody");
+    c10ds_request *ready = c10ds_waiters_take_ready(w);
+    ck_assert_ptr_eq(ready, &r[0]); /* park order */
+    ck_assert_ptr_eq(ready->next, &r[2]);
+    ck_assert_ptr_null(ready->next->next);
+    ck_assert_uint_eq(c10ds_waiters_count(w), 2);
+    ck_assert_ptr_null(c10ds_waiters_pop_expired(w, 49));
+    ck_assert_ptr_eq(c10ds_waiters_pop_expired(w, 150), &r[3]);
+    ck_assert_ptr_eq(c10ds_waiters_pop_expired(w, 150), &r[1]);
+    ck_assert_ptr_null(c10ds_waiters_pop_expired(w, 150));
+    ck_assert_int_eq(c10ds_waiters_next_deadline(w), INT64_MAX);
+    c10ds_waiters_free(w, NULL);
+}
+END_TEST
+
+START_TEST(waiters_handle_many_keys)
+{
+    enum { N = 5000 };
+    c10ds_waiters *w = c10ds_waiters_new();
+    c10ds_request *r = calloc(N, sizeof *r);
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        r[i].deadline_ms = 1000 + (i * 7919) % N;
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_int_eq(c10ds_waiters_park(w, &r[i], key), 0);
+    }
+    for (int i = 0; i < N; i += 2) {
+        snprintf(key, sizeof key, "k%d", i);
+        c10ds_waiters_touch(w, key);
+    }
+    int woke = 0;
+    for (c10ds_request *x = c10ds_waiters_take_ready(w); x; x = x->next)
+        woke++;
+    ck_assert_int_eq(woke, N / 2);
+    int64_t last = 0;
+    for (c10ds_request *x; (x = c10ds_waiters_pop_expired(w, INT64_MAX - 1)) != NULL;) {
+        ck_assert_int_ge(x->deadline_ms, last);
+        last = x->deadline_ms;
+        ck_assert_int_eq((x - r) % 2, 1);
+    }
+    c10ds_waiters_free(w, NULL);
+    free(r);
+}
+END_TEST
+
+/* --- the engine's batch, with a fake transport --- */
+
+static c10ds_config cfg;
+static C10dpb__Reply *replies[64];
+static int nreplies;
+
+static void capture(void *arg, void *slot, const void *reply, size_t len)
+{
+    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
+}
+
+static void free_replies(void)
+{
+    for (int i = 0; i < nreplies; i++)
+        c10dpb__reply__free_unpacked(replies[i], NULL);
+    nreplies = 0;
+}
+
+/* A request as the listener would build it: packed, then decoded. */
+static c10ds_request *req(C10dpb__Request *pb, uint64_t client, uint64_t id)
+{
+    C10dpb__Identity who = C10DPB__IDENTITY__INIT;
+    who.has_client_id = 1;
+    who.client_id = client;
+    pb->who = &who;
+    pb->request_id = id;
+    size_t n = c10dpb__request__get_packed_size(pb);
+    uint8_t *buf = malloc(n);
+    c10dpb__request__pack(pb, buf);
+    c10ds_request *r = c10ds_request_new(c10dpb__request__unpack(NULL, n, buf), NULL);
+    free(buf);
+    return r;
+}
+
+static c10ds_request *add_req(uint64_t client, uint64_t id, const char *key, int64_t delta)
+{
+    C10dpb__StoreAdd m = C10DPB__STORE_ADD__INIT;
+    m.key = (char *)key;
+    m.delta = delta;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_ADD;
+    pb.add = &m;
+    return req(&pb, client, id);
+}
+
+static c10ds_request *get_req(uint64_t id, const char *key, int timeout_ms)
+{
+    C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
+    m.key = (char *)key;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = timeout_ms;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GET;
+    pb.get = &m;
+    return req(&pb, 1, id);
+}
+
+static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
+{
+    C10dpb__StoreSet m = C10DPB__STORE_SET__INIT;
+    m.key = (char *)key;
+    m.value.data = (uint8_t *)val;
+    m.value.len = strlen(val);
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_SET;
+    pb.set = &m;
+    return req(&pb, 2, id);
+}
+
+static c10ds_engine *eng;
+
+static void engine_setup(void)
+{
+    setup();
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_key_bytes = 64;
+    cfg.max_value_bytes = 16;
+    cfg.max_multi_keys = 4;
+    cfg.dedup_window_s = 60;
+    cfg.listen_url = "test://";
+    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(eng);
+}
+
+static void engine_teardown(void)
+{
+    free_replies();
+    c10ds_engine_free(eng);
+    teardown();
+}
+
+static void run1(c10ds_request *r)
+{
+    r->next = NULL;
+    c10ds_engine_run_batch(eng, r);
+}
+
+START_TEST(resent_add_is_applied_once)
+{
+    run1(add_req(77, 1, "ctr", 5));
+    run1(add_req(77, 1, "ctr", 5)); /* the same request again: a resend */
+    run1(add_req(77, 2, "ctr", 5)); /* a new request */
+    run1(add_req(78, 1, "ctr", 5)); /* same id, other client: new */
+    ck_assert_int_eq(nreplies, 4);
+    ck_assert_int_eq(replies[0]->number, 5);
+    ck_assert_int_eq(replies[1]->number, 5); /* the first reply, replayed */
+    ck_assert_int_eq(replies[2]->number, 10);
+    ck_assert_int_eq(replies[3]->number, 15);
+    ck_assert_uint_eq(replies[1]->request_id, 1);
+}
+END_TEST
+
+START_TEST(get_parks_until_set_in_a_later_batch)
+{
+    run1(get_req(1, "late", 10000));
+    ck_assert_int_eq(nreplies, 0);
+    ck_assert_int_eq(atomic_load(&eng->parked), 1);
+    run1(set_req(2, "late", "v"));
+    ck_assert_int_eq(nreplies, 2);
+    /* the set is answered first (it ran first), then the woken get */
+    ck_assert_uint_eq(replies[0]->request_id, 2);
+    ck_assert_uint_eq(replies[1]->request_id, 1);
+    ck_assert_int_eq(replies[1]->status, C10D_OK);
+    ck_assert_mem_eq(replies[1]->value.data, "v", 1);
+    ck_assert_int_eq(atomic_load(&eng->parked), 0);
+}
+END_TEST
+
+START_TEST(parked_get_times_out_naming_the_key)
+{
+    run1(get_req(1, "never", 30));
+    ck_assert_int_eq(nreplies, 0);
+    usleep(50000);
+    c10ds_engine_run_batch(eng, NULL);
+    ck_assert_int_eq(nreplies, 1);
+    ck_assert_int_eq(replies[0]->status, C10D_ETIMEDOUT);
+    ck_assert_str_eq(replies[0]->detail, "timed out after 30 ms waiting for key: never");
+}
+END_TEST
+
+START_TEST(get_without_wait_is_enotfound)
+{
+    run1(get_req(1, "nope", 0));
+    ck_assert_int_eq(replies[0]->status, C10D_ENOTFOUND);
+}
+END_TEST
+
+START_TEST(limits_are_enforced_with_reasons)
+{
+    run1(set_req(1, "k", "this value is longer than sixteen bytes"));
+    ck_assert_int_eq(replies[0]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "--max-value-bytes"));
+    char longkey[100];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[99] = '\0';
+    run1(set_req(2, longkey, "v"));
+    ck_assert_int_eq(replies[1]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "--max-key-bytes"));
+    run1(set_req(3, "", "v"));
+    ck_assert_int_eq(replies[2]->status, C10D_EINVAL);
+}
+END_TEST
+
+START_TEST(wrong_token_is_refused)
+{
+    cfg.token = "s3cret";
+    run1(set_req(1, "k", "v"));
+    ck_assert_int_eq(replies[0]->status, C10D_EAUTH);
+    ck_assert_int_eq(c10ds_store_exists(&st, "k"), 0);
+    cfg.token = NULL;
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("store");
+    TCase *tc = tcase_create("logic");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, set_get_overwrite_and_binary_values);
+    tcase_add_test(tc, add_counts_in_decimal_text_and_refuses_non_integers);
+    tcase_add_test(tc, compare_set_semantics);
+    tcase_add_test(tc, append_creates_and_concatenates_bytes);
+    tcase_add_test(tc, delete_and_counts_follow);
+    tcase_add_test(tc, prefix_ranges_are_exact);
+    suite_add_tcase(s, tc);
+    TCase *tw = tcase_create("waiters");
+    tcase_add_test(tw, waiters_wake_by_key_and_expire_by_deadline);
+    tcase_add_test(tw, waiters_handle_many_keys);
+    suite_add_tcase(s, tw);
+    TCase *te = tcase_create("engine");
+    tcase_add_checked_fixture(te, engine_setup, engine_teardown);
+    tcase_add_test(te, resent_add_is_applied_once);
+    tcase_add_test(te, get_parks_until_set_in_a_later_batch);
+    tcase_add_test(te, parked_get_times_out_naming_the_key);
+    tcase_add_test(te, get_without_wait_is_enotfound);
+    tcase_add_test(te, limits_are_enforced_with_reasons);
+    tcase_add_test(te, wrong_token_is_refused);
+    suite_add_tcase(s, te);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

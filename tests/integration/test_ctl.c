@@ -1,6 +1,8 @@
 /* c10d-ctl against a real coordinator: output, --json, exit codes. */
 #include "coord_proc.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -116,9 +118,5 @@ int main(void)
     tcase_add_test(tc, status_for_people);
     tcase_add_test(tc, exit_codes_for_scripts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

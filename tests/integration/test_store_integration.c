@@ -5,6 +5,8 @@
 
 #include <arpa/inet.h>
 #include <c10d/c10d.h>
+#include "check_main.h"
+
 #include <check.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -251,7 +253,8 @@ START_TEST(blocked_get_wakes_on_set_from_another_client)
     waitpid(pid, &st, 0);
     ck_assert_int_eq(WEXITSTATUS(st), 0);
     ck_assert_int_ge(took, 250);
-    ck_assert_msg(woke_after < 1000, "get returned %lld ms after the set", woke_after);
+    /* generous: CI machines are shared; a poller would still miss by far */
+    ck_assert_msg(woke_after < 2000, "get returned %lld ms after the set", woke_after);
     c10d_store_close(s);
 }
 END_TEST
@@ -266,7 +269,7 @@ START_TEST(wait_timeout_names_the_missing_keys)
     long long took = test_now_ms() - t0;
     ck_assert_str_eq(c10d_errmsg(), "timed out after 300 ms waiting for keys: b, c");
     ck_assert_int_ge(took, 290);
-    ck_assert_int_lt(took, 2000);
+    ck_assert_int_lt(took, 3000);
     void *v;
     size_t n;
     ck_assert_int_eq(c10d_store_get(s, "zzz", &v, &n, 200), C10D_ETIMEDOUT);
@@ -630,9 +633,5 @@ int main(void)
     tcase_add_test(tc, token_is_required_when_configured);
     tcase_add_test(tc, client_started_before_the_coordinator_waits_for_it);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

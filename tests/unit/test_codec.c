@@ -2,6 +2,8 @@
  * missing required fields are rejected rather than misread. */
 #include "c10d.pb-c.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,9 +136,5 @@ int main(void)
     tcase_add_test(tc, missing_required_request_id_is_rejected);
     tcase_add_test(tc, reply_round_trips_status_and_detail);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

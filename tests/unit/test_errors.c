@@ -2,6 +2,8 @@
  * handling, NULL-safety. */
 #include "internal.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -121,9 +123,5 @@ int main(void)
     tcase_add_test(tc, bad_url_is_einval);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

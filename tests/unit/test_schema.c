@@ -3,6 +3,8 @@
 #include "db.h"
 #include "schema.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,9 +135,5 @@ int main(void)
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

@@ -3,6 +3,8 @@
  * limits — on a real SQLite database, without the network. */
 #include "engine.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,9 +409,5 @@ int main(void)
     tcase_add_test(te, limits_are_enforced_with_reasons);
     tcase_add_test(te, wrong_token_is_refused);
     suite_add_tcase(s, te);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return c10d_run_suite(s);
 }

@@ -356,14 +356,23 @@ void c10ds_engine_stop(c10ds_engine *e)
         c10ds_info("dropping %zu parked request(s); their clients will resend them", parked);
 }
 
+void c10ds_engine_release(c10ds_engine *e)
+{
+    if (!e || e->released)
+        return;
+    c10ds_engine_stop(e);
+    c10ds_waiters_free(e->waiters, c10ds_request_free);
+    e->waiters = NULL;
+    c10ds_reqlog_fini(&e->reqlog);
+    c10ds_store_fini(&e->store);
+    e->released = 1;
+}
+
 void c10ds_engine_free(c10ds_engine *e)
 {
     if (!e)
         return;
-    c10ds_engine_stop(e);
-    c10ds_waiters_free(e->waiters, c10ds_request_free);
-    c10ds_reqlog_fini(&e->reqlog);
-    c10ds_store_fini(&e->store);
+    c10ds_engine_release(e);
     for (c10ds_request *r = e->q_head, *n; r; r = n) {
         n = r->next;
         c10ds_request_free(r);

@@ -66,6 +66,7 @@ struct c10ds_engine {
 
     pthread_t thread;
     int started;
+    int released; /* c10ds_engine_release ran */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     c10ds_request *q_head, *q_tail; /* guarded by mu */
@@ -89,6 +90,10 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
  * requests are dropped unanswered: their clients resend them to the next
  * coordinator. */
 void c10ds_engine_stop(c10ds_engine *e);
+/* Stops the engine and lets go of the database: statements finalized,
+ * parked requests dropped. The struct stays valid (submit refuses) for
+ * listener callbacks still running; c10ds_engine_free frees it. */
+void c10ds_engine_release(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
 
 /* Runs one batch synchronously (no thread): for unit tests. */

@@ -1,6 +1,7 @@
 #include "listener.h"
 
 #include "log.h"
+#include "nng_close.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -253,7 +254,7 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     nng_mtx_unlock(l->mu);
     return l;
 fail:
-    c10ds_listener_free(l);
+    c10ds_listener_close(l, 2000);
     return NULL;
 }
 
@@ -265,14 +266,18 @@ void c10ds_listener_drain(c10ds_listener *l, int timeout_ms)
     }
 }
 
-void c10ds_listener_free(c10ds_listener *l)
+int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
 {
     if (!l)
-        return;
+        return 0;
     nng_mtx_lock(l->mu);
     l->closing = 1;
     nng_mtx_unlock(l->mu);
-    nng_close(l->sock); /* completes every aio with NNG_ECLOSED */
+    /* Completes every aio with NNG_ECLOSED, unless NNG 1.5.2's close race
+     * hangs it (common/nng_close.h): then the slots stay allocated, since
+     * their callbacks may still run, and the process exits around them. */
+    if (c10dc_nng_close_bounded(l->sock, timeout_ms) != 0)
+        return -1;
     for (slot *s = l->all_slots, *n; s; s = n) {
         n = s->next_all;
         nng_aio_free(s->aio); /* waits for its callback */
@@ -280,4 +285,5 @@ void c10ds_listener_free(c10ds_listener *l)
     }
     nng_mtx_free(l->mu);
     free(l);
+    return 0;
 }

@@ -18,6 +18,8 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
 void c10ds_listener_send(void *arg, void *slot, const void *reply, size_t len);
 /* Waits up to timeout_ms for replies handed to NNG to be sent. */
 void c10ds_listener_drain(c10ds_listener *l, int timeout_ms);
-void c10ds_listener_free(c10ds_listener *l);
+/* Closes the socket and frees l. Returns -1, leaving l allocated, when NNG
+ * did not finish closing within timeout_ms (see common/nng_close.h). */
+int c10ds_listener_close(c10ds_listener *l, int timeout_ms);
 
 #endif

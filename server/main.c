@@ -91,16 +91,32 @@ out:
      * gets a moment to put those replies on the wire; then the socket
      * closes and the database is closed (checkpointing its WAL). */
     c10ds_engine_stop(engine);
+    int closed = 1;
     if (listener) {
         c10ds_listener_drain(listener, 500);
-        c10ds_listener_free(listener);
+        closed = c10ds_listener_close(listener, 2000) == 0;
+        if (!closed)
+            c10ds_warn("NNG did not finish closing its socket within 2 s (a known NNG 1.5.2 "
+                       "close race); closing the database and exiting around it");
     }
-    c10ds_engine_free(engine);
+    if (closed) {
+        c10ds_engine_free(engine);
+    } else {
+        /* Listener callbacks may still touch the engine struct: release
+         * its hold on the database but leave the struct to process exit. */
+        c10ds_engine_release(engine);
+    }
     c10ds_db_close(&db);
     if (status == 0)
         c10ds_info("stopped cleanly");
     if (cfg.ready_file)
         unlink(cfg.ready_file);
+    if (!closed) {
+        /* NNG threads may still read cfg and the engine: leave now,
+         * without unwinding them. */
+        fflush(stderr);
+        _exit(status);
+    }
     c10ds_config_free(&cfg);
     return status;
 }

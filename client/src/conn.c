@@ -10,6 +10,7 @@
 #include "version.h"
 
 #include "c10d_time.h"
+#include "nng_close.h"
 
 #include <nng/protocol/reqrep0/req.h>
 #include <stdio.h>
@@ -286,7 +287,11 @@ void c10di_conn_unref(c10di_conn *c)
         n = x->next;
         ctx_free(x);
     }
-    nng_close(c->sock); /* a zero socket (never opened) is rejected harmlessly */
+    /* A zero socket (never opened) is rejected harmlessly. If NNG's close
+     * hangs (see common/nng_close.h) the connection is leaked, not freed:
+     * its pipe callbacks may still run. */
+    if (c10dc_nng_close_bounded(c->sock, 2000) != 0)
+        return;
     nng_mtx_free(c->mu);
     free(c->token);
     free(c);

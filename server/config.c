@@ -32,6 +32,9 @@ static const char usage[] =
     "      --receivers N         requests accepted concurrently (default 64)\n"
     "      --dedup-window S      seconds a retried add/append/compare_set is\n"
     "                            recognised (default 600)\n"
+    "      --heartbeat-timeout MS  a rank whose heartbeats stop this long is\n"
+    "                            declared dead (default 10000); a rank whose\n"
+    "                            connection closes is declared dead at once\n"
     "      --ready-file PATH     write the URL actually bound once serving\n"
     "      --log-level LEVEL     error, warn, info (default) or debug\n"
     "  -h, --help                show this help\n"
@@ -49,6 +52,7 @@ enum {
     OPT_MAX_MULTI,
     OPT_RECEIVERS,
     OPT_DEDUP,
+    OPT_HEARTBEAT,
     OPT_READY,
     OPT_LOG,
 };
@@ -99,6 +103,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
         {"receivers", required_argument, 0, OPT_RECEIVERS},
         {"dedup-window", required_argument, 0, OPT_DEDUP},
+        {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
         {"ready-file", required_argument, 0, OPT_READY},
         {"log-level", required_argument, 0, OPT_LOG},
         {"help", no_argument, 0, 'h'},
@@ -111,6 +116,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_multi_keys = 4096;
     cfg->receivers = 64;
     cfg->dedup_window_s = 600;
+    cfg->heartbeat_timeout_ms = 10000;
     cfg->log_level = C10DS_LOG_INFO;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
     const char *env_log = getenv("C10D_LOG_LEVEL");
@@ -151,6 +157,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("receivers", optarg, 1, 4096, &v))
                 return -1;
             cfg->receivers = (int)v;
+            break;
+        case OPT_HEARTBEAT:
+            if (parse_u64("heartbeat-timeout", optarg, 200, 3600000, &v))
+                return -1;
+            cfg->heartbeat_timeout_ms = (int)v;
             break;
         case OPT_DEDUP:
             if (parse_u64("dedup-window", optarg, 1, 86400 * 7, &v))

@@ -19,6 +19,7 @@ typedef struct c10ds_config {
     uint32_t max_multi_keys;
     int receivers;           /* NNG contexts kept receiving */
     int dedup_window_s;      /* how long applied-request replies are kept */
+    int heartbeat_timeout_ms; /* a rank silent this long is declared dead */
     int log_level;
 } c10ds_config;
 

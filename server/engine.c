@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How often silent members are looked for (heartbeat timeouts). */
+#define SWEEP_INTERVAL_MS 500
+
 static void on_key_written(void *arg, const char *key)
 {
     c10ds_waiters_touch(arg, key);
@@ -44,7 +47,8 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     pthread_cond_init(&e->cv, NULL);
     if (!(e->waiters = c10ds_waiters_new()) || c10ds_store_init(&e->store, db) != 0 ||
         c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
-        register_ops(e, c10ds_store_ops) != 0 || register_ops(e, c10ds_admin_ops) != 0) {
+        c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
+        register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_group_ops) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);
         return NULL;
@@ -184,6 +188,12 @@ static void answered(c10ds_engine *e, c10ds_request *r)
 
 static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    if (!r->pb) {
+        if (r->event == C10DS_EV_PIPE_CLOSED)
+            c10ds_groups_pipe_closed(e, r->pipe);
+        c10ds_request_free(r);
+        return;
+    }
     int oc = r->pb->op_case;
     const c10ds_op *op = oc > 0 && oc < (int)(sizeof e->ops / sizeof e->ops[0]) ? e->ops[oc] : NULL;
     if (ph == C10DS_FIRST) {
@@ -230,6 +240,18 @@ static void fail_batch_on_commit_error(c10ds_engine *e)
     c10ds_store_recount(&e->store);
 }
 
+/* Runs again the parked requests whose key was written (or whose group
+ * changed); running them may wake others, hence the loop. */
+static void run_ready(c10ds_engine *e)
+{
+    for (c10ds_request *r; (r = c10ds_waiters_take_ready(e->waiters)) != NULL;) {
+        for (c10ds_request *n; r; r = n) {
+            n = r->next;
+            run(e, r, C10DS_RETRY);
+        }
+    }
+}
+
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
 {
     int in_txn = c10ds_db_begin(e->db) == 0;
@@ -239,11 +261,11 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     }
     /* Writes in this batch may have woken parked requests; running them
      * may not write, but loop in case a future op does. */
-    for (c10ds_request *r; (r = c10ds_waiters_take_ready(e->waiters)) != NULL;) {
-        for (c10ds_request *n; r; r = n) {
-            n = r->next;
-            run(e, r, C10DS_RETRY);
-        }
+    run_ready(e);
+    if (c10d_now_ms() >= e->next_sweep_ms) {
+        c10ds_groups_sweep(e, c10d_wall_ms());
+        e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
+        run_ready(e);
     }
     for (c10ds_request *r; (r = c10ds_waiters_pop_expired(e->waiters, c10d_now_ms())) != NULL;)
         run(e, r, C10DS_EXPIRED);
@@ -269,6 +291,8 @@ static void *engine_main(void *arg)
         pthread_mutex_lock(&e->mu);
         while (!e->q_head && !e->stopping) {
             int64_t due = c10ds_waiters_next_deadline(e->waiters);
+            if (e->next_sweep_ms < due)
+                due = e->next_sweep_ms;
             if (due == INT64_MAX) {
                 pthread_cond_wait(&e->cv, &e->mu);
                 continue;
@@ -364,6 +388,7 @@ void c10ds_engine_release(c10ds_engine *e)
     c10ds_waiters_free(e->waiters, c10ds_request_free);
     e->waiters = NULL;
     c10ds_reqlog_fini(&e->reqlog);
+    c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     e->released = 1;
 }

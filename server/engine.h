@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "db.h"
+#include "groups.h"
 #include "reqlog.h"
 #include "request.h"
 #include "store.h"
@@ -49,6 +50,7 @@ typedef struct c10ds_op {
 
 extern const c10ds_op c10ds_store_ops[];
 extern const c10ds_op c10ds_admin_ops[];
+extern const c10ds_op c10ds_group_ops[];
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */
 typedef void (*c10ds_send_fn)(void *arg, void *slot, const void *reply, size_t len);
@@ -58,6 +60,8 @@ struct c10ds_engine {
     c10ds_db *db;
     c10ds_store store;
     c10ds_reqlog reqlog;
+    c10ds_groups groups;
+    int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
     c10ds_waiters *waiters;
     const c10ds_op *ops[64]; /* by op_case */
 
@@ -95,6 +99,11 @@ void c10ds_engine_stop(c10ds_engine *e);
  * listener callbacks still running; c10ds_engine_free frees it. */
 void c10ds_engine_release(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
+
+/* Liveness (group_ops.c): members that joined on a closed connection are
+ * dead; so are members silent for --heartbeat-timeout. */
+void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
+void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms);
 
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);

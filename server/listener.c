@@ -123,6 +123,7 @@ static void reply_error(slot *s, uint64_t request_id, c10d_status st, const char
 static void on_request(c10ds_listener *l, slot *s, nng_msg *msg)
 {
     size_t len = nng_msg_len(msg);
+    uint32_t pipe = nng_pipe_id(nng_msg_get_pipe(msg));
     C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, nng_msg_body(msg));
     nng_msg_free(msg);
     if (!pb) {
@@ -139,6 +140,8 @@ static void on_request(c10ds_listener *l, slot *s, nng_msg *msg)
         return;
     }
     c10ds_request *r = c10ds_request_new(pb, s);
+    if (r)
+        r->pipe = pipe;
     if (!r) {
         reply_error(s, pb->request_id, C10D_ENOMEM, "coordinator out of memory");
         c10dpb__request__free_unpacked(pb, NULL);
@@ -201,8 +204,18 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
     c10ds_listener *l = arg;
     if (ev == NNG_PIPE_EV_ADD_POST)
         atomic_fetch_add(&l->engine->clients, 1);
-    else if (ev == NNG_PIPE_EV_REM_POST)
+    else if (ev == NNG_PIPE_EV_REM_POST) {
         atomic_fetch_sub(&l->engine->clients, 1);
+        /* Ranks that joined on this connection are dead: tell the engine
+         * (it owns the membership; never block an NNG callback). */
+        c10ds_request *r = c10ds_request_new(NULL, NULL);
+        if (r) {
+            r->event = C10DS_EV_PIPE_CLOSED;
+            r->pipe = nng_pipe_id(p);
+            if (c10ds_engine_submit(l->engine, r) != 0)
+                c10ds_request_free(r);
+        }
+    }
 }
 
 /* Writes into out the URL actually bound: the same as asked, but with the

@@ -19,6 +19,10 @@ struct c10ds_request {
     int64_t received_ms;  /* monotonic */
     int64_t deadline_ms;  /* monotonic; parked requests time out then */
     c10ds_request *next;  /* engine queue / ready list / outbox */
+    uint32_t pipe;        /* the NNG connection it came on (liveness) */
+    uint64_t generation;  /* group_join: the generation it joins, once known */
+    /* pb == NULL: an event from the listener, not a request. */
+    enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED } event;
 
     /* While parked (waiters.c): the key it waits for, its place in that
      * key's list and in the deadline heap. */

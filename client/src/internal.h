@@ -56,4 +56,10 @@ void c10di_conn_unref(c10di_conn *c);
 c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
                        C10dpb__Reply **rep);
 
+/* --- store.c --- */
+/* A store handle over an existing connection (taking a reference), whose
+ * keys all start with prefix ("" or ending in '/'). */
+c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
+                             int timeout_ms);
+
 #endif

@@ -26,6 +26,15 @@ static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *pre
     return C10D_OK;
 }
 
+c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
+                             int timeout_ms)
+{
+    c10d_status st = store_new(out, conn, prefix, timeout_ms);
+    if (st == C10D_OK)
+        c10di_conn_ref(conn);
+    return st;
+}
+
 c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_store_opts *o)
 {
     if (!out)

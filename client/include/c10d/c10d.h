@@ -10,8 +10,11 @@
 #ifndef C10D_C10D_H
 #define C10D_C10D_H
 
+#include "coll.h"
 #include "common.h"
 #include "errors.h"
+#include "pg.h"
 #include "store.h"
+#include "tensor.h"
 
 #endif

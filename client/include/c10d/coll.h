@@ -1,0 +1,105 @@
+/* c10d/coll.h — collectives and point-to-point transfers on a c10d_pg.
+ *
+ * Semantics follow torch.distributed. Every call checks its arguments
+ * before anything is sent (C10D_EINVAL with what is wrong: a tensor of the
+ * wrong size for the group, a root out of range, dtypes that differ, a NULL
+ * buffer). Data moves rank to rank: CPU buffers through the host backend
+ * (shared memory on one host, TCP across hosts).
+ *
+ * Sync by default: the call returns when this rank's part is done. With
+ * opts->async_op the call returns at once with a work handle in *work, to
+ * be waited on (c10d_work_wait) and freed (c10d_work_free); the buffers
+ * must stay valid until then. Operations on one group run in the order
+ * they were called, async or not.
+ *
+ * Errors common to all: C10D_EPEERLOST (a member died or left: the message
+ * names it), C10D_ETIMEDOUT (names the collective and who was waited for),
+ * C10D_EABORTED (an earlier failure left the group unusable). After either
+ * of the first two the group is unusable too: destroy it. */
+#ifndef C10D_COLL_H
+#define C10D_COLL_H
+
+#include "common.h"
+#include "errors.h"
+#include "pg.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct c10d_work c10d_work;
+
+typedef struct c10d_coll_opts {
+    int async_op;    /* 1: return at once with *work */
+    void *stream;    /* CUDA buffers: a cudaStream_t to order against */
+    int timeout_ms;  /* 0: the group's (C10D_TIMEOUT_MS) */
+} c10d_coll_opts;
+
+#define C10D_COLL_OPTS_INIT {0, NULL, 0}
+
+/* In place on t, on every rank. AVG on integers truncates. */
+C10D_API c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,
+                                     const c10d_coll_opts *o, c10d_work **work);
+/* t of root to every rank's t. */
+C10D_API c10d_status c10d_broadcast(c10d_pg *pg, c10d_tensor *t, int root,
+                                    const c10d_coll_opts *o, c10d_work **work);
+/* The reduction lands in root's t; other ranks' t are unchanged. */
+C10D_API c10d_status c10d_reduce(c10d_pg *pg, c10d_tensor *t, int root, c10d_reduce_op op,
+                                 const c10d_coll_opts *o, c10d_work **work);
+/* outs: size(pg) tensors shaped like in; outs[i] gets rank i's in. When
+ * outs are consecutive views into one buffer no extra copy is made. */
+C10D_API c10d_status c10d_all_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in,
+                                     const c10d_coll_opts *o, c10d_work **work);
+/* out has size(pg) * numel(in) elements; rank i's in lands at i*numel(in).
+ * In place (no copy of in) when in->data is this rank's slot of out. */
+C10D_API c10d_status c10d_all_gather_into_tensor(c10d_pg *pg, c10d_tensor *out,
+                                                 const c10d_tensor *in, const c10d_coll_opts *o,
+                                                 c10d_work **work);
+/* ins: size(pg) tensors shaped like out; out = reduction of every rank's
+ * ins[rank]. */
+C10D_API c10d_status c10d_reduce_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
+                                         c10d_reduce_op op, const c10d_coll_opts *o,
+                                         c10d_work **work);
+/* in has size(pg) * numel(out) elements; out = reduction of block rank. */
+C10D_API c10d_status c10d_reduce_scatter_tensor(c10d_pg *pg, c10d_tensor *out,
+                                                const c10d_tensor *in, c10d_reduce_op op,
+                                                const c10d_coll_opts *o, c10d_work **work);
+/* Equal splits: numel(in) == numel(out), divisible by size(pg); block j of
+ * in goes to rank j, block i of out comes from rank i. */
+C10D_API c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out,
+                                            const c10d_tensor *in, const c10d_coll_opts *o,
+                                            c10d_work **work);
+/* outs (size(pg) tensors, used on root only; may be NULL elsewhere). */
+C10D_API c10d_status c10d_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in, int root,
+                                 const c10d_coll_opts *o, c10d_work **work);
+/* ins (size(pg) tensors, used on root only; may be NULL elsewhere). */
+C10D_API c10d_status c10d_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
+                                  int root, const c10d_coll_opts *o, c10d_work **work);
+/* Point to point, matched by (peer, tag); sizes must agree. A send returns
+ * once its data is handed to the transport (it may block until the peer
+ * receives, for large messages). */
+C10D_API c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
+                               const c10d_coll_opts *o, c10d_work **work);
+C10D_API c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag,
+                               const c10d_coll_opts *o, c10d_work **work);
+C10D_API c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work);
+/* A barrier through the coordinator that names the ranks that did not
+ * arrive within timeout_ms (all of them when wait_all_ranks, else the
+ * first). Errors: C10D_ETIMEDOUT on rank 0 naming the missing ranks, and
+ * on the others. */
+C10D_API c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks);
+
+/* Waits for an async operation: its status (and c10d_errmsg()). timeout_ms
+ * <= 0 waits without limit. C10D_ETIMEDOUT leaves it running. */
+C10D_API c10d_status c10d_work_wait(c10d_work *w, int timeout_ms);
+/* 1 when finished (successfully or not). */
+C10D_API int c10d_work_is_completed(const c10d_work *w);
+/* Frees a work handle; if it is still running it finishes on its own.
+ * NULL is accepted. */
+C10D_API void c10d_work_free(c10d_work *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,81 @@
+/* c10d/pg.h — process groups: rendezvous, subgroups, leaving.
+ *
+ * c10d_init joins the world of a job on the coordinator and returns when
+ * every rank has arrived; the ranks then talk to each other directly (the
+ * data plane), never through the coordinator. The coordinator keeps who is
+ * in the job and who is alive: a rank whose process dies, or whose
+ * heartbeats stop, is declared dead, and every peer blocked in something
+ * that needs it (a collective, a barrier, a rendezvous) fails with
+ * C10D_EPEERLOST within about a second, naming it.
+ *
+ * Threads: one thread at a time per c10d_pg (as with torch.distributed);
+ * different groups may be used from different threads. */
+#ifndef C10D_PG_H
+#define C10D_PG_H
+
+#include "common.h"
+#include "errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct c10d_pg c10d_pg;
+
+typedef enum {
+    C10D_BACKEND_AUTO = 0, /* NCCL for CUDA buffers when built with it, host otherwise */
+    C10D_BACKEND_HOST = 1, /* CPU buffers: shared memory on one host, TCP across hosts */
+    C10D_BACKEND_NCCL = 2,
+} c10d_backend;
+
+typedef enum {
+    C10D_VERIFY_DEFAULT = 0, /* C10D_VERIFY from the environment, else SYNC */
+    C10D_VERIFY_OFF = 1,
+    C10D_VERIFY_ASYNC = 2,
+    C10D_VERIFY_SYNC = 3,
+} c10d_verify;
+
+typedef struct c10d_init_opts {
+    const char *coord_url; /* NULL: C10D_COORD, or MASTER_ADDR + MASTER_PORT */
+    int rank;              /* -1: RANK */
+    int world_size;        /* 0: WORLD_SIZE */
+    const char *job;       /* NULL: C10D_JOB, else "default" */
+    c10d_backend backend;
+    c10d_verify verify;
+    int timeout_ms; /* rendezvous and collectives; 0: C10D_TIMEOUT_MS, else 600000 */
+    int device;     /* CUDA device; -1: LOCAL_RANK */
+} c10d_init_opts;
+
+#define C10D_INIT_OPTS_INIT {NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1}
+
+/* Joins the world group of the job and waits for every rank. o NULL =
+ * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +
+ * MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, C10D_JOB, C10D_TIMEOUT_MS,
+ * C10D_TOKEN). On success *out is the world group; free with c10d_destroy.
+ * Errors: C10D_ETIMEDOUT (names the ranks that never arrived), C10D_EINVAL
+ * (bad rank/world size, or the rank is held by another live process: the
+ * message names its host and pid), C10D_EPEERLOST (a rank died during the
+ * rendezvous), C10D_EUNAVAIL (no coordinator). */
+C10D_API c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o);
+
+/* A subgroup of parent made of `ranks` (ranks of the parent, in the order
+ * that defines the new group's ranks). As in torch, every rank of the
+ * parent calls it, in the same order as the others; a caller not in ranks
+ * gets *out = NULL and C10D_OK. Members rendezvous like c10d_init. */
+C10D_API c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int n);
+
+/* This rank in pg, and pg's size; -1 for NULL. */
+C10D_API int c10d_rank(const c10d_pg *pg);
+C10D_API int c10d_size(const c10d_pg *pg);
+/* The rank in the world group of rank `group_rank` of pg; -1 if out of range. */
+C10D_API int c10d_global_rank(const c10d_pg *pg, int group_rank);
+
+/* Leaves: for the world group the coordinator records this rank as left
+ * (peers still waiting on it get C10D_EPEERLOST saying so). Subgroups made
+ * from a world stay usable until destroyed. NULL is accepted. */
+C10D_API void c10d_destroy(c10d_pg *pg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

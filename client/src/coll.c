@@ -1,0 +1,386 @@
+/* The collective front end: check arguments (before anything is sent),
+ * describe and number the call, and hand it to the group's lane. It knows
+ * nothing of how the backend moves bytes. */
+#include "work.h"
+
+#include "c10d_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const c10di_kind_names[C10DI_KIND_COUNT] = {
+    "ALL_REDUCE", "BROADCAST", "REDUCE",  "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL",
+    "GATHER",     "SCATTER",   "SEND",    "RECV",       "BARRIER",
+};
+
+static c10d_status check_pg(const c10d_pg *pg, const char *fn)
+{
+    if (!pg)
+        return c10di_error(C10D_EINVAL, "%s: NULL process group", fn);
+    return C10D_OK;
+}
+
+/* A usable tensor; its element count in *n. */
+static c10d_status check_tensor(const c10d_pg *pg, const c10d_tensor *t, const char *fn,
+                                const char *what, int64_t *n)
+{
+    if (!t)
+        return c10di_error(C10D_EINVAL, "%s: %s is NULL", fn, what);
+    if (c10d_dtype_size(t->dtype) == 0)
+        return c10di_error(C10D_EINVAL, "%s: %s has unknown dtype %d", fn, what, (int)t->dtype);
+    if ((*n = c10d_tensor_numel(t)) < 0)
+        return c10di_error(C10D_EINVAL, "%s: %s has a bad shape (ndim %d)", fn, what, t->ndim);
+    if (!t->data && *n > 0)
+        return c10di_error(C10D_EINVAL, "%s: %s has NULL data for %lld elements", fn, what,
+                           (long long)*n);
+    if (t->device != C10D_CPU)
+        return c10di_error(C10D_EINVAL, "%s: %s is on CUDA device %d, but group %s uses the %s "
+                           "backend, which takes CPU buffers", fn, what, t->device, pg->name,
+                           pg->be->name);
+    return C10D_OK;
+}
+
+static c10d_status check_root(const c10d_pg *pg, int root, const char *fn, const char *what)
+{
+    if (root < 0 || root >= pg->size)
+        return c10di_error(C10D_EINVAL, "%s: %s %d is out of range for group %s of size %d", fn,
+                           what, root, pg->name, pg->size);
+    return C10D_OK;
+}
+
+static c10d_status check_op(c10d_reduce_op op, const char *fn)
+{
+    if (strcmp(c10d_reduce_op_name(op), "?") == 0)
+        return c10di_error(C10D_EINVAL, "%s: unknown reduce op %d", fn, (int)op);
+    return C10D_OK;
+}
+
+static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const char *fn,
+                              const char *an, const char *bn)
+{
+    if (a->dtype != b->dtype)
+        return c10di_error(C10D_EINVAL, "%s: %s is %s but %s is %s", fn, an,
+                           c10d_dtype_name(a->dtype), bn, c10d_dtype_name(b->dtype));
+    return C10D_OK;
+}
+
+static void describe(c10d_pg *pg, c10di_coll *c, int64_t numel)
+{
+    c->seq = ++pg->seq;
+    int k = snprintf(c->what, sizeof c->what, "#%llu %s", (unsigned long long)c->seq,
+                     c10di_kind_names[c->kind]);
+    if (c->kind != C10DI_BARRIER && k > 0 && (size_t)k < sizeof c->what)
+        k += snprintf(c->what + k, sizeof c->what - (size_t)k, " %s[%lld]",
+                      c10d_dtype_name(c->dtype), (long long)numel);
+    if ((c->kind == C10DI_ALL_REDUCE || c->kind == C10DI_REDUCE ||
+         c->kind == C10DI_REDUCE_SCATTER) && k > 0 && (size_t)k < sizeof c->what)
+        snprintf(c->what + k, sizeof c->what - (size_t)k, " %s", c10d_reduce_op_name(c->op));
+}
+
+/* Numbers, then runs c now or on the lane. Takes c->outs and c->ins. */
+static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10d_coll_opts *o,
+                            c10d_work **work)
+{
+    int async = o && o->async_op;
+    c10d_status st = C10D_OK;
+    if (async && !work) {
+        st = c10di_error(C10D_EINVAL, "async_op needs a place for the work handle");
+        goto out;
+    }
+    describe(pg, c, numel);
+    c->deadline_ms = c10d_now_ms() + (o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms);
+    if (work)
+        *work = NULL;
+    if (!async && !c10di_lane_busy(pg)) {
+        st = c10di_execute(pg, c);
+        goto out;
+    }
+    c10d_work *w = c10di_work_new(pg, c);
+    if (!w) {
+        st = c10di_error(C10D_ENOMEM, "out of memory");
+        goto out;
+    }
+    c->outs = NULL, c->ins = NULL; /* the work owns them now */
+    if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
+        c10di_work_destroy(w);
+        return st;
+    }
+    if (async) {
+        *work = w;
+        return C10D_OK;
+    }
+    st = c10d_work_wait(w, 0);
+    c10d_work_free(w);
+    return st;
+out:
+    free(c->outs);
+    free(c->ins);
+    return st;
+}
+
+static void init_coll(c10di_coll *c, c10di_kind kind, c10d_dtype dt, size_t count)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->dtype = dt;
+    c->count = count;
+}
+
+c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,
+                            const c10d_coll_opts *o, c10d_work **work)
+{
+    int64_t n;
+    c10d_status st;
+    if ((st = check_pg(pg, "all_reduce")) || (st = check_tensor(pg, t, "all_reduce", "t", &n)) ||
+        (st = check_op(op, "all_reduce")))
+        return st;
+    c10di_coll c;
+    init_coll(&c, C10DI_ALL_REDUCE, t->dtype, (size_t)n);
+    c.op = op;
+    c.buf = t->data;
+    return dispatch(pg, &c, n, o, work);
+}
+
+c10d_status c10d_broadcast(c10d_pg *pg, c10d_tensor *t, int root, const c10d_coll_opts *o,
+                           c10d_work **work)
+{
+    int64_t n;
+    c10d_status st;
+    if ((st = check_pg(pg, "broadcast")) || (st = check_tensor(pg, t, "broadcast", "t", &n)) ||
+        (st = check_root(pg, root, "broadcast", "root")))
+        return st;
+    c10di_coll c;
+    init_coll(&c, C10DI_BROADCAST, t->dtype, (size_t)n);
+    c.buf = t->data;
+    c.root = root;
+    return dispatch(pg, &c, n, o, work);
+}
+
+c10d_status c10d_reduce(c10d_pg *pg, c10d_tensor *t, int root, c10d_reduce_op op,
+                        const c10d_coll_opts *o, c10d_work **work)
+{
+    int64_t n;
+    c10d_status st;
+    if ((st = check_pg(pg, "reduce")) || (st = check_tensor(pg, t, "reduce", "t", &n)) ||
+        (st = check_root(pg, root, "reduce", "root")) || (st = check_op(op, "reduce")))
+        return st;
+    c10di_coll c;
+    init_coll(&c, C10DI_REDUCE, t->dtype, (size_t)n);
+    c.buf = t->data;
+    c.root = root;
+    c.op = op;
+    return dispatch(pg, &c, n, o, work);
+}
+
+/* Per-rank block pointers of a list of size(pg) tensors, each like ref. */
+static c10d_status list_ptrs(c10d_pg *pg, const c10d_tensor *list, const c10d_tensor *ref,
+                             int64_t n, const char *fn, const char *what, void ***out)
+{
+    if (!list)
+        return c10di_error(C10D_EINVAL, "%s: %s is NULL (it needs %d tensors)", fn, what,
+                           pg->size);
+    void **p = malloc((size_t)pg->size * sizeof *p);
+    if (!p)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    for (int i = 0; i < pg->size; i++) {
+        int64_t m;
+        char name[64];
+        snprintf(name, sizeof name, "%s[%d]", what, i);
+        c10d_status st = check_tensor(pg, &list[i], fn, name, &m);
+        if (st == C10D_OK)
+            st = check_same(&list[i], ref, fn, name, "the other tensor");
+        if (st == C10D_OK && m != n)
+            st = c10di_error(C10D_EINVAL, "%s: %s has %lld elements, expected %lld", fn, name,
+                             (long long)m, (long long)n);
+        if (st != C10D_OK) {
+            free(p);
+            return st;
+        }
+        p[i] = list[i].data;
+    }
+    *out = p;
+    return C10D_OK;
+}
+
+/* Per-rank block pointers into one flat tensor of size(pg) * n elements. */
+static c10d_status flat_ptrs(c10d_pg *pg, const c10d_tensor *flat, const c10d_tensor *ref,
+                             int64_t n, const char *fn, const char *what, void ***out)
+{
+    int64_t m;
+    c10d_status st = check_tensor(pg, flat, fn, what, &m);
+    if (st == C10D_OK)
+        st = check_same(flat, ref, fn, what, "the other tensor");
+    if (st == C10D_OK && m != n * pg->size)
+        st = c10di_error(C10D_EINVAL, "%s: %s has %lld elements; group %s of size %d needs %d x "
+                         "%lld = %lld", fn, what, (long long)m, pg->name, pg->size, pg->size,
+                         (long long)n, (long long)(n * pg->size));
+    if (st != C10D_OK)
+        return st;
+    void **p = malloc((size_t)pg->size * sizeof *p);
+    if (!p)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    size_t bytes = (size_t)n * c10d_dtype_size(ref->dtype);
+    for (int i = 0; i < pg->size; i++)
+        p[i] = (uint8_t *)flat->data + (size_t)i * bytes;
+    *out = p;
+    return C10D_OK;
+}
+
+static c10d_status gather_like(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *out_flat,
+                               const c10d_tensor *in, const c10d_coll_opts *o, c10d_work **work,
+                               c10di_kind kind, int root, const char *fn)
+{
+    int64_t n;
+    c10d_status st;
+    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, in, fn, "in", &n)))
+        return st;
+    if (kind == C10DI_GATHER && (st = check_root(pg, root, fn, "root")))
+        return st;
+    c10di_coll c;
+    init_coll(&c, kind, in->dtype, (size_t)n);
+    c.in = in->data;
+    c.root = root;
+    if (kind == C10DI_GATHER && pg->rank != root)
+        return dispatch(pg, &c, n, o, work);
+    st = out_flat ? flat_ptrs(pg, out_flat, in, n, fn, "out", &c.outs)
+                  : list_ptrs(pg, outs, in, n, fn, "outs", &c.outs);
+    return st != C10D_OK ? st : dispatch(pg, &c, n, o, work);
+}
+
+c10d_status c10d_all_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in,
+                            const c10d_coll_opts *o, c10d_work **work)
+{
+    return gather_like(pg, outs, NULL, in, o, work, C10DI_ALL_GATHER, 0, "all_gather");
+}
+
+c10d_status c10d_all_gather_into_tensor(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *in,
+                                        const c10d_coll_opts *o, c10d_work **work)
+{
+    if (!out)
+        return c10di_error(C10D_EINVAL, "all_gather_into_tensor: out is NULL");
+    return gather_like(pg, NULL, out, in, o, work, C10DI_ALL_GATHER, 0,
+                       "all_gather_into_tensor");
+}
+
+c10d_status c10d_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in, int root,
+                        const c10d_coll_opts *o, c10d_work **work)
+{
+    return gather_like(pg, outs, NULL, in, o, work, C10DI_GATHER, root, "gather");
+}
+
+static c10d_status scatter_like(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
+                                const c10d_tensor *in_flat, c10d_reduce_op op,
+                                const c10d_coll_opts *o, c10d_work **work, c10di_kind kind,
+                                int root, const char *fn)
+{
+    int64_t n;
+    c10d_status st;
+    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, out, fn, "out", &n)))
+        return st;
+    if (kind == C10DI_SCATTER && (st = check_root(pg, root, fn, "root")))
+        return st;
+    if (kind == C10DI_REDUCE_SCATTER && (st = check_op(op, fn)))
+        return st;
+    c10di_coll c;
+    init_coll(&c, kind, out->dtype, (size_t)n);
+    c.out = out->data;
+    c.root = root;
+    c.op = op;
+    if (kind == C10DI_SCATTER && pg->rank != root)
+        return dispatch(pg, &c, n, o, work);
+    void **p = NULL;
+    st = in_flat ? flat_ptrs(pg, in_flat, out, n, fn, "in", &p)
+                 : list_ptrs(pg, ins, out, n, fn, "ins", &p);
+    if (st != C10D_OK)
+        return st;
+    c.ins = (const void **)p;
+    return dispatch(pg, &c, n, o, work);
+}
+
+c10d_status c10d_reduce_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
+                                c10d_reduce_op op, const c10d_coll_opts *o, c10d_work **work)
+{
+    return scatter_like(pg, out, ins, NULL, op, o, work, C10DI_REDUCE_SCATTER, 0,
+                        "reduce_scatter");
+}
+
+c10d_status c10d_reduce_scatter_tensor(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *in,
+                                       c10d_reduce_op op, const c10d_coll_opts *o,
+                                       c10d_work **work)
+{
+    if (!in)
+        return c10di_error(C10D_EINVAL, "reduce_scatter_tensor: in is NULL");
+    return scatter_like(pg, out, NULL, in, op, o, work, C10DI_REDUCE_SCATTER, 0,
+                        "reduce_scatter_tensor");
+}
+
+c10d_status c10d_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins, int root,
+                         const c10d_coll_opts *o, c10d_work **work)
+{
+    return scatter_like(pg, out, ins, NULL, C10D_SUM, o, work, C10DI_SCATTER, root, "scatter");
+}
+
+c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *in,
+                                   const c10d_coll_opts *o, c10d_work **work)
+{
+    int64_t n, m;
+    c10d_status st;
+    const char *fn = "all_to_all_single";
+    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, out, fn, "out", &n)) ||
+        (st = check_tensor(pg, in, fn, "in", &m)) || (st = check_same(out, in, fn, "out", "in")))
+        return st;
+    if (n != m || n % pg->size != 0)
+        return c10di_error(C10D_EINVAL, "%s: in has %lld elements and out %lld; both must be "
+                           "equal and divisible by the group size %d", fn, (long long)m,
+                           (long long)n, pg->size);
+    if (n > 0 && in->data == out->data)
+        return c10di_error(C10D_EINVAL, "%s: in and out must be different buffers", fn);
+    c10di_coll c;
+    init_coll(&c, C10DI_ALL_TO_ALL, in->dtype, (size_t)n);
+    c.in = in->data;
+    c.out = out->data;
+    return dispatch(pg, &c, n, o, work);
+}
+
+static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
+                       const c10d_coll_opts *o, c10d_work **work, c10di_kind kind)
+{
+    int64_t n;
+    c10d_status st;
+    const char *fn = kind == C10DI_SEND ? "send" : "recv";
+    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, t, fn, "t", &n)) ||
+        (st = check_root(pg, peer, fn, kind == C10DI_SEND ? "dst" : "src")))
+        return st;
+    if (peer == pg->rank)
+        return c10di_error(C10D_EINVAL, "%s: rank %d cannot %s itself", fn, peer,
+                           kind == C10DI_SEND ? "send to" : "receive from");
+    c10di_coll c;
+    init_coll(&c, kind, t->dtype, (size_t)n);
+    c.buf = t->data;
+    c.root = peer;
+    c.tag = tag;
+    return dispatch(pg, &c, n, o, work);
+}
+
+c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
+                      const c10d_coll_opts *o, c10d_work **work)
+{
+    return p2p(pg, t, dst, tag, o, work, C10DI_SEND);
+}
+
+c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag, const c10d_coll_opts *o,
+                      c10d_work **work)
+{
+    return p2p(pg, t, src, tag, o, work, C10DI_RECV);
+}
+
+c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work)
+{
+    c10d_status st;
+    if ((st = check_pg(pg, "barrier")))
+        return st;
+    c10di_coll c;
+    init_coll(&c, C10DI_BARRIER, C10D_UINT8, 0);
+    return dispatch(pg, &c, 0, o, work);
+}

@@ -1,0 +1,95 @@
+/* The host backend's insides: links to peers (shared memory on one host,
+ * TCP across hosts), the one progress loop that moves bytes both ways at
+ * once, and the collective algorithms built on it. */
+#ifndef C10DI_HOST_H
+#define C10DI_HOST_H
+
+#include "../pg_internal.h"
+
+#include <stdatomic.h>
+#include <sys/types.h>
+
+/* Two channels per pair of ranks, so that a user's tagged send/recv never
+ * interleaves with a collective's bytes. */
+enum { CH_COLL = 0, CH_P2P = 1, CH_COUNT = 2 };
+
+/* A single-producer single-consumer byte ring in shared memory. */
+typedef struct c10di_ring_hdr {
+    _Atomic uint64_t head; /* bytes ever written (producer) */
+    char pad1[56];
+    _Atomic uint64_t tail; /* bytes ever read (consumer) */
+    char pad2[56];
+} c10di_ring_hdr;
+
+typedef struct c10di_ring {
+    c10di_ring_hdr *hdr;
+    uint8_t *data;
+    size_t cap; /* a power of two */
+} c10di_ring;
+
+typedef struct c10di_link {
+    int shm;                      /* 1: shared memory, 0: TCP */
+    c10di_ring out[CH_COUNT];     /* shm: in the peer's segment */
+    c10di_ring in[CH_COUNT];      /* shm: in ours */
+    int fd[CH_COUNT];             /* TCP */
+    char host[64];
+    int pid;
+} c10di_link;
+
+typedef struct c10di_unexpected {
+    struct c10di_unexpected *next;
+    int src, tag;
+    size_t len;
+    void *data;
+} c10di_unexpected;
+
+typedef struct c10di_host {
+    c10d_pg *pg;
+    int n, me;
+    c10di_link *links;
+    /* our shared-memory segment: every peer's incoming rings */
+    char shm_name[96];
+    void *seg;
+    size_t seg_len, cap[CH_COUNT];
+    void **peer_seg;
+    size_t *peer_seg_len;
+    int listen_fd;
+    char addr[64];
+    int port;
+    c10di_unexpected *unexpected; /* p2p messages received before their recv */
+    void *scratch;
+    size_t scratch_cap;
+} c10di_host;
+
+/* shm.c */
+void c10di_shm_caps(int n, size_t cap[CH_COUNT]);
+c10d_status c10di_shm_create(c10di_host *h, const char *name);
+c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name);
+void c10di_shm_detach(c10di_host *h);
+ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len);
+ssize_t c10di_ring_read(c10di_ring *r, void *p, size_t len);
+
+/* tcp.c */
+c10d_status c10di_tcp_listen(c10di_host *h);
+c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
+                                  uint64_t cookie);
+void c10di_tcp_close(c10di_host *h);
+
+/* xfer.c: sends slen bytes to `to` while receiving rlen bytes from
+ * `from` on channel ch (-1 = no peer), until both are done; fails with
+ * C10D_EPEERLOST / C10D_ETIMEDOUT through c10di_pg_check. */
+c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
+                       size_t slen, int from, void *rbuf, size_t rlen);
+/* Scratch memory owned by h, at least len bytes (valid until the next call). */
+void *c10di_scratch(c10di_host *h, size_t len);
+
+/* algos.c */
+c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c);
+c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c);
+
+/* p2p.c */
+c10d_status c10di_host_send(c10di_host *h, const c10di_coll *c);
+c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c);
+void c10di_p2p_free(c10di_host *h);
+
+#endif

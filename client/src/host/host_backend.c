@@ -1,0 +1,196 @@
+/* The host backend's entry in the ops table: set up links to a group's
+ * members (shared memory with those on this host, TCP with the others),
+ * run collectives, tear down. */
+#include "host.h"
+
+#include "c10d_time.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static atomic_int segments_made;
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The address peers on other hosts should dial: C10D_HOST_ADDR, else the
+ * local address this host uses to reach the coordinator. */
+static void local_addr(const char *coord_url, char *out, size_t cap)
+{
+    const char *env = getenv("C10D_HOST_ADDR");
+    snprintf(out, cap, "127.0.0.1");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return;
+    }
+    const char *p = strstr(coord_url, "://");
+    if (!p || strncmp(coord_url, "tcp", 3) != 0)
+        return;
+    char host[256];
+    snprintf(host, sizeof host, "%s", p + 3);
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return;
+    *colon = '\0';
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
+        return;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)cap);
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+}
+
+static void host_close(void *state)
+{
+    c10di_host *h = state;
+    if (!h)
+        return;
+    c10di_tcp_close(h);
+    c10di_shm_detach(h);
+    c10di_p2p_free(h);
+    free(h->links);
+    free(h->peer_seg);
+    free(h->peer_seg_len);
+    free(h->scratch);
+    free(h);
+}
+
+static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len)
+{
+    c10di_host *h = calloc(1, sizeof *h);
+    c10d_status st;
+    if (!h)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    h->pg = pg;
+    h->n = pg->size;
+    h->me = pg->rank;
+    h->listen_fd = -1;
+    h->links = calloc((size_t)h->n, sizeof *h->links);
+    h->peer_seg = calloc((size_t)h->n, sizeof *h->peer_seg);
+    h->peer_seg_len = calloc((size_t)h->n, sizeof *h->peer_seg_len);
+    if (!h->links || !h->peer_seg || !h->peer_seg_len) {
+        host_close(h);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < h->n; i++)
+        h->links[i].fd[0] = h->links[i].fd[1] = -1;
+    if ((st = c10di_tcp_listen(h)) != C10D_OK) {
+        host_close(h);
+        return st;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "/c10d.%016llx.%d.%d",
+             (unsigned long long)fnv1a(pg->name, fnv1a(pg->w->job, 0xcbf29ce484222325ull)),
+             (int)getpid(), atomic_fetch_add(&segments_made, 1));
+    if (h->n > 1 && (st = c10di_shm_create(h, name)) != C10D_OK) {
+        host_close(h);
+        return st;
+    }
+    local_addr(pg->w->conn->url, h->addr, sizeof h->addr);
+    int k = snprintf(buf, cap, "host=%s\npid=%d\nshm=%s\naddr=%s\nport=%d\n", pg->w->host,
+                     (int)getpid(), h->shm_name, h->addr, h->port);
+    *len = k < (int)cap ? (size_t)k : cap;
+    *state = h;
+    return C10D_OK;
+}
+
+/* Reads "key=value" from an endpoint's lines. */
+static void field(const ProtobufCBinaryData *ep, const char *key, char *out, size_t cap)
+{
+    size_t kl = strlen(key);
+    out[0] = '\0';
+    const char *p = (const char *)ep->data, *end = p + ep->len;
+    while (p && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if ((size_t)(le - p) > kl && memcmp(p, key, kl) == 0 && p[kl] == '=') {
+            size_t n = (size_t)(le - p) - kl - 1;
+            snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p + kl + 1);
+            return;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
+static c10d_status host_connect(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps)
+{
+    c10di_host *h = state;
+    const char *mode = getenv("C10D_HOST_TRANSPORT");
+    int force_tcp = mode && strcmp(mode, "tcp") == 0;
+    char(*addrs)[64] = calloc((size_t)h->n, sizeof *addrs);
+    int *ports = calloc((size_t)h->n, sizeof *ports);
+    c10d_status st = C10D_OK;
+    if (!addrs || !ports) {
+        st = c10di_error(C10D_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < h->n; j++) {
+        char host[256], shm[96], pid[16], port[16];
+        field(&eps[j], "host", host, sizeof host);
+        field(&eps[j], "shm", shm, sizeof shm);
+        field(&eps[j], "pid", pid, sizeof pid);
+        field(&eps[j], "addr", addrs[j], sizeof addrs[j]);
+        field(&eps[j], "port", port, sizeof port);
+        ports[j] = atoi(port);
+        snprintf(h->links[j].host, sizeof h->links[j].host, "%.63s", host);
+        h->links[j].pid = atoi(pid);
+        if (j == h->me)
+            continue;
+        if (!force_tcp && strcmp(host, pg->w->host) == 0 && shm[0] &&
+            (st = c10di_shm_attach(h, j, shm)) != C10D_OK)
+            goto out;
+    }
+    char cookie_src[256];
+    snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
+             (unsigned long long)pg->w->generation, pg->name);
+    if ((st = c10di_tcp_connect_all(h, addrs, ports, fnv1a(cookie_src, 0xcbf29ce484222325ull))) !=
+        C10D_OK)
+        goto out;
+    /* Once every member has mapped our segment, its name can go: nothing
+     * is left behind in /dev/shm if this process is killed later. */
+    c10di_coll setup = {0};
+    snprintf(setup.what, sizeof setup.what, "the group's setup barrier");
+    setup.deadline_ms = c10d_now_ms() + pg->timeout_ms;
+    if ((st = c10di_host_barrier(h, &setup)) != C10D_OK)
+        goto out;
+    if (h->shm_name[0]) {
+        shm_unlink(h->shm_name);
+        h->shm_name[0] = '\0';
+    }
+    if (h->listen_fd >= 0) {
+        close(h->listen_fd);
+        h->listen_fd = -1;
+    }
+out:
+    free(addrs);
+    free(ports);
+    return st;
+}
+
+static c10d_status host_run(c10d_pg *pg, void *state, const c10di_coll *c)
+{
+    (void)pg;
+    return c10di_host_run(state, c);
+}
+
+const c10di_backend_ops c10di_host_backend = {
+    "host", host_open, host_connect, host_run, host_close,
+};

@@ -1,0 +1,176 @@
+/* TCP links between ranks on different hosts (or everywhere, with
+ * C10D_HOST_TRANSPORT=tcp). Each group opens its own listener; of each
+ * pair the higher rank connects, twice (one connection per channel), and
+ * says who it is with a hello carrying the group's cookie, so a stray
+ * connection is never taken for a peer. Sockets are non-blocking: the
+ * progress loop (xfer.c) sends and receives at once. */
+#define _GNU_SOURCE /* accept4 */
+#include "host.h"
+
+#include "c10d_time.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+    uint64_t cookie;
+    uint32_t rank, ch;
+} hello_msg;
+
+static void tune(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+c10d_status c10di_tcp_listen(c10di_host *h)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t sl = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        c10d_status st = c10di_error(C10D_EBACKEND, "cannot listen for peers: %s",
+                                     strerror(errno));
+        close(fd);
+        return st;
+    }
+    h->listen_fd = fd;
+    h->port = ntohs(sa.sin_port);
+    return C10D_OK;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p = (const char *)p + k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads a hello within deadline; 0 on success. */
+static int read_hello(int fd, hello_msg *m, int64_t deadline)
+{
+    size_t got = 0;
+    while (got < sizeof *m) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)(deadline - c10d_now_ms());
+        if (left <= 0 || poll(&p, 1, left > 100 ? 100 : left) < 0)
+            return -1;
+        ssize_t k = read(fd, (char *)m + got, sizeof *m - got);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+            return -1;
+        if (k > 0)
+            got += (size_t)k;
+    }
+    return 0;
+}
+
+c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
+                                  uint64_t cookie)
+{
+    c10di_coll setup = {0};
+    snprintf(setup.what, sizeof setup.what, "connecting to the group's peers");
+    setup.deadline_ms = c10d_now_ms() + h->pg->timeout_ms;
+    c10d_status st;
+    int expect = 0;
+    for (int j = 0; j < h->n; j++) {
+        if (j == h->me || h->links[j].shm)
+            continue;
+        if (j > h->me) {
+            expect += CH_COUNT;
+            continue;
+        }
+        for (int ch = 0; ch < CH_COUNT; ch++) {
+            struct sockaddr_in sa = {0};
+            sa.sin_family = AF_INET;
+            sa.sin_port = htons((uint16_t)ports[j]);
+            if (inet_pton(AF_INET, addrs[j], &sa.sin_addr) != 1)
+                return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
+                                   addrs[j]);
+            int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            for (;;) {
+                if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+                    break;
+                int err = errno;
+                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK) {
+                    if (fd >= 0)
+                        close(fd);
+                    return st;
+                }
+                if (fd < 0 || err != ECONNREFUSED) {
+                    if (fd >= 0)
+                        close(fd);
+                    return c10di_error(C10D_EBACKEND, "cannot connect to rank %d at %s:%d: %s",
+                                       j, addrs[j], ports[j], strerror(err));
+                }
+                usleep(10000);
+            }
+            tune(fd);
+            hello_msg m = {cookie, (uint32_t)h->me, (uint32_t)ch};
+            if (write_all(fd, &m, sizeof m) != 0) {
+                close(fd);
+                return c10di_error(C10D_EBACKEND, "rank %d at %s:%d closed the connection", j,
+                                   addrs[j], ports[j]);
+            }
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+            h->links[j].fd[ch] = fd;
+        }
+    }
+    while (expect > 0) {
+        struct pollfd p = {h->listen_fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) {
+            if ((st = c10di_pg_check(h->pg, &setup, -1)) != C10D_OK)
+                return st;
+            continue;
+        }
+        int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        hello_msg m;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        if (read_hello(fd, &m, c10d_now_ms() + 5000) != 0 || m.cookie != cookie ||
+            m.rank >= (uint32_t)h->n || (int)m.rank <= h->me || m.ch >= CH_COUNT ||
+            h->links[m.rank].fd[m.ch] >= 0) {
+            close(fd); /* not one of ours */
+            continue;
+        }
+        tune(fd);
+        h->links[m.rank].fd[m.ch] = fd;
+        expect--;
+    }
+    return C10D_OK;
+}
+
+void c10di_tcp_close(c10di_host *h)
+{
+    for (int j = 0; h->links && j < h->n; j++)
+        for (int ch = 0; ch < CH_COUNT; ch++)
+            if (h->links[j].fd[ch] >= 0) {
+                close(h->links[j].fd[ch]);
+                h->links[j].fd[ch] = -1;
+            }
+    if (h->listen_fd >= 0) {
+        close(h->listen_fd);
+        h->listen_fd = -1;
+    }
+}

@@ -1,0 +1,84 @@
+/* c10d_monitored_barrier: a barrier through the coordinator's store, so
+ * that rank 0 can say which ranks never arrived (torch's
+ * monitored_barrier). Slow by design (a round trip per rank); for
+ * debugging hangs, not for every step. */
+#include "pg_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static c10d_status rank0(c10d_pg *pg, c10d_store *s, int timeout_ms, int wait_all)
+{
+    int n = pg->size;
+    char **keys = calloc((size_t)n, sizeof *keys);
+    c10d_status st = C10D_OK;
+    if (!keys)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    for (int i = 1; i < n && st == C10D_OK; i++) {
+        keys[i] = malloc(32);
+        if (!keys[i])
+            st = c10di_error(C10D_ENOMEM, "out of memory");
+        else
+            snprintf(keys[i], 32, "arrived/%d", i);
+    }
+    if (st == C10D_OK && n > 1)
+        st = c10d_store_wait(s, (const char *const *)keys + 1, (size_t)n - 1, timeout_ms);
+    if (st == C10D_ETIMEDOUT) {
+        char msg[1024];
+        int off = snprintf(msg, sizeof msg, "monitored_barrier #%d of group %s: rank",
+                           pg->monitored, pg->name);
+        int missing = 0;
+        for (int i = 1; i < n && (wait_all || !missing); i++) {
+            int exists = 0;
+            if (c10d_store_check(s, (const char *const *)&keys[i], 1, &exists) == C10D_OK &&
+                !exists && off < (int)sizeof msg - 16)
+                off += snprintf(msg + off, sizeof msg - (size_t)off, "%s %d (global %d)",
+                                missing++ ? "," : "", i, pg->ranks[i]);
+        }
+        snprintf(msg + off, sizeof msg - (size_t)off, " did not arrive within %d ms", timeout_ms);
+        c10d_store_set(s, "done", msg, strlen(msg));
+        st = c10di_error(C10D_ETIMEDOUT, "%s", msg);
+    } else if (st == C10D_OK) {
+        st = c10d_store_set(s, "done", "ok", 2);
+    }
+    for (int i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    return st;
+}
+
+static c10d_status other(c10d_pg *pg, c10d_store *s, int timeout_ms)
+{
+    char key[32];
+    snprintf(key, sizeof key, "arrived/%d", pg->rank);
+    c10d_status st = c10d_store_set(s, key, "1", 1);
+    void *v = NULL;
+    size_t len = 0;
+    /* Rank 0 answers within its own timeout; allow for it being late. */
+    if (st == C10D_OK && (st = c10d_store_get(s, "done", &v, &len, 2 * timeout_ms + 5000)) ==
+                             C10D_OK) {
+        if (len != 2 || memcmp(v, "ok", 2) != 0)
+            st = c10di_error(C10D_ETIMEDOUT, "%.*s", (int)len, (const char *)v);
+        c10d_free(v);
+    }
+    return st;
+}
+
+c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks)
+{
+    if (!pg)
+        return c10di_error(C10D_EINVAL, "monitored_barrier: NULL process group");
+    if (timeout_ms <= 0)
+        timeout_ms = pg->timeout_ms;
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/%llu/%s/%d/", pg->w->job,
+             (unsigned long long)pg->w->generation, pg->name, ++pg->monitored);
+    c10d_store *s;
+    c10d_status st = c10di_store_over(&s, pg->w->conn, prefix, timeout_ms);
+    if (st != C10D_OK)
+        return st;
+    st = pg->rank == 0 ? rank0(pg, s, timeout_ms, wait_all_ranks) : other(pg, s, timeout_ms);
+    c10d_store_close(s);
+    return st;
+}

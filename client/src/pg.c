@@ -1,0 +1,278 @@
+/* Process groups: c10d_init (the world's rendezvous), c10d_new_group,
+ * c10d_destroy. A rendezvous is one group_join request, parked by the
+ * coordinator until every member has arrived; its reply carries every
+ * member's data-plane endpoint, and the backend connects from there. */
+#include "work.h"
+
+#include "c10d_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_MS 600000
+
+void c10di_world_unref(c10di_world *w)
+{
+    if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
+        return;
+    c10di_watch_stop(w);
+    for (int i = 0; w->lost && i < w->size; i++) {
+        free(w->lost[i]);
+        free(w->lost_seqs[i]);
+    }
+    free(w->lost);
+    free(w->lost_seqs);
+    pthread_mutex_destroy(&w->mu);
+    c10di_conn_unref(w->conn);
+    free(w);
+}
+
+static void pg_free(c10d_pg *pg)
+{
+    if (!pg)
+        return;
+    c10di_lane_stop(pg);
+    if (pg->be && pg->be_state)
+        pg->be->close(pg->be_state);
+    c10di_world_unref(pg->w);
+    free(pg->ranks);
+    free(pg);
+}
+
+static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n, int me)
+{
+    c10d_pg *pg = calloc(1, sizeof *pg);
+    if (!pg || !(pg->ranks = malloc((size_t)n * sizeof *pg->ranks))) {
+        free(pg);
+        return NULL;
+    }
+    atomic_fetch_add(&w->refs, 1);
+    pg->w = w;
+    snprintf(pg->name, sizeof pg->name, "%s", name);
+    pg->size = n;
+    pg->rank = me;
+    for (int i = 0; i < n; i++)
+        pg->ranks[i] = ranks ? ranks[i] : i;
+    pg->timeout_ms = w->timeout_ms;
+    pg->be = &c10di_host_backend;
+    if (c10di_lane_start(pg) != C10D_OK) {
+        pg_free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+/* Rendezvous of pg's members and data-plane setup. World: learns the
+ * generation and starts the liveness watcher. */
+static c10d_status rendezvous(c10d_pg *pg, int world)
+{
+    c10di_world *w = pg->w;
+    char ep[1024];
+    size_t eplen = 0;
+    c10d_status st = pg->be->open(pg, &pg->be_state, ep, sizeof ep, &eplen);
+    if (st != C10D_OK)
+        return st;
+    C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
+    m.job = w->job;
+    m.name = pg->name;
+    m.rank = w->rank;
+    m.world_size = w->size;
+    if (!world) {
+        m.n_members = (size_t)pg->size;
+        m.members = pg->ranks;
+        m.has_generation = 1;
+        m.generation = w->generation;
+    }
+    m.has_endpoint = 1;
+    m.endpoint.data = (uint8_t *)ep;
+    m.endpoint.len = eplen;
+    m.host = w->host;
+    m.has_pid = m.has_timeout_ms = 1;
+    m.pid = (int)getpid();
+    m.timeout_ms = pg->timeout_ms;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
+    req.group_join = &m;
+    C10dpb__Reply *rep = NULL;
+    if ((st = c10di_call(w->conn, &req, pg->timeout_ms, 30000, &rep)) != C10D_OK)
+        return st;
+    if (rep->result_case != C10DPB__REPLY__RESULT_GROUP_JOIN ||
+        rep->group_join->n_endpoints != (size_t)pg->size) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_EPROTO, "the coordinator answered the rendezvous of group %s "
+                           "with something else", pg->name);
+    }
+    if (world) {
+        w->generation = rep->group_join->generation;
+        if ((st = c10di_watch_start(w)) != C10D_OK) {
+            c10dpb__reply__free_unpacked(rep, NULL);
+            return st;
+        }
+    }
+    st = pg->be->connect(pg, pg->be_state, rep->group_join->endpoints);
+    c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
+}
+
+c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
+{
+    if (!out)
+        return c10di_error(C10D_EINVAL, "c10d_init: out is NULL");
+    c10d_init_opts opts = C10D_INIT_OPTS_INIT;
+    if (o)
+        opts = *o;
+    int rank = opts.rank >= 0 ? opts.rank : (int)c10di_env_long("RANK", -1);
+    int size = opts.world_size > 0 ? opts.world_size : (int)c10di_env_long("WORLD_SIZE", 0);
+    const char *job = opts.job ? opts.job : getenv("C10D_JOB");
+    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms
+                                      : (int)c10di_env_long("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
+    if (size <= 0)
+        return c10di_error(C10D_EINVAL, "c10d_init: no world size (set WORLD_SIZE or "
+                           "opts.world_size)");
+    if (rank < 0 || rank >= size)
+        return c10di_error(C10D_EINVAL, "c10d_init: rank %d is out of range for world size %d "
+                           "(set RANK or opts.rank)", rank, size);
+    if (opts.backend == C10D_BACKEND_NCCL)
+        return c10di_error(C10D_EBACKEND, "c10d_init: the NCCL backend is not available in this "
+                           "build; use C10D_BACKEND_HOST for CPU buffers");
+    c10di_world *w = calloc(1, sizeof *w);
+    c10d_status st;
+    if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
+        !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs))) {
+        if (w)
+            free(w->lost);
+        free(w);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    atomic_init(&w->refs, 1);
+    pthread_mutex_init(&w->mu, NULL);
+    snprintf(w->job, sizeof w->job, "%s", job && *job ? job : "default");
+    if (gethostname(w->host, sizeof w->host) != 0)
+        snprintf(w->host, sizeof w->host, "localhost");
+    w->host[sizeof w->host - 1] = '\0';
+    w->rank = rank;
+    w->size = size;
+    w->timeout_ms = timeout > 0 ? timeout : DEFAULT_TIMEOUT_MS;
+    snprintf(w->activity, sizeof w->activity, "in c10d_init");
+    const char *token = getenv("C10D_TOKEN");
+    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, w->timeout_ms)) != C10D_OK) {
+        free(w->lost);
+        free(w->lost_seqs);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return st;
+    }
+    c10d_pg *pg = pg_new(w, "world", NULL, size, rank);
+    c10di_world_unref(w); /* pg holds it now */
+    if (!pg)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    if ((st = rendezvous(pg, 1)) != C10D_OK) {
+        pg_free(pg);
+        return st;
+    }
+    c10di_set_activity(w, "idle after c10d_init");
+    *out = pg;
+    return C10D_OK;
+}
+
+c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int n)
+{
+    if (!out || !parent || !ranks || n <= 0)
+        return c10di_error(C10D_EINVAL, "c10d_new_group: %s",
+                           !out ? "out is NULL" : !parent ? "parent is NULL"
+                                                          : "needs a non-empty list of ranks");
+    *out = NULL;
+    /* Every rank of the parent calls this in the same order, so the count
+     * names the group identically everywhere. */
+    char name[sizeof parent->name + 12];
+    snprintf(name, sizeof name, "%s.%d", parent->name, ++parent->groups_made);
+    if (strlen(name) >= sizeof parent->name)
+        return c10di_error(C10D_EINVAL, "c10d_new_group: groups nested too deep (%s)", name);
+    int *global = malloc((size_t)n * sizeof *global), me = -1;
+    if (!global)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= parent->size) {
+            free(global);
+            return c10di_error(C10D_EINVAL, "c10d_new_group: rank %d is out of range for group "
+                               "%s of size %d", ranks[i], parent->name, parent->size);
+        }
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) {
+                free(global);
+                return c10di_error(C10D_EINVAL, "c10d_new_group: rank %d is listed twice",
+                                   ranks[i]);
+            }
+        global[i] = parent->ranks[ranks[i]];
+        if (ranks[i] == parent->rank)
+            me = i;
+    }
+    if (me < 0) {
+        free(global);
+        return C10D_OK;
+    }
+    c10d_pg *pg = pg_new(parent->w, name, global, n, me);
+    free(global);
+    if (!pg)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    c10d_status st = rendezvous(pg, 0);
+    if (st != C10D_OK) {
+        pg_free(pg);
+        return st;
+    }
+    *out = pg;
+    return C10D_OK;
+}
+
+int c10d_rank(const c10d_pg *pg)
+{
+    return pg ? pg->rank : -1;
+}
+
+int c10d_size(const c10d_pg *pg)
+{
+    return pg ? pg->size : -1;
+}
+
+int c10d_global_rank(const c10d_pg *pg, int group_rank)
+{
+    return pg && group_rank >= 0 && group_rank < pg->size ? pg->ranks[group_rank] : -1;
+}
+
+void c10d_destroy(c10d_pg *pg)
+{
+    if (!pg)
+        return;
+    c10di_lane_stop(pg); /* finishes what was queued */
+    c10di_world *w = pg->w;
+    pthread_mutex_lock(&w->mu);
+    size_t used = strlen(w->final_seqs);
+    snprintf(w->final_seqs + used, sizeof w->final_seqs - used, "%s%s=%llu,", used ? "" : ",",
+             pg->name, (unsigned long long)pg->seq);
+    pthread_mutex_unlock(&w->mu);
+    if (strcmp(pg->name, "world") == 0) {
+        atomic_store(&w->stopping, 1);
+        char activity[sizeof w->activity];
+        pthread_mutex_lock(&w->mu);
+        memcpy(activity, w->activity, sizeof activity);
+        pthread_mutex_unlock(&w->mu);
+        C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
+        m.job = w->job;
+        m.generation = w->generation;
+        m.rank = w->rank;
+        m.activity = activity;
+        m.final_seqs = w->final_seqs;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
+        req.group_leave = &m;
+        C10dpb__Reply *rep = NULL;
+        /* Leaving also answers this rank's parked watch, so the watcher
+         * stops at once. A coordinator that is gone is not waited for. */
+        if (c10di_call(w->conn, &req, 0, 2000, &rep) == C10D_OK)
+            c10dpb__reply__free_unpacked(rep, NULL);
+        c10di_watch_stop(w);
+    }
+    pg_free(pg);
+}

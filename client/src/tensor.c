@@ -1,0 +1,71 @@
+/* Tensor and dtype helpers of the public API. */
+#include <c10d/tensor.h>
+
+#include <string.h>
+
+c10d_tensor c10d_tensor_1d(void *data, c10d_dtype dtype, int64_t n)
+{
+    c10d_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = 1;
+    t.shape[0] = n;
+    t.device = C10D_CPU;
+    return t;
+}
+
+int64_t c10d_tensor_numel(const c10d_tensor *t)
+{
+    if (!t || t->ndim < 0 || t->ndim > C10D_MAX_DIMS)
+        return -1;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0)
+            return -1;
+        n *= t->shape[i];
+    }
+    return n;
+}
+
+size_t c10d_dtype_size(c10d_dtype d)
+{
+    switch (d) {
+    case C10D_FLOAT32: return 4;
+    case C10D_FLOAT64: return 8;
+    case C10D_FLOAT16: return 2;
+    case C10D_BFLOAT16: return 2;
+    case C10D_INT8: return 1;
+    case C10D_UINT8: return 1;
+    case C10D_INT32: return 4;
+    case C10D_INT64: return 8;
+    }
+    return 0;
+}
+
+const char *c10d_dtype_name(c10d_dtype d)
+{
+    switch (d) {
+    case C10D_FLOAT32: return "float32";
+    case C10D_FLOAT64: return "float64";
+    case C10D_FLOAT16: return "float16";
+    case C10D_BFLOAT16: return "bfloat16";
+    case C10D_INT8: return "int8";
+    case C10D_UINT8: return "uint8";
+    case C10D_INT32: return "int32";
+    case C10D_INT64: return "int64";
+    }
+    return "?";
+}
+
+const char *c10d_reduce_op_name(c10d_reduce_op op)
+{
+    switch (op) {
+    case C10D_SUM: return "SUM";
+    case C10D_PROD: return "PROD";
+    case C10D_MIN: return "MIN";
+    case C10D_MAX: return "MAX";
+    case C10D_AVG: return "AVG";
+    }
+    return "?";
+}

@@ -1,0 +1,145 @@
+/* Liveness, seen from a rank: a watcher thread keeps one watch request
+ * parked on the coordinator. It doubles as the heartbeat (the coordinator
+ * declares a rank dead when its watches stop) and carries what this rank
+ * is doing, so that a peer's report can say which collective a dead rank
+ * was last in. When a member dies or leaves, the coordinator answers every
+ * parked watch at once; the watcher records why in world->lost, and every
+ * rank blocked on that member (c10di_pg_check, called from the data
+ * plane's wait loops) fails with C10D_EPEERLOST. */
+#include "pg_internal.h"
+
+#include "c10d_time.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WATCH_WAIT_MS 1000
+
+void c10di_set_activity(c10di_world *w, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&w->mu);
+    va_start(ap, fmt);
+    vsnprintf(w->activity, sizeof w->activity, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
+{
+    if (m->rank < 0 || m->rank >= w->size)
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (!w->lost[m->rank]) {
+        char buf[1024];
+        const char *what = m->activity && *m->activity ? m->activity : "no collective yet";
+        if (m->rank == w->rank)
+            snprintf(buf, sizeof buf, "the coordinator declared this rank (%d) %s: %s", m->rank,
+                     m->state ? m->state : "dead", m->reason ? m->reason : "");
+        else
+            snprintf(buf, sizeof buf, "rank %d (host %s, pid %d) %s: %s; it was last %s",
+                     m->rank, m->host ? m->host : "?", m->pid,
+                     m->state && strcmp(m->state, "left") == 0 ? "left the job" : "died",
+                     m->reason ? m->reason : "", what);
+        w->lost[m->rank] = strdup(buf);
+        if (m->final_seqs && *m->final_seqs)
+            w->lost_seqs[m->rank] = strdup(m->final_seqs);
+        atomic_fetch_add(&w->lost_version, 1);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void *watch_main(void *arg)
+{
+    c10di_world *w = arg;
+    uint64_t known = 0;
+    while (!atomic_load(&w->stopping)) {
+        char activity[sizeof w->activity];
+        pthread_mutex_lock(&w->mu);
+        memcpy(activity, w->activity, sizeof activity);
+        pthread_mutex_unlock(&w->mu);
+        C10dpb__Watch m = C10DPB__WATCH__INIT;
+        m.job = w->job;
+        m.generation = w->generation;
+        m.rank = w->rank;
+        m.has_known_version = m.has_wait_ms = 1;
+        m.known_version = known;
+        m.wait_ms = WATCH_WAIT_MS;
+        m.activity = activity;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_WATCH;
+        req.watch = &m;
+        C10dpb__Reply *rep = NULL;
+        if (c10di_call(w->conn, &req, WATCH_WAIT_MS, 5000, &rep) != C10D_OK) {
+            /* The coordinator is unreachable or restarting: that is not a
+             * peer's death. Try again shortly. */
+            struct timespec ts = {0, 100 * 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (rep->result_case == C10DPB__REPLY__RESULT_WATCH) {
+            known = rep->watch->version;
+            for (size_t i = 0; i < rep->watch->n_lost; i++)
+                record_lost(w, rep->watch->lost[i]);
+        }
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    return NULL;
+}
+
+c10d_status c10di_watch_start(c10di_world *w)
+{
+    if (pthread_create(&w->watcher, NULL, watch_main, w) != 0)
+        return c10di_error(C10D_ENOMEM, "cannot start the liveness watcher thread");
+    w->watcher_on = 1;
+    return C10D_OK;
+}
+
+void c10di_watch_stop(c10di_world *w)
+{
+    if (!w->watcher_on)
+        return;
+    atomic_store(&w->stopping, 1);
+    pthread_join(w->watcher, NULL);
+    w->watcher_on = 0;
+}
+
+/* A member that left cleanly had finished every collective it issued; it
+ * fails only those of its peers' collectives it never entered. */
+static int left_after(const char *final_seqs, const char *group, uint64_t seq)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, ",%s=", group);
+    const char *p = final_seqs ? strstr(final_seqs, needle) : NULL;
+    return p && strtoull(p + strlen(needle), NULL, 10) >= seq;
+}
+
+c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+{
+    c10di_world *w = pg->w;
+    if (atomic_load(&w->lost_version)) {
+        char msg[1024] = "";
+        pthread_mutex_lock(&w->mu);
+        for (int i = 0; i < pg->size && !msg[0]; i++) {
+            int g = pg->ranks[i];
+            if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq)))
+                snprintf(msg, sizeof msg, "%s", w->lost[g]);
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (msg[0])
+            return c10di_error(C10D_EPEERLOST, "%s of group %s (rank %d) failed: %s",
+                               c ? c->what : "setup", pg->name, pg->rank, msg);
+    }
+    if (c && c10d_now_ms() > c->deadline_ms) {
+        if (waiting_for >= 0)
+            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
+                               "waiting for rank %d (global rank %d)", c->what, pg->name,
+                               pg->rank, pg->timeout_ms, waiting_for, pg->ranks[waiting_for]);
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
+                           c->what, pg->name, pg->rank, pg->timeout_ms);
+    }
+    return C10D_OK;
+}

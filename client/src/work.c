@@ -1,0 +1,213 @@
+/* The lane: each group runs its operations one at a time, in the order
+ * they were called. An async operation is queued for the group's lane
+ * thread (started on first use) and returns a work handle; a sync one runs
+ * on the caller's thread when nothing is queued (no hand-off on the
+ * latency path), else queues behind the async ones and waits. */
+#include "work.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct c10di_lane {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    c10d_work *head, *tail;
+    int inflight; /* queued + running */
+    int stop;
+    int on;
+    pthread_t th;
+};
+
+c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
+{
+    if (pg->broken)
+        return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
+                           "failure: %s", c->what, pg->name, pg->broken_msg);
+    c10di_set_activity(pg->w, "in collective %s of group %s", c->what, pg->name);
+    c10d_status st = pg->be->run(pg, pg->be_state, c);
+    if (st != C10D_OK && st != C10D_EINVAL) {
+        /* The links may hold half a message: nothing after this is safe. */
+        pg->broken = st;
+        snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", c10d_errmsg());
+    }
+    c10di_set_activity(pg->w, "idle after collective %s of group %s", c->what, pg->name);
+    return st;
+}
+
+static void finish(c10d_work *w, c10d_status st)
+{
+    pthread_mutex_lock(&w->mu);
+    w->st = st;
+    if (st != C10D_OK)
+        snprintf(w->msg, sizeof w->msg, "%s", c10d_errmsg());
+    w->done = 1;
+    int freed = w->freed;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (freed)
+        c10di_work_destroy(w);
+}
+
+static void *lane_main(void *arg)
+{
+    c10d_pg *pg = arg;
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->head && !l->stop)
+            pthread_cond_wait(&l->cv, &l->mu);
+        if (!l->head)
+            break;
+        c10d_work *w = l->head;
+        l->head = w->next;
+        if (!l->head)
+            l->tail = NULL;
+        pthread_mutex_unlock(&l->mu);
+        c10d_status st = c10di_execute(pg, &w->c);
+        pthread_mutex_lock(&l->mu);
+        l->inflight--;
+        pthread_mutex_unlock(&l->mu);
+        finish(w, st);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+c10d_status c10di_lane_start(c10d_pg *pg)
+{
+    c10di_lane *l = calloc(1, sizeof *l);
+    if (!l)
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    pg->lane = l;
+    return C10D_OK;
+}
+
+void c10di_lane_stop(c10d_pg *pg)
+{
+    c10di_lane *l = pg->lane;
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (l->on)
+        pthread_join(l->th, NULL); /* runs what was queued first */
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+    pg->lane = NULL;
+}
+
+c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
+{
+    c10d_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->pg = pg;
+    w->c = *c;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    return w;
+}
+
+void c10di_work_destroy(c10d_work *w)
+{
+    free(w->c.outs);
+    free(w->c.ins);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+
+int c10di_lane_busy(c10d_pg *pg)
+{
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    int busy = l->inflight > 0;
+    pthread_mutex_unlock(&l->mu);
+    return busy;
+}
+
+c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
+{
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    if (!l->on) {
+        if (pthread_create(&l->th, NULL, lane_main, pg) != 0) {
+            pthread_mutex_unlock(&l->mu);
+            return c10di_error(C10D_ENOMEM, "cannot start the group's worker thread");
+        }
+        l->on = 1;
+    }
+    w->next = NULL;
+    if (l->tail)
+        l->tail->next = w;
+    else
+        l->head = w;
+    l->tail = w;
+    l->inflight++;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return C10D_OK;
+}
+
+c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
+{
+    if (!w)
+        return c10di_error(C10D_EINVAL, "NULL work handle");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (timeout_ms > 0) {
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    int timed_out = 0;
+    while (!w->done && !timed_out) {
+        if (timeout_ms > 0)
+            timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0 && !w->done;
+        else
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    c10d_status st = w->st;
+    char msg[sizeof w->msg];
+    memcpy(msg, w->msg, sizeof msg);
+    pthread_mutex_unlock(&w->mu);
+    if (timed_out)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
+                           w->pg->name, timeout_ms);
+    return st == C10D_OK ? C10D_OK : c10di_error(st, "%s", msg);
+}
+
+int c10d_work_is_completed(const c10d_work *w)
+{
+    if (!w)
+        return 1;
+    c10d_work *mw = (c10d_work *)w;
+    pthread_mutex_lock(&mw->mu);
+    int done = mw->done;
+    pthread_mutex_unlock(&mw->mu);
+    return done;
+}
+
+void c10d_work_free(c10d_work *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    w->freed = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        c10di_work_destroy(w); /* else the lane frees it when it finishes */
+}

@@ -1,0 +1,622 @@
+/* Process groups on the wire: rendezvous (group_join), leave, the liveness
+ * watch that doubles as the heartbeat, and the jobs listing c10d-ctl shows.
+ *
+ * A rendezvous parks every member's join on the group's key until the
+ * last member arrives. Liveness: a member is dead when the NNG connection
+ * it joined on closes (the listener reports it, see c10ds_groups_pipe_closed)
+ * or when it sends no watch for --heartbeat-timeout; either way the job's
+ * version is bumped and the watch key touched, so every other rank's
+ * parked watch answers at once with who was lost. */
+#include "engine.h"
+#include "groups.h"
+
+#include "c10d_time.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENDPOINT_BYTES 4096
+
+static void watch_key(char *buf, size_t cap, const char *job, uint64_t gen)
+{
+    snprintf(buf, cap, "\x01live:%s:%llu", job, (unsigned long long)gen);
+}
+
+static void group_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name)
+{
+    snprintf(buf, cap, "\x01group:%s:%llu:%s", job, (unsigned long long)gen, name);
+}
+
+/* A member changed state: wake watchers and every group still forming in
+ * that generation (its parked joins must learn a member is gone). */
+static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    char key[512];
+    watch_key(key, sizeof key, job, gen);
+    c10ds_waiters_touch(e->waiters, key);
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (sqlite3_column_int(s, 4))
+            continue; /* formed: nobody parked */
+        group_key(key, sizeof key, job, gen, (const char *)sqlite3_column_text(s, 0));
+        c10ds_waiters_touch(e->waiters, key);
+    }
+    sqlite3_reset(s);
+}
+
+static void mark(c10ds_engine *e, const char *job, uint64_t gen, int rank, const char *state,
+                 const char *reason, const char *final_seqs)
+{
+    if (!c10ds_groups_set_state(&e->groups, job, gen, rank, state, reason, final_seqs))
+        return;
+    c10ds_info("job %s generation %llu: rank %d %s (%s)", job, (unsigned long long)gen, rank,
+               state, reason);
+    membership_changed(e, job, gen);
+}
+
+/* --- ranks lists: "0,1,5" <-> int arrays --- */
+
+static char *ranks_text(const int32_t *r, size_t n, int world)
+{
+    size_t cap = (n ? n : (size_t)world) * 12 + 1;
+    char *t = malloc(cap), *p = t;
+    if (!t)
+        return NULL;
+    *p = '\0';
+    size_t count = n ? n : (size_t)world;
+    for (size_t i = 0; i < count; i++)
+        p += sprintf(p, i ? ",%d" : "%d", n ? r[i] : (int)i);
+    return t;
+}
+
+static int *parse_ranks(const char *t, int size)
+{
+    int *r = calloc((size_t)(size ? size : 1), sizeof *r);
+    for (int i = 0; r && i < size; i++) {
+        r[i] = (int)strtol(t, (char **)&t, 10);
+        if (*t == ',')
+            t++;
+    }
+    return r;
+}
+
+/* Writes "3, 7" (at most 16 listed) into buf. */
+static void list_ranks(char *buf, size_t cap, const int *r, int n)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && off < cap; i++) {
+        if (i == 16) {
+            snprintf(buf + off, cap - off, " and %d more", n - 16);
+            return;
+        }
+        off += (size_t)snprintf(buf + off, cap - off, i ? ", %d" : "%d", r[i]);
+    }
+}
+
+static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
+{
+    c10dpb__member_info__init(m);
+    m->rank = sqlite3_column_int(s, 0);
+    m->state = strdup((const char *)sqlite3_column_text(s, 1));
+    m->host = strdup((const char *)sqlite3_column_text(s, 2));
+    m->has_pid = m->has_changed_ms = m->has_last_seen_ms = 1;
+    m->pid = sqlite3_column_int(s, 3);
+    m->reason = strdup((const char *)sqlite3_column_text(s, 4));
+    m->activity = strdup((const char *)sqlite3_column_text(s, 5));
+    m->changed_ms = sqlite3_column_int64(s, 6);
+    m->last_seen_ms = sqlite3_column_int64(s, 7);
+    m->final_seqs = strdup((const char *)sqlite3_column_text(s, 8));
+}
+
+static void free_members(C10dpb__MemberInfo **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]->state);
+        free(v[i]->host);
+        free(v[i]->reason);
+        free(v[i]->activity);
+        free(v[i]->final_seqs);
+        free(v[i]);
+    }
+    free(v);
+}
+
+/* Members of a generation (all, or only those not alive). */
+static C10dpb__MemberInfo **load_members(c10ds_engine *e, const char *job, uint64_t gen,
+                                         int lost_only, size_t *n)
+{
+    sqlite3_stmt *s =
+        c10ds_groups_stmt(&e->groups, lost_only ? GS_MEMBERS_LOST : GS_MEMBERS_OF_GEN);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+    C10dpb__MemberInfo **v = NULL;
+    size_t cap = 0;
+    *n = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 8;
+            C10dpb__MemberInfo **nv = realloc(v, cap * sizeof *v);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        if (!(v[*n] = malloc(sizeof **v)))
+            break;
+        fill_member(s, v[(*n)++]);
+    }
+    sqlite3_reset(s);
+    return v;
+}
+
+/* --- group_join --- */
+
+static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char *name,
+                                  uint64_t gen, int size)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    ProtobufCBinaryData *eps = calloc((size_t)size, sizeof *eps);
+    if (!eps)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory answering a rendezvous");
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GM_LIST);
+    sqlite3_bind_text(s, 1, m->job, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    /* A column's blob is only valid until the next step: copy each. */
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        int idx = sqlite3_column_int(s, 0);
+        size_t len = (size_t)sqlite3_column_bytes(s, 1);
+        if (idx < 0 || idx >= size || eps[idx].data || !(eps[idx].data = malloc(len ? len : 1)))
+            continue;
+        if (len)
+            memcpy(eps[idx].data, sqlite3_column_blob(s, 1), len);
+        eps[idx].len = len;
+    }
+    C10dpb__GroupJoinReply gj = C10DPB__GROUP_JOIN_REPLY__INIT;
+    gj.has_generation = 1;
+    gj.generation = gen;
+    gj.n_endpoints = (size_t)size;
+    gj.endpoints = eps;
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_GROUP_JOIN;
+    rep.group_join = &gj;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    sqlite3_reset(s);
+    for (int i = 0; i < size; i++)
+        free(eps[i].data);
+    free(eps);
+    return o;
+}
+
+/* A member of the group is no longer alive: the rendezvous cannot finish. */
+static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
+                               const c10ds_group *grp)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    size_t n;
+    C10dpb__MemberInfo **lost = load_members(e, m->job, gen, 1, &n);
+    int *ranks = parse_ranks(grp->ranks, grp->size), failed = 0;
+    for (size_t i = 0; ranks && i < n && !failed; i++)
+        for (int j = 0; j < grp->size; j++)
+            if (ranks[j] == lost[i]->rank && ranks[j] != m->rank) {
+                c10ds_fail(r, C10D_EPEERLOST, "rendezvous of group %s (job %s, generation %llu) "
+                           "cannot finish: rank %d (host %s, pid %d) %s (%s)", m->name, m->job,
+                           (unsigned long long)gen, lost[i]->rank, lost[i]->host, lost[i]->pid,
+                           lost[i]->state, lost[i]->reason);
+                failed = 1;
+                break;
+            }
+    free(ranks);
+    free_members(lost, n);
+    return failed;
+}
+
+static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t gen,
+                                    const c10ds_group *grp)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    int *ranks = parse_ranks(grp->ranks, grp->size);
+    char *arrived = calloc((size_t)grp->size + 1, 1);
+    int *missing = calloc((size_t)grp->size + 1, sizeof *missing), nm = 0;
+    if (!ranks || !arrived || !missing) {
+        free(ranks), free(arrived), free(missing);
+        return c10ds_fail(r, C10D_ETIMEDOUT, "rendezvous of group %s timed out", m->name);
+    }
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GM_LIST);
+    sqlite3_bind_text(s, 1, m->job, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+    sqlite3_bind_text(s, 3, m->name, -1, SQLITE_STATIC);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        int idx = sqlite3_column_int(s, 0);
+        if (idx >= 0 && idx < grp->size)
+            arrived[idx] = 1;
+    }
+    sqlite3_reset(s);
+    for (int i = 0; i < grp->size; i++)
+        if (!arrived[i])
+            missing[nm++] = ranks[i];
+    char list[256];
+    list_ranks(list, sizeof list, missing, nm);
+    int64_t waited = c10d_now_ms() - r->received_ms;
+    c10ds_outcome o = c10ds_fail(
+        r, C10D_ETIMEDOUT, "rendezvous of group %s (job %s, generation %llu): waiting for rank%s "
+        "%s of %d (%d arrived) after %lld.%lld s", m->name, m->job, (unsigned long long)gen,
+        nm == 1 ? "" : "s", list, grp->size, grp->size - nm, (long long)(waited / 1000),
+        (long long)(waited % 1000 / 100));
+    free(ranks), free(arrived), free(missing);
+    return o;
+}
+
+/* The world's generation this rank joins, or 0 after failing r. */
+static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
+    c10ds_job job;
+    c10ds_member mem;
+    int have = c10ds_groups_job(&e->groups, m->job, &job);
+    if (have < 0) {
+        c10ds_fail(r, C10D_ERROR, "database error reading job %s", m->job);
+        return 0;
+    }
+    int held = have ? c10ds_groups_member(&e->groups, m->job, job.generation, m->rank, &mem) : 0;
+    if (held == 1 && strcmp(mem.state, "alive") == 0) {
+        if (mem.client_id == client)
+            return job.generation; /* this join resent */
+        c10ds_fail(r, C10D_EINVAL, "rank %d of job %s is already held by host %s pid %d (alive, "
+                   "generation %llu): two processes were given the same RANK, or the old job "
+                   "is still running", m->rank, m->job, mem.host, mem.pid,
+                   (unsigned long long)job.generation);
+        return 0;
+    }
+    uint64_t gen = have ? job.generation : 0;
+    if (!have || job.formed || held == 1) {
+        /* A new job, or a restarted one: its ranks start a new generation
+         * and never meet the old one's. */
+        gen++;
+        if (c10ds_groups_new_generation(&e->groups, m->job, gen, m->world_size) != 0) {
+            c10ds_fail(r, C10D_ERROR, "database error starting job %s", m->job);
+            return 0;
+        }
+        c10ds_info("job %s: generation %llu forming, world size %d (rank %d first)", m->job,
+                   (unsigned long long)gen, m->world_size, m->rank);
+    } else if (job.world_size != m->world_size) {
+        c10ds_fail(r, C10D_EINVAL, "rank %d of job %s says WORLD_SIZE=%d, but generation %llu "
+                   "is forming with world size %d", m->rank, m->job, m->world_size,
+                   (unsigned long long)gen, job.world_size);
+        return 0;
+    }
+    const char *host = m->host ? m->host : r->pb->who && r->pb->who->host ? r->pb->who->host : "?";
+    int pid = m->has_pid ? m->pid : 0;
+    if (c10ds_groups_member_put(&e->groups, m->job, gen, m->rank, host, pid, client, r->pipe) !=
+        0) {
+        c10ds_fail(r, C10D_ERROR, "database error recording rank %d of job %s", m->rank, m->job);
+        return 0;
+    }
+    return gen;
+}
+
+static int validate_join(c10ds_request *r)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    if (!*m->job || !*m->name)
+        return c10ds_fail(r, C10D_EINVAL, "rendezvous needs a job and a group name"), -1;
+    if (m->world_size < 1 || m->rank < 0 || m->rank >= m->world_size)
+        return c10ds_fail(r, C10D_EINVAL, "rank %d is out of range for world size %d", m->rank,
+                          m->world_size), -1;
+    if (m->endpoint.len > MAX_ENDPOINT_BYTES)
+        return c10ds_fail(r, C10D_ETOOBIG, "endpoint of %zu bytes (limit %d)", m->endpoint.len,
+                          MAX_ENDPOINT_BYTES), -1;
+    int self = strcmp(m->name, "world") == 0;
+    for (size_t i = 0; i < m->n_members; i++) {
+        if (m->members[i] < 0 || m->members[i] >= m->world_size)
+            return c10ds_fail(r, C10D_EINVAL, "group %s names rank %d, outside the world of %d",
+                              m->name, m->members[i], m->world_size), -1;
+        for (size_t j = 0; j < i; j++)
+            if (m->members[j] == m->members[i])
+                return c10ds_fail(r, C10D_EINVAL, "group %s names rank %d twice", m->name,
+                                  m->members[i]), -1;
+        self |= m->members[i] == m->rank;
+    }
+    if (!self)
+        return c10ds_fail(r, C10D_EINVAL, "rank %d joins group %s but is not one of its members",
+                          m->rank, m->name), -1;
+    return 0;
+}
+
+static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    int world = strcmp(m->name, "world") == 0;
+    uint64_t gen = r->generation;
+    char key[512];
+    if (ph == C10DS_FIRST) {
+        if (validate_join(r) != 0)
+            return C10DS_DONE;
+        if (world) {
+            if (!(gen = world_generation(e, r)))
+                return C10DS_DONE;
+        } else {
+            c10ds_member mem;
+            gen = m->generation;
+            if (c10ds_groups_member(&e->groups, m->job, gen, m->rank, &mem) != 1)
+                return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s "
+                                  "generation %llu (call c10d_init first)", m->rank, m->job,
+                                  (unsigned long long)gen);
+        }
+        r->generation = gen;
+    }
+    c10ds_group grp = {0};
+    int have = c10ds_groups_group(&e->groups, m->job, gen, m->name, &grp);
+    if (ph == C10DS_FIRST) {
+        char *want = ranks_text(m->members, m->n_members, m->world_size);
+        int size = m->n_members ? (int)m->n_members : m->world_size;
+        if (!want)
+            return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+        if (have == 1 && strcmp(grp.ranks, want) != 0) {
+            c10ds_outcome o = c10ds_fail(
+                r, C10D_EINVAL, "group %s of job %s: rank %d asks for ranks [%.200s], another "
+                "member created it with [%.200s]; every member must pass the same ranks in the "
+                "same order", m->name, m->job, m->rank, want, grp.ranks);
+            free(want);
+            c10ds_groups_group_free(&grp);
+            return o;
+        }
+        if (have != 1) {
+            if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, want, size) != 0) {
+                free(want);
+                return c10ds_fail(r, C10D_ERROR, "database error creating group %s", m->name);
+            }
+            grp.ranks = want, grp.size = size, grp.joined = 0, grp.formed = 0;
+        } else {
+            free(want);
+        }
+        int idx = 0;
+        if (m->n_members)
+            while (m->members[idx] != m->rank)
+                idx++;
+        else
+            idx = m->rank;
+        if (c10ds_groups_arrive(&e->groups, m->job, gen, m->name, idx, m->rank, m->endpoint.data,
+                                m->endpoint.len) == 1) {
+            grp.joined++;
+            if (grp.joined == grp.size) {
+                grp.formed = 1;
+                if (world) {
+                    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_FORMED);
+                    sqlite3_bind_text(s, 1, m->job, -1, SQLITE_STATIC);
+                    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+                    sqlite3_step(s);
+                    sqlite3_reset(s);
+                }
+                c10ds_info("job %s generation %llu: group %s formed (%d ranks)", m->job,
+                           (unsigned long long)gen, m->name, grp.size);
+                group_key(key, sizeof key, m->job, gen, m->name);
+                c10ds_waiters_touch(e->waiters, key);
+            }
+        }
+    } else if (have != 1) {
+        return c10ds_fail(r, C10D_ERROR, "group %s of job %s vanished", m->name, m->job);
+    }
+    c10ds_outcome o;
+    if (grp.formed)
+        o = reply_formed(e, r, m->name, gen, grp.size);
+    else if (fail_if_member_lost(e, r, gen, &grp))
+        o = C10DS_DONE;
+    else if (ph == C10DS_EXPIRED)
+        o = join_timed_out(e, r, gen, &grp);
+    else {
+        group_key(key, sizeof key, m->job, gen, m->name);
+        o = c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
+    }
+    c10ds_groups_group_free(&grp);
+    return o;
+}
+
+/* --- leave, watch --- */
+
+static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__GroupLeave *m = r->pb->group_leave;
+    if (m->activity)
+        c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
+    mark(e, m->job, m->generation, m->rank, "left", "called c10d_destroy", m->final_seqs);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    return c10ds_reply(r, &rep);
+}
+
+static c10ds_outcome reply_watch(c10ds_engine *e, c10ds_request *r, uint64_t version)
+{
+    C10dpb__Watch *m = r->pb->watch;
+    C10dpb__WatchReply w = C10DPB__WATCH_REPLY__INIT;
+    w.has_version = 1;
+    w.version = version;
+    w.lost = load_members(e, m->job, m->generation, 1, &w.n_lost);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_WATCH;
+    rep.watch = &w;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    free_members(w.lost, w.n_lost);
+    return o;
+}
+
+static c10ds_outcome op_watch(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__Watch *m = r->pb->watch;
+    c10ds_job job;
+    if (c10ds_groups_job(&e->groups, m->job, &job) != 1)
+        return c10ds_fail(r, C10D_ENOTFOUND, "no job %s on this coordinator", m->job);
+    if (ph == C10DS_FIRST) {
+        c10ds_member mem;
+        if (c10ds_groups_member(&e->groups, m->job, m->generation, m->rank, &mem) != 1)
+            return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s generation "
+                              "%llu", m->rank, m->job, (unsigned long long)m->generation);
+        c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
+        if (job.version <= m->known_version && m->wait_ms > 0) {
+            char key[512];
+            watch_key(key, sizeof key, m->job, m->generation);
+            return c10ds_park(e, r, ph, key, m->wait_ms < 60000 ? m->wait_ms : 60000);
+        }
+    }
+    return reply_watch(e, r, job.version);
+}
+
+/* --- jobs (c10d-ctl status) --- */
+
+static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__JobsQuery *q = r->pb->jobs;
+    C10dpb__JobsReply jr = C10DPB__JOBS_REPLY__INIT;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_LIST);
+    if (q->job && *q->job)
+        sqlite3_bind_text(s, 1, q->job, -1, SQLITE_STATIC);
+    size_t cap = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (jr.n_jobs == cap) {
+            cap = cap ? cap * 2 : 4;
+            C10dpb__JobInfo **nv = realloc(jr.jobs, cap * sizeof *nv);
+            if (!nv)
+                break;
+            jr.jobs = nv;
+        }
+        C10dpb__JobInfo *j = calloc(1, sizeof *j);
+        if (!j)
+            break;
+        c10dpb__job_info__init(j);
+        j->job = strdup((const char *)sqlite3_column_text(s, 0));
+        j->has_generation = j->has_world_size = j->has_formed = 1;
+        j->generation = (uint64_t)sqlite3_column_int64(s, 1);
+        j->world_size = sqlite3_column_int(s, 2);
+        j->formed = sqlite3_column_int(s, 3) != 0;
+        jr.jobs[jr.n_jobs++] = j;
+    }
+    sqlite3_reset(s);
+    for (size_t i = 0; i < jr.n_jobs; i++) {
+        C10dpb__JobInfo *j = jr.jobs[i];
+        j->members = load_members(e, j->job, j->generation, 0, &j->n_members);
+        s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
+        sqlite3_bind_text(s, 1, j->job, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)j->generation);
+        size_t gcap = 0;
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            if (j->n_groups == gcap) {
+                gcap = gcap ? gcap * 2 : 4;
+                C10dpb__GroupInfo **nv = realloc(j->groups, gcap * sizeof *nv);
+                if (!nv)
+                    break;
+                j->groups = nv;
+            }
+            C10dpb__GroupInfo *g = calloc(1, sizeof *g);
+            if (!g)
+                break;
+            c10dpb__group_info__init(g);
+            g->name = strdup((const char *)sqlite3_column_text(s, 0));
+            int size = sqlite3_column_int(s, 2);
+            g->ranks = parse_ranks((const char *)sqlite3_column_text(s, 1), size);
+            g->n_ranks = g->ranks ? (size_t)size : 0;
+            g->has_joined = g->has_formed = 1;
+            g->joined = sqlite3_column_int(s, 3);
+            g->formed = sqlite3_column_int(s, 4) != 0;
+            j->groups[j->n_groups++] = g;
+        }
+        sqlite3_reset(s);
+    }
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_JOBS;
+    rep.jobs = &jr;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    for (size_t i = 0; i < jr.n_jobs; i++) {
+        C10dpb__JobInfo *j = jr.jobs[i];
+        free_members(j->members, j->n_members);
+        for (size_t k = 0; k < j->n_groups; k++) {
+            free(j->groups[k]->name);
+            free(j->groups[k]->ranks);
+            free(j->groups[k]);
+        }
+        free(j->groups);
+        free(j->job);
+        free(j);
+    }
+    free(jr.jobs);
+    return o;
+}
+
+/* --- liveness events --- */
+
+void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
+{
+    struct lost {
+        char job[256];
+        uint64_t gen;
+        int rank;
+    } *v = NULL;
+    size_t n = 0, cap = 0;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_BY_PIPE);
+    sqlite3_bind_int64(s, 1, pipe);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4;
+            struct lost *nv = realloc(v, cap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        snprintf(v[n].job, sizeof v[n].job, "%s", (const char *)sqlite3_column_text(s, 0));
+        v[n].gen = (uint64_t)sqlite3_column_int64(s, 1);
+        v[n].rank = sqlite3_column_int(s, 2);
+        n++;
+    }
+    sqlite3_reset(s);
+    for (size_t i = 0; i < n; i++)
+        mark(e, v[i].job, v[i].gen, v[i].rank, "dead",
+             "its connection to the coordinator closed: the process exited or was killed", NULL);
+    free(v);
+}
+
+void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms)
+{
+    int timeout = e->cfg->heartbeat_timeout_ms;
+    struct stale {
+        char job[256];
+        uint64_t gen;
+        int rank;
+        int64_t seen;
+    } *v = NULL;
+    size_t n = 0, cap = 0;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_STALE);
+    sqlite3_bind_int64(s, 1, now_wall_ms - timeout);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4;
+            struct stale *nv = realloc(v, cap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+        }
+        snprintf(v[n].job, sizeof v[n].job, "%s", (const char *)sqlite3_column_text(s, 0));
+        v[n].gen = (uint64_t)sqlite3_column_int64(s, 1);
+        v[n].rank = sqlite3_column_int(s, 2);
+        v[n].seen = sqlite3_column_int64(s, 3);
+        n++;
+    }
+    sqlite3_reset(s);
+    for (size_t i = 0; i < n; i++) {
+        char why[128];
+        snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",
+                 (long long)(now_wall_ms - v[i].seen), timeout);
+        mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL);
+    }
+    free(v);
+}
+
+const c10ds_op c10ds_group_ops[] = {
+    {C10DPB__REQUEST__OP_GROUP_JOIN, "group_join", op_group_join, 0},
+    {C10DPB__REQUEST__OP_GROUP_LEAVE, "group_leave", op_group_leave, 0},
+    {C10DPB__REQUEST__OP_WATCH, "watch", op_watch, 0},
+    {C10DPB__REQUEST__OP_JOBS, "jobs", op_jobs, 0},
+    {0, NULL, NULL, 0},
+};

@@ -1,0 +1,269 @@
+#include "groups.h"
+
+#include "c10d_time.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sql[GS_COUNT] = {
+    [GS_JOB_GET] = "SELECT generation, world_size, formed, version FROM jobs WHERE job = ?1",
+    [GS_JOB_PUT] = "INSERT OR REPLACE INTO jobs(job, generation, world_size, formed, version, "
+                   "created_ms) VALUES(?1, ?2, ?3, 0, coalesce((SELECT version FROM jobs WHERE "
+                   "job = ?1), 0) + 1, ?4)",
+    [GS_JOB_FORMED] = "UPDATE jobs SET formed = 1 WHERE job = ?1 AND generation = ?2",
+    [GS_JOB_BUMP] = "UPDATE jobs SET version = version + 1 WHERE job = ?1",
+    [GS_JOB_LIST] = "SELECT job, generation, world_size, formed FROM jobs WHERE ?1 IS NULL OR "
+                    "job = ?1 ORDER BY job",
+    /* Endpoints of older generations are of no use to anyone. */
+    [GS_JOB_PRUNE_GM] = "DELETE FROM group_members WHERE job = ?1 AND generation < ?2",
+    [GS_MEMBER_GET] = "SELECT host, pid, client_id, state, coalesce(reason, ''), "
+                      "coalesce(activity, ''), changed_ms, last_seen_ms FROM members WHERE "
+                      "job = ?1 AND generation = ?2 AND rank = ?3",
+    [GS_MEMBER_PUT] = "INSERT OR REPLACE INTO members(job, generation, rank, host, pid, "
+                      "client_id, pipe, state, joined_ms, changed_ms, last_seen_ms) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'alive', ?8, ?8, ?8)",
+    [GS_MEMBER_STATE] = "UPDATE members SET state = ?4, reason = ?5, changed_ms = ?6, "
+                        "final_seqs = coalesce(?7, final_seqs) WHERE job = ?1 AND "
+                        "generation = ?2 AND rank = ?3 AND state = 'alive'",
+    [GS_MEMBER_SEEN] = "UPDATE members SET last_seen_ms = ?4, pipe = ?5, activity = "
+                       "coalesce(?6, activity) WHERE job = ?1 AND generation = ?2 AND rank = ?3",
+    [GS_MEMBERS_BY_PIPE] = "SELECT job, generation, rank FROM members WHERE pipe = ?1 AND "
+                           "state = 'alive'",
+    [GS_MEMBERS_STALE] = "SELECT job, generation, rank, last_seen_ms FROM members WHERE "
+                         "state = 'alive' AND last_seen_ms < ?1",
+    [GS_MEMBERS_OF_GEN] = "SELECT rank, state, host, pid, coalesce(reason, ''), "
+                          "coalesce(activity, ''), changed_ms, last_seen_ms, "
+                          "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
+                          "generation = ?2 ORDER BY rank",
+    [GS_MEMBERS_LOST] = "SELECT rank, state, host, pid, coalesce(reason, ''), "
+                        "coalesce(activity, ''), changed_ms, last_seen_ms, "
+                        "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
+                        "generation = ?2 AND state != 'alive' ORDER BY rank",
+    [GS_GROUP_GET] = "SELECT ranks, size, joined, formed FROM groups WHERE job = ?1 AND "
+                     "generation = ?2 AND name = ?3",
+    [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks, size) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [GS_GROUP_JOINED] = "UPDATE groups SET joined = joined + 1, formed = (joined + 1 = size) "
+                        "WHERE job = ?1 AND generation = ?2 AND name = ?3",
+    [GS_GROUPS_OF_GEN] = "SELECT name, ranks, size, joined, formed FROM groups WHERE job = ?1 "
+                         "AND generation = ?2 ORDER BY name",
+    [GS_GM_PUT] = "INSERT OR IGNORE INTO group_members(job, generation, name, idx, rank, "
+                  "endpoint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    [GS_GM_LIST] = "SELECT idx, endpoint FROM group_members WHERE job = ?1 AND generation = ?2 "
+                   "AND name = ?3 ORDER BY idx",
+    /* At startup: connections belong to the previous process. Members get
+     * a heartbeat timeout's grace to reconnect (their watch updates pipe). */
+    [GS_RESET_PIPES] = "UPDATE members SET pipe = 0, last_seen_ms = ?1 WHERE state = 'alive'",
+};
+
+int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
+{
+    memset(g, 0, sizeof *g);
+    g->db = db;
+    for (int i = 0; i < GS_COUNT; i++) {
+        const char *q = sql[i];
+        if (!(g->st[i] = c10ds_db_prepare(db, q))) {
+            c10ds_groups_fini(g);
+            return -1;
+        }
+    }
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_RESET_PIPES);
+    sqlite3_bind_int64(s, 1, c10d_wall_ms());
+    sqlite3_step(s);
+    sqlite3_reset(s);
+    return 0;
+}
+
+void c10ds_groups_fini(c10ds_groups *g)
+{
+    for (int i = 0; i < GS_COUNT; i++)
+        sqlite3_finalize(g->st[i]);
+    memset(g, 0, sizeof *g);
+}
+
+sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id)
+{
+    sqlite3_stmt *s = g->st[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+static void bind_jg(sqlite3_stmt *s, const char *job, uint64_t gen)
+{
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+}
+
+static void copy_col(sqlite3_stmt *s, int col, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static int step_done(sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        c10ds_error("database: %s", sqlite3_errmsg(sqlite3_db_handle(s)));
+        return -1;
+    }
+    return 0;
+}
+
+int c10ds_groups_job(c10ds_groups *g, const char *job, c10ds_job *out)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_JOB_GET);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s), found = rc == SQLITE_ROW;
+    if (found) {
+        out->generation = (uint64_t)sqlite3_column_int64(s, 0);
+        out->world_size = sqlite3_column_int(s, 1);
+        out->formed = sqlite3_column_int(s, 2);
+        out->version = (uint64_t)sqlite3_column_int64(s, 3);
+    }
+    sqlite3_reset(s);
+    return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+int c10ds_groups_new_generation(c10ds_groups *g, const char *job, uint64_t gen, int world_size)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_JOB_PUT);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, world_size);
+    sqlite3_bind_int64(s, 4, c10d_wall_ms());
+    if (step_done(s) != 0)
+        return -1;
+    s = c10ds_groups_stmt(g, GS_JOB_PRUNE_GM);
+    bind_jg(s, job, gen);
+    return step_done(s);
+}
+
+int c10ds_groups_member(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                        c10ds_member *out)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_GET);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, rank);
+    int rc = sqlite3_step(s), found = rc == SQLITE_ROW;
+    if (found) {
+        copy_col(s, 0, out->host, sizeof out->host);
+        out->pid = sqlite3_column_int(s, 1);
+        out->client_id = (uint64_t)sqlite3_column_int64(s, 2);
+        copy_col(s, 3, out->state, sizeof out->state);
+        copy_col(s, 4, out->reason, sizeof out->reason);
+        copy_col(s, 5, out->activity, sizeof out->activity);
+        out->changed_ms = sqlite3_column_int64(s, 6);
+        out->last_seen_ms = sqlite3_column_int64(s, 7);
+    }
+    sqlite3_reset(s);
+    return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                            const char *host, int pid, uint64_t client_id, uint32_t pipe)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_PUT);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, rank);
+    sqlite3_bind_text(s, 4, host ? host : "?", -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 5, pid);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)client_id);
+    sqlite3_bind_int64(s, 7, pipe);
+    sqlite3_bind_int64(s, 8, c10d_wall_ms());
+    if (step_done(s) != 0)
+        return -1;
+    s = c10ds_groups_stmt(g, GS_JOB_BUMP);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+    return step_done(s);
+}
+
+int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                           const char *state, const char *reason, const char *final_seqs)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_STATE);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, rank);
+    sqlite3_bind_text(s, 4, state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, reason, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, c10d_wall_ms());
+    if (final_seqs)
+        sqlite3_bind_text(s, 7, final_seqs, -1, SQLITE_STATIC);
+    if (step_done(s) != 0 || sqlite3_changes(g->db->h) != 1)
+        return 0;
+    s = c10ds_groups_stmt(g, GS_JOB_BUMP);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+    step_done(s);
+    return 1;
+}
+
+void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank, uint32_t pipe,
+                       const char *activity)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_SEEN);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, rank);
+    sqlite3_bind_int64(s, 4, c10d_wall_ms());
+    sqlite3_bind_int64(s, 5, pipe);
+    if (activity)
+        sqlite3_bind_text(s, 6, activity, -1, SQLITE_STATIC);
+    step_done(s);
+}
+
+int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                       c10ds_group *out)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_GET);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s), found = rc == SQLITE_ROW;
+    if (found) {
+        const unsigned char *t = sqlite3_column_text(s, 0);
+        out->ranks = strdup(t ? (const char *)t : "");
+        out->size = sqlite3_column_int(s, 1);
+        out->joined = sqlite3_column_int(s, 2);
+        out->formed = sqlite3_column_int(s, 3);
+        if (!out->ranks)
+            found = 0, rc = SQLITE_NOMEM;
+    }
+    sqlite3_reset(s);
+    return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+void c10ds_groups_group_free(c10ds_group *grp)
+{
+    free(grp->ranks);
+    grp->ranks = NULL;
+}
+
+int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                           const char *ranks, int size)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_PUT);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, ranks, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 5, size);
+    return step_done(s);
+}
+
+int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,
+                        int rank, const void *endpoint, size_t len)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GM_PUT);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 4, idx);
+    sqlite3_bind_int(s, 5, rank);
+    sqlite3_bind_blob(s, 6, len ? endpoint : "", (int)len, SQLITE_STATIC);
+    if (step_done(s) != 0 || sqlite3_changes(g->db->h) != 1)
+        return 0;
+    s = c10ds_groups_stmt(g, GS_GROUP_JOINED);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    step_done(s);
+    return 1;
+}

@@ -1,0 +1,93 @@
+/* Jobs, members and process groups over the database: who is in which
+ * generation of a job, who is alive, which groups exist and which of their
+ * members have arrived. Runs on the engine thread, inside its transaction.
+ * group_ops.c turns these into the wire operations. */
+#ifndef C10DS_GROUPS_H
+#define C10DS_GROUPS_H
+
+#include "db.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    GS_JOB_GET,
+    GS_JOB_PUT,
+    GS_JOB_FORMED,
+    GS_JOB_BUMP,
+    GS_JOB_LIST,
+    GS_JOB_PRUNE_GM,
+    GS_MEMBER_GET,
+    GS_MEMBER_PUT,
+    GS_MEMBER_STATE,
+    GS_MEMBER_SEEN,
+    GS_MEMBERS_BY_PIPE,
+    GS_MEMBERS_STALE,
+    GS_MEMBERS_OF_GEN,
+    GS_MEMBERS_LOST,
+    GS_GROUP_GET,
+    GS_GROUP_PUT,
+    GS_GROUP_JOINED,
+    GS_GROUPS_OF_GEN,
+    GS_GM_PUT,
+    GS_GM_LIST,
+    GS_RESET_PIPES,
+    GS_COUNT
+};
+
+typedef struct c10ds_groups {
+    c10ds_db *db;
+    sqlite3_stmt *st[GS_COUNT];
+} c10ds_groups;
+
+typedef struct c10ds_job {
+    uint64_t generation;
+    int world_size;
+    int formed;
+    uint64_t version;
+} c10ds_job;
+
+typedef struct c10ds_member {
+    char host[256];
+    int pid;
+    uint64_t client_id;
+    char state[8];
+    char reason[256];
+    char activity[256];
+    int64_t changed_ms, last_seen_ms;
+} c10ds_member;
+
+typedef struct c10ds_group {
+    char *ranks; /* comma-separated global ranks (malloc'd) */
+    int size, joined, formed;
+} c10ds_group;
+
+int c10ds_groups_init(c10ds_groups *g, c10ds_db *db);
+void c10ds_groups_fini(c10ds_groups *g);
+/* The statement id, reset and ready to bind. */
+sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id);
+
+/* 1 found, 0 not, -1 error. */
+int c10ds_groups_job(c10ds_groups *g, const char *job, c10ds_job *out);
+int c10ds_groups_new_generation(c10ds_groups *g, const char *job, uint64_t gen, int world_size);
+int c10ds_groups_member(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                        c10ds_member *out);
+int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                            const char *host, int pid, uint64_t client_id, uint32_t pipe);
+/* Moves an alive member to state ("left"/"dead"); 1 if it changed. Bumps
+ * the job's version so watchers learn of it. */
+int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
+                           const char *state, const char *reason, const char *final_seqs);
+void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank, uint32_t pipe,
+                       const char *activity);
+
+int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                       c10ds_group *out);
+void c10ds_groups_group_free(c10ds_group *grp);
+int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                           const char *ranks, int size);
+/* Records a member's arrival; 1 if new (the group's joined count grew). */
+int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,
+                        int rank, const void *endpoint, size_t len);
+
+#endif

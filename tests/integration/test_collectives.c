@@ -1,0 +1,557 @@
+/* Every collective of the host backend, in every dtype and reduce op,
+ * checked against a reference computed locally, at world sizes 1, 2, 3, 4
+ * and 8: forked rank processes, a real c10d-coord, sync and async, sizes
+ * from 0 elements to ones that take the ring paths and ones not divisible
+ * by the world size. */
+#include "coord_proc.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static coord_proc coord;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+static const c10d_dtype dtypes[] = {C10D_FLOAT32, C10D_FLOAT64, C10D_FLOAT16, C10D_BFLOAT16,
+                                    C10D_INT8,    C10D_UINT8,   C10D_INT32,   C10D_INT64};
+static const c10d_reduce_op ops[] = {C10D_SUM, C10D_PROD, C10D_MIN, C10D_MAX, C10D_AVG};
+static const int64_t sizes[] = {0, 1, 7, 1000, 20000};
+#define N_(a) (sizeof(a) / sizeof((a)[0]))
+
+/* --- typed element access (16-bit floats: exact for the small integers
+ * used here; results compared with a tolerance) --- */
+
+static uint16_t to_half(c10d_dtype dt, float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if (dt == C10D_BFLOAT16)
+        return (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+    if (f == 0)
+        return 0;
+    uint32_t sign = (x >> 16) & 0x8000;
+    int exp = (int)((x >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | ((uint32_t)exp << 10) | ((x & 0x7fffff) >> 13));
+}
+
+static float from_half(c10d_dtype dt, uint16_t h)
+{
+    uint32_t bits;
+    if (dt == C10D_BFLOAT16) {
+        bits = (uint32_t)h << 16;
+    } else {
+        uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff, sign = (uint32_t)(h & 0x8000) << 16;
+        if (exp == 0 && man == 0)
+            bits = sign;
+        else
+            bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static void set_elem(c10d_dtype dt, void *b, int64_t i, double v)
+{
+    switch (dt) {
+    case C10D_FLOAT32: ((float *)b)[i] = (float)v; break;
+    case C10D_FLOAT64: ((double *)b)[i] = v; break;
+    case C10D_FLOAT16:
+    case C10D_BFLOAT16: ((uint16_t *)b)[i] = to_half(dt, (float)v); break;
+    case C10D_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case C10D_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+    case C10D_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case C10D_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+    }
+}
+
+static double get_elem(c10d_dtype dt, const void *b, int64_t i)
+{
+    switch (dt) {
+    case C10D_FLOAT32: return ((const float *)b)[i];
+    case C10D_FLOAT64: return ((const double *)b)[i];
+    case C10D_FLOAT16:
+    case C10D_BFLOAT16: return from_half(dt, ((const uint16_t *)b)[i]);
+    case C10D_INT8: return ((const int8_t *)b)[i];
+    case C10D_UINT8: return ((const uint8_t *)b)[i];
+    case C10D_INT32: return ((const int32_t *)b)[i];
+    case C10D_INT64: return (double)((const int64_t *)b)[i];
+    }
+    return 0;
+}
+
+static int is_float(c10d_dtype dt)
+{
+    return dt == C10D_FLOAT32 || dt == C10D_FLOAT64 || dt == C10D_FLOAT16 ||
+           dt == C10D_BFLOAT16;
+}
+
+/* Rank r's input element i for an op. */
+static double val(c10d_reduce_op op, int r, int64_t i)
+{
+    if (op == C10D_PROD)
+        return 1 + (double)((r + i) % 2);
+    return 1 + (double)(((r + 1) * 7 + i * 3) % 11);
+}
+
+/* The reduction over ranks 0..n-1 of element i, as the dtype holds it. */
+static double expect(c10d_dtype dt, c10d_reduce_op op, int n, int64_t i)
+{
+    double acc = val(op, 0, i);
+    int64_t iacc = (int64_t)acc;
+    for (int r = 1; r < n; r++) {
+        double v = val(op, r, i);
+        switch (op) {
+        case C10D_SUM:
+        case C10D_AVG: acc += v, iacc += (int64_t)v; break;
+        case C10D_PROD: acc *= v, iacc *= (int64_t)v; break;
+        case C10D_MIN: acc = v < acc ? v : acc, iacc = (int64_t)acc; break;
+        case C10D_MAX: acc = v > acc ? v : acc, iacc = (int64_t)acc; break;
+        }
+    }
+    if (is_float(dt))
+        return op == C10D_AVG ? acc / n : acc;
+    if (op == C10D_AVG)
+        iacc /= n;
+    /* integers wrap as the dtype does */
+    switch (dt) {
+    case C10D_INT8: return (int8_t)iacc;
+    case C10D_UINT8: return (uint8_t)iacc;
+    case C10D_INT32: return (int32_t)iacc;
+    default: return (double)iacc;
+    }
+}
+
+static int close_enough(c10d_dtype dt, double got, double want)
+{
+    if (!is_float(dt))
+        return got == want;
+    double tol = dt == C10D_FLOAT32 ? 1e-5 : dt == C10D_FLOAT64 ? 1e-12 : 1e-2;
+    return fabs(got - want) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
+}
+
+static int failures;
+
+#define FAIL(...)                                                                                \
+    do {                                                                                         \
+        if (failures++ < 5) {                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+        }                                                                                        \
+    } while (0)
+
+#define CALL(rank, call)                                                                         \
+    do {                                                                                         \
+        c10d_status st_ = (call);                                                                \
+        if (st_ != C10D_OK) {                                                                    \
+            FAIL("rank %d: %s: %s: %s", rank, #call, c10d_status_name(st_), c10d_errmsg());     \
+            return;                                                                              \
+        }                                                                                        \
+    } while (0)
+
+static void *alloc_t(c10d_dtype dt, int64_t n)
+{
+    return calloc((size_t)(n ? n : 1), c10d_dtype_size(dt));
+}
+
+/* --- the checks, one function per collective --- */
+
+static void check_all_reduce(c10d_pg *pg, int async)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    for (size_t d = 0; d < N_(dtypes); d++)
+        for (size_t o = 0; o < N_(ops); o++)
+            for (size_t s = 0; s < N_(sizes); s++) {
+                c10d_dtype dt = dtypes[d];
+                int64_t cnt = sizes[s];
+                void *b = alloc_t(dt, cnt);
+                for (int64_t i = 0; i < cnt; i++)
+                    set_elem(dt, b, i, val(ops[o], r, i));
+                c10d_tensor t = c10d_tensor_1d(b, dt, cnt);
+                c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+                co.async_op = async;
+                c10d_work *w = NULL;
+                c10d_status st = c10d_all_reduce(pg, &t, ops[o], &co, &w);
+                if (st == C10D_OK && async)
+                    st = c10d_work_wait(w, 0);
+                c10d_work_free(w);
+                if (st != C10D_OK)
+                    FAIL("rank %d all_reduce %s %s [%lld]: %s", r, c10d_dtype_name(dt),
+                         c10d_reduce_op_name(ops[o]), (long long)cnt, c10d_errmsg());
+                for (int64_t i = 0; st == C10D_OK && i < cnt; i++) {
+                    double want = expect(dt, ops[o], n, i), got = get_elem(dt, b, i);
+                    if (!close_enough(dt, got, want)) {
+                        FAIL("rank %d all_reduce %s %s [%lld] element %lld: got %g, want %g", r,
+                             c10d_dtype_name(dt), c10d_reduce_op_name(ops[o]), (long long)cnt,
+                             (long long)i, got, want);
+                        break;
+                    }
+                }
+                free(b);
+            }
+}
+
+static void check_broadcast_reduce(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    const int64_t bsizes[] = {0, 5, 100000}; /* 400 KB takes the chained path */
+    for (int root = 0; root < n; root++)
+        for (size_t s = 0; s < N_(bsizes); s++) {
+            int64_t cnt = bsizes[s];
+            float *b = alloc_t(C10D_FLOAT32, cnt);
+            for (int64_t i = 0; i < cnt; i++)
+                b[i] = r == root ? (float)(i % 1000 + root) : -1;
+            c10d_tensor t = c10d_tensor_1d(b, C10D_FLOAT32, cnt);
+            CALL(r, c10d_broadcast(pg, &t, root, NULL, NULL));
+            for (int64_t i = 0; i < cnt; i++)
+                if (b[i] != (float)(i % 1000 + root)) {
+                    FAIL("rank %d broadcast root %d [%lld] element %lld: %g", r, root,
+                         (long long)cnt, (long long)i, b[i]);
+                    break;
+                }
+            free(b);
+        }
+    const c10d_reduce_op rops[] = {C10D_SUM, C10D_MAX, C10D_AVG};
+    for (size_t d = 0; d < N_(dtypes); d++)
+        for (size_t o = 0; o < N_(rops); o++) {
+            c10d_dtype dt = dtypes[d];
+            int root = n - 1;
+            int64_t cnt = 1000;
+            void *b = alloc_t(dt, cnt);
+            for (int64_t i = 0; i < cnt; i++)
+                set_elem(dt, b, i, val(rops[o], r, i));
+            c10d_tensor t = c10d_tensor_1d(b, dt, cnt);
+            CALL(r, c10d_reduce(pg, &t, root, rops[o], NULL, NULL));
+            for (int64_t i = 0; i < cnt; i++) {
+                double want = r == root ? expect(dt, rops[o], n, i) : val(rops[o], r, i);
+                if (!close_enough(dt, get_elem(dt, b, i), want)) {
+                    FAIL("rank %d reduce %s %s element %lld: got %g want %g", r,
+                         c10d_dtype_name(dt), c10d_reduce_op_name(rops[o]), (long long)i,
+                         get_elem(dt, b, i), want);
+                    break;
+                }
+            }
+            free(b);
+        }
+}
+
+static void check_gathers(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    const int64_t gsizes[] = {0, 3, 50000};
+    for (size_t s = 0; s < N_(gsizes); s++) {
+        int64_t cnt = gsizes[s];
+        int64_t *flat = alloc_t(C10D_INT64, cnt * n), *in = alloc_t(C10D_INT64, cnt);
+        for (int64_t i = 0; i < cnt; i++)
+            in[i] = r * 1000000 + i;
+        c10d_tensor tin = c10d_tensor_1d(in, C10D_INT64, cnt);
+        c10d_tensor tout = c10d_tensor_1d(flat, C10D_INT64, cnt * n);
+        /* flat */
+        CALL(r, c10d_all_gather_into_tensor(pg, &tout, &tin, NULL, NULL));
+        for (int64_t i = 0; i < cnt * n; i++)
+            if (flat[i] != (i / cnt) * 1000000 + i % cnt) {
+                FAIL("rank %d all_gather_into_tensor [%lld] element %lld: %lld", r,
+                     (long long)cnt, (long long)i, (long long)flat[i]);
+                break;
+            }
+        /* in place: the input is this rank's slot of the output */
+        memset(flat, 0, (size_t)(cnt * n) * 8);
+        for (int64_t i = 0; i < cnt; i++)
+            flat[r * cnt + i] = r * 1000000 + i;
+        c10d_tensor slot = c10d_tensor_1d(flat + r * cnt, C10D_INT64, cnt);
+        CALL(r, c10d_all_gather_into_tensor(pg, &tout, &slot, NULL, NULL));
+        for (int64_t i = 0; i < cnt * n; i++)
+            if (flat[i] != (i / cnt) * 1000000 + i % cnt) {
+                FAIL("rank %d all_gather_into_tensor in place element %lld", r, (long long)i);
+                break;
+            }
+        /* list, of separate buffers */
+        c10d_tensor *outs = calloc((size_t)n, sizeof *outs);
+        for (int j = 0; j < n; j++)
+            outs[j] = c10d_tensor_1d(alloc_t(C10D_INT64, cnt), C10D_INT64, cnt);
+        CALL(r, c10d_all_gather(pg, outs, &tin, NULL, NULL));
+        for (int j = 0; j < n; j++)
+            for (int64_t i = 0; i < cnt; i++)
+                if (((int64_t *)outs[j].data)[i] != j * 1000000 + i) {
+                    FAIL("rank %d all_gather list [%d][%lld]", r, j, (long long)i);
+                    break;
+                }
+        /* gather / scatter with root 0 */
+        for (int j = 0; j < n; j++)
+            memset(outs[j].data, 0, (size_t)(cnt ? cnt : 1) * 8);
+        CALL(r, c10d_gather(pg, r == 0 ? outs : NULL, &tin, 0, NULL, NULL));
+        for (int j = 0; r == 0 && j < n; j++)
+            for (int64_t i = 0; i < cnt; i++)
+                if (((int64_t *)outs[j].data)[i] != j * 1000000 + i) {
+                    FAIL("rank %d gather [%d][%lld]", r, j, (long long)i);
+                    break;
+                }
+        int64_t *got = alloc_t(C10D_INT64, cnt);
+        c10d_tensor tgot = c10d_tensor_1d(got, C10D_INT64, cnt);
+        CALL(r, c10d_scatter(pg, &tgot, r == 0 ? outs : NULL, 0, NULL, NULL));
+        for (int64_t i = 0; i < cnt; i++)
+            if (got[i] != r * 1000000 + i) {
+                FAIL("rank %d scatter element %lld: %lld", r, (long long)i, (long long)got[i]);
+                break;
+            }
+        for (int j = 0; j < n; j++)
+            free(outs[j].data);
+        free(outs);
+        free(got);
+        free(flat);
+        free(in);
+    }
+}
+
+static void check_reduce_scatter_all_to_all(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    const int64_t rsizes[] = {0, 1, 30000};
+    for (size_t d = 0; d < N_(dtypes); d++)
+        for (size_t s = 0; s < N_(rsizes); s++) {
+            c10d_dtype dt = dtypes[d];
+            c10d_reduce_op op = d % 2 ? C10D_SUM : C10D_AVG;
+            int64_t cnt = rsizes[s];
+            void *in = alloc_t(dt, cnt * n), *out = alloc_t(dt, cnt);
+            size_t es = c10d_dtype_size(dt);
+            for (int j = 0; j < n; j++)
+                for (int64_t i = 0; i < cnt; i++)
+                    set_elem(dt, in, j * cnt + i, val(op, r, j * cnt + i));
+            c10d_tensor tin = c10d_tensor_1d(in, dt, cnt * n), tout = c10d_tensor_1d(out, dt, cnt);
+            CALL(r, c10d_reduce_scatter_tensor(pg, &tout, &tin, op, NULL, NULL));
+            for (int64_t i = 0; i < cnt; i++)
+                if (!close_enough(dt, get_elem(dt, out, i), expect(dt, op, n, r * cnt + i))) {
+                    FAIL("rank %d reduce_scatter_tensor %s %s element %lld: got %g want %g", r,
+                         c10d_dtype_name(dt), c10d_reduce_op_name(op), (long long)i,
+                         get_elem(dt, out, i), expect(dt, op, n, r * cnt + i));
+                    break;
+                }
+            /* list variant over views into the same buffer */
+            c10d_tensor *ins = calloc((size_t)n, sizeof *ins);
+            for (int j = 0; j < n; j++)
+                ins[j] = c10d_tensor_1d((char *)in + (size_t)(j * cnt) * es, dt, cnt);
+            memset(out, 0, (size_t)(cnt ? cnt : 1) * es);
+            CALL(r, c10d_reduce_scatter(pg, &tout, ins, op, NULL, NULL));
+            for (int64_t i = 0; i < cnt; i++)
+                if (!close_enough(dt, get_elem(dt, out, i), expect(dt, op, n, r * cnt + i))) {
+                    FAIL("rank %d reduce_scatter %s element %lld", r, c10d_dtype_name(dt),
+                         (long long)i);
+                    break;
+                }
+            free(ins);
+            /* all_to_all_single: block j of rank r holds (r, j) */
+            void *a2a = alloc_t(dt, cnt * n);
+            for (int j = 0; j < n; j++)
+                for (int64_t i = 0; i < cnt; i++)
+                    set_elem(dt, in, j * cnt + i, (double)((r * 7 + j * 3 + i) % 50));
+            c10d_tensor ta = c10d_tensor_1d(a2a, dt, cnt * n);
+            CALL(r, c10d_all_to_all_single(pg, &ta, &tin, NULL, NULL));
+            for (int j = 0; j < n; j++)
+                for (int64_t i = 0; i < cnt; i++)
+                    if (get_elem(dt, a2a, j * cnt + i) != (double)((j * 7 + r * 3 + i) % 50)) {
+                        FAIL("rank %d all_to_all %s block %d element %lld", r,
+                             c10d_dtype_name(dt), j, (long long)i);
+                        j = n;
+                        break;
+                    }
+            free(a2a);
+            free(in);
+            free(out);
+        }
+}
+
+/* Each rank sends two tagged messages to the next and receives the
+ * previous rank's in the opposite tag order. */
+static void check_p2p_barrier(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    if (n > 1) {
+        int next = (r + 1) % n, prev = (r + n - 1) % n;
+        int32_t a[4] = {r, 1, 2, 3}, b[2] = {r, -1}, ga[4], gb[2];
+        c10d_tensor ta = c10d_tensor_1d(a, C10D_INT32, 4), tb = c10d_tensor_1d(b, C10D_INT32, 2);
+        c10d_tensor tga = c10d_tensor_1d(ga, C10D_INT32, 4),
+                    tgb = c10d_tensor_1d(gb, C10D_INT32, 2);
+        CALL(r, c10d_send(pg, &ta, next, 7, NULL, NULL));
+        CALL(r, c10d_send(pg, &tb, next, 9, NULL, NULL));
+        CALL(r, c10d_recv(pg, &tgb, prev, 9, NULL, NULL));
+        CALL(r, c10d_recv(pg, &tga, prev, 7, NULL, NULL));
+        if (ga[0] != prev || ga[3] != 3 || gb[0] != prev || gb[1] != -1)
+            FAIL("rank %d p2p: got %d %d / %d %d", r, ga[0], ga[3], gb[0], gb[1]);
+    }
+    for (int i = 0; i < 5; i++)
+        CALL(r, c10d_barrier(pg, NULL, NULL));
+    CALL(r, c10d_monitored_barrier(pg, 20000, 1));
+}
+
+/* Several async operations in flight, then a sync one behind them. */
+static void check_async_order(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    float x[3][100];
+    c10d_work *w[3];
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < 100; i++)
+            x[k][i] = (float)(r + k);
+        c10d_tensor t = c10d_tensor_1d(x[k], C10D_FLOAT32, 100);
+        CALL(r, c10d_all_reduce(pg, &t, C10D_SUM, &co, &w[k]));
+    }
+    float y = 1;
+    c10d_tensor ty = c10d_tensor_1d(&y, C10D_FLOAT32, 1);
+    CALL(r, c10d_all_reduce(pg, &ty, C10D_SUM, NULL, NULL)); /* runs after the three */
+    for (int k = 0; k < 3; k++) {
+        if (!c10d_work_is_completed(w[k]))
+            FAIL("rank %d: async #%d not complete after a later sync op", r, k);
+        CALL(r, c10d_work_wait(w[k], 10000));
+        c10d_work_free(w[k]);
+        float want = (float)(n * (n - 1) / 2 + n * k);
+        if (x[k][99] != want)
+            FAIL("rank %d async all_reduce %d: %g want %g", r, k, x[k][99], want);
+    }
+    if (y != (float)n)
+        FAIL("rank %d: sync after async: %g", r, y);
+}
+
+/* Arguments are checked before anything is sent. */
+static void check_bad_arguments(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    float f[8];
+    int32_t i32[8];
+    c10d_tensor t = c10d_tensor_1d(f, C10D_FLOAT32, 8), ti = c10d_tensor_1d(i32, C10D_INT32, 8);
+    c10d_tensor null_t = c10d_tensor_1d(NULL, C10D_FLOAT32, 8);
+    struct {
+        c10d_status st;
+        const char *needle;
+    } cases[4];
+    cases[0].st = c10d_broadcast(pg, &t, n, NULL, NULL);
+    cases[0].needle = "out of range";
+    cases[1].st = c10d_all_reduce(pg, &null_t, C10D_SUM, NULL, NULL);
+    cases[1].needle = "NULL data";
+    c10d_tensor small = c10d_tensor_1d(f, C10D_FLOAT32, 8 * n - 1);
+    cases[2].st = c10d_all_gather_into_tensor(pg, &small, &t, NULL, NULL);
+    cases[2].needle = "elements";
+    c10d_tensor big = c10d_tensor_1d(i32, C10D_INT32, 8 * n);
+    cases[3].st = c10d_all_gather_into_tensor(pg, &big, &t, NULL, NULL);
+    cases[3].needle = "int32";
+    (void)ti;
+    for (int k = 0; k < 4; k++)
+        if (cases[k].st != C10D_EINVAL)
+            FAIL("rank %d bad-argument case %d: got %s", r, k, c10d_status_name(cases[k].st));
+    /* the group still works */
+    CALL(r, c10d_barrier(pg, NULL, NULL));
+}
+
+static int battery(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    if (!pg)
+        return 10;
+    check_all_reduce(pg, 0);
+    check_broadcast_reduce(pg);
+    check_gathers(pg);
+    check_reduce_scatter_all_to_all(pg);
+    check_p2p_barrier(pg);
+    check_async_order(pg);
+    check_bad_arguments(pg);
+    if (n <= 4)
+        check_all_reduce(pg, 1);
+    c10d_destroy(pg);
+    return failures ? 1 : 0;
+}
+
+static void run_battery(int n)
+{
+    int failed = world_run(n, battery, (void *)world_job("coll"), 240, NULL);
+    ck_assert_msg(failed == 0, "%d of %d ranks failed (see stderr)", failed, n);
+}
+
+START_TEST(world_1) { run_battery(1); }
+END_TEST
+START_TEST(world_2) { run_battery(2); }
+END_TEST
+START_TEST(world_3) { run_battery(3); }
+END_TEST
+START_TEST(world_4) { run_battery(4); }
+END_TEST
+START_TEST(world_8) { run_battery(8); }
+END_TEST
+
+/* The same battery over TCP links instead of shared memory. */
+START_TEST(world_3_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run_battery(3);
+}
+END_TEST
+
+/* Subgroups: ranks translate, and groups run independently. */
+static int subgroups(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    if (!pg)
+        return 10;
+    int evens[] = {0, 2}, odds[] = {3, 1};
+    c10d_pg *ge = NULL, *go = NULL;
+    if (c10d_new_group(&ge, pg, evens, 2) != C10D_OK ||
+        c10d_new_group(&go, pg, odds, 2) != C10D_OK) {
+        fprintf(stderr, "rank %d new_group: %s\n", rank, c10d_errmsg());
+        return 11;
+    }
+    c10d_pg *mine = rank % 2 ? go : ge;
+    if ((rank % 2 ? ge : go) != NULL || !mine)
+        return 12;
+    int want_rank = rank == 0 ? 0 : rank == 2 ? 1 : rank == 3 ? 0 : 1;
+    if (c10d_rank(mine) != want_rank || c10d_size(mine) != 2 ||
+        c10d_global_rank(mine, 0) != (rank % 2 ? 3 : 0))
+        return 13;
+    int64_t v = rank;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    if (c10d_all_reduce(mine, &t, C10D_SUM, NULL, NULL) != C10D_OK || v != (rank % 2 ? 4 : 2))
+        return 14;
+    v = 1;
+    if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK || v != n)
+        return 15;
+    c10d_destroy(mine);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(subgroups_translate_ranks)
+{
+    ck_assert_int_eq(world_run(4, subgroups, (void *)world_job("sub"), 60, NULL), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("collectives");
+    TCase *tc = tcase_create("host");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 280);
+    tcase_add_test(tc, world_1);
+    tcase_add_test(tc, world_2);
+    tcase_add_test(tc, world_3);
+    tcase_add_test(tc, world_4);
+    tcase_add_test(tc, world_8);
+    tcase_add_test(tc, world_3_over_tcp);
+    tcase_add_test(tc, subgroups_translate_ranks);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

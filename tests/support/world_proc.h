@@ -1,0 +1,28 @@
+/* Multi-process jobs for tests: fork N ranks that each run a function,
+ * then collect their exit codes. */
+#ifndef C10D_TEST_WORLD_PROC_H
+#define C10D_TEST_WORLD_PROC_H
+
+#include <c10d/c10d.h>
+#include <sys/types.h>
+
+/* A rank's body: returns 0 on success (its exit code otherwise). */
+typedef int (*rank_fn)(int rank, int n, void *arg);
+
+/* Forks n ranks running fn; waits up to timeout_s for all (killing the
+ * rest after). pids (n entries) may be NULL. Returns how many failed;
+ * the first failure's rank and exit status go to *first_rank /
+ * *first_status when given. */
+int world_run(int n, rank_fn fn, void *arg, int timeout_s, pid_t *pids);
+/* Forks without waiting; world_wait collects. */
+void world_spawn(int n, rank_fn fn, void *arg, pid_t *pids);
+int world_wait(int n, pid_t *pids, int timeout_s);
+
+/* c10d_init with the given coordinator, job and rank; prints and returns
+ * NULL on failure. */
+c10d_pg *world_init(const char *url, const char *job, int rank, int n, int timeout_ms);
+
+/* A job name unique to this test run. */
+const char *world_job(const char *base);
+
+#endif

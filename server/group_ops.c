@@ -242,11 +242,19 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
     char list[256];
     list_ranks(list, sizeof list, missing, nm);
     int64_t waited = c10d_now_ms() - r->received_ms;
-    c10ds_outcome o = c10ds_fail(
-        r, C10D_ETIMEDOUT, "rendezvous of group %s (job %s, generation %llu): waiting for rank%s "
-        "%s of %d (%d arrived) after %lld.%lld s", m->name, m->job, (unsigned long long)gen,
-        nm == 1 ? "" : "s", list, grp->size, grp->size - nm, (long long)(waited / 1000),
-        (long long)(waited % 1000 / 100));
+    char why[512];
+    snprintf(why, sizeof why, "rendezvous of group %s (job %s, generation %llu): waiting for "
+             "rank%s %s of %d (%d arrived) after %lld.%lld s", m->name, m->job,
+             (unsigned long long)gen, nm == 1 ? "" : "s", list, grp->size, grp->size - nm,
+             (long long)(waited / 1000), (long long)(waited % 1000 / 100));
+    c10ds_outcome o = c10ds_fail(r, C10D_ETIMEDOUT, "%s", why);
+    /* This rank gives up, so the world can no longer form: the others
+     * learn it at once, with the cause. */
+    if (strcmp(m->name, "world") == 0) {
+        char reason[600];
+        snprintf(reason, sizeof reason, "gave up: its %s", why);
+        mark(e, m->job, gen, m->rank, "left", reason, NULL);
+    }
     free(ranks), free(arrived), free(missing);
     return o;
 }

@@ -28,7 +28,8 @@ static const char usage[] =
     "Inspect and edit a c10d coordinator's state.\n"
     "\n"
     "Commands:\n"
-    "  status              the coordinator: version, uptime, database, keys, clients\n"
+    "  status              the coordinator (version, uptime, database, keys, clients)\n"
+    "                      and its jobs: groups, members alive/left/dead and why\n"
     "  keys [PREFIX]       list keys (with sizes), all or those starting with PREFIX\n"
     "  get KEY             print KEY's value (raw bytes; --json: text or base64)\n"
     "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
@@ -119,11 +120,100 @@ static void fmt_duration(int64_t ms, char *out, size_t n)
         snprintf(out, n, "%" PRId64 " h %" PRId64 " min", s / 3600, (s % 3600) / 60);
 }
 
+static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
+{
+    printf("\"jobs\":[");
+    for (size_t i = 0; i < nj; i++) {
+        const c10d_job_info *j = &jobs[i];
+        printf("%s{\"job\":", i ? "," : "");
+        json_string(stdout, j->job, strlen(j->job));
+        printf(",\"generation\":%" PRIu64 ",\"world_size\":%d,\"formed\":%s,\"members\":[",
+               j->generation, j->world_size, j->formed ? "true" : "false");
+        for (size_t k = 0; k < j->n_members; k++) {
+            const c10d_member_info *m = &j->members[k];
+            printf("%s{\"rank\":%d,\"state\":", k ? "," : "", m->rank);
+            json_string(stdout, m->state, strlen(m->state));
+            printf(",\"host\":");
+            json_string(stdout, m->host, strlen(m->host));
+            printf(",\"pid\":%d,\"reason\":", m->pid);
+            json_string(stdout, m->reason, strlen(m->reason));
+            printf(",\"activity\":");
+            json_string(stdout, m->activity, strlen(m->activity));
+            printf(",\"last_seen_ms\":%" PRId64 "}", m->last_seen_ms);
+        }
+        printf("],\"groups\":[");
+        for (size_t k = 0; k < j->n_groups; k++) {
+            const c10d_group_info *g = &j->groups[k];
+            printf("%s{\"name\":", k ? "," : "");
+            json_string(stdout, g->name, strlen(g->name));
+            printf(",\"size\":%d,\"joined\":%d,\"formed\":%s,\"ranks\":[", g->size,
+                   g->joined, g->formed ? "true" : "false");
+            for (int r = 0; r < g->size; r++)
+                printf("%s%d", r ? "," : "", g->ranks[r]);
+            printf("]}");
+        }
+        printf("]}");
+    }
+    printf("]");
+}
+
+/* Ranks as "0-3,5" for people. */
+static void print_ranks(const int *r, int n)
+{
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        printf("%s%d", i ? "," : "", r[i]);
+        if (j > i)
+            printf("-%d", r[j]);
+        i = j + 1;
+    }
+}
+
+static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
+{
+    if (!nj) {
+        printf("jobs         none\n");
+        return;
+    }
+    for (size_t i = 0; i < nj; i++) {
+        const c10d_job_info *j = &jobs[i];
+        int alive = 0, left = 0, dead = 0;
+        for (size_t k = 0; k < j->n_members; k++)
+            alive += !strcmp(j->members[k].state, "alive"),
+                left += !strcmp(j->members[k].state, "left"),
+                dead += !strcmp(j->members[k].state, "dead");
+        printf("\njob %s  generation %" PRIu64 ", world size %d, %s: %d alive, %d left, %d dead\n",
+               j->job, j->generation, j->world_size, j->formed ? "formed" : "forming", alive,
+               left, dead);
+        for (size_t k = 0; k < j->n_groups; k++) {
+            const c10d_group_info *g = &j->groups[k];
+            printf("  group %-10s %d ranks [", g->name, g->size);
+            print_ranks(g->ranks, g->size);
+            printf("]%s\n", g->formed ? "" : " (forming)");
+        }
+        for (size_t k = 0; k < j->n_members; k++) {
+            const c10d_member_info *m = &j->members[k];
+            printf("  rank %-4d %-5s %s pid %d", m->rank, m->state, m->host, m->pid);
+            if (*m->reason)
+                printf(" - %s", m->reason);
+            if (*m->activity)
+                printf(" [%s]", m->activity);
+            printf("\n");
+        }
+    }
+}
+
 static int cmd_status(c10d_store *s)
 {
     c10d_coord_info info;
     c10d_status st = c10d_store_coord_info(s, &info);
     if (st != C10D_OK)
+        return fail_last(st);
+    c10d_job_info *jobs = NULL;
+    size_t nj = 0;
+    if ((st = c10d_store_jobs(s, NULL, &jobs, &nj)) != C10D_OK)
         return fail_last(st);
     if (json_out) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");
@@ -135,9 +225,12 @@ static int cmd_status(c10d_store *s)
         printf(",\"database\":");
         json_string(stdout, info.db_path, strlen(info.db_path));
         printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
-               ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64 "}}\n",
+               ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64 "},",
                info.schema_version, info.uptime_ms, info.num_keys, info.clients, info.requests,
                info.parked);
+        print_jobs_json(jobs, nj);
+        printf("}\n");
+        c10d_jobs_free(jobs, nj);
         return EXIT_OK;
     }
     char up[64];
@@ -150,6 +243,8 @@ static int cmd_status(c10d_store *s)
     printf("clients      %" PRId64 " connected\n", info.clients);
     printf("requests     %" PRId64 " served, %" PRId64 " waiting on keys\n", info.requests,
            info.parked);
+    print_jobs_text(jobs, nj);
+    c10d_jobs_free(jobs, nj);
     return EXIT_OK;
 }
 

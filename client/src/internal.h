@@ -57,6 +57,7 @@ c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, 
                        C10dpb__Reply **rep);
 
 /* --- store.c --- */
+c10di_conn *c10di_store_conn(c10d_store *s);
 /* A store handle over an existing connection (taking a reference), whose
  * keys all start with prefix ("" or ending in '/'). */
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,

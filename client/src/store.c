@@ -26,6 +26,11 @@ static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *pre
     return C10D_OK;
 }
 
+c10di_conn *c10di_store_conn(c10d_store *s)
+{
+    return s->conn;
+}
+
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
                              int timeout_ms)
 {

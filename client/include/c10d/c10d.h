@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "common.h"
 #include "errors.h"
+#include "jobs.h"
 #include "pg.h"
 #include "store.h"
 #include "tensor.h"

@@ -1,0 +1,54 @@
+/* c10d/jobs.h — what the coordinator knows about jobs: their current
+ * generation, members (alive, left, dead, and why) and process groups.
+ * For operators and tools (c10d-ctl status); ranks do not need it. */
+#ifndef C10D_JOBS_H
+#define C10D_JOBS_H
+
+#include "common.h"
+#include "errors.h"
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct c10d_member_info {
+    int rank;
+    const char *state; /* "alive", "left" or "dead" */
+    const char *host;
+    int pid;
+    const char *reason;   /* why it left or died; "" while alive */
+    const char *activity; /* last reported, e.g. "in collective #5 ALL_REDUCE ..." */
+    int64_t changed_ms;   /* wall clock of the last state change */
+    int64_t last_seen_ms; /* wall clock of the last heartbeat */
+} c10d_member_info;
+
+typedef struct c10d_group_info {
+    const char *name; /* "world", "world.1", ... */
+    int size;
+    const int *ranks; /* global ranks in group order */
+    int joined;       /* members that reached the rendezvous */
+    int formed;
+} c10d_group_info;
+
+typedef struct c10d_job_info {
+    const char *job;
+    uint64_t generation;
+    int world_size;
+    int formed;
+    size_t n_members;
+    const c10d_member_info *members;
+    size_t n_groups;
+    const c10d_group_info *groups;
+} c10d_job_info;
+
+/* Jobs on the coordinator behind s (job NULL = all; else that one). On
+ * success *jobs (free with c10d_jobs_free) holds *n entries. */
+C10D_API c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **jobs,
+                                     size_t *n);
+C10D_API void c10d_jobs_free(c10d_job_info *jobs, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

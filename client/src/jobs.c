@@ -1,0 +1,89 @@
+/* c10d_store_jobs: the coordinator's jobs, members and groups, for
+ * operators. The strings point into the decoded reply, which the result
+ * keeps alive until c10d_jobs_free. */
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    C10dpb__Reply *rep;
+    c10d_job_info jobs[];
+} jobs_block;
+
+static const char *str(const char *s)
+{
+    return s ? s : "";
+}
+
+void c10d_jobs_free(c10d_job_info *jobs, size_t n)
+{
+    if (!jobs)
+        return;
+    jobs_block *b = (jobs_block *)((char *)jobs - offsetof(jobs_block, jobs));
+    for (size_t i = 0; i < n; i++) {
+        free((void *)jobs[i].members);
+        free((void *)jobs[i].groups);
+    }
+    c10dpb__reply__free_unpacked(b->rep, NULL);
+    free(b);
+}
+
+c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out, size_t *n)
+{
+    if (!s || !out || !n)
+        return c10di_error(C10D_EINVAL, "c10d_store_jobs: store, jobs and n must not be NULL");
+    C10dpb__JobsQuery q = C10DPB__JOBS_QUERY__INIT;
+    q.job = (char *)job;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_JOBS;
+    req.jobs = &q;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    if (st != C10D_OK)
+        return st;
+    if (rep->result_case != C10DPB__REPLY__RESULT_JOBS) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_EPROTO, "jobs reply without jobs");
+    }
+    size_t nj = rep->jobs->n_jobs;
+    jobs_block *b = calloc(1, sizeof *b + (nj ? nj : 1) * sizeof b->jobs[0]);
+    if (!b) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    b->rep = rep;
+    for (size_t i = 0; i < nj; i++) {
+        const C10dpb__JobInfo *j = rep->jobs->jobs[i];
+        c10d_job_info *o = &b->jobs[i];
+        c10d_member_info *m = calloc(j->n_members ? j->n_members : 1, sizeof *m);
+        c10d_group_info *g = calloc(j->n_groups ? j->n_groups : 1, sizeof *g);
+        o->members = m;
+        o->groups = g;
+        if (!m || !g) {
+            c10d_jobs_free(b->jobs, i + 1);
+            return c10di_error(C10D_ENOMEM, "out of memory");
+        }
+        o->job = str(j->job);
+        o->generation = j->generation;
+        o->world_size = j->world_size;
+        o->formed = j->formed;
+        o->n_members = j->n_members;
+        for (size_t k = 0; k < j->n_members; k++) {
+            const C10dpb__MemberInfo *x = j->members[k];
+            m[k] = (c10d_member_info){x->rank, str(x->state), str(x->host), x->pid,
+                                      str(x->reason), str(x->activity), x->changed_ms,
+                                      x->last_seen_ms};
+        }
+        o->n_groups = j->n_groups;
+        for (size_t k = 0; k < j->n_groups; k++) {
+            const C10dpb__GroupInfo *x = j->groups[k];
+            g[k] = (c10d_group_info){str(x->name), (int)x->n_ranks, x->ranks, x->joined,
+                                     x->formed};
+        }
+    }
+    *out = b->jobs;
+    *n = nj;
+    return C10D_OK;
+}

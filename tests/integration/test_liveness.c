@@ -1,0 +1,298 @@
+/* Liveness and rendezvous failures end to end: a rank killed in the
+ * middle of a collective, a rank that leaves while a peer waits, one whose
+ * heartbeats stop, a rendezvous that times out, a rank number taken twice,
+ * and a restarted job. Peers must get an error naming the rank, fast. */
+#include "coord_proc.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static coord_proc coord;
+
+/* Shared between the test and its rank processes. */
+typedef struct {
+    volatile int ready;
+    volatile long long event_ms; /* when the test killed/stopped a rank */
+    volatile int pid[8];
+    char job[128];
+} shared_t;
+
+static shared_t *sh;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    memset(sh, 0, sizeof *sh);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+    munmap(sh, sizeof *sh);
+}
+
+static int expect_lost(int rank, c10d_status st, const char *who, const char *how)
+{
+    long long waited = test_now_ms() - sh->event_ms;
+    const char *msg = c10d_errmsg();
+    if (st != C10D_EPEERLOST) {
+        fprintf(stderr, "rank %d: expected EPEERLOST, got %s: %s\n", rank, c10d_status_name(st),
+                msg);
+        return 1;
+    }
+    if (!strstr(msg, who) || !strstr(msg, how)) {
+        fprintf(stderr, "rank %d: message lacks '%s'/'%s': %s\n", rank, who, how, msg);
+        return 2;
+    }
+    if (sh->event_ms && waited > 2000) {
+        fprintf(stderr, "rank %d: EPEERLOST came %lld ms after the event\n", rank, waited);
+        return 3;
+    }
+    return 0;
+}
+
+/* Rank 2 joins and then never enters the collective; the test kills it. */
+static int killed_rank_body(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    if (!pg)
+        return 10;
+    sh->pid[rank] = (int)getpid();
+    __sync_fetch_and_add(&sh->ready, 1);
+    if (rank == 2)
+        for (;;)
+            pause();
+    float x[1000] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 1000);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    char who[64];
+    snprintf(who, sizeof who, "rank 2 (host ");
+    int rc = expect_lost(rank, st, who, "died");
+    if (!rc && !strstr(c10d_errmsg(), "ALL_REDUCE float32[1000] SUM")) {
+        fprintf(stderr, "rank %d: message does not name the collective: %s\n", rank,
+                c10d_errmsg());
+        rc = 4;
+    }
+    /* The group is unusable now, and says so. */
+    if (!rc && c10d_barrier(pg, NULL, NULL) != C10D_EABORTED)
+        rc = 5;
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(sigkill_mid_collective_names_the_rank)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("kill"));
+    pid_t pids[3];
+    world_spawn(3, killed_rank_body, NULL, pids);
+    while (sh->ready < 3)
+        usleep(1000);
+    usleep(300000); /* ranks 0 and 1 are inside the all_reduce */
+    sh->event_ms = test_now_ms();
+    kill(pids[2], SIGKILL);
+    for (int r = 0; r < 2; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed (status %d)", r,
+                      st);
+    }
+    waitpid(pids[2], NULL, 0);
+}
+END_TEST
+
+static int leaver_body(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    if (!pg)
+        return 10;
+    if (c10d_barrier(pg, NULL, NULL) != C10D_OK)
+        return 11;
+    if (rank == 1) {
+        c10d_destroy(pg);
+        return 0;
+    }
+    sh->event_ms = test_now_ms();
+    int64_t v = 1;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    int rc = expect_lost(rank, st, "rank 1 (host", "left the job");
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(rank_that_destroys_fails_its_waiting_peer)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("leave"));
+    ck_assert_int_eq(world_run(2, leaver_body, NULL, 60, NULL), 0);
+}
+END_TEST
+
+/* A stopped process keeps its connections open: only the heartbeat shows
+ * it is gone. */
+static int stopped_body(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    if (!pg)
+        return 10;
+    __sync_fetch_and_add(&sh->ready, 1);
+    if (rank == 1)
+        for (;;)
+            pause();
+    int64_t v = 1;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    long long waited = test_now_ms() - sh->event_ms;
+    sh->event_ms = 0; /* the heartbeat timeout decides, not the 2 s bound */
+    int rc = expect_lost(rank, st, "rank 1 (host", "no heartbeat");
+    if (!rc && waited > 1500 + 3000) {
+        fprintf(stderr, "rank 0: took %lld ms with a 1500 ms heartbeat timeout\n", waited);
+        rc = 6;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(rank_whose_heartbeats_stop_is_declared_dead)
+{
+    coord_stop(&coord, SIGTERM);
+    const char *extra[] = {"--heartbeat-timeout", "1500", NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, extra, NULL), 0);
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("hb"));
+    pid_t pids[2];
+    world_spawn(2, stopped_body, NULL, pids);
+    while (sh->ready < 2)
+        usleep(1000);
+    sh->event_ms = test_now_ms();
+    kill(pids[1], SIGSTOP);
+    int st;
+    waitpid(pids[0], &st, 0);
+    kill(pids[1], SIGKILL);
+    kill(pids[1], SIGCONT);
+    waitpid(pids[1], NULL, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed (status %d)", st);
+}
+END_TEST
+
+static int early_body(int rank, int n, void *arg)
+{
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.job = sh->job;
+    o.rank = rank;
+    o.world_size = 3;
+    o.timeout_ms = 1500;
+    c10d_pg *pg = NULL;
+    c10d_status st = c10d_init(&pg, &o);
+    /* The first to time out reports the missing rank; the other may learn
+     * it from the first giving up, with the same cause. */
+    if (st != C10D_ETIMEDOUT && st != C10D_EPEERLOST) {
+        fprintf(stderr, "rank %d: expected ETIMEDOUT, got %s\n", rank, c10d_status_name(st));
+        return 1;
+    }
+    if (!strstr(c10d_errmsg(), "waiting for rank 2 of 3 (2 arrived)")) {
+        fprintf(stderr, "rank %d: %s\n", rank, c10d_errmsg());
+        return 2;
+    }
+    return 0;
+}
+
+START_TEST(rendezvous_timeout_names_missing_ranks)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("rdv"));
+    ck_assert_int_eq(world_run(2, early_body, NULL, 30, NULL), 0);
+}
+END_TEST
+
+static int holder_body(int rank, int n, void *arg)
+{
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.job = sh->job;
+    o.rank = 0;
+    o.world_size = 2;
+    o.timeout_ms = 3000;
+    c10d_pg *pg = NULL;
+    if (rank == 0) {
+        sh->pid[0] = (int)getpid();
+        c10d_init(&pg, &o); /* waits for a rank 1 that never comes */
+        return 0;
+    }
+    while (!sh->pid[0])
+        usleep(1000);
+    usleep(300000);
+    c10d_status st = c10d_init(&pg, &o);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", sh->pid[0]);
+    if (st != C10D_EINVAL || !strstr(c10d_errmsg(), "already held by host") ||
+        !strstr(c10d_errmsg(), want)) {
+        fprintf(stderr, "second rank 0: %s: %s\n", c10d_status_name(st), c10d_errmsg());
+        return 1;
+    }
+    return 0;
+}
+
+START_TEST(rank_taken_twice_is_refused_naming_the_holder)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("dup"));
+    ck_assert_int_eq(world_run(2, holder_body, NULL, 30, NULL), 0);
+}
+END_TEST
+
+static int short_job(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 20000);
+    if (!pg)
+        return 10;
+    int64_t v = rank;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    int rc = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK || v != 1;
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(restarted_job_starts_a_new_generation)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("restart"));
+    ck_assert_int_eq(world_run(2, short_job, NULL, 30, NULL), 0);
+    ck_assert_int_eq(world_run(2, short_job, NULL, 30, NULL), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s --json --coord %s status", C10D_CTL_BIN, coord.url);
+    FILE *p = popen(cmd, "r");
+    char out[16384] = "";
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    pclose(p);
+    char want[256];
+    snprintf(want, sizeof want, "\"job\":\"%s\",\"generation\":2", sh->job);
+    ck_assert_msg(strstr(out, want), "c10d-ctl status lacks %s: %s", want, out);
+    ck_assert_msg(strstr(out, "\"state\":\"left\""), "no member shown as left: %s", out);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("liveness");
+    TCase *tc = tcase_create("liveness");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, sigkill_mid_collective_names_the_rank);
+    tcase_add_test(tc, rank_that_destroys_fails_its_waiting_peer);
+    tcase_add_test(tc, rank_whose_heartbeats_stop_is_declared_dead);
+    tcase_add_test(tc, rendezvous_timeout_names_missing_ranks);
+    tcase_add_test(tc, rank_taken_twice_is_refused_naming_the_holder);
+    tcase_add_test(tc, restarted_job_starts_a_new_generation);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -16,7 +16,10 @@
 #include <string.h>
 #include <time.h>
 
+/* The heartbeat: every second when idle, four times a second while the
+ * rank is running collectives, so that a death report says where it was. */
 #define WATCH_WAIT_MS 1000
+#define WATCH_BUSY_MS 250
 
 void c10di_set_activity(c10di_world *w, const char *fmt, ...)
 {
@@ -39,11 +42,15 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
         if (m->rank == w->rank)
             snprintf(buf, sizeof buf, "the coordinator declared this rank (%d) %s: %s", m->rank,
                      m->state ? m->state : "dead", m->reason ? m->reason : "");
-        else
-            snprintf(buf, sizeof buf, "rank %d (host %s, pid %d) %s: %s; it was last %s",
-                     m->rank, m->host ? m->host : "?", m->pid,
-                     m->state && strcmp(m->state, "left") == 0 ? "left the job" : "died",
-                     m->reason ? m->reason : "", what);
+        else if (m->state && strcmp(m->state, "left") == 0)
+            snprintf(buf, sizeof buf, "rank %d (host %s, pid %d) left the job: %s; it was last "
+                     "%s", m->rank, m->host ? m->host : "?", m->pid, m->reason ? m->reason : "",
+                     what);
+        else /* its last heartbeat carried what it was doing, that long before */
+            snprintf(buf, sizeof buf, "rank %d (host %s, pid %d) died: %s; its last heartbeat, "
+                     "%lld ms before, said it was %s", m->rank, m->host ? m->host : "?", m->pid,
+                     m->reason ? m->reason : "", (long long)(m->changed_ms - m->last_seen_ms),
+                     what);
         w->lost[m->rank] = strdup(buf);
         if (m->final_seqs && *m->final_seqs)
             w->lost_seqs[m->rank] = strdup(m->final_seqs);
@@ -56,24 +63,27 @@ static void *watch_main(void *arg)
 {
     c10di_world *w = arg;
     uint64_t known = 0;
+    char last[sizeof w->activity] = "";
     while (!atomic_load(&w->stopping)) {
         char activity[sizeof w->activity];
         pthread_mutex_lock(&w->mu);
         memcpy(activity, w->activity, sizeof activity);
         pthread_mutex_unlock(&w->mu);
+        int busy = strcmp(activity, last) != 0;
+        memcpy(last, activity, sizeof last);
         C10dpb__Watch m = C10DPB__WATCH__INIT;
         m.job = w->job;
         m.generation = w->generation;
         m.rank = w->rank;
         m.has_known_version = m.has_wait_ms = 1;
         m.known_version = known;
-        m.wait_ms = WATCH_WAIT_MS;
+        m.wait_ms = busy ? WATCH_BUSY_MS : WATCH_WAIT_MS;
         m.activity = activity;
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_WATCH;
         req.watch = &m;
         C10dpb__Reply *rep = NULL;
-        if (c10di_call(w->conn, &req, WATCH_WAIT_MS, 5000, &rep) != C10D_OK) {
+        if (c10di_call(w->conn, &req, m.wait_ms, 5000, &rep) != C10D_OK) {
             /* The coordinator is unreachable or restarting: that is not a
              * peer's death. Try again shortly. */
             struct timespec ts = {0, 100 * 1000000};

@@ -1,0 +1,315 @@
+/* c10d-run: launch a local job of N ranks.
+ *
+ *   c10d-run -n 4 [--coord URL] [--job NAME] -- ./train --epochs 3
+ *
+ * Starts a coordinator unless --coord names one, gives each rank the
+ * torchrun-style environment (C10D_COORD, RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, C10D_JOB), forwards SIGINT/SIGTERM/SIGHUP to the ranks,
+ * and exits with the status of the first rank that failed, saying which.
+ * The other ranks get a moment to fail on their own (they learn of a dead
+ * peer from the coordinator within about a second) before they are
+ * stopped. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+/* Wakes the blocking waitpid in ms milliseconds. */
+static void alarm_in(long long ms)
+{
+    struct itimerval it = {{0, 0}, {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000}};
+    if (ms <= 0)
+        it.it_value.tv_usec = 1000;
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: c10d-run -n N [options] -- PROGRAM [ARGS...]\n"
+            "Runs N ranks of PROGRAM on this host as one c10d job.\n"
+            "\n"
+            "  -n, --nproc N        number of ranks (the world size)\n"
+            "      --coord URL      use this coordinator instead of starting one\n"
+            "      --job NAME       job name (default run-<pid>)\n"
+            "      --db PATH        database of the coordinator started here\n"
+            "                       (default: a file in a temporary directory, removed after)\n"
+            "      --coord-bin PATH the c10d-coord to start (default: next to c10d-run,\n"
+            "                       else in PATH)\n"
+            "      --grace MS       after a rank fails, how long the others get to exit on\n"
+            "                       their own before SIGTERM (default 5000)\n"
+            "  -q, --quiet          say nothing unless something fails\n"
+            "  -h, --help           show this help\n"
+            "\n"
+            "Each rank gets C10D_COORD, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and\n"
+            "C10D_JOB (and keeps C10D_TOKEN, C10D_TIMEOUT_MS from this environment).\n"
+            "Exit status: 0 when every rank exited 0; else the first failing rank's exit\n"
+            "status (128+N if killed by signal N); 2 bad usage; 1 launch failure.\n");
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The c10d-coord next to this executable, else the build tree's, else PATH's. */
+static void find_coord(char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *dir = dirname(self);
+        const char *cands[] = {"%s/c10d-coord", "%s/../server/c10d-coord"};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(out, cap, cands[i], dir);
+            if (access(out, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(out, cap, "c10d-coord");
+}
+
+static pid_t start_coord(const char *bin, const char *db, const char *dir, char *url, size_t cap)
+{
+    char ready[PATH_MAX], log[PATH_MAX];
+    snprintf(ready, sizeof ready, "%s/coord.ready", dir);
+    snprintf(log, sizeof log, "%s/coord.log", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(log, "a", stderr);
+        (void)f;
+        execlp(bin, bin, "--listen", "tcp://127.0.0.1:0", "--db", db, "--ready-file", ready,
+               (char *)NULL);
+        fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    for (int i = 0; i < 1000; i++) {
+        FILE *f = fopen(ready, "r");
+        if (f) {
+            int ok = fgets(url, (int)cap, f) != NULL;
+            fclose(f);
+            if (ok) {
+                url[strcspn(url, "\n")] = '\0';
+                return pid;
+            }
+        }
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            break;
+        usleep(10000);
+    }
+    fprintf(stderr, "c10d-run: the coordinator (%s) did not start; its log: %s\n", bin, log);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void describe_status(int st, char *out, size_t cap, int *code)
+{
+    if (WIFEXITED(st)) {
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
+        *code = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+        snprintf(out, cap, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        *code = 128 + WTERMSIG(st);
+    } else {
+        snprintf(out, cap, "ended with wait status %d", st);
+        *code = 1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int n = 0, quiet = 0, grace = 5000;
+    const char *coord = NULL, *job = NULL, *db = NULL, *coord_bin = NULL;
+    static const struct option longopts[] = {
+        {"nproc", required_argument, 0, 'n'}, {"coord", required_argument, 0, 'c'},
+        {"job", required_argument, 0, 'j'},   {"db", required_argument, 0, 'd'},
+        {"coord-bin", required_argument, 0, 'b'}, {"grace", required_argument, 0, 'g'},
+        {"quiet", no_argument, 0, 'q'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "+n:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n': n = atoi(optarg); break;
+        case 'c': coord = optarg; break;
+        case 'j': job = optarg; break;
+        case 'd': db = optarg; break;
+        case 'b': coord_bin = optarg; break;
+        case 'g': grace = atoi(optarg); break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    if (n < 1 || n > 4096 || optind >= argc) {
+        fprintf(stderr, "c10d-run: %s\n", n < 1 || n > 4096 ? "-n N (1..4096) is required"
+                                                            : "no program given after --");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char **prog = argv + optind;
+
+    char dir[] = "/tmp/c10d-run-XXXXXX", url[512], dbpath[PATH_MAX], jobname[64], bin[PATH_MAX];
+    pid_t coord_pid = -1;
+    if (!coord) {
+        if (!mkdtemp(dir)) {
+            perror("c10d-run: mkdtemp");
+            return 1;
+        }
+        snprintf(dbpath, sizeof dbpath, "%s/c10d-run.db", dir);
+        if (coord_bin)
+            snprintf(bin, sizeof bin, "%s", coord_bin);
+        else
+            find_coord(bin, sizeof bin);
+        if ((coord_pid = start_coord(bin, db ? db : dbpath, dir, url, sizeof url)) < 0)
+            return 1;
+        coord = url;
+        if (!quiet)
+            fprintf(stderr, "c10d-run: coordinator %s (pid %d, database %s)\n", coord,
+                    (int)coord_pid, db ? db : dbpath);
+    }
+    if (!job) {
+        snprintf(jobname, sizeof jobname, "run-%d", (int)getpid());
+        job = jobname;
+    }
+
+    /* No SA_RESTART: a signal (or the alarm that ends a grace period)
+     * interrupts the blocking waitpid below. Waiting blocked, not polling,
+     * is what makes the first rank reaped the first that exited: its
+     * peers fail a few milliseconds after it, never before. */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    struct sigaction sa_alarm = {0};
+    sa_alarm.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa_alarm, NULL);
+
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    int *done = calloc((size_t)n, sizeof *done);
+    if (!pids || !done)
+        return 1;
+    char num[32];
+    setenv("C10D_COORD", coord, 1);
+    setenv("C10D_JOB", job, 1);
+    snprintf(num, sizeof num, "%d", n);
+    setenv("WORLD_SIZE", num, 1);
+    setenv("LOCAL_WORLD_SIZE", num, 1);
+    for (int r = 0; r < n; r++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            snprintf(num, sizeof num, "%d", r);
+            setenv("RANK", num, 1);
+            setenv("LOCAL_RANK", num, 1);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, SIG_DFL);
+            execvp(prog[0], prog);
+            fprintf(stderr, "c10d-run: cannot run %s: %s\n", prog[0], strerror(errno));
+            _exit(127);
+        }
+        pids[r] = pid;
+    }
+    if (!quiet)
+        fprintf(stderr, "c10d-run: job %s, %d rank%s of %s\n", job, n, n == 1 ? "" : "s",
+                prog[0]);
+
+    int left = n, code = 0, first_failed = -1, forwarded = 0;
+    long long fail_at = 0;
+    int stage = 0; /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
+    while (left > 0) {
+        if (got_signal && !forwarded) {
+            forwarded = got_signal;
+            fprintf(stderr, "c10d-run: %s: forwarding to the ranks\n", strsignal(got_signal));
+            for (int r = 0; r < n; r++)
+                if (!done[r])
+                    kill(pids[r], got_signal);
+            if (!fail_at)
+                fail_at = now_ms();
+        }
+        int st;
+        if (fail_at && stage < 2)
+            alarm_in(fail_at + grace + (stage ? 3000 : 0) - now_ms());
+        pid_t p = waitpid(-1, &st, 0);
+        if (p > 0) {
+            for (int r = 0; r < n; r++) {
+                if (pids[r] != p || done[r])
+                    continue;
+                done[r] = 1;
+                left--;
+                int rc;
+                char how[128];
+                describe_status(st, how, sizeof how, &rc);
+                if (rc != 0 && first_failed < 0 && stage == 0) {
+                    first_failed = r;
+                    code = rc;
+                    fail_at = now_ms();
+                    fprintf(stderr, "c10d-run: rank %d (pid %d) %s%s\n", r, (int)p, how,
+                            left ? "; waiting for the others" : "");
+                } else if (rc != 0 && !quiet) {
+                    fprintf(stderr, "c10d-run: rank %d (pid %d) %s\n", r, (int)p, how);
+                }
+            }
+            continue;
+        }
+        if (fail_at && stage == 0 && now_ms() - fail_at > grace) {
+            fprintf(stderr, "c10d-run: stopping %d rank%s still running after %d ms\n", left,
+                    left == 1 ? "" : "s", grace);
+            for (int r = 0; r < n; r++)
+                if (!done[r])
+                    kill(pids[r], SIGTERM);
+            stage = 1;
+        } else if (stage == 1 && now_ms() - fail_at > grace + 3000) {
+            for (int r = 0; r < n; r++)
+                if (!done[r])
+                    kill(pids[r], SIGKILL);
+            stage = 2;
+        }
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    if (coord_pid > 0) {
+        kill(coord_pid, SIGTERM);
+        waitpid(coord_pid, NULL, 0);
+        if (!db) {
+            char cmd[PATH_MAX + 16];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "c10d-run: could not remove %s\n", dir);
+        }
+    }
+    if (first_failed < 0 && forwarded)
+        code = 128 + forwarded;
+    else if (first_failed < 0 && !quiet)
+        fprintf(stderr, "c10d-run: all %d rank%s finished\n", n, n == 1 ? "" : "s");
+    free(pids);
+    free(done);
+    return code;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# c10d-run end to end: the documented training example through the
+# launcher, a rank that fails (the launcher names it and exits with its
+# status; its peers name it too), --help, and bad usage.
+set -uo pipefail
+run=$1 train=$2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+
+"$run" -n 4 -- "$train" 100 >"$out/ok.out" 2>"$out/ok.err" || fail "a healthy job failed"
+grep -q "weights identical on 4 of 4 ranks" "$out/ok.out" || fail "no agreement line"
+grep -q "all 4 ranks finished" "$out/ok.err" || fail "launcher did not report success"
+
+TRAIN_FAIL_RANK=2 "$run" -n 3 -- "$train" 400 >"$out/bad.out" 2>"$out/bad.err"
+rc=$?
+[ "$rc" = 3 ] || fail "launcher exited $rc, expected rank 2's status 3"
+grep -q "c10d-run: rank 2 (pid [0-9]*) exited with status 3" "$out/bad.err" ||
+    fail "launcher did not name rank 2 as the first failure"
+grep -q "EPEERLOST.*rank 2 (host .*, pid [0-9]*) died" "$out/bad.err" ||
+    fail "the peers did not name rank 2"
+
+"$run" --help | grep -q "Usage: c10d-run" || fail "--help"
+"$run" -n 2 >/dev/null 2>&1
+[ $? = 2 ] || fail "missing program is not a usage error"
+echo "launcher: ok"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything and runs the main job: a coordinator on its default
-# SQLite file (./c10d-coord.db under _work/), a small job of 4 ranks that
-# meet through the store, and c10d-ctl showing what they left behind.
+# SQLite file (./c10d-coord.db under _work/), a data-parallel training job
+# of 4 ranks launched with c10d-run (gradients averaged with all_reduce on
+# the host backend), a 4-rank store demo, and c10d-ctl showing the job's
+# members and what the ranks left in the store.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -19,6 +21,9 @@ coord=$!
 trap 'kill $coord 2>/dev/null; wait $coord 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -s coord.ready ] && break; sleep 0.05; done
 [ -s coord.ready ] || { echo "demo: the coordinator did not start (is port $port taken? set C10D_DEMO_PORT)"; exit 1; }
+
+echo "== c10d-run: a 4-rank data-parallel training job (docs/examples/train_linear.c)"
+../build/client/c10d-run -n 4 --coord "$url" --job train -- ../build/docs/examples/train_linear 200
 
 echo "== a job of 4 ranks meets through the store"
 world=4

@@ -155,41 +155,55 @@ static C10dpb__MemberInfo **load_members(c10ds_engine *e, const char *job, uint6
 
 /* --- group_join --- */
 
-static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char *name,
-                                  uint64_t gen, int size)
+/* The endpoints of a formed group, from the cache or the database. */
+static const ProtobufCBinaryData *formed_endpoints(c10ds_engine *e, const char *job, uint64_t gen,
+                                                   const char *name, int size)
 {
-    C10dpb__GroupJoin *m = r->pb->group_join;
-    ProtobufCBinaryData *eps = calloc((size_t)size, sizeof *eps);
-    if (!eps)
-        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory answering a rendezvous");
+    c10ds_endpoints *c = &e->groups.formed;
+    char key[512];
+    group_key(key, sizeof key, job, gen, name);
+    if (c->eps && c->size == size && strcmp(c->key, key) == 0)
+        return c->eps;
+    c10ds_endpoints_clear(c);
+    if (!(c->eps = calloc((size_t)size, sizeof *c->eps)))
+        return NULL;
+    c->size = size;
+    snprintf(c->key, sizeof c->key, "%s", key);
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GM_LIST);
-    sqlite3_bind_text(s, 1, m->job, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
-    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
     /* A column's blob is only valid until the next step: copy each. */
     while (sqlite3_step(s) == SQLITE_ROW) {
         int idx = sqlite3_column_int(s, 0);
         size_t len = (size_t)sqlite3_column_bytes(s, 1);
-        if (idx < 0 || idx >= size || eps[idx].data || !(eps[idx].data = malloc(len ? len : 1)))
+        if (idx < 0 || idx >= size || c->eps[idx].data ||
+            !(c->eps[idx].data = malloc(len ? len : 1)))
             continue;
         if (len)
-            memcpy(eps[idx].data, sqlite3_column_blob(s, 1), len);
-        eps[idx].len = len;
+            memcpy(c->eps[idx].data, sqlite3_column_blob(s, 1), len);
+        c->eps[idx].len = len;
     }
+    sqlite3_reset(s);
+    return c->eps;
+}
+
+static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char *name,
+                                  uint64_t gen, int size)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    const ProtobufCBinaryData *eps = formed_endpoints(e, m->job, gen, name, size);
+    if (!eps)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory answering a rendezvous");
     C10dpb__GroupJoinReply gj = C10DPB__GROUP_JOIN_REPLY__INIT;
     gj.has_generation = 1;
     gj.generation = gen;
     gj.n_endpoints = (size_t)size;
-    gj.endpoints = eps;
+    gj.endpoints = (ProtobufCBinaryData *)eps;
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_GROUP_JOIN;
     rep.group_join = &gj;
-    c10ds_outcome o = c10ds_reply(r, &rep);
-    sqlite3_reset(s);
-    for (int i = 0; i < size; i++)
-        free(eps[i].data);
-    free(eps);
-    return o;
+    return c10ds_reply(r, &rep);
 }
 
 /* A member of the group is no longer alive: the rendezvous cannot finish. */

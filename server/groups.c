@@ -76,8 +76,17 @@ int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
     return 0;
 }
 
+void c10ds_endpoints_clear(c10ds_endpoints *c)
+{
+    for (int i = 0; c->eps && i < c->size; i++)
+        free(c->eps[i].data);
+    free(c->eps);
+    memset(c, 0, sizeof *c);
+}
+
 void c10ds_groups_fini(c10ds_groups *g)
 {
+    c10ds_endpoints_clear(&g->formed);
     for (int i = 0; i < GS_COUNT; i++)
         sqlite3_finalize(g->st[i]);
     memset(g, 0, sizeof *g);

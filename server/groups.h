@@ -7,6 +7,8 @@
 
 #include "db.h"
 
+#include <protobuf-c/protobuf-c.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,10 +37,22 @@ enum {
     GS_COUNT
 };
 
+/* The endpoints of the group that formed last: all of its members are
+ * answered in one burst, and reading N endpoints from the database for
+ * each of N replies would make a rendezvous quadratic in reads. */
+typedef struct c10ds_endpoints {
+    char key[512];
+    int size;
+    ProtobufCBinaryData *eps; /* malloc'd, each .data too */
+} c10ds_endpoints;
+
 typedef struct c10ds_groups {
     c10ds_db *db;
     sqlite3_stmt *st[GS_COUNT];
+    c10ds_endpoints formed;
 } c10ds_groups;
+
+void c10ds_endpoints_clear(c10ds_endpoints *c);
 
 typedef struct c10ds_job {
     uint64_t generation;

@@ -569,30 +569,44 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 
 /* --- liveness events --- */
 
-void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
+typedef struct {
+    char job[256];
+    uint64_t gen;
+    int rank;
+    int64_t seen;
+} member_ref;
+
+/* Collects (job, generation, rank[, last_seen]) rows first: marking a
+ * member writes to the table the statement is reading. */
+static member_ref *collect(sqlite3_stmt *s, size_t *n)
 {
-    struct lost {
-        char job[256];
-        uint64_t gen;
-        int rank;
-    } *v = NULL;
-    size_t n = 0, cap = 0;
-    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_BY_PIPE);
-    sqlite3_bind_int64(s, 1, pipe);
+    member_ref *v = NULL;
+    size_t cap = 0;
+    *n = 0;
     while (sqlite3_step(s) == SQLITE_ROW) {
-        if (n == cap) {
+        if (*n == cap) {
             cap = cap ? cap * 2 : 4;
-            struct lost *nv = realloc(v, cap * sizeof *nv);
+            member_ref *nv = realloc(v, cap * sizeof *nv);
             if (!nv)
                 break;
             v = nv;
         }
-        snprintf(v[n].job, sizeof v[n].job, "%s", (const char *)sqlite3_column_text(s, 0));
-        v[n].gen = (uint64_t)sqlite3_column_int64(s, 1);
-        v[n].rank = sqlite3_column_int(s, 2);
-        n++;
+        member_ref *m = &v[(*n)++];
+        snprintf(m->job, sizeof m->job, "%s", (const char *)sqlite3_column_text(s, 0));
+        m->gen = (uint64_t)sqlite3_column_int64(s, 1);
+        m->rank = sqlite3_column_int(s, 2);
+        m->seen = sqlite3_column_count(s) > 3 ? sqlite3_column_int64(s, 3) : 0;
     }
     sqlite3_reset(s);
+    return v;
+}
+
+void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
+{
+    size_t n;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_BY_PIPE);
+    sqlite3_bind_int64(s, 1, pipe);
+    member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++)
         mark(e, v[i].job, v[i].gen, v[i].rank, "dead",
              "its connection to the coordinator closed: the process exited or was killed", NULL);
@@ -602,30 +616,10 @@ void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
 void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms)
 {
     int timeout = e->cfg->heartbeat_timeout_ms;
-    struct stale {
-        char job[256];
-        uint64_t gen;
-        int rank;
-        int64_t seen;
-    } *v = NULL;
-    size_t n = 0, cap = 0;
+    size_t n;
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_STALE);
     sqlite3_bind_int64(s, 1, now_wall_ms - timeout);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct stale *nv = realloc(v, cap * sizeof *nv);
-            if (!nv)
-                break;
-            v = nv;
-        }
-        snprintf(v[n].job, sizeof v[n].job, "%s", (const char *)sqlite3_column_text(s, 0));
-        v[n].gen = (uint64_t)sqlite3_column_int64(s, 1);
-        v[n].rank = sqlite3_column_int(s, 2);
-        v[n].seen = sqlite3_column_int64(s, 3);
-        n++;
-    }
-    sqlite3_reset(s);
+    member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++) {
         char why[128];
         snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",

@@ -226,9 +226,9 @@ static void check_broadcast_reduce(c10d_pg *pg)
                 }
             free(b);
         }
-    const c10d_reduce_op rops[] = {C10D_SUM, C10D_MAX, C10D_AVG};
+    const c10d_reduce_op *rops = ops;
     for (size_t d = 0; d < N_(dtypes); d++)
-        for (size_t o = 0; o < N_(rops); o++) {
+        for (size_t o = 0; o < N_(ops); o++) {
             c10d_dtype dt = dtypes[d];
             int root = n - 1;
             int64_t cnt = 1000;
@@ -323,10 +323,10 @@ static void check_reduce_scatter_all_to_all(c10d_pg *pg)
     int r = c10d_rank(pg), n = c10d_size(pg);
     const int64_t rsizes[] = {0, 1, 30000};
     for (size_t d = 0; d < N_(dtypes); d++)
-        for (size_t s = 0; s < N_(rsizes); s++) {
+        for (size_t s = 0; s < N_(rsizes) * N_(ops); s++) {
             c10d_dtype dt = dtypes[d];
-            c10d_reduce_op op = d % 2 ? C10D_SUM : C10D_AVG;
-            int64_t cnt = rsizes[s];
+            c10d_reduce_op op = ops[s % N_(ops)];
+            int64_t cnt = rsizes[s / N_(ops)];
             void *in = alloc_t(dt, cnt * n), *out = alloc_t(dt, cnt);
             size_t es = c10d_dtype_size(dt);
             for (int j = 0; j < n; j++)
@@ -565,6 +565,31 @@ static int subgroups(int rank, int n, void *arg)
     return 0;
 }
 
+/* Rank 2 never arrives: rank 0 names it, and so does rank 1. */
+static int monitored(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    if (!pg)
+        return 10;
+    int rc = 0;
+    if (rank != 2) {
+        c10d_status st = c10d_monitored_barrier(pg, 1000, 1);
+        if (st != C10D_ETIMEDOUT || !strstr(c10d_errmsg(), "rank 2 (global 2) did not arrive")) {
+            fprintf(stderr, "rank %d: %s: %s\n", rank, c10d_status_name(st), c10d_errmsg());
+            rc = 1;
+        }
+    }
+    c10d_barrier(pg, NULL, NULL); /* everyone, so nobody leaves early */
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(monitored_barrier_names_the_missing_rank)
+{
+    ck_assert_int_eq(world_run(3, monitored, (void *)world_job("mon"), 60, NULL), 0);
+}
+END_TEST
+
 START_TEST(subgroups_translate_ranks)
 {
     ck_assert_int_eq(world_run(4, subgroups, (void *)world_job("sub"), 60, NULL), 0);
@@ -584,6 +609,7 @@ int main(void)
     tcase_add_test(tc, world_8);
     tcase_add_test(tc, world_3_over_tcp);
     tcase_add_test(tc, subgroups_translate_ranks);
+    tcase_add_test(tc, monitored_barrier_names_the_missing_rank);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -20,6 +20,17 @@ grep -q "c10d-run: rank 2 (pid [0-9]*) exited with status 3" "$out/bad.err" ||
 grep -q "EPEERLOST.*rank 2 (host .*, pid [0-9]*) died" "$out/bad.err" ||
     fail "the peers did not name rank 2"
 
+# SIGTERM to the launcher reaches the ranks; it exits 128+15.
+"$run" -n 2 -- sleep 30 >"$out/sig.out" 2>"$out/sig.err" &
+lp=$!
+sleep 0.5
+kill -TERM "$lp"
+wait "$lp"
+rc=$?
+[ "$rc" = 143 ] || fail "after SIGTERM the launcher exited $rc, expected 143"
+grep -q "forwarding to the ranks" "$out/sig.err" || fail "no word about forwarding"
+pgrep -f "^sleep 30$" >/dev/null && fail "a rank outlived the launcher"
+
 "$run" --help | grep -q "Usage: c10d-run" || fail "--help"
 "$run" -n 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing program is not a usage error"

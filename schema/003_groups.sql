@@ -42,6 +42,19 @@ CREATE TABLE groups (
     PRIMARY KEY (job, generation, name)
 ) WITHOUT ROWID;
 
+-- Collective-sequence verification: what was found wrong, per group. The
+-- coordinator verifies in memory; a finding is written once, when made.
+CREATE TABLE findings (
+    job        TEXT    NOT NULL,
+    generation INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    status     INTEGER NOT NULL,     -- C10D_EDESYNC, C10D_ETIMEDOUT, C10D_EPEERLOST
+    report     TEXT    NOT NULL,
+    at_ms      INTEGER NOT NULL,
+    PRIMARY KEY (job, generation, name)
+) WITHOUT ROWID;
+
 CREATE TABLE group_members (
     job        TEXT    NOT NULL,
     generation INTEGER NOT NULL,

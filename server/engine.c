@@ -48,7 +48,8 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     if (!(e->waiters = c10ds_waiters_new()) || c10ds_store_init(&e->store, db) != 0 ||
         c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
         c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
-        register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_group_ops) != 0) {
+        register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_group_ops) != 0 ||
+        register_ops(e, c10ds_verify_ops) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);
         return NULL;
@@ -264,6 +265,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     run_ready(e);
     if (c10d_now_ms() >= e->next_sweep_ms) {
         c10ds_groups_sweep(e, c10d_wall_ms());
+        c10ds_verify_sweep(e);
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
         run_ready(e);
     }
@@ -388,6 +390,7 @@ void c10ds_engine_release(c10ds_engine *e)
     c10ds_waiters_free(e->waiters, c10ds_request_free);
     e->waiters = NULL;
     c10ds_reqlog_fini(&e->reqlog);
+    c10ds_verify_fini(&e->verify);
     c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     e->released = 1;

@@ -20,6 +20,7 @@
 #include "reqlog.h"
 #include "request.h"
 #include "store.h"
+#include "verify.h"
 #include "waiters.h"
 
 #include <c10d/errors.h>
@@ -51,6 +52,7 @@ typedef struct c10ds_op {
 extern const c10ds_op c10ds_store_ops[];
 extern const c10ds_op c10ds_admin_ops[];
 extern const c10ds_op c10ds_group_ops[];
+extern const c10ds_op c10ds_verify_ops[];
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */
 typedef void (*c10ds_send_fn)(void *arg, void *slot, const void *reply, size_t len);
@@ -61,6 +63,7 @@ struct c10ds_engine {
     c10ds_store store;
     c10ds_reqlog reqlog;
     c10ds_groups groups;
+    c10ds_verify verify;
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
     c10ds_waiters *waiters;
     const c10ds_op *ops[64]; /* by op_case */
@@ -104,6 +107,17 @@ void c10ds_engine_free(c10ds_engine *e);
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
 void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms);
+/* The job's version goes up and its watchers are answered. */
+void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
+/* Members of a generation that are not alive (free with _lost_free). */
+C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
+void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
+
+/* Verification hooks (verify_ops.c). */
+void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
+void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
+                         C10dpb__GroupAlert ***out, size_t *n);
+void c10ds_verify_sweep(c10ds_engine *e);
 
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);

@@ -31,11 +31,23 @@ static void group_key(char *buf, size_t cap, const char *job, uint64_t gen, cons
 
 /* A member changed state: wake watchers and every group still forming in
  * that generation (its parked joins must learn a member is gone). */
+void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_BUMP);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+    sqlite3_step(s);
+    sqlite3_reset(s);
+    char key[512];
+    watch_key(key, sizeof key, job, gen);
+    c10ds_waiters_touch(e->waiters, key);
+}
+
 static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
 {
     char key[512];
     watch_key(key, sizeof key, job, gen);
     c10ds_waiters_touch(e->waiters, key);
+    c10ds_verify_membership_changed(e, job, gen);
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
@@ -151,6 +163,16 @@ static C10dpb__MemberInfo **load_members(c10ds_engine *e, const char *job, uint6
     }
     sqlite3_reset(s);
     return v;
+}
+
+C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n)
+{
+    return load_members(e, job, gen, 1, n);
+}
+
+void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
+{
+    free_members(v, n);
 }
 
 /* --- group_join --- */
@@ -458,11 +480,15 @@ static c10ds_outcome reply_watch(c10ds_engine *e, c10ds_request *r, uint64_t ver
     w.has_version = 1;
     w.version = version;
     w.lost = load_members(e, m->job, m->generation, 1, &w.n_lost);
+    c10ds_verify_alerts(e, m->job, m->generation, &w.alerts, &w.n_alerts);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_WATCH;
     rep.watch = &w;
     c10ds_outcome o = c10ds_reply(r, &rep);
     free_members(w.lost, w.n_lost);
+    for (size_t i = 0; i < w.n_alerts; i++)
+        free(w.alerts[i]);
+    free(w.alerts);
     return o;
 }
 

@@ -56,6 +56,8 @@ static const char *const sql[GS_COUNT] = {
     /* At startup: connections belong to the previous process. Members get
      * a heartbeat timeout's grace to reconnect (their watch updates pipe). */
     [GS_RESET_PIPES] = "UPDATE members SET pipe = 0, last_seen_ms = ?1 WHERE state = 'alive'",
+    [GS_FINDING_PUT] = "INSERT OR IGNORE INTO findings(job, generation, name, seq, status, report, "
+                       "at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)

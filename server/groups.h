@@ -34,6 +34,7 @@ enum {
     GS_GM_PUT,
     GS_GM_LIST,
     GS_RESET_PIPES,
+    GS_FINDING_PUT,
     GS_COUNT
 };
 

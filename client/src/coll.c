@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const c10di_kind_names[C10DI_KIND_COUNT] = {
-    "ALL_REDUCE", "BROADCAST", "REDUCE",  "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL",
-    "GATHER",     "SCATTER",   "SEND",    "RECV",       "BARRIER",
-};
 
 static c10d_status check_pg(const c10d_pg *pg, const char *fn)
 {
@@ -65,17 +61,22 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     return C10D_OK;
 }
 
+/* Numbers c and fills in its fingerprint and description. Send/recv are
+ * numbered apart: only two ranks take part, so they must not move the
+ * group's collective count. */
 static void describe(c10d_pg *pg, c10di_coll *c, int64_t numel)
 {
-    c->seq = ++pg->seq;
-    int k = snprintf(c->what, sizeof c->what, "#%llu %s", (unsigned long long)c->seq,
-                     c10di_kind_names[c->kind]);
-    if (c->kind != C10DI_BARRIER && k > 0 && (size_t)k < sizeof c->what)
-        k += snprintf(c->what + k, sizeof c->what - (size_t)k, " %s[%lld]",
-                      c10d_dtype_name(c->dtype), (long long)numel);
-    if ((c->kind == C10DI_ALL_REDUCE || c->kind == C10DI_REDUCE ||
-         c->kind == C10DI_REDUCE_SCATTER) && k > 0 && (size_t)k < sizeof c->what)
-        snprintf(c->what + k, sizeof c->what - (size_t)k, " %s", c10d_reduce_op_name(c->op));
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    int rooted = p2p || c->kind == C10DC_BROADCAST || c->kind == C10DC_REDUCE ||
+                 c->kind == C10DC_GATHER || c->kind == C10DC_SCATTER;
+    int reduces = c->kind == C10DC_ALL_REDUCE || c->kind == C10DC_REDUCE ||
+                  c->kind == C10DC_REDUCE_SCATTER;
+    c->seq = p2p ? ++pg->p2p_seq : ++pg->seq;
+    c->fp = (c10dc_fp){(uint32_t)c->kind, (uint32_t)c->dtype, numel,
+                       rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP};
+    char f[128];
+    snprintf(c->what, sizeof c->what, "#%s%llu %s", p2p ? "p" : "", (unsigned long long)c->seq,
+             c10dc_fp_format(&c->fp, f, sizeof f));
 }
 
 /* Numbers, then runs c now or on the lane. Takes c->outs and c->ins. */
@@ -89,7 +90,8 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10
         goto out;
     }
     describe(pg, c, numel);
-    c->deadline_ms = c10d_now_ms() + (o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms);
+    c->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms;
+    c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
     if (!async && !c10di_lane_busy(pg)) {
@@ -119,7 +121,7 @@ out:
     return st;
 }
 
-static void init_coll(c10di_coll *c, c10di_kind kind, c10d_dtype dt, size_t count)
+static void init_coll(c10di_coll *c, c10dc_kind kind, c10d_dtype dt, size_t count)
 {
     memset(c, 0, sizeof *c);
     c->kind = kind;
@@ -136,7 +138,7 @@ c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,
         (st = check_op(op, "all_reduce")))
         return st;
     c10di_coll c;
-    init_coll(&c, C10DI_ALL_REDUCE, t->dtype, (size_t)n);
+    init_coll(&c, C10DC_ALL_REDUCE, t->dtype, (size_t)n);
     c.op = op;
     c.buf = t->data;
     return dispatch(pg, &c, n, o, work);
@@ -151,7 +153,7 @@ c10d_status c10d_broadcast(c10d_pg *pg, c10d_tensor *t, int root, const c10d_col
         (st = check_root(pg, root, "broadcast", "root")))
         return st;
     c10di_coll c;
-    init_coll(&c, C10DI_BROADCAST, t->dtype, (size_t)n);
+    init_coll(&c, C10DC_BROADCAST, t->dtype, (size_t)n);
     c.buf = t->data;
     c.root = root;
     return dispatch(pg, &c, n, o, work);
@@ -166,7 +168,7 @@ c10d_status c10d_reduce(c10d_pg *pg, c10d_tensor *t, int root, c10d_reduce_op op
         (st = check_root(pg, root, "reduce", "root")) || (st = check_op(op, "reduce")))
         return st;
     c10di_coll c;
-    init_coll(&c, C10DI_REDUCE, t->dtype, (size_t)n);
+    init_coll(&c, C10DC_REDUCE, t->dtype, (size_t)n);
     c.buf = t->data;
     c.root = root;
     c.op = op;
@@ -229,19 +231,19 @@ static c10d_status flat_ptrs(c10d_pg *pg, const c10d_tensor *flat, const c10d_te
 
 static c10d_status gather_like(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *out_flat,
                                const c10d_tensor *in, const c10d_coll_opts *o, c10d_work **work,
-                               c10di_kind kind, int root, const char *fn)
+                               c10dc_kind kind, int root, const char *fn)
 {
     int64_t n;
     c10d_status st;
     if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, in, fn, "in", &n)))
         return st;
-    if (kind == C10DI_GATHER && (st = check_root(pg, root, fn, "root")))
+    if (kind == C10DC_GATHER && (st = check_root(pg, root, fn, "root")))
         return st;
     c10di_coll c;
     init_coll(&c, kind, in->dtype, (size_t)n);
     c.in = in->data;
     c.root = root;
-    if (kind == C10DI_GATHER && pg->rank != root)
+    if (kind == C10DC_GATHER && pg->rank != root)
         return dispatch(pg, &c, n, o, work);
     st = out_flat ? flat_ptrs(pg, out_flat, in, n, fn, "out", &c.outs)
                   : list_ptrs(pg, outs, in, n, fn, "outs", &c.outs);
@@ -251,7 +253,7 @@ static c10d_status gather_like(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor
 c10d_status c10d_all_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in,
                             const c10d_coll_opts *o, c10d_work **work)
 {
-    return gather_like(pg, outs, NULL, in, o, work, C10DI_ALL_GATHER, 0, "all_gather");
+    return gather_like(pg, outs, NULL, in, o, work, C10DC_ALL_GATHER, 0, "all_gather");
 }
 
 c10d_status c10d_all_gather_into_tensor(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *in,
@@ -259,35 +261,35 @@ c10d_status c10d_all_gather_into_tensor(c10d_pg *pg, c10d_tensor *out, const c10
 {
     if (!out)
         return c10di_error(C10D_EINVAL, "all_gather_into_tensor: out is NULL");
-    return gather_like(pg, NULL, out, in, o, work, C10DI_ALL_GATHER, 0,
+    return gather_like(pg, NULL, out, in, o, work, C10DC_ALL_GATHER, 0,
                        "all_gather_into_tensor");
 }
 
 c10d_status c10d_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in, int root,
                         const c10d_coll_opts *o, c10d_work **work)
 {
-    return gather_like(pg, outs, NULL, in, o, work, C10DI_GATHER, root, "gather");
+    return gather_like(pg, outs, NULL, in, o, work, C10DC_GATHER, root, "gather");
 }
 
 static c10d_status scatter_like(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
                                 const c10d_tensor *in_flat, c10d_reduce_op op,
-                                const c10d_coll_opts *o, c10d_work **work, c10di_kind kind,
+                                const c10d_coll_opts *o, c10d_work **work, c10dc_kind kind,
                                 int root, const char *fn)
 {
     int64_t n;
     c10d_status st;
     if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, out, fn, "out", &n)))
         return st;
-    if (kind == C10DI_SCATTER && (st = check_root(pg, root, fn, "root")))
+    if (kind == C10DC_SCATTER && (st = check_root(pg, root, fn, "root")))
         return st;
-    if (kind == C10DI_REDUCE_SCATTER && (st = check_op(op, fn)))
+    if (kind == C10DC_REDUCE_SCATTER && (st = check_op(op, fn)))
         return st;
     c10di_coll c;
     init_coll(&c, kind, out->dtype, (size_t)n);
     c.out = out->data;
     c.root = root;
     c.op = op;
-    if (kind == C10DI_SCATTER && pg->rank != root)
+    if (kind == C10DC_SCATTER && pg->rank != root)
         return dispatch(pg, &c, n, o, work);
     void **p = NULL;
     st = in_flat ? flat_ptrs(pg, in_flat, out, n, fn, "in", &p)
@@ -301,7 +303,7 @@ static c10d_status scatter_like(c10d_pg *pg, c10d_tensor *out, const c10d_tensor
 c10d_status c10d_reduce_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
                                 c10d_reduce_op op, const c10d_coll_opts *o, c10d_work **work)
 {
-    return scatter_like(pg, out, ins, NULL, op, o, work, C10DI_REDUCE_SCATTER, 0,
+    return scatter_like(pg, out, ins, NULL, op, o, work, C10DC_REDUCE_SCATTER, 0,
                         "reduce_scatter");
 }
 
@@ -311,14 +313,14 @@ c10d_status c10d_reduce_scatter_tensor(c10d_pg *pg, c10d_tensor *out, const c10d
 {
     if (!in)
         return c10di_error(C10D_EINVAL, "reduce_scatter_tensor: in is NULL");
-    return scatter_like(pg, out, NULL, in, op, o, work, C10DI_REDUCE_SCATTER, 0,
+    return scatter_like(pg, out, NULL, in, op, o, work, C10DC_REDUCE_SCATTER, 0,
                         "reduce_scatter_tensor");
 }
 
 c10d_status c10d_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins, int root,
                          const c10d_coll_opts *o, c10d_work **work)
 {
-    return scatter_like(pg, out, ins, NULL, C10D_SUM, o, work, C10DI_SCATTER, root, "scatter");
+    return scatter_like(pg, out, ins, NULL, C10D_SUM, o, work, C10DC_SCATTER, root, "scatter");
 }
 
 c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *in,
@@ -337,24 +339,24 @@ c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out, const c10d_ten
     if (n > 0 && in->data == out->data)
         return c10di_error(C10D_EINVAL, "%s: in and out must be different buffers", fn);
     c10di_coll c;
-    init_coll(&c, C10DI_ALL_TO_ALL, in->dtype, (size_t)n);
+    init_coll(&c, C10DC_ALL_TO_ALL, in->dtype, (size_t)n);
     c.in = in->data;
     c.out = out->data;
     return dispatch(pg, &c, n, o, work);
 }
 
 static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
-                       const c10d_coll_opts *o, c10d_work **work, c10di_kind kind)
+                       const c10d_coll_opts *o, c10d_work **work, c10dc_kind kind)
 {
     int64_t n;
     c10d_status st;
-    const char *fn = kind == C10DI_SEND ? "send" : "recv";
+    const char *fn = kind == C10DC_SEND ? "send" : "recv";
     if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, t, fn, "t", &n)) ||
-        (st = check_root(pg, peer, fn, kind == C10DI_SEND ? "dst" : "src")))
+        (st = check_root(pg, peer, fn, kind == C10DC_SEND ? "dst" : "src")))
         return st;
     if (peer == pg->rank)
         return c10di_error(C10D_EINVAL, "%s: rank %d cannot %s itself", fn, peer,
-                           kind == C10DI_SEND ? "send to" : "receive from");
+                           kind == C10DC_SEND ? "send to" : "receive from");
     c10di_coll c;
     init_coll(&c, kind, t->dtype, (size_t)n);
     c.buf = t->data;
@@ -366,13 +368,13 @@ static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
 c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
                       const c10d_coll_opts *o, c10d_work **work)
 {
-    return p2p(pg, t, dst, tag, o, work, C10DI_SEND);
+    return p2p(pg, t, dst, tag, o, work, C10DC_SEND);
 }
 
 c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag, const c10d_coll_opts *o,
                       c10d_work **work)
 {
-    return p2p(pg, t, src, tag, o, work, C10DI_RECV);
+    return p2p(pg, t, src, tag, o, work, C10DC_RECV);
 }
 
 c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work)
@@ -381,6 +383,6 @@ c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work)
     if ((st = check_pg(pg, "barrier")))
         return st;
     c10di_coll c;
-    init_coll(&c, C10DI_BARRIER, C10D_UINT8, 0);
+    init_coll(&c, C10DC_BARRIER, C10D_UINT8, 0);
     return dispatch(pg, &c, 0, o, work);
 }

@@ -4,6 +4,8 @@
  * debugging hangs, not for every step. */
 #include "pg_internal.h"
 
+#include "c10d_time.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,20 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
         return c10di_error(C10D_EINVAL, "monitored_barrier: NULL process group");
     if (timeout_ms <= 0)
         timeout_ms = pg->timeout_ms;
+    /* It is a collective of the group: numbered and verified like one. */
+    c10di_coll c;
+    memset(&c, 0, sizeof c);
+    c.kind = C10DC_MONITORED_BARRIER;
+    c.seq = ++pg->seq;
+    c.fp = (c10dc_fp){C10DC_MONITORED_BARRIER, 0, 0, C10DC_NO_ROOT, C10DC_NO_OP};
+    c.timeout_ms = timeout_ms;
+    c.deadline_ms = c10d_now_ms() + timeout_ms;
+    snprintf(c.what, sizeof c.what, "#%llu MONITORED_BARRIER", (unsigned long long)c.seq);
+    c10d_status vst = c10di_pg_check(pg, &c, -1);
+    if (vst == C10D_OK)
+        vst = c10di_verify_enter(pg, &c);
+    if (vst != C10D_OK)
+        return vst;
     char prefix[512];
     snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/%llu/%s/%d/", pg->w->job,
              (unsigned long long)pg->w->generation, pg->name, ++pg->monitored);
@@ -80,5 +96,7 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
         return st;
     st = pg->rank == 0 ? rank0(pg, s, timeout_ms, wait_all_ranks) : other(pg, s, timeout_ms);
     c10d_store_close(s);
+    if (st == C10D_OK)
+        pg->completed = c.seq;
     return st;
 }

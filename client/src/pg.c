@@ -18,6 +18,7 @@ void c10di_world_unref(c10di_world *w)
     if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
     c10di_watch_stop(w);
+    c10di_verify_stop(w);
     for (int i = 0; w->lost && i < w->size; i++) {
         free(w->lost[i]);
         free(w->lost_seqs[i]);
@@ -25,6 +26,8 @@ void c10di_world_unref(c10di_world *w)
     free(w->lost);
     free(w->lost_seqs);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->rmu);
+    pthread_cond_destroy(&w->rcv);
     c10di_conn_unref(w->conn);
     free(w);
 }
@@ -106,7 +109,7 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     }
     if (world) {
         w->generation = rep->group_join->generation;
-        if ((st = c10di_watch_start(w)) != C10D_OK) {
+        if ((st = c10di_watch_start(w)) != C10D_OK || (st = c10di_verify_start(w)) != C10D_OK) {
             c10dpb__reply__free_unpacked(rep, NULL);
             return st;
         }
@@ -156,11 +159,16 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->size = size;
     w->timeout_ms = timeout > 0 ? timeout : DEFAULT_TIMEOUT_MS;
     snprintf(w->activity, sizeof w->activity, "in c10d_init");
+    w->verify = c10di_verify_mode(opts.verify);
+    pthread_mutex_init(&w->rmu, NULL);
+    pthread_cond_init(&w->rcv, NULL);
     const char *token = getenv("C10D_TOKEN");
     if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, w->timeout_ms)) != C10D_OK) {
         free(w->lost);
         free(w->lost_seqs);
         pthread_mutex_destroy(&w->mu);
+        pthread_mutex_destroy(&w->rmu);
+        pthread_cond_destroy(&w->rcv);
         free(w);
         return st;
     }
@@ -253,6 +261,7 @@ void c10d_destroy(c10d_pg *pg)
              pg->name, (unsigned long long)pg->seq);
     pthread_mutex_unlock(&w->mu);
     if (strcmp(pg->name, "world") == 0) {
+        c10di_verify_stop(w); /* flushes queued reports before we leave */
         atomic_store(&w->stopping, 1);
         char activity[sizeof w->activity];
         pthread_mutex_lock(&w->mu);

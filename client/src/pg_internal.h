@@ -7,30 +7,14 @@
 #ifndef C10DI_PG_INTERNAL_H
 #define C10DI_PG_INTERNAL_H
 
+#include "fingerprint.h"
 #include "internal.h"
 
 #include <pthread.h>
 
 /* --- one collective, as a backend sees it --- */
-typedef enum {
-    C10DI_ALL_REDUCE,
-    C10DI_BROADCAST,
-    C10DI_REDUCE,
-    C10DI_ALL_GATHER,     /* outs[i] <- rank i's in (flat variant too) */
-    C10DI_REDUCE_SCATTER, /* out <- reduction of every rank's ins[rank] */
-    C10DI_ALL_TO_ALL,
-    C10DI_GATHER,
-    C10DI_SCATTER,
-    C10DI_SEND,
-    C10DI_RECV,
-    C10DI_BARRIER,
-    C10DI_KIND_COUNT
-} c10di_kind;
-
-extern const char *const c10di_kind_names[C10DI_KIND_COUNT];
-
 typedef struct c10di_coll {
-    c10di_kind kind;
+    c10dc_kind kind; /* C10DC_ALL_REDUCE ... (common/fingerprint.h) */
     c10d_dtype dtype;
     c10d_reduce_op op;
     size_t count; /* elements in t / in / out (one rank's block) */
@@ -42,7 +26,9 @@ typedef struct c10di_coll {
     const void **ins;
     int root; /* broadcast, reduce, gather, scatter: group rank; send/recv: peer */
     int tag;
-    uint64_t seq;
+    uint64_t seq;        /* collectives: the group's; send/recv: their own count */
+    c10dc_fp fp;         /* what is verified across ranks */
+    int timeout_ms;
     int64_t deadline_ms; /* monotonic */
     char what[160];      /* "#5 ALL_REDUCE float32[4] SUM" for messages */
 } c10di_coll;
@@ -85,6 +71,16 @@ typedef struct c10di_world {
     char **lost_seqs;         /* per global rank that left: its final_seqs (mu) */
     char final_seqs[2048];    /* ",name=seq," of this rank's destroyed groups (mu) */
     char activity[200];       /* what this rank is doing, for peers' reports (mu) */
+    struct c10di_alert *alerts; /* groups found desynchronised or stalled (mu) */
+
+    /* verification (verify.c) */
+    c10d_verify verify;
+    pthread_t reporter;
+    int reporter_on;
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    struct c10di_pending *pending; /* ASYNC entries not yet sent (rmu) */
+    size_t n_pending, cap_pending;
 } c10di_world;
 
 typedef struct c10di_lane c10di_lane;
@@ -97,7 +93,9 @@ struct c10d_pg {
     int timeout_ms;
     const c10di_backend_ops *be;
     void *be_state;
-    uint64_t seq; /* collectives issued on this group */
+    uint64_t seq;       /* collectives issued on this group */
+    uint64_t completed; /* the last of them that completed */
+    uint64_t p2p_seq;   /* send/recv, counted apart: only two ranks take part */
     int groups_made; /* names subgroups: every member counts new_group calls alike */
     int monitored;   /* monitored barriers so far: names their keys */
     c10di_lane *lane;
@@ -117,6 +115,21 @@ void c10di_set_activity(c10di_world *w, const char *fmt, ...) __attribute__((for
  * gone) / C10D_ETIMEDOUT (past c's deadline), with the message set.
  * `waiting_for` (a group rank or -1) is named in a timeout. */
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for);
+
+/* verify.c: collective-sequence verification */
+typedef struct c10di_alert {
+    struct c10di_alert *next;
+    char group[32];
+    c10d_status status;
+    char *report;
+} c10di_alert;
+c10d_verify c10di_verify_mode(c10d_verify asked);
+c10d_status c10di_verify_start(c10di_world *w);
+void c10di_verify_stop(c10di_world *w);
+/* Before c runs: SYNC asks the coordinator and waits for every member;
+ * ASYNC queues a report; OFF does nothing. */
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c);
+void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report);
 
 /* coll.c: the lane that runs a group's operations in order */
 c10d_status c10di_lane_start(c10d_pg *pg);

@@ -94,6 +94,10 @@ static void *watch_main(void *arg)
             known = rep->watch->version;
             for (size_t i = 0; i < rep->watch->n_lost; i++)
                 record_lost(w, rep->watch->lost[i]);
+            for (size_t i = 0; i < rep->watch->n_alerts; i++)
+                c10di_record_alert(w, rep->watch->alerts[i]->group,
+                                   (c10d_status)rep->watch->alerts[i]->status,
+                                   rep->watch->alerts[i]->report);
         }
         c10dpb__reply__free_unpacked(rep, NULL);
     }
@@ -132,7 +136,13 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
     c10di_world *w = pg->w;
     if (atomic_load(&w->lost_version)) {
         char msg[1024] = "";
+        c10d_status st = C10D_EPEERLOST;
         pthread_mutex_lock(&w->mu);
+        for (c10di_alert *a = w->alerts; a && !msg[0]; a = a->next)
+            if (strcmp(a->group, pg->name) == 0) {
+                snprintf(msg, sizeof msg, "%s", a->report);
+                st = a->status;
+            }
         for (int i = 0; i < pg->size && !msg[0]; i++) {
             int g = pg->ranks[i];
             if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq)))
@@ -140,7 +150,7 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
         }
         pthread_mutex_unlock(&w->mu);
         if (msg[0])
-            return c10di_error(C10D_EPEERLOST, "%s of group %s (rank %d) failed: %s",
+            return c10di_error(st, "%s of group %s (rank %d) failed: %s",
                                c ? c->what : "setup", pg->name, pg->rank, msg);
     }
     if (c && c10d_now_ms() > c->deadline_ms) {

@@ -26,7 +26,14 @@ c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
         return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
                            "failure: %s", c->what, pg->name, pg->broken_msg);
     c10di_set_activity(pg->w, "in collective %s of group %s", c->what, pg->name);
-    c10d_status st = pg->be->run(pg, pg->be_state, c);
+    /* A finding from the coordinator (ASYNC) fails every later call. */
+    c10d_status st = c10di_pg_check(pg, c, -1);
+    if (st == C10D_OK)
+        st = c10di_verify_enter(pg, c);
+    if (st == C10D_OK)
+        st = pg->be->run(pg, pg->be_state, c);
+    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV)
+        pg->completed = c->seq;
     if (st != C10D_OK && st != C10D_EINVAL) {
         /* The links may hold half a message: nothing after this is safe. */
         pg->broken = st;

@@ -336,18 +336,19 @@ c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c)
 c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c)
 {
     switch (c->kind) {
-    case C10DI_ALL_REDUCE: return all_reduce_on(h, c, c->buf);
-    case C10DI_BROADCAST: return broadcast(h, c);
-    case C10DI_REDUCE: return reduce(h, c);
-    case C10DI_ALL_GATHER: return all_gather(h, c);
-    case C10DI_REDUCE_SCATTER: return reduce_scatter(h, c);
-    case C10DI_ALL_TO_ALL: return all_to_all(h, c);
-    case C10DI_GATHER: return gather(h, c);
-    case C10DI_SCATTER: return scatter(h, c);
-    case C10DI_SEND: return c10di_host_send(h, c);
-    case C10DI_RECV: return c10di_host_recv(h, c);
-    case C10DI_BARRIER: return c10di_host_barrier(h, c);
-    case C10DI_KIND_COUNT: break;
+    case C10DC_ALL_REDUCE: return all_reduce_on(h, c, c->buf);
+    case C10DC_BROADCAST: return broadcast(h, c);
+    case C10DC_REDUCE: return reduce(h, c);
+    case C10DC_ALL_GATHER: return all_gather(h, c);
+    case C10DC_REDUCE_SCATTER: return reduce_scatter(h, c);
+    case C10DC_ALL_TO_ALL: return all_to_all(h, c);
+    case C10DC_GATHER: return gather(h, c);
+    case C10DC_SCATTER: return scatter(h, c);
+    case C10DC_SEND: return c10di_host_send(h, c);
+    case C10DC_RECV: return c10di_host_recv(h, c);
+    case C10DC_BARRIER: return c10di_host_barrier(h, c);
+    case C10DC_MONITORED_BARRIER: /* runs through the store, not here */
+    case C10DC_KIND_COUNT: break;
     }
     return c10di_error(C10D_EINVAL, "unknown collective %d", (int)c->kind);
 }

@@ -1,0 +1,237 @@
+/* Collective-sequence verification, the rank's side. Every collective
+ * (not send/recv) is reported to the coordinator with its group, sequence
+ * number and fingerprint before it runs:
+ *
+ * - SYNC: one round trip; the coordinator answers once every member entered
+ *   the same seq with the same fingerprint, or says why the collective can
+ *   never run (a desync, a member lost, a stall). Nothing reaches the data
+ *   plane before that, so a mismatch cannot hang it.
+ * - ASYNC: the entry is queued and a reporter thread sends the queue in
+ *   batches (about every millisecond); findings come back on the liveness
+ *   watch and fail the collective this rank is blocked in, and every later
+ *   one, with the coordinator's report.
+ * - OFF: sequence numbers are still counted, nothing is sent. */
+#include "pg_internal.h"
+
+#include "c10d_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define FLUSH_INTERVAL_US 1000
+
+typedef struct c10di_pending {
+    char group[32];
+    c10dc_fp fp;
+    uint64_t seq, completed;
+    int timeout_ms;
+} c10di_pending;
+
+c10d_verify c10di_verify_mode(c10d_verify asked)
+{
+    if (asked != C10D_VERIFY_DEFAULT)
+        return asked;
+    const char *v = getenv("C10D_VERIFY");
+    if (v && !strcasecmp(v, "off"))
+        return C10D_VERIFY_OFF;
+    if (v && !strcasecmp(v, "async"))
+        return C10D_VERIFY_ASYNC;
+    return C10D_VERIFY_SYNC;
+}
+
+static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp *fp,
+                       uint64_t seq, uint64_t completed, int timeout_ms)
+{
+    c10dpb__coll_entry__init(en);
+    en->group = (char *)group;
+    en->seq = seq;
+    en->kind = fp->kind;
+    en->has_dtype = en->has_count = en->has_root = en->has_op = 1;
+    en->has_completed = en->has_timeout_ms = 1;
+    en->dtype = fp->dtype;
+    en->count = fp->count;
+    en->root = fp->root;
+    en->op = fp->op;
+    en->completed = completed;
+    en->timeout_ms = timeout_ms;
+}
+
+static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
+{
+    C10dpb__CollEntry *entries = calloc(n, sizeof *entries);
+    C10dpb__CollEntry **ptrs = calloc(n, sizeof *ptrs);
+    if (entries && ptrs) {
+        for (size_t i = 0; i < n; i++) {
+            fill_entry(&entries[i], p[i].group, &p[i].fp, p[i].seq, p[i].completed,
+                       p[i].timeout_ms);
+            ptrs[i] = &entries[i];
+        }
+        C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
+        m.job = w->job;
+        m.generation = w->generation;
+        m.rank = w->rank;
+        m.n_entries = n;
+        m.entries = ptrs;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+        req.coll_report = &m;
+        C10dpb__Reply *rep = NULL;
+        /* A failure here is a coordinator that is down: the entries are
+         * lost to verification, not to the job. */
+        if (c10di_call(w->conn, &req, 0, 5000, &rep) == C10D_OK)
+            c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    free(entries);
+    free(ptrs);
+}
+
+static void *reporter_main(void *arg)
+{
+    c10di_world *w = arg;
+    c10di_pending *batch = NULL;
+    size_t cap = 0;
+    pthread_mutex_lock(&w->rmu);
+    for (;;) {
+        while (!w->n_pending && !atomic_load(&w->stopping))
+            pthread_cond_wait(&w->rcv, &w->rmu);
+        if (!w->n_pending)
+            break;
+        /* Take the whole queue; send it without holding the lock. */
+        c10di_pending *p = w->pending;
+        size_t n = w->n_pending, pcap = w->cap_pending;
+        w->pending = batch;
+        w->cap_pending = cap;
+        w->n_pending = 0;
+        pthread_mutex_unlock(&w->rmu);
+        send_batch(w, p, n);
+        batch = p;
+        cap = pcap;
+        struct timespec ts = {0, FLUSH_INTERVAL_US * 1000};
+        nanosleep(&ts, NULL); /* let the next batch gather */
+        pthread_mutex_lock(&w->rmu);
+    }
+    pthread_mutex_unlock(&w->rmu);
+    free(batch);
+    return NULL;
+}
+
+c10d_status c10di_verify_start(c10di_world *w)
+{
+    if (w->verify != C10D_VERIFY_ASYNC)
+        return C10D_OK;
+    if (pthread_create(&w->reporter, NULL, reporter_main, w) != 0)
+        return c10di_error(C10D_ENOMEM, "cannot start the verification reporter thread");
+    w->reporter_on = 1;
+    return C10D_OK;
+}
+
+void c10di_verify_stop(c10di_world *w)
+{
+    if (w->reporter_on) {
+        pthread_mutex_lock(&w->rmu);
+        atomic_store(&w->stopping, 1);
+        pthread_cond_signal(&w->rcv);
+        pthread_mutex_unlock(&w->rmu);
+        pthread_join(w->reporter, NULL); /* sends what was queued first */
+        w->reporter_on = 0;
+    }
+    free(w->pending);
+    w->pending = NULL;
+    for (c10di_alert *a = w->alerts, *n; a; a = n) {
+        n = a->next;
+        free(a->report);
+        free(a);
+    }
+    w->alerts = NULL;
+}
+
+void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report)
+{
+    pthread_mutex_lock(&w->mu);
+    for (c10di_alert *a = w->alerts; a; a = a->next)
+        if (strcmp(a->group, group) == 0) {
+            pthread_mutex_unlock(&w->mu);
+            return; /* sticky: the first finding stands */
+        }
+    c10di_alert *a = calloc(1, sizeof *a);
+    if (a && (a->report = strdup(report ? report : ""))) {
+        snprintf(a->group, sizeof a->group, "%s", group);
+        a->status = st;
+        a->next = w->alerts;
+        w->alerts = a;
+        atomic_fetch_add(&w->lost_version, 1);
+    } else {
+        free(a);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
+{
+    c10di_world *w = pg->w;
+    C10dpb__CollEntry en;
+    C10dpb__CollEntry *ptr = &en;
+    fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms);
+    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
+    m.job = w->job;
+    m.generation = w->generation;
+    m.rank = w->rank;
+    m.n_entries = 1;
+    m.entries = &ptr;
+    m.has_sync = 1;
+    m.sync = wait != 0;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+    req.coll_report = &m;
+    C10dpb__Reply *rep = NULL;
+    int64_t left = c->deadline_ms - c10d_now_ms();
+    c10d_status st = c10di_call(w->conn, &req, left > 0 ? (int)left : 1, 30000, &rep);
+    if (st == C10D_OK) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return C10D_OK;
+    }
+    if (st == C10D_EDESYNC || st == C10D_EPEERLOST || st == C10D_ETIMEDOUT) {
+        char report[1024];
+        snprintf(report, sizeof report, "%s", c10d_errmsg());
+        c10di_record_alert(w, pg->name, st, report);
+        return c10di_error(st, "%s of group %s (rank %d) did not run: %s", c->what, pg->name,
+                           pg->rank, report);
+    }
+    return st;
+}
+
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+{
+    c10di_world *w = pg->w;
+    if (w->verify == C10D_VERIFY_OFF || c->kind == C10DC_SEND || c->kind == C10DC_RECV)
+        return C10D_OK;
+    /* A monitored barrier reports without waiting: it must itself name
+     * the ranks that do not arrive. */
+    if (w->verify == C10D_VERIFY_SYNC)
+        return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
+    pthread_mutex_lock(&w->rmu);
+    if (w->n_pending == w->cap_pending) {
+        size_t cap = w->cap_pending ? w->cap_pending * 2 : 256;
+        c10di_pending *np = realloc(w->pending, cap * sizeof *np);
+        if (!np) {
+            pthread_mutex_unlock(&w->rmu);
+            return C10D_OK; /* unverified, not failed */
+        }
+        w->pending = np;
+        w->cap_pending = cap;
+    }
+    c10di_pending *p = &w->pending[w->n_pending++];
+    memcpy(p->group, pg->name, sizeof p->group);
+    p->fp = c->fp;
+    p->seq = c->seq;
+    p->completed = pg->completed;
+    p->timeout_ms = c->timeout_ms;
+    int first = w->n_pending == 1;
+    pthread_mutex_unlock(&w->rmu);
+    if (first)
+        pthread_cond_signal(&w->rcv);
+    return C10D_OK;
+}

@@ -1,0 +1,440 @@
+/* Verification on the wire: coll_report (a rank entering collectives) and
+ * coll_status (what c10d-ctl desync shows), and the hooks liveness and the
+ * watch use.
+ *
+ * SYNC: the report of one entry is parked on (group, seq) until every
+ * member has entered that seq; it is answered OK, or with the reason the
+ * collective cannot run: a desync (fingerprints differ), a member dead or
+ * gone before that seq, or a stall past the collective's timeout. ASYNC:
+ * reports are answered at once; a finding reaches every rank through its
+ * parked watch (GroupAlert). Either way a finding is sticky for the group. */
+#include "engine.h"
+#include "verify.h"
+
+#include "c10d_time.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void coll_key(char *buf, size_t cap, const c10ds_vgroup *g, uint64_t seq)
+{
+    snprintf(buf, cap, "\x01coll:%s:%llu:%s:%llu", g->job, (unsigned long long)g->gen, g->name,
+             (unsigned long long)seq);
+}
+
+static void vgroup_free(c10ds_vgroup *g)
+{
+    free(g->ranks);
+    free(g->index_of);
+    free(g->entered);
+    free(g->completed);
+    free(g->entered_ms);
+    free(g->last);
+    free(g->win);
+    free(g);
+}
+
+void c10ds_verify_fini(c10ds_verify *v)
+{
+    for (c10ds_vgroup *g = v->groups, *n; g; g = n) {
+        n = g->next;
+        vgroup_free(g);
+    }
+    v->groups = NULL;
+}
+
+/* The group's state, loaded from the groups table the first time. */
+static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, const char *name)
+{
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+        if (g->gen == gen && strcmp(g->name, name) == 0 && strcmp(g->job, job) == 0)
+            return g;
+    c10ds_group grp = {0};
+    c10ds_job jb;
+    if (c10ds_groups_group(&e->groups, job, gen, name, &grp) != 1)
+        return NULL;
+    if (c10ds_groups_job(&e->groups, job, &jb) != 1 || !grp.formed) {
+        c10ds_groups_group_free(&grp);
+        return NULL;
+    }
+    c10ds_vgroup *g = calloc(1, sizeof *g);
+    int n = grp.size, w = jb.world_size;
+    if (g) {
+        g->ranks = calloc((size_t)n, sizeof *g->ranks);
+        g->index_of = malloc((size_t)w * sizeof *g->index_of);
+        g->entered = calloc((size_t)n, sizeof *g->entered);
+        g->completed = calloc((size_t)n, sizeof *g->completed);
+        g->entered_ms = calloc((size_t)n, sizeof *g->entered_ms);
+        g->last = calloc((size_t)n, sizeof *g->last);
+        g->win = calloc(C10DS_VERIFY_WINDOW, sizeof *g->win);
+    }
+    if (!g || !g->ranks || !g->index_of || !g->entered || !g->completed || !g->entered_ms ||
+        !g->last || !g->win) {
+        if (g)
+            vgroup_free(g);
+        c10ds_groups_group_free(&grp);
+        return NULL;
+    }
+    snprintf(g->job, sizeof g->job, "%s", job);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->gen = gen;
+    g->size = n;
+    g->world = w;
+    for (int i = 0; i < w; i++)
+        g->index_of[i] = -1;
+    const char *t = grp.ranks;
+    for (int i = 0; i < n; i++) {
+        g->ranks[i] = (int)strtol(t, (char **)&t, 10);
+        if (*t == ',')
+            t++;
+        if (g->ranks[i] >= 0 && g->ranks[i] < w)
+            g->index_of[g->ranks[i]] = i;
+        g->last[i].kind = C10DC_KIND_COUNT;
+    }
+    c10ds_groups_group_free(&grp);
+    g->next = e->verify.groups;
+    e->verify.groups = g;
+    return g;
+}
+
+/* "rank 1" in the world; "rank 1 (global 3)" in a subgroup. */
+static const char *who(const c10ds_vgroup *g, int idx, char *buf, size_t cap)
+{
+    if (g->ranks[idx] == idx)
+        snprintf(buf, cap, "rank %d", idx);
+    else
+        snprintf(buf, cap, "rank %d (global %d)", idx, g->ranks[idx]);
+    return buf;
+}
+
+/* Wakes every SYNC report parked on a pending seq of g. */
+static void wake_pending(c10ds_engine *e, const c10ds_vgroup *g)
+{
+    char key[512];
+    for (int i = 0; i < C10DS_VERIFY_WINDOW; i++)
+        if (g->win[i].seq && g->win[i].count < g->size) {
+            coll_key(key, sizeof key, g, g->win[i].seq);
+            c10ds_waiters_touch(e->waiters, key);
+        }
+}
+
+/* Records a finding: sticky for the group, written once, told to all. */
+static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
+                    const char *report)
+{
+    if (g->status)
+        return;
+    g->status = status;
+    snprintf(g->report, sizeof g->report, "%s", report);
+    c10ds_warn("job %s generation %llu: %s", g->job, (unsigned long long)g->gen, report);
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_FINDING_PUT);
+    sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+    sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
+    sqlite3_bind_int(s, 5, status);
+    sqlite3_bind_text(s, 6, report, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, c10d_wall_ms());
+    sqlite3_step(s);
+    sqlite3_reset(s);
+    c10ds_groups_bump(e, g->job, g->gen); /* ASYNC ranks learn it from their watch */
+    wake_pending(e, g);
+}
+
+static void desync(c10ds_engine *e, c10ds_vgroup *g, const c10ds_vslot *slot, int idx,
+                   const c10dc_fp *fp, const char *field)
+{
+    char a[64], b[64], fa[160], fb[160], report[1024];
+    snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
+             "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)slot->seq,
+             who(g, slot->first, a, sizeof a), c10dc_fp_format(&slot->fp, fa, sizeof fa),
+             who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
+    finding(e, g, slot->seq, C10D_EDESYNC, report);
+}
+
+/* Who is where: "rank 0 in #6 ALL_REDUCE float32[2] SUM for 5.0 s; rank 1
+ * completed #5 ...". */
+static void progress(const c10ds_vgroup *g, char *buf, size_t cap)
+{
+    size_t off = 0;
+    int64_t now = c10d_wall_ms();
+    for (int i = 0; i < g->size && off + 64 < cap; i++) {
+        char w[64], f[160];
+        if (i == 24) {
+            snprintf(buf + off, cap - off, "; and %d more ranks", g->size - 24);
+            return;
+        }
+        if (!g->entered[i])
+            off += (size_t)snprintf(buf + off, cap - off, "%s%s has entered no collective",
+                                    i ? "; " : "", who(g, i, w, sizeof w));
+        else if (g->completed[i] >= g->entered[i])
+            off += (size_t)snprintf(buf + off, cap - off, "%s%s completed #%llu and has entered "
+                                    "nothing since (%.1f s)", i ? "; " : "",
+                                    who(g, i, w, sizeof w),
+                                    (unsigned long long)g->completed[i],
+                                    (now - g->entered_ms[i]) / 1000.0);
+        else
+            off += (size_t)snprintf(buf + off, cap - off, "%s%s in #%llu %s for %.1f s",
+                                    i ? "; " : "", who(g, i, w, sizeof w),
+                                    (unsigned long long)g->entered[i],
+                                    c10dc_fp_format(&g->last[i], f, sizeof f),
+                                    (now - g->entered_ms[i]) / 1000.0);
+    }
+}
+
+static void stall(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq)
+{
+    char where[768], report[1024];
+    progress(g, where, sizeof where);
+    snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s",
+             g->name, g->job, (unsigned long long)seq, where);
+    finding(e, g, seq, C10D_ETIMEDOUT, report);
+}
+
+/* A member that died, or left before entering seq, means seq can never
+ * complete. Returns 1 after recording the finding. */
+static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter)
+{
+    size_t n;
+    C10dpb__MemberInfo **lost = c10ds_groups_lost(e, g->job, g->gen, &n);
+    int found = 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        C10dpb__MemberInfo *m = lost[i];
+        int idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
+        if (idx < 0 || g->entered[idx] >= seq)
+            continue;
+        char a[64], b[64], f[160], when[96], report[1024];
+        int left = m->state && strcmp(m->state, "left") == 0;
+        if (g->entered[idx])
+            snprintf(when, sizeof when, "after collective #%llu",
+                     (unsigned long long)g->entered[idx]);
+        else
+            snprintf(when, sizeof when, "before its first collective");
+        snprintf(report, sizeof report, "%s (host %s, pid %d) %s %s of group %s (job %s): %s; "
+                 "%s waits in #%llu %s", who(g, idx, a, sizeof a), m->host, m->pid,
+                 left ? "left" : "died", when, g->name, g->job, m->reason ? m->reason : "",
+                 who(g, waiter, b, sizeof b), (unsigned long long)seq,
+                 c10dc_fp_format(&g->last[waiter], f, sizeof f));
+        finding(e, g, seq, C10D_EPEERLOST, report);
+        found = 1;
+    }
+    c10ds_groups_lost_free(lost, n);
+    return found;
+}
+
+/* Counts one entry. Returns its slot, or NULL when seq fell out of the
+ * window (long verified). */
+static c10ds_vslot *enter(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
+{
+    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
+    c10ds_vslot *slot = &g->win[en->seq % C10DS_VERIFY_WINDOW];
+    if (en->completed > g->completed[idx])
+        g->completed[idx] = en->completed;
+    if (en->timeout_ms > g->timeout_ms)
+        g->timeout_ms = en->timeout_ms;
+    if (slot->seq > en->seq)
+        return NULL;
+    if (g->entered[idx] >= en->seq) /* a resend: counted already */
+        return slot->seq == en->seq ? slot : NULL;
+    if (slot->seq != en->seq) {
+        /* A window slot still pending from seq - WINDOW: its missing ranks
+         * are over a thousand collectives behind; the stall sweep names
+         * them. The slot is reused for the newer seq. */
+        slot->seq = en->seq;
+        slot->fp = fp;
+        slot->first = idx;
+        slot->count = 0;
+        slot->first_ms = c10d_now_ms();
+    } else if (!g->status) {
+        const char *field = c10dc_fp_diff(&slot->fp, &fp);
+        if (field)
+            desync(e, g, slot, idx, &fp, field);
+    }
+    slot->count++;
+    g->entered[idx] = en->seq;
+    g->entered_ms[idx] = c10d_wall_ms();
+    g->last[idx] = fp;
+    if (slot->count == g->size) {
+        char key[512];
+        coll_key(key, sizeof key, g, en->seq);
+        c10ds_waiters_touch(e->waiters, key);
+    }
+    return slot;
+}
+
+static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__CollReport *m = r->pb->coll_report;
+    if (m->n_entries == 0) {
+        C10dpb__Reply rep = C10DPB__REPLY__INIT;
+        return c10ds_reply(r, &rep);
+    }
+    C10dpb__CollEntry *first = m->entries[0];
+    c10ds_vgroup *g = NULL;
+    if (ph == C10DS_FIRST) {
+        for (size_t i = 0; i < m->n_entries; i++) {
+            C10dpb__CollEntry *en = m->entries[i];
+            if (!g || strcmp(g->name, en->group) != 0)
+                g = find_group(e, m->job, m->generation, en->group);
+            if (!g)
+                return c10ds_fail(r, C10D_ENOTFOUND, "no formed group %s in job %s generation "
+                                  "%llu", en->group, m->job, (unsigned long long)m->generation);
+            int idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
+            if (idx < 0)
+                return c10ds_fail(r, C10D_EINVAL, "rank %d is not a member of group %s", m->rank,
+                                  en->group);
+            enter(e, g, idx, en);
+        }
+        if (!m->sync) {
+            C10dpb__Reply rep = C10DPB__REPLY__INIT;
+            return c10ds_reply(r, &rep);
+        }
+    }
+    g = find_group(e, m->job, m->generation, first->group);
+    if (!g)
+        return c10ds_fail(r, C10D_ENOTFOUND, "group %s vanished", first->group);
+    int idx = g->index_of[m->rank];
+    const c10ds_vslot *slot = &g->win[first->seq % C10DS_VERIFY_WINDOW];
+    if (!g->status && slot->seq == first->seq && slot->count == g->size) {
+        C10dpb__Reply rep = C10DPB__REPLY__INIT;
+        return c10ds_reply(r, &rep);
+    }
+    if (!g->status && slot->seq > first->seq) { /* long since complete */
+        C10dpb__Reply rep = C10DPB__REPLY__INIT;
+        return c10ds_reply(r, &rep);
+    }
+    if (!g->status)
+        member_lost(e, g, first->seq, idx);
+    if (!g->status && ph == C10DS_EXPIRED)
+        stall(e, g, first->seq);
+    if (g->status)
+        return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
+    char key[512];
+    coll_key(key, sizeof key, g, first->seq);
+    return c10ds_park(e, r, ph, key, first->timeout_ms > 0 ? first->timeout_ms : 600000);
+}
+
+static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__CollStatus *q = r->pb->coll_status;
+    C10dpb__CollStatusReply out = C10DPB__COLL_STATUS_REPLY__INIT;
+    size_t cap = 0;
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
+        if ((q->job && *q->job && strcmp(q->job, g->job)) ||
+            (q->group && *q->group && strcmp(q->group, g->name)))
+            continue;
+        c10ds_job jb;
+        if (c10ds_groups_job(&e->groups, g->job, &jb) != 1 || jb.generation != g->gen)
+            continue; /* an older generation */
+        if (out.n_groups == cap) {
+            cap = cap ? cap * 2 : 4;
+            C10dpb__GroupHealth **nv = realloc(out.groups, cap * sizeof *nv);
+            if (!nv)
+                break;
+            out.groups = nv;
+        }
+        C10dpb__GroupHealth *h = calloc(1, sizeof *h);
+        if (!h)
+            break;
+        c10dpb__group_health__init(h);
+        h->job = g->job;
+        h->group = g->name;
+        h->has_generation = h->has_size = h->has_status = 1;
+        h->generation = g->gen;
+        h->size = g->size;
+        h->status = g->status;
+        h->report = g->status ? g->report : NULL;
+        h->ranks = calloc((size_t)g->size, sizeof *h->ranks);
+        for (int i = 0; h->ranks && i < g->size; i++) {
+            C10dpb__RankProgress *p = calloc(1, sizeof *p);
+            char f[160];
+            if (!p)
+                break;
+            c10dpb__rank_progress__init(p);
+            p->rank = i;
+            p->has_global_rank = p->has_entered = p->has_completed = p->has_entered_ms = 1;
+            p->global_rank = g->ranks[i];
+            p->entered = g->entered[i];
+            p->completed = g->completed[i];
+            p->entered_ms = g->entered_ms[i];
+            p->last = g->entered[i] ? strdup(c10dc_fp_format(&g->last[i], f, sizeof f)) : NULL;
+            h->ranks[h->n_ranks++] = p;
+        }
+        out.groups[out.n_groups++] = h;
+    }
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_COLL_STATUS;
+    rep.coll_status = &out;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    for (size_t i = 0; i < out.n_groups; i++) {
+        for (size_t k = 0; k < out.groups[i]->n_ranks; k++) {
+            free(out.groups[i]->ranks[k]->last);
+            free(out.groups[i]->ranks[k]);
+        }
+        free(out.groups[i]->ranks);
+        free(out.groups[i]);
+    }
+    free(out.groups);
+    return o;
+}
+
+/* --- hooks --- */
+
+void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+        if (g->gen == gen && strcmp(g->job, job) == 0)
+            wake_pending(e, g);
+}
+
+void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
+                         C10dpb__GroupAlert ***out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
+        if (!g->status || g->gen != gen || strcmp(g->job, job) != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 4;
+            C10dpb__GroupAlert **nv = realloc(*out, cap * sizeof *nv);
+            if (!nv)
+                return;
+            *out = nv;
+        }
+        C10dpb__GroupAlert *a = calloc(1, sizeof *a);
+        if (!a)
+            return;
+        c10dpb__group_alert__init(a);
+        a->group = g->name;
+        a->status = g->status;
+        a->report = g->report;
+        (*out)[(*n)++] = a;
+    }
+}
+
+/* ASYNC has nobody parked to time out: look for seqs pending too long. */
+void c10ds_verify_sweep(c10ds_engine *e)
+{
+    int64_t now = c10d_now_ms();
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
+        if (g->status || g->timeout_ms <= 0)
+            continue;
+        for (int i = 0; i < C10DS_VERIFY_WINDOW; i++) {
+            const c10ds_vslot *s = &g->win[i];
+            if (s->seq && s->count < g->size && now - s->first_ms > g->timeout_ms) {
+                stall(e, g, s->seq);
+                break;
+            }
+        }
+    }
+}
+
+const c10ds_op c10ds_verify_ops[] = {
+    {C10DPB__REQUEST__OP_COLL_REPORT, "coll_report", op_coll_report, 0},
+    {C10DPB__REQUEST__OP_COLL_STATUS, "coll_status", op_coll_status, 0},
+    {0, NULL, NULL, 0},
+};

@@ -118,6 +118,9 @@ void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t 
 void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
                          C10dpb__GroupAlert ***out, size_t *n);
 void c10ds_verify_sweep(c10ds_engine *e);
+/* A heartbeat's ",group=seq," of completed collectives. */
+void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int rank,
+                           const char *completed);
 
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);

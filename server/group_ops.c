@@ -504,6 +504,8 @@ static c10ds_outcome op_watch(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s generation "
                               "%llu", m->rank, m->job, (unsigned long long)m->generation);
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
+        if (m->completed)
+            c10ds_verify_progress(e, m->job, m->generation, m->rank, m->completed);
         if (job.version <= m->known_version && m->wait_ms > 0) {
             char key[512];
             watch_key(key, sizeof key, m->job, m->generation);

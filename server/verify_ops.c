@@ -416,6 +416,29 @@ void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
     }
 }
 
+void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int rank,
+                           const char *completed)
+{
+    for (const char *p = completed; p && *p;) {
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!eq || (end && end < eq))
+            break;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - p) < 63 ? (int)(eq - p) : 63, p);
+        uint64_t seq = strtoull(eq + 1, NULL, 10);
+        for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+            if (g->gen == gen && !strcmp(g->name, name) && !strcmp(g->job, job) && rank >= 0 &&
+                rank < g->world && g->index_of[rank] >= 0 &&
+                seq > g->completed[g->index_of[rank]])
+                g->completed[g->index_of[rank]] = seq;
+        p = end ? end + 1 : NULL;
+    }
+}
+
 /* ASYNC has nobody parked to time out: look for seqs pending too long. */
 void c10ds_verify_sweep(c10ds_engine *e)
 {

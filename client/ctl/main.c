@@ -1,6 +1,7 @@
 /* c10d-ctl: the operator's CLI. A client of the coordinator through
  * libc10dclient, like any rank. Text for people, --json for scripts, and
  * exit codes that say what happened. */
+#include "desync.h"
 #include "json.h"
 
 #include <c10d/c10d.h>
@@ -35,6 +36,10 @@ static const char usage[] =
     "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
     "  del KEY             delete KEY\n"
     "  add KEY N           add the integer N to KEY (creating it at 0); print the result\n"
+    "  desync [--job J] [--group G]\n"
+    "                      collective-sequence health: per group the collective each\n"
+    "                      rank entered and completed, who is behind, the finding\n"
+    "                      (desync, lost rank, stall) and dead ranks; exit 7 if unhealthy\n"
     "\n"
     "Options:\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
@@ -49,7 +54,7 @@ static const char usage[] =
     "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret).\n"
     "\n"
     "Exit status: 0 success; 1 other error; 2 bad usage; 3 no such key;\n"
-    "4 coordinator unreachable; 5 timed out; 6 not authorized.\n";
+    "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
 
 static int json_out;
 
@@ -419,7 +424,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return usage_error("%s", "no command given (status, keys, get, set, del, add)");
+        return usage_error("%s", "no command given (status, keys, get, set, del, add, desync)");
     const char *cmd = argv[optind++];
     int nargs = argc - optind;
     char **args = argv + optind;
@@ -427,7 +432,7 @@ int main(int argc, char **argv)
         const char *name;
         int min, max;
     } cmds[] = {{"status", 0, 0}, {"keys", 0, 1}, {"get", 1, 1},
-                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}};
+                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4}};
     size_t i;
     for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
@@ -455,8 +460,10 @@ int main(int argc, char **argv)
         rc = cmd_set(s, args[0], args[1]);
     else if (strcmp(cmd, "del") == 0)
         rc = cmd_del(s, args[0]);
-    else
+    else if (strcmp(cmd, "add") == 0)
         rc = cmd_add(s, args[0], args[1]);
+    else if ((rc = cmd_desync(s, nargs, args, json_out, &st)) < 0)
+        rc = fail_last(st);
     c10d_store_close(s);
     return rc;
 }

@@ -87,3 +87,66 @@ c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out,
     *n = nj;
     return C10D_OK;
 }
+
+typedef struct {
+    C10dpb__Reply *rep;
+    c10d_group_health groups[];
+} health_block;
+
+void c10d_health_free(c10d_group_health *groups, size_t n)
+{
+    if (!groups)
+        return;
+    health_block *b = (health_block *)((char *)groups - offsetof(health_block, groups));
+    for (size_t i = 0; i < n; i++)
+        free((void *)groups[i].ranks);
+    c10dpb__reply__free_unpacked(b->rep, NULL);
+    free(b);
+}
+
+c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
+                              c10d_group_health **out, size_t *n)
+{
+    if (!s || !out || !n)
+        return c10di_error(C10D_EINVAL, "c10d_store_health: store, groups and n must not be NULL");
+    C10dpb__CollStatus q = C10DPB__COLL_STATUS__INIT;
+    q.job = (char *)job;
+    q.group = (char *)group;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_COLL_STATUS;
+    req.coll_status = &q;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    if (st != C10D_OK)
+        return st;
+    if (rep->result_case != C10DPB__REPLY__RESULT_COLL_STATUS) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_EPROTO, "coll_status reply without groups");
+    }
+    size_t ng = rep->coll_status->n_groups;
+    health_block *b = calloc(1, sizeof *b + (ng ? ng : 1) * sizeof b->groups[0]);
+    if (!b) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    b->rep = rep;
+    for (size_t i = 0; i < ng; i++) {
+        const C10dpb__GroupHealth *h = rep->coll_status->groups[i];
+        c10d_group_health *o = &b->groups[i];
+        c10d_rank_progress *r = calloc(h->n_ranks ? h->n_ranks : 1, sizeof *r);
+        if (!r) {
+            c10d_health_free(b->groups, i);
+            return c10di_error(C10D_ENOMEM, "out of memory");
+        }
+        *o = (c10d_group_health){str(h->job), h->generation, str(h->group), h->size,
+                                 (c10d_status)h->status, str(h->report), h->n_ranks, r};
+        for (size_t k = 0; k < h->n_ranks; k++) {
+            const C10dpb__RankProgress *p = h->ranks[k];
+            r[k] = (c10d_rank_progress){p->rank, p->global_rank, p->entered, p->completed,
+                                        p->entered_ms, str(p->last)};
+        }
+    }
+    *out = b->groups;
+    *n = ng;
+    return C10D_OK;
+}

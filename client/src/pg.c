@@ -36,6 +36,13 @@ static void pg_free(c10d_pg *pg)
 {
     if (!pg)
         return;
+    pthread_mutex_lock(&pg->w->mu);
+    for (c10d_pg **pp = &pg->w->groups; *pp; pp = &(*pp)->next_in_world)
+        if (*pp == pg) {
+            *pp = pg->next_in_world;
+            break;
+        }
+    pthread_mutex_unlock(&pg->w->mu);
     c10di_lane_stop(pg);
     if (pg->be && pg->be_state)
         pg->be->close(pg->be_state);
@@ -60,6 +67,10 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
         pg->ranks[i] = ranks ? ranks[i] : i;
     pg->timeout_ms = w->timeout_ms;
     pg->be = &c10di_host_backend;
+    pthread_mutex_lock(&w->mu);
+    pg->next_in_world = w->groups;
+    w->groups = pg;
+    pthread_mutex_unlock(&w->mu);
     if (c10di_lane_start(pg) != C10D_OK) {
         pg_free(pg);
         return NULL;

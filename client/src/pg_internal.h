@@ -72,6 +72,7 @@ typedef struct c10di_world {
     char final_seqs[2048];    /* ",name=seq," of this rank's destroyed groups (mu) */
     char activity[200];       /* what this rank is doing, for peers' reports (mu) */
     struct c10di_alert *alerts; /* groups found desynchronised or stalled (mu) */
+    c10d_pg *groups;            /* live groups, for the heartbeat's progress (mu) */
 
     /* verification (verify.c) */
     c10d_verify verify;
@@ -94,7 +95,8 @@ struct c10d_pg {
     const c10di_backend_ops *be;
     void *be_state;
     uint64_t seq;       /* collectives issued on this group */
-    uint64_t completed; /* the last of them that completed */
+    atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
+    c10d_pg *next_in_world;          /* the world's live groups (w->mu) */
     uint64_t p2p_seq;   /* send/recv, counted apart: only two ranks take part */
     int groups_made; /* names subgroups: every member counts new_group calls alike */
     int monitored;   /* monitored barriers so far: names their keys */

@@ -65,9 +65,17 @@ static void *watch_main(void *arg)
     uint64_t known = 0;
     char last[sizeof w->activity] = "";
     while (!atomic_load(&w->stopping)) {
-        char activity[sizeof w->activity];
+        char activity[sizeof w->activity], completed[1024];
+        size_t off = 0;
         pthread_mutex_lock(&w->mu);
         memcpy(activity, w->activity, sizeof activity);
+        /* what each live group completed: a stall report can then say a
+         * rank finished #5 rather than that it is still in it */
+        completed[0] = '\0';
+        for (c10d_pg *g = w->groups; g && off + 48 < sizeof completed; g = g->next_in_world)
+            off += (size_t)snprintf(completed + off, sizeof completed - off, "%s%s=%llu,",
+                                    off ? "" : ",", g->name,
+                                    (unsigned long long)atomic_load(&g->completed));
         pthread_mutex_unlock(&w->mu);
         int busy = strcmp(activity, last) != 0;
         memcpy(last, activity, sizeof last);
@@ -79,6 +87,7 @@ static void *watch_main(void *arg)
         m.known_version = known;
         m.wait_ms = busy ? WATCH_BUSY_MS : WATCH_WAIT_MS;
         m.activity = activity;
+        m.completed = completed;
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_WATCH;
         req.watch = &m;

@@ -48,6 +48,35 @@ C10D_API c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_in
                                      size_t *n);
 C10D_API void c10d_jobs_free(c10d_job_info *jobs, size_t n);
 
+/* Collective-sequence verification, per group: how far each rank got,
+ * and the group's finding if any (a desync, a lost member, a stall). */
+typedef struct c10d_rank_progress {
+    int rank;           /* in the group */
+    int global_rank;
+    uint64_t entered;   /* highest collective number entered (0: none) */
+    uint64_t completed; /* highest reported completed */
+    int64_t entered_ms; /* wall clock of the last entry */
+    const char *last;   /* what it entered last: "ALL_REDUCE float32[2] SUM" ("" if none) */
+} c10d_rank_progress;
+
+typedef struct c10d_group_health {
+    const char *job;
+    uint64_t generation;
+    const char *group;
+    int size;
+    c10d_status status; /* C10D_OK, or C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT */
+    const char *report; /* the finding, "" when healthy */
+    size_t n_ranks;
+    const c10d_rank_progress *ranks;
+} c10d_group_health;
+
+/* Verification state of the current generation's groups (job and group
+ * NULL = all). Groups appear once a collective was verified on them. On
+ * success *groups (free with c10d_health_free) holds *n entries. */
+C10D_API c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
+                                       c10d_group_health **groups, size_t *n);
+C10D_API void c10d_health_free(c10d_group_health *groups, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

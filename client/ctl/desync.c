@@ -1,0 +1,115 @@
+/* c10d-ctl desync: per group, the highest collective each rank entered and
+ * completed, who lags, the finding (a desync with both calls side by side,
+ * a lost member, a stall), and the job's dead and departed ranks. Exit 0
+ * when healthy, EXIT_UNHEALTHY (7) when anything is wrong. */
+#include "desync.h"
+
+#include "json.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static void print_json(const c10d_group_health *g, size_t ng, const c10d_job_info *jobs,
+                       size_t nj, int healthy)
+{
+    printf("{\"ok\":true,\"healthy\":%s,\"groups\":[", healthy ? "true" : "false");
+    for (size_t i = 0; i < ng; i++) {
+        printf("%s{\"job\":", i ? "," : "");
+        json_string(stdout, g[i].job, strlen(g[i].job));
+        printf(",\"generation\":%" PRIu64 ",\"group\":", g[i].generation);
+        json_string(stdout, g[i].group, strlen(g[i].group));
+        printf(",\"size\":%d,\"status\":\"%s\",\"report\":", g[i].size,
+               c10d_status_name(g[i].status));
+        json_string(stdout, g[i].report, strlen(g[i].report));
+        printf(",\"ranks\":[");
+        for (size_t k = 0; k < g[i].n_ranks; k++) {
+            const c10d_rank_progress *r = &g[i].ranks[k];
+            printf("%s{\"rank\":%d,\"global_rank\":%d,\"entered\":%" PRIu64
+                   ",\"completed\":%" PRIu64 ",\"entered_ms\":%" PRId64 ",\"last\":",
+                   k ? "," : "", r->rank, r->global_rank, r->entered, r->completed,
+                   r->entered_ms);
+            json_string(stdout, r->last, strlen(r->last));
+            printf("}");
+        }
+        printf("]}");
+    }
+    printf("],\"lost\":[");
+    int first = 1;
+    for (size_t j = 0; j < nj; j++)
+        for (size_t k = 0; k < jobs[j].n_members; k++) {
+            const c10d_member_info *m = &jobs[j].members[k];
+            if (!strcmp(m->state, "alive"))
+                continue;
+            printf("%s{\"job\":", first ? "" : ",");
+            first = 0;
+            json_string(stdout, jobs[j].job, strlen(jobs[j].job));
+            printf(",\"rank\":%d,\"state\":\"%s\",\"reason\":", m->rank, m->state);
+            json_string(stdout, m->reason, strlen(m->reason));
+            printf("}");
+        }
+    printf("]}\n");
+}
+
+static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_info *jobs,
+                       size_t nj, int healthy)
+{
+    printf("%s\n", healthy ? "healthy" : "NOT HEALTHY");
+    for (size_t i = 0; i < ng; i++) {
+        uint64_t top = 0;
+        for (size_t k = 0; k < g[i].n_ranks; k++)
+            if (g[i].ranks[k].entered > top)
+                top = g[i].ranks[k].entered;
+        printf("\njob %s generation %" PRIu64 ", group %s (%d ranks): %s\n", g[i].job,
+               g[i].generation, g[i].group, g[i].size,
+               g[i].status == C10D_OK ? "ok" : c10d_status_name(g[i].status));
+        if (*g[i].report)
+            printf("  %s\n", g[i].report);
+        for (size_t k = 0; k < g[i].n_ranks; k++) {
+            const c10d_rank_progress *r = &g[i].ranks[k];
+            printf("  rank %-4d entered #%-8" PRIu64 " completed #%-8" PRIu64 " %s%s\n",
+                   r->rank, r->entered, r->completed, r->last,
+                   r->entered < top ? "  (behind)" : "");
+        }
+    }
+    for (size_t j = 0; j < nj; j++)
+        for (size_t k = 0; k < jobs[j].n_members; k++) {
+            const c10d_member_info *m = &jobs[j].members[k];
+            if (strcmp(m->state, "alive"))
+                printf("job %s: rank %d %s: %s\n", jobs[j].job, m->rank, m->state, m->reason);
+        }
+}
+
+int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
+{
+    const char *job = NULL, *group = NULL;
+    for (int i = 0; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--job"))
+            job = argv[i + 1];
+        else if (!strcmp(argv[i], "--group"))
+            group = argv[i + 1];
+    }
+    c10d_group_health *g = NULL;
+    c10d_job_info *jobs = NULL;
+    size_t ng = 0, nj = 0;
+    if ((*err = c10d_store_health(s, job, group, &g, &ng)) != C10D_OK)
+        return -1;
+    if ((*err = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK) {
+        c10d_health_free(g, ng);
+        return -1;
+    }
+    int healthy = 1;
+    for (size_t i = 0; i < ng; i++)
+        healthy &= g[i].status == C10D_OK;
+    /* A member that left cleanly is not a problem; one that died is. */
+    for (size_t j = 0; j < nj; j++)
+        for (size_t k = 0; k < jobs[j].n_members; k++)
+            healthy &= strcmp(jobs[j].members[k].state, "dead") != 0;
+    if (json)
+        print_json(g, ng, jobs, nj, healthy);
+    else
+        print_text(g, ng, jobs, nj, healthy);
+    c10d_health_free(g, ng);
+    c10d_jobs_free(jobs, nj);
+    return healthy ? 0 : EXIT_UNHEALTHY;
+}

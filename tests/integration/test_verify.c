@@ -1,0 +1,349 @@
+/* Collective-sequence verification end to end, in SYNC and in ASYNC mode:
+ * ranks that disagree about the next collective (operation, shape, dtype,
+ * root, reduce op), a rank that left while others wait in a later
+ * collective, a stall; every affected rank gets the error code and a
+ * message naming the group, the collective number, the ranks and what each
+ * called, within 2 s. And long runs of matching collectives stay quiet. */
+#include "coord_proc.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static coord_proc coord;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+typedef struct {
+    const char *job;
+    c10d_verify mode;
+    int kase;
+} scenario;
+
+static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
+{
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.job = sc->job;
+    o.rank = rank;
+    o.world_size = n;
+    o.timeout_ms = timeout_ms;
+    o.verify = sc->mode;
+    c10d_pg *pg = NULL;
+    if (c10d_init(&pg, &o) != C10D_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, c10d_errmsg());
+        return NULL;
+    }
+    return pg;
+}
+
+static int five_matching(c10d_pg *pg)
+{
+    float x[2] = {1, 2};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    for (int i = 0; i < 5; i++)
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK) {
+            fprintf(stderr, "matching all_reduce %d: %s\n", i, c10d_errmsg());
+            return -1;
+        }
+    return 0;
+}
+
+/* The sixth collective differs between rank 0 and rank 1. */
+enum { OP, SHAPE, DTYPE, ROOT, REDUCE_OP };
+static const char *const field_names[] = {"operation", "shape", "dtype", "root", "reduce op"};
+
+static c10d_status mismatched_call(c10d_pg *pg, int rank, int kase)
+{
+    float f[3] = {0};
+    double d[2] = {0};
+    c10d_tensor t2 = c10d_tensor_1d(f, C10D_FLOAT32, 2), t3 = c10d_tensor_1d(f, C10D_FLOAT32, 3);
+    c10d_tensor td = c10d_tensor_1d(d, C10D_FLOAT64, 2);
+    switch (kase) {
+    case OP:
+        return rank == 0 ? c10d_barrier(pg, NULL, NULL)
+                         : c10d_all_reduce(pg, &t2, C10D_SUM, NULL, NULL);
+    case SHAPE: return c10d_all_reduce(pg, rank == 0 ? &t2 : &t3, C10D_SUM, NULL, NULL);
+    case DTYPE: return c10d_all_reduce(pg, rank == 0 ? &t2 : &td, C10D_SUM, NULL, NULL);
+    case ROOT: return c10d_broadcast(pg, &t2, rank == 0 ? 0 : 1, NULL, NULL);
+    case REDUCE_OP: return c10d_all_reduce(pg, &t2, rank == 0 ? C10D_SUM : C10D_MAX, NULL, NULL);
+    }
+    return C10D_ERROR;
+}
+
+static int check_desync(int rank, c10d_status st, long long took, int kase)
+{
+    const char *msg = c10d_errmsg();
+    char field[64];
+    snprintf(field, sizeof field, "(different %s)", field_names[kase]);
+    const char *want[] = {"desync in group world", "at collective #6", field,
+                          kase == OP ? "rank 0 called BARRIER" : "rank 0 called",
+                          kase == OP ? "rank 1 called ALL_REDUCE float32[2] SUM" : "rank 1 called"};
+    if (st != C10D_EDESYNC) {
+        fprintf(stderr, "rank %d: expected EDESYNC, got %s: %s\n", rank, c10d_status_name(st),
+                msg);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(msg, want[i])) {
+            fprintf(stderr, "rank %d: message lacks '%s': %s\n", rank, want[i], msg);
+            return 2;
+        }
+    if (took > 2000) {
+        fprintf(stderr, "rank %d: the desync took %lld ms to report\n", rank, took);
+        return 3;
+    }
+    return 0;
+}
+
+static int desync_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    long long t0 = test_now_ms();
+    c10d_status st = mismatched_call(pg, rank, sc->kase);
+    if (st == C10D_OK && sc->mode != C10D_VERIFY_ASYNC) {
+        fprintf(stderr, "rank %d: the mismatched call succeeded in SYNC mode\n", rank);
+        return 4;
+    }
+    /* ASYNC launches at once: this rank's side may complete on whatever
+     * bytes it got, and so may a few more calls; within 2 s the finding
+     * arrives and fails the call it is in and every later one. */
+    while (st == C10D_OK && test_now_ms() - t0 < 2000)
+        st = c10d_barrier(pg, NULL, NULL);
+    int rc = check_desync(rank, st, test_now_ms() - t0, sc->kase);
+    /* Sticky: the next call fails the same way, at once. */
+    if (!rc && c10d_barrier(pg, NULL, NULL) == C10D_OK) {
+        fprintf(stderr, "rank %d: a call after the desync succeeded\n", rank);
+        rc = 5;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+static void run_desync(c10d_verify mode, int kase)
+{
+    scenario sc = {world_job("desync"), mode, kase};
+    ck_assert_int_eq(world_run(2, desync_body, &sc, 60, NULL), 0);
+    /* c10d-ctl desync reports it and exits non-zero. */
+    char cmd[1024], out[8192] = "";
+    snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, coord.url,
+             sc.job);
+    FILE *p = popen(cmd, "r");
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 7, "c10d-ctl desync exited %d: %s", st,
+                  out);
+    ck_assert_msg(strstr(out, "\"status\":\"EDESYNC\"") && strstr(out, "at collective #6"),
+                  "c10d-ctl desync --json: %s", out);
+}
+
+START_TEST(sync_different_operation) { run_desync(C10D_VERIFY_SYNC, OP); }
+END_TEST
+START_TEST(sync_different_shape) { run_desync(C10D_VERIFY_SYNC, SHAPE); }
+END_TEST
+START_TEST(sync_different_dtype) { run_desync(C10D_VERIFY_SYNC, DTYPE); }
+END_TEST
+START_TEST(sync_different_root) { run_desync(C10D_VERIFY_SYNC, ROOT); }
+END_TEST
+START_TEST(sync_different_reduce_op) { run_desync(C10D_VERIFY_SYNC, REDUCE_OP); }
+END_TEST
+START_TEST(async_different_operation) { run_desync(C10D_VERIFY_ASYNC, OP); }
+END_TEST
+START_TEST(async_different_shape) { run_desync(C10D_VERIFY_ASYNC, SHAPE); }
+END_TEST
+START_TEST(async_different_root) { run_desync(C10D_VERIFY_ASYNC, ROOT); }
+END_TEST
+
+/* Rank 0 runs five collectives and leaves; rank 1 enters a sixth. */
+static int left_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    if (rank == 0) {
+        c10d_destroy(pg);
+        return 0;
+    }
+    long long t0 = test_now_ms();
+    float x[2] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    const char *msg = c10d_errmsg();
+    int rc = 0;
+    if (st != C10D_EPEERLOST || !strstr(msg, "rank 0 (host") || !strstr(msg, "left") ||
+        !strstr(msg, "#6 ALL_REDUCE float32[2] SUM")) {
+        fprintf(stderr, "rank 1: %s: %s\n", c10d_status_name(st), msg);
+        rc = 1;
+    }
+    if (sc->mode == C10D_VERIFY_SYNC && !strstr(msg, "left after collective #5")) {
+        fprintf(stderr, "rank 1: SYNC report lacks 'left after collective #5': %s\n", msg);
+        rc = 2;
+    }
+    if (test_now_ms() - t0 > 2000)
+        rc = 3;
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(sync_rank_left_before_the_collective)
+{
+    scenario sc = {world_job("left"), C10D_VERIFY_SYNC, 0};
+    ck_assert_int_eq(world_run(2, left_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
+START_TEST(async_rank_left_before_the_collective)
+{
+    scenario sc = {world_job("left"), C10D_VERIFY_ASYNC, 0};
+    ck_assert_int_eq(world_run(2, left_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
+/* Rank 1 stops calling collectives after #5; rank 0 enters #6 with a
+ * 1.5 s timeout: the report says who is where. */
+static int stall_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    if (rank == 1) {
+        sleep(4);
+        c10d_destroy(pg);
+        return 0;
+    }
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.timeout_ms = 1500;
+    float x[2] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    long long t0 = test_now_ms();
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, &co, NULL);
+    long long took = test_now_ms() - t0;
+    const char *msg = c10d_errmsg();
+    int rc = 0;
+    if (st != C10D_ETIMEDOUT || took < 1400 || took > 1500 + 2000) {
+        fprintf(stderr, "rank 0: %s after %lld ms: %s\n", c10d_status_name(st), took, msg);
+        rc = 1;
+    }
+    if (sc->mode == C10D_VERIFY_SYNC &&
+        (!strstr(msg, "stall in group world") || !strstr(msg, "at collective #6") ||
+         !strstr(msg, "rank 0 in #6 ALL_REDUCE float32[2] SUM") ||
+         !strstr(msg, "rank 1 completed #5"))) {
+        fprintf(stderr, "rank 0: stall report: %s\n", msg);
+        rc = 2;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(sync_stall_says_who_is_where)
+{
+    scenario sc = {world_job("stall"), C10D_VERIFY_SYNC, 0};
+    ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
+START_TEST(async_stall_times_out)
+{
+    scenario sc = {world_job("stall"), C10D_VERIFY_ASYNC, 0};
+    ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
+/* Thousands of matching collectives on two groups, interleaved, mixed
+ * ops and sizes, async work in flight: no finding. */
+static int quiet_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg)
+        return 10;
+    int pair[2] = {rank < 2 ? 0 : 2, rank < 2 ? 1 : 3};
+    int lo[] = {0, 1}, hi[] = {2, 3};
+    c10d_pg *g1 = NULL, *g2 = NULL;
+    if (c10d_new_group(&g1, pg, lo, 2) != C10D_OK || c10d_new_group(&g2, pg, hi, 2) != C10D_OK)
+        return 11;
+    c10d_pg *sub = rank < 2 ? g1 : g2;
+    (void)pair;
+    float buf[4096];
+    int64_t small = 1;
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    int iters = sc->mode == C10D_VERIFY_SYNC ? 400 : 1500;
+    for (int i = 0; i < iters; i++) {
+        c10d_tensor t = c10d_tensor_1d(buf, C10D_FLOAT32, 1 + i % 4096);
+        c10d_tensor s = c10d_tensor_1d(&small, C10D_INT64, 1);
+        c10d_work *w = NULL;
+        c10d_status st;
+        if ((st = c10d_all_reduce(sub, &s, C10D_MAX, &co, &w)) != C10D_OK ||
+            (st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL)) != C10D_OK ||
+            (st = i % 7 ? C10D_OK : c10d_broadcast(pg, &t, i % n, NULL, NULL)) != C10D_OK ||
+            (st = i % 11 ? C10D_OK : c10d_barrier(sub, NULL, NULL)) != C10D_OK ||
+            (st = c10d_work_wait(w, 30000)) != C10D_OK) {
+            fprintf(stderr, "rank %d iteration %d: %s: %s\n", rank, i, c10d_status_name(st),
+                    c10d_errmsg());
+            return 1;
+        }
+        c10d_work_free(w);
+    }
+    c10d_destroy(sub);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(matching_collectives_raise_no_alarm)
+{
+    for (int m = 0; m < 2; m++) {
+        scenario sc = {world_job("quiet"), m ? C10D_VERIFY_ASYNC : C10D_VERIFY_SYNC, 0};
+        ck_assert_int_eq(world_run(4, quiet_body, &sc, 120, NULL), 0);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s --coord %s desync --job %s >/dev/null", C10D_CTL_BIN,
+                 coord.url, sc.job);
+        int st = system(cmd);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "c10d-ctl desync says unhealthy");
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("verify");
+    TCase *tc = tcase_create("verify");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 200);
+    tcase_add_test(tc, sync_different_operation);
+    tcase_add_test(tc, sync_different_shape);
+    tcase_add_test(tc, sync_different_dtype);
+    tcase_add_test(tc, sync_different_root);
+    tcase_add_test(tc, sync_different_reduce_op);
+    tcase_add_test(tc, async_different_operation);
+    tcase_add_test(tc, async_different_shape);
+    tcase_add_test(tc, async_different_root);
+    tcase_add_test(tc, sync_rank_left_before_the_collective);
+    tcase_add_test(tc, async_rank_left_before_the_collective);
+    tcase_add_test(tc, sync_stall_says_who_is_where);
+    tcase_add_test(tc, async_stall_times_out);
+    tcase_add_test(tc, matching_collectives_raise_no_alarm);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

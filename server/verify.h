@@ -10,15 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define C10DS_VERIFY_WINDOW 1024 /* seqs of one group checked at once */
-
-typedef struct c10ds_vslot {
-    uint64_t seq; /* 0: unused */
-    c10dc_fp fp;  /* the first reporter's */
-    int first;    /* its group rank */
-    int count;    /* members that entered */
-    int64_t first_ms;
-} c10ds_vslot;
+/* A run of consecutive collectives with the same fingerprint, as the
+ * first rank to report them entered them: the reference every other rank's
+ * entries are compared with. */
+typedef struct c10ds_vrun {
+    uint64_t start, end; /* seqs, inclusive */
+    c10dc_fp fp;
+    int first;           /* the group rank that reported it first */
+    int64_t first_ms;    /* monotonic, when it was reported */
+} c10ds_vrun;
 
 typedef struct c10ds_vgroup {
     struct c10ds_vgroup *next;
@@ -31,7 +31,11 @@ typedef struct c10ds_vgroup {
     uint64_t *entered, *completed;
     int64_t *entered_ms; /* wall clock */
     c10dc_fp *last;      /* what each member entered last */
-    c10ds_vslot *win;
+    uint64_t min_entered; /* every member has entered up to here */
+    int64_t min_since_ms; /* monotonic, when min_entered last moved */
+    /* reference runs not yet entered by every member, oldest first: a ring */
+    c10ds_vrun *runs;
+    size_t run_head, run_count, run_cap;
     int64_t timeout_ms;  /* the longest collective timeout reported */
     int status;          /* 0, or the sticky finding's C10D_E* */
     char report[1024];

@@ -18,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void coll_key(char *buf, size_t cap, const c10ds_vgroup *g, uint64_t seq)
+/* SYNC reports of a group park on one key, touched whenever every member
+ * has entered one more collective (or the group got a finding). */
+static void coll_key(char *buf, size_t cap, const c10ds_vgroup *g)
 {
-    snprintf(buf, cap, "\x01coll:%s:%llu:%s:%llu", g->job, (unsigned long long)g->gen, g->name,
-             (unsigned long long)seq);
+    snprintf(buf, cap, "\x01coll:%s:%llu:%s", g->job, (unsigned long long)g->gen, g->name);
 }
 
 static void vgroup_free(c10ds_vgroup *g)
@@ -32,7 +33,7 @@ static void vgroup_free(c10ds_vgroup *g)
     free(g->completed);
     free(g->entered_ms);
     free(g->last);
-    free(g->win);
+    free(g->runs);
     free(g);
 }
 
@@ -68,10 +69,9 @@ static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, 
         g->completed = calloc((size_t)n, sizeof *g->completed);
         g->entered_ms = calloc((size_t)n, sizeof *g->entered_ms);
         g->last = calloc((size_t)n, sizeof *g->last);
-        g->win = calloc(C10DS_VERIFY_WINDOW, sizeof *g->win);
     }
     if (!g || !g->ranks || !g->index_of || !g->entered || !g->completed || !g->entered_ms ||
-        !g->last || !g->win) {
+        !g->last) {
         if (g)
             vgroup_free(g);
         c10ds_groups_group_free(&grp);
@@ -109,15 +109,11 @@ static const char *who(const c10ds_vgroup *g, int idx, char *buf, size_t cap)
     return buf;
 }
 
-/* Wakes every SYNC report parked on a pending seq of g. */
 static void wake_pending(c10ds_engine *e, const c10ds_vgroup *g)
 {
     char key[512];
-    for (int i = 0; i < C10DS_VERIFY_WINDOW; i++)
-        if (g->win[i].seq && g->win[i].count < g->size) {
-            coll_key(key, sizeof key, g, g->win[i].seq);
-            c10ds_waiters_touch(e->waiters, key);
-        }
+    coll_key(key, sizeof key, g);
+    c10ds_waiters_touch(e->waiters, key);
 }
 
 /* Records a finding: sticky for the group, written once, told to all. */
@@ -143,15 +139,15 @@ static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
     wake_pending(e, g);
 }
 
-static void desync(c10ds_engine *e, c10ds_vgroup *g, const c10ds_vslot *slot, int idx,
-                   const c10dc_fp *fp, const char *field)
+static void desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref,
+                   int idx, const c10dc_fp *fp, const char *field)
 {
     char a[64], b[64], fa[160], fb[160], report[1024];
     snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
-             "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)slot->seq,
-             who(g, slot->first, a, sizeof a), c10dc_fp_format(&slot->fp, fa, sizeof fa),
+             "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)seq,
+             who(g, ref->first, a, sizeof a), c10dc_fp_format(&ref->fp, fa, sizeof fa),
              who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
-    finding(e, g, slot->seq, C10D_EDESYNC, report);
+    finding(e, g, seq, C10D_EDESYNC, report);
 }
 
 /* Who is where: "rank 0 in #6 ALL_REDUCE float32[2] SUM for 5.0 s; rank 1
@@ -224,44 +220,87 @@ static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waite
     return found;
 }
 
-/* Counts one entry. Returns its slot, or NULL when seq fell out of the
- * window (long verified). */
-static c10ds_vslot *enter(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
+static c10ds_vrun *run_at(c10ds_vgroup *g, size_t i)
+{
+    return &g->runs[(g->run_head + i) % g->run_cap];
+}
+
+static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_fp *fp, int first)
+{
+    if (g->run_count) {
+        c10ds_vrun *last = run_at(g, g->run_count - 1);
+        if (last->end + 1 == start && last->first == first && !memcmp(&last->fp, fp, sizeof *fp)) {
+            last->end = end;
+            return 0;
+        }
+    }
+    if (g->run_count == g->run_cap) {
+        size_t cap = g->run_cap ? g->run_cap * 2 : 16;
+        c10ds_vrun *nr = malloc(cap * sizeof *nr);
+        if (!nr)
+            return -1;
+        for (size_t i = 0; i < g->run_count; i++)
+            nr[i] = *run_at(g, i);
+        free(g->runs);
+        g->runs = nr;
+        g->run_cap = cap;
+        g->run_head = 0;
+    }
+    *run_at(g, g->run_count++) = (c10ds_vrun){start, end, *fp, first, c10d_now_ms()};
+    return 0;
+}
+
+/* Rank idx entered seqs start..end, all with fp. The part some rank has
+ * reported before is compared with that reference; the rest becomes the
+ * reference. Runs every member has passed are dropped, so memory follows
+ * the distance between the fastest and the slowest rank, not the job's
+ * length. */
+static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
+                      const c10dc_fp *fp)
+{
+    if (end <= g->entered[idx])
+        return; /* a resend */
+    if (start <= g->entered[idx])
+        start = g->entered[idx] + 1;
+    uint64_t ref_end = g->run_count ? run_at(g, g->run_count - 1)->end : g->min_entered;
+    for (size_t i = 0; i < g->run_count && !g->status; i++) {
+        c10ds_vrun *r = run_at(g, i);
+        if (r->end < start || r->start > end)
+            continue;
+        const char *field = c10dc_fp_diff(&r->fp, fp);
+        if (field)
+            desync(e, g, start > r->start ? start : r->start, r, idx, fp, field);
+    }
+    if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
+        c10ds_error("out of memory verifying group %s", g->name);
+    g->entered[idx] = end;
+    g->entered_ms[idx] = c10d_wall_ms();
+    g->last[idx] = *fp;
+    uint64_t min = UINT64_MAX;
+    for (int i = 0; i < g->size; i++)
+        if (g->entered[i] < min)
+            min = g->entered[i];
+    if (min > g->min_entered) {
+        g->min_entered = min;
+        g->min_since_ms = c10d_now_ms();
+        while (g->run_count && g->runs[g->run_head].end <= min) {
+            g->run_head = (g->run_head + 1) % g->run_cap;
+            g->run_count--;
+        }
+        if (g->run_count && g->runs[g->run_head].start <= min)
+            g->runs[g->run_head].start = min + 1;
+        wake_pending(e, g); /* SYNC waiters of seqs up to min can go */
+    }
+}
+
+static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
 {
     c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
-    c10ds_vslot *slot = &g->win[en->seq % C10DS_VERIFY_WINDOW];
     if (en->completed > g->completed[idx])
         g->completed[idx] = en->completed;
     if (en->timeout_ms > g->timeout_ms)
         g->timeout_ms = en->timeout_ms;
-    if (slot->seq > en->seq)
-        return NULL;
-    if (g->entered[idx] >= en->seq) /* a resend: counted already */
-        return slot->seq == en->seq ? slot : NULL;
-    if (slot->seq != en->seq) {
-        /* A window slot still pending from seq - WINDOW: its missing ranks
-         * are over a thousand collectives behind; the stall sweep names
-         * them. The slot is reused for the newer seq. */
-        slot->seq = en->seq;
-        slot->fp = fp;
-        slot->first = idx;
-        slot->count = 0;
-        slot->first_ms = c10d_now_ms();
-    } else if (!g->status) {
-        const char *field = c10dc_fp_diff(&slot->fp, &fp);
-        if (field)
-            desync(e, g, slot, idx, &fp, field);
-    }
-    slot->count++;
-    g->entered[idx] = en->seq;
-    g->entered_ms[idx] = c10d_wall_ms();
-    g->last[idx] = fp;
-    if (slot->count == g->size) {
-        char key[512];
-        coll_key(key, sizeof key, g, en->seq);
-        c10ds_waiters_touch(e->waiters, key);
-    }
-    return slot;
+    enter_run(e, g, idx, en->seq, en->seq + en->repeat, &fp);
 }
 
 static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
@@ -285,7 +324,7 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
             if (idx < 0)
                 return c10ds_fail(r, C10D_EINVAL, "rank %d is not a member of group %s", m->rank,
                                   en->group);
-            enter(e, g, idx, en);
+            enter_entry(e, g, idx, en);
         }
         if (!m->sync) {
             C10dpb__Reply rep = C10DPB__REPLY__INIT;
@@ -296,12 +335,7 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
     if (!g)
         return c10ds_fail(r, C10D_ENOTFOUND, "group %s vanished", first->group);
     int idx = g->index_of[m->rank];
-    const c10ds_vslot *slot = &g->win[first->seq % C10DS_VERIFY_WINDOW];
-    if (!g->status && slot->seq == first->seq && slot->count == g->size) {
-        C10dpb__Reply rep = C10DPB__REPLY__INIT;
-        return c10ds_reply(r, &rep);
-    }
-    if (!g->status && slot->seq > first->seq) { /* long since complete */
+    if (!g->status && g->min_entered >= first->seq) { /* every member entered it, alike */
         C10dpb__Reply rep = C10DPB__REPLY__INIT;
         return c10ds_reply(r, &rep);
     }
@@ -312,7 +346,7 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
     if (g->status)
         return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
     char key[512];
-    coll_key(key, sizeof key, g, first->seq);
+    coll_key(key, sizeof key, g);
     return c10ds_park(e, r, ph, key, first->timeout_ms > 0 ? first->timeout_ms : 600000);
 }
 
@@ -446,13 +480,15 @@ void c10ds_verify_sweep(c10ds_engine *e)
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
         if (g->status || g->timeout_ms <= 0)
             continue;
-        for (int i = 0; i < C10DS_VERIFY_WINDOW; i++) {
-            const c10ds_vslot *s = &g->win[i];
-            if (s->seq && s->count < g->size && now - s->first_ms > g->timeout_ms) {
-                stall(e, g, s->seq);
-                break;
-            }
-        }
+        /* the oldest collective not every member has entered, pending
+         * since it was first reported or since the slowest rank last moved */
+        if (!g->run_count)
+            continue;
+        int64_t since = g->runs[g->run_head].first_ms;
+        if (g->min_since_ms > since)
+            since = g->min_since_ms;
+        if (now - since > g->timeout_ms)
+            stall(e, g, g->min_entered + 1);
     }
 }
 

@@ -26,8 +26,7 @@ void c10di_world_unref(c10di_world *w)
     free(w->lost);
     free(w->lost_seqs);
     pthread_mutex_destroy(&w->mu);
-    pthread_mutex_destroy(&w->rmu);
-    pthread_cond_destroy(&w->rcv);
+    pthread_spin_destroy(&w->rmu);
     c10di_conn_unref(w->conn);
     free(w);
 }
@@ -169,17 +168,15 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->rank = rank;
     w->size = size;
     w->timeout_ms = timeout > 0 ? timeout : DEFAULT_TIMEOUT_MS;
-    snprintf(w->activity, sizeof w->activity, "in c10d_init");
+    c10di_activity(w, "c10d_init", NULL, NULL, NULL);
     w->verify = c10di_verify_mode(opts.verify);
-    pthread_mutex_init(&w->rmu, NULL);
-    pthread_cond_init(&w->rcv, NULL);
+    pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
     const char *token = getenv("C10D_TOKEN");
     if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, w->timeout_ms)) != C10D_OK) {
         free(w->lost);
         free(w->lost_seqs);
         pthread_mutex_destroy(&w->mu);
-        pthread_mutex_destroy(&w->rmu);
-        pthread_cond_destroy(&w->rcv);
+        pthread_spin_destroy(&w->rmu);
         free(w);
         return st;
     }
@@ -191,7 +188,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         pg_free(pg);
         return st;
     }
-    c10di_set_activity(w, "idle after c10d_init");
+    c10di_activity_done(w);
     *out = pg;
     return C10D_OK;
 }
@@ -274,10 +271,8 @@ void c10d_destroy(c10d_pg *pg)
     if (strcmp(pg->name, "world") == 0) {
         c10di_verify_stop(w); /* flushes queued reports before we leave */
         atomic_store(&w->stopping, 1);
-        char activity[sizeof w->activity];
-        pthread_mutex_lock(&w->mu);
-        memcpy(activity, w->activity, sizeof activity);
-        pthread_mutex_unlock(&w->mu);
+        char activity[sizeof w->act_text + 16];
+        c10di_activity_read(w, activity, sizeof activity);
         C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
         m.job = w->job;
         m.generation = w->generation;

@@ -70,7 +70,12 @@ typedef struct c10di_world {
     char **lost;              /* per global rank: why it is gone, or NULL (mu) */
     char **lost_seqs;         /* per global rank that left: its final_seqs (mu) */
     char final_seqs[2048];    /* ",name=seq," of this rank's destroyed groups (mu) */
-    char activity[200];       /* what this rank is doing, for peers' reports (mu) */
+    /* What this rank is doing, for peers' reports: written on every
+     * collective without a lock (a seqlock over atomic bytes), because a
+     * mutex taken millions of times a second starves the watcher. */
+    atomic_uint act_seq;
+    atomic_int act_idle;
+    _Atomic unsigned char act_text[200];
     struct c10di_alert *alerts; /* groups found desynchronised or stalled (mu) */
     c10d_pg *groups;            /* live groups, for the heartbeat's progress (mu) */
 
@@ -78,8 +83,9 @@ typedef struct c10di_world {
     c10d_verify verify;
     pthread_t reporter;
     int reporter_on;
-    pthread_mutex_t rmu;
-    pthread_cond_t rcv;
+    /* A spinlock, not a mutex: the rank takes it on every collective, and
+     * a mutex re-taken that often never lets the reporter in. */
+    pthread_spinlock_t rmu;
     struct c10di_pending *pending; /* ASYNC entries not yet sent (rmu) */
     size_t n_pending, cap_pending;
 } c10di_world;
@@ -98,6 +104,11 @@ struct c10d_pg {
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
     c10d_pg *next_in_world;          /* the world's live groups (w->mu) */
     uint64_t p2p_seq;   /* send/recv, counted apart: only two ranks take part */
+    /* c10di_pg_check's memo: nothing lost applied at w->lost_version ==
+     * lost_seen, until seq reaches recheck_seq (a member that left after
+     * that collective starts to matter there). */
+    unsigned lost_seen;
+    uint64_t recheck_seq;
     int groups_made; /* names subgroups: every member counts new_group calls alike */
     int monitored;   /* monitored barriers so far: names their keys */
     c10di_lane *lane;
@@ -112,7 +123,10 @@ void c10di_world_unref(c10di_world *w);
 /* watch.c */
 c10d_status c10di_watch_start(c10di_world *w);
 void c10di_watch_stop(c10di_world *w);
-void c10di_set_activity(c10di_world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "in <a><b><c><d>" until c10di_activity_done makes it "idle after ...". */
+void c10di_activity(c10di_world *w, const char *a, const char *b, const char *c, const char *d);
+void c10di_activity_done(c10di_world *w);
+void c10di_activity_read(c10di_world *w, char *out, size_t cap);
 /* While blocked in c on pg: C10D_OK, or C10D_EPEERLOST (a member of pg is
  * gone) / C10D_ETIMEDOUT (past c's deadline), with the message set.
  * `waiting_for` (a group rank or -1) is named in a timeout. */

@@ -21,14 +21,44 @@
 #define WATCH_WAIT_MS 1000
 #define WATCH_BUSY_MS 250
 
-void c10di_set_activity(c10di_world *w, const char *fmt, ...)
+void c10di_activity(c10di_world *w, const char *a, const char *b, const char *c, const char *d)
 {
-    va_list ap;
-    pthread_mutex_lock(&w->mu);
-    va_start(ap, fmt);
-    vsnprintf(w->activity, sizeof w->activity, fmt, ap);
-    va_end(ap);
-    pthread_mutex_unlock(&w->mu);
+    const size_t cap = sizeof w->act_text;
+    size_t n = 0;
+    atomic_fetch_add_explicit(&w->act_seq, 1, memory_order_relaxed); /* odd: writing */
+    atomic_thread_fence(memory_order_release);
+    for (const char *parts[4] = {a, b, c, d}, **p = parts; p < parts + 4; p++)
+        for (const char *s = *p; s && *s && n + 1 < cap; s++)
+            atomic_store_explicit(&w->act_text[n++], (unsigned char)*s, memory_order_relaxed);
+    atomic_store_explicit(&w->act_text[n], 0, memory_order_relaxed);
+    atomic_store_explicit(&w->act_idle, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->act_seq, 1, memory_order_release); /* even: done */
+}
+
+void c10di_activity_done(c10di_world *w)
+{
+    atomic_store_explicit(&w->act_idle, 1, memory_order_release);
+}
+
+void c10di_activity_read(c10di_world *w, char *out, size_t cap)
+{
+    char text[sizeof w->act_text];
+    /* Retry while a write is under way; it is advice, so give up after a
+     * few tries rather than wait on a busy writer. */
+    for (int tries = 0; tries < 100; tries++) {
+        unsigned s1 = atomic_load_explicit(&w->act_seq, memory_order_acquire);
+        size_t i = 0;
+        for (; i + 1 < sizeof text; i++)
+            if (!(text[i] = (char)atomic_load_explicit(&w->act_text[i], memory_order_relaxed)))
+                break;
+        text[i] = '\0';
+        atomic_thread_fence(memory_order_acquire);
+        if (!(s1 & 1) && atomic_load_explicit(&w->act_seq, memory_order_relaxed) == s1)
+            break;
+    }
+    snprintf(out, cap, "%s %s",
+             atomic_load_explicit(&w->act_idle, memory_order_acquire) ? "idle after" : "in",
+             text);
 }
 
 static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
@@ -63,12 +93,12 @@ static void *watch_main(void *arg)
 {
     c10di_world *w = arg;
     uint64_t known = 0;
-    char last[sizeof w->activity] = "";
+    char last[sizeof w->act_text + 16] = "";
     while (!atomic_load(&w->stopping)) {
-        char activity[sizeof w->activity], completed[1024];
+        char activity[sizeof w->act_text + 16], completed[1024];
         size_t off = 0;
+        c10di_activity_read(w, activity, sizeof activity);
         pthread_mutex_lock(&w->mu);
-        memcpy(activity, w->activity, sizeof activity);
         /* what each live group completed: a stall report can then say a
          * rank finished #5 rather than that it is still in it */
         completed[0] = '\0';
@@ -132,20 +162,27 @@ void c10di_watch_stop(c10di_world *w)
 
 /* A member that left cleanly had finished every collective it issued; it
  * fails only those of its peers' collectives it never entered. */
-static int left_after(const char *final_seqs, const char *group, uint64_t seq)
+static uint64_t final_seq(const char *final_seqs, const char *group)
 {
     char needle[64];
     snprintf(needle, sizeof needle, ",%s=", group);
     const char *p = final_seqs ? strstr(final_seqs, needle) : NULL;
-    return p && strtoull(p + strlen(needle), NULL, 10) >= seq;
+    return p ? strtoull(p + strlen(needle), NULL, 10) : 0;
+}
+
+static int left_after(const char *final_seqs, const char *group, uint64_t seq)
+{
+    return final_seq(final_seqs, group) >= seq;
 }
 
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     c10di_world *w = pg->w;
-    if (atomic_load(&w->lost_version)) {
+    unsigned version = atomic_load(&w->lost_version);
+    if (version && !(version == pg->lost_seen && c && c->seq < pg->recheck_seq)) {
         char msg[1024] = "";
         c10d_status st = C10D_EPEERLOST;
+        uint64_t recheck = UINT64_MAX;
         pthread_mutex_lock(&w->mu);
         for (c10di_alert *a = w->alerts; a && !msg[0]; a = a->next)
             if (strcmp(a->group, pg->name) == 0) {
@@ -156,6 +193,14 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
             int g = pg->ranks[i];
             if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq)))
                 snprintf(msg, sizeof msg, "%s", w->lost[g]);
+            else if (w->lost[g]) /* left after c: matters from its next seq */
+                recheck = final_seq(w->lost_seqs[g], pg->name) + 1 < recheck
+                              ? final_seq(w->lost_seqs[g], pg->name) + 1
+                              : recheck;
+        }
+        if (!msg[0] && c) {
+            pg->lost_seen = version;
+            pg->recheck_seq = recheck;
         }
         pthread_mutex_unlock(&w->mu);
         if (msg[0])

@@ -25,7 +25,7 @@ c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
     if (pg->broken)
         return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
                            "failure: %s", c->what, pg->name, pg->broken_msg);
-    c10di_set_activity(pg->w, "in collective %s of group %s", c->what, pg->name);
+    c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
     /* A finding from the coordinator (ASYNC) fails every later call. */
     c10d_status st = c10di_pg_check(pg, c, -1);
     if (st == C10D_OK)
@@ -39,7 +39,7 @@ c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
         pg->broken = st;
         snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", c10d_errmsg());
     }
-    c10di_set_activity(pg->w, "idle after collective %s of group %s", c->what, pg->name);
+    c10di_activity_done(pg->w);
     return st;
 }
 

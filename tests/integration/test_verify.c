@@ -141,7 +141,14 @@ static int desync_body(int rank, int n, void *arg)
 static void run_desync(c10d_verify mode, int kase)
 {
     scenario sc = {world_job("desync"), mode, kase};
-    ck_assert_int_eq(world_run(2, desync_body, &sc, 60, NULL), 0);
+    int failed = world_run(2, desync_body, &sc, 60, NULL);
+    if (failed) { /* the coordinator's view, for whoever reads the failure */
+        char c[700];
+        snprintf(c, sizeof c, "cat %s >&2", coord.log);
+        if (system(c) != 0)
+            fprintf(stderr, "(no coordinator log)\n");
+    }
+    ck_assert_int_eq(failed, 0);
     /* c10d-ctl desync reports it and exits non-zero. */
     char cmd[1024], out[8192] = "";
     snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, coord.url,

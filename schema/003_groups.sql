@@ -55,6 +55,21 @@ CREATE TABLE findings (
     PRIMARY KEY (job, generation, name)
 ) WITHOUT ROWID;
 
+-- Each rank's recent collectives per group (its last 2,000, as runs of the
+-- same call), written in batches by the coordinator's sweep: what
+-- `c10d-ctl trace` shows, kept for a post-mortem after the job is gone.
+CREATE TABLE coll_trace (
+    job        TEXT    NOT NULL,
+    generation INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    rank       INTEGER NOT NULL,     -- global rank
+    first_seq  INTEGER NOT NULL,
+    last_seq   INTEGER NOT NULL,
+    what       TEXT    NOT NULL,     -- "ALL_REDUCE float32[2] SUM"
+    entered_ms INTEGER NOT NULL,
+    PRIMARY KEY (job, generation, name, rank, first_seq)
+) WITHOUT ROWID;
+
 CREATE TABLE group_members (
     job        TEXT    NOT NULL,
     generation INTEGER NOT NULL,

@@ -35,6 +35,8 @@ enum {
     GS_GM_LIST,
     GS_RESET_PIPES,
     GS_FINDING_PUT,
+    GS_TRACE_PUT,
+    GS_TRACE_PRUNE,
     GS_COUNT
 };
 

@@ -20,6 +20,21 @@ typedef struct c10ds_vrun {
     int64_t first_ms;    /* monotonic, when it was reported */
 } c10ds_vrun;
 
+/* One rank's recent entries, as reported (a run of the same call). */
+typedef struct c10ds_tentry {
+    uint64_t first, last;
+    c10dc_fp fp;
+    int64_t entered_ms; /* wall clock */
+} c10ds_tentry;
+
+typedef struct c10ds_trace {
+    c10ds_tentry *ring;
+    size_t head, count, cap;
+    size_t dirty; /* newest entries not yet written to SQLite */
+} c10ds_trace;
+
+#define C10DS_TRACE_SEQS 2000 /* collectives kept per rank and group */
+
 typedef struct c10ds_vgroup {
     struct c10ds_vgroup *next;
     char job[128], name[64];
@@ -33,9 +48,12 @@ typedef struct c10ds_vgroup {
     c10dc_fp *last;      /* what each member entered last */
     uint64_t min_entered; /* every member has entered up to here */
     int64_t min_since_ms; /* monotonic, when min_entered last moved */
+    int at_min;           /* members whose entered == min_entered */
     /* reference runs not yet entered by every member, oldest first: a ring */
     c10ds_vrun *runs;
     size_t run_head, run_count, run_cap;
+    c10ds_trace *traces; /* per member */
+    uint64_t finding_seq;
     int64_t timeout_ms;  /* the longest collective timeout reported */
     int status;          /* 0, or the sticky finding's C10D_E* */
     char report[1024];

@@ -34,6 +34,9 @@ static void vgroup_free(c10ds_vgroup *g)
     free(g->entered_ms);
     free(g->last);
     free(g->runs);
+    for (int i = 0; g->traces && i < g->size; i++)
+        free(g->traces[i].ring);
+    free(g->traces);
     free(g);
 }
 
@@ -69,9 +72,10 @@ static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, 
         g->completed = calloc((size_t)n, sizeof *g->completed);
         g->entered_ms = calloc((size_t)n, sizeof *g->entered_ms);
         g->last = calloc((size_t)n, sizeof *g->last);
+        g->traces = calloc((size_t)n, sizeof *g->traces);
     }
     if (!g || !g->ranks || !g->index_of || !g->entered || !g->completed || !g->entered_ms ||
-        !g->last) {
+        !g->last || !g->traces) {
         if (g)
             vgroup_free(g);
         c10ds_groups_group_free(&grp);
@@ -81,6 +85,7 @@ static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, 
     snprintf(g->name, sizeof g->name, "%s", name);
     g->gen = gen;
     g->size = n;
+    g->at_min = n; /* everyone at 0 */
     g->world = w;
     for (int i = 0; i < w; i++)
         g->index_of[i] = -1;
@@ -123,6 +128,7 @@ static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
     if (g->status)
         return;
     g->status = status;
+    g->finding_seq = seq;
     snprintf(g->report, sizeof g->report, "%s", report);
     c10ds_warn("job %s generation %llu: %s", g->job, (unsigned long long)g->gen, report);
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_FINDING_PUT);
@@ -263,23 +269,41 @@ static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start,
     if (start <= g->entered[idx])
         start = g->entered[idx] + 1;
     uint64_t ref_end = g->run_count ? run_at(g, g->run_count - 1)->end : g->min_entered;
-    for (size_t i = 0; i < g->run_count && !g->status; i++) {
+    /* Runs are in seq order: find the first that ends at or after start. */
+    size_t lo = 0, hi = g->run_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (run_at(g, mid)->end < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < g->run_count && !g->status; i++) {
         c10ds_vrun *r = run_at(g, i);
-        if (r->end < start || r->start > end)
-            continue;
+        if (r->start > end)
+            break;
         const char *field = c10dc_fp_diff(&r->fp, fp);
         if (field)
             desync(e, g, start > r->start ? start : r->start, r, idx, fp, field);
     }
     if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
         c10ds_error("out of memory verifying group %s", g->name);
+    int was_at_min = g->entered[idx] == g->min_entered;
     g->entered[idx] = end;
     g->entered_ms[idx] = c10d_wall_ms();
     g->last[idx] = *fp;
+    /* The minimum only moves when the last member at it moves on: count
+     * them, and rescan only then (amortised O(1) per entry). */
+    if (!was_at_min || --g->at_min > 0)
+        return;
     uint64_t min = UINT64_MAX;
-    for (int i = 0; i < g->size; i++)
+    int at = 0;
+    for (int i = 0; i < g->size; i++) {
         if (g->entered[i] < min)
-            min = g->entered[i];
+            min = g->entered[i], at = 0;
+        at += g->entered[i] == min;
+    }
+    g->at_min = at;
     if (min > g->min_entered) {
         g->min_entered = min;
         g->min_since_ms = c10d_now_ms();
@@ -293,6 +317,47 @@ static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start,
     }
 }
 
+static c10ds_tentry *trace_at(c10ds_trace *t, size_t i)
+{
+    return &t->ring[(t->head + i) % t->cap];
+}
+
+/* Keeps what a rank entered, as runs, for its last C10DS_TRACE_SEQS
+ * collectives. */
+static void trace(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp)
+{
+    if (t->count) {
+        c10ds_tentry *prev = trace_at(t, t->count - 1);
+        if (prev->last + 1 == first && !memcmp(&prev->fp, fp, sizeof *fp)) {
+            prev->last = last;
+            if (!t->dirty)
+                t->dirty = 1; /* rewrite the grown row */
+            goto prune;
+        }
+    }
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        c10ds_tentry *nr = malloc(cap * sizeof *nr);
+        if (!nr)
+            return;
+        for (size_t i = 0; i < t->count; i++)
+            nr[i] = *trace_at(t, i);
+        free(t->ring);
+        t->ring = nr;
+        t->cap = cap;
+        t->head = 0;
+    }
+    *trace_at(t, t->count++) = (c10ds_tentry){first, last, *fp, c10d_wall_ms()};
+    t->dirty++;
+prune:
+    while (t->count > 1 && t->ring[t->head].last + C10DS_TRACE_SEQS < last) {
+        t->head = (t->head + 1) % t->cap;
+        t->count--;
+        if (t->dirty > t->count)
+            t->dirty = t->count;
+    }
+}
+
 static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
 {
     c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
@@ -300,6 +365,9 @@ static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb_
         g->completed[idx] = en->completed;
     if (en->timeout_ms > g->timeout_ms)
         g->timeout_ms = en->timeout_ms;
+    if (en->seq + en->repeat > g->entered[idx])
+        trace(&g->traces[idx], en->seq > g->entered[idx] ? en->seq : g->entered[idx] + 1,
+              en->seq + en->repeat, &fp);
     enter_run(e, g, idx, en->seq, en->seq + en->repeat, &fp);
 }
 
@@ -414,6 +482,107 @@ static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_pha
     return o;
 }
 
+static const char *trace_state(const c10ds_vgroup *g, int idx, const c10ds_tentry *t)
+{
+    if (g->status && g->finding_seq >= t->first && g->finding_seq <= t->last)
+        return "failed";
+    if (t->last <= g->completed[idx])
+        return "completed";
+    if (t->last <= g->min_entered && !g->status)
+        return "verified";
+    return "entered";
+}
+
+static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__CollTrace *q = r->pb->coll_trace;
+    const char *gname = q->group && *q->group ? q->group : "world";
+    c10ds_vgroup *g = NULL;
+    for (c10ds_vgroup *x = e->verify.groups; x; x = x->next) {
+        c10ds_job jb;
+        if (!strcmp(x->name, gname) && (!q->job || !*q->job || !strcmp(x->job, q->job)) &&
+            c10ds_groups_job(&e->groups, x->job, &jb) == 1 && jb.generation == x->gen)
+            g = x;
+    }
+    int idx = g && q->rank >= 0 && q->rank < g->world ? g->index_of[q->rank] : -1;
+    if (idx < 0)
+        return c10ds_fail(r, C10D_ENOTFOUND, "no verified collectives for rank %d in group %s%s%s",
+                          q->rank, gname, q->job && *q->job ? " of job " : "",
+                          q->job ? q->job : "");
+    c10ds_trace *t = &g->traces[idx];
+    size_t limit = q->has_limit && q->limit ? q->limit : 50, n = 0, from = 0;
+    /* the newest `limit` collectives: count runs back from the end */
+    uint64_t seqs = 0;
+    for (from = t->count; from > 0 && seqs < limit; from--)
+        seqs += trace_at(t, from - 1)->last - trace_at(t, from - 1)->first + 1;
+    C10dpb__TraceRow *rows = calloc(t->count - from + 1, sizeof *rows);
+    C10dpb__TraceRow **ptrs = calloc(t->count - from + 1, sizeof *ptrs);
+    char(*what)[128] = calloc(t->count - from + 1, sizeof *what);
+    if (!rows || !ptrs || !what) {
+        free(rows), free(ptrs), free(what);
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+    }
+    for (size_t i = from; i < t->count; i++, n++) {
+        const c10ds_tentry *te = trace_at(t, i);
+        c10dpb__trace_row__init(&rows[n]);
+        rows[n].first_seq = te->first;
+        rows[n].last_seq = te->last;
+        rows[n].what = c10dc_fp_format(&te->fp, what[n], sizeof what[n]);
+        rows[n].state = (char *)trace_state(g, idx, te);
+        rows[n].has_entered_ms = 1;
+        rows[n].entered_ms = te->entered_ms;
+        ptrs[n] = &rows[n];
+    }
+    C10dpb__CollTraceReply tr = C10DPB__COLL_TRACE_REPLY__INIT;
+    tr.job = g->job;
+    tr.group = g->name;
+    tr.n_rows = n;
+    tr.rows = ptrs;
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_COLL_TRACE;
+    rep.coll_trace = &tr;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    free(rows), free(ptrs), free(what);
+    return o;
+}
+
+/* Writes the traces' new runs to SQLite (the sweep calls it): batched, so
+ * verification itself never waits for the database. */
+static void flush_traces(c10ds_engine *e)
+{
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+        for (int i = 0; i < g->size; i++) {
+            c10ds_trace *t = &g->traces[i];
+            if (!t->dirty)
+                continue;
+            for (size_t k = t->count - t->dirty; k < t->count; k++) {
+                const c10ds_tentry *te = trace_at(t, k);
+                char what[128];
+                sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
+                sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+                sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+                sqlite3_bind_int(s, 4, g->ranks[i]);
+                sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
+                sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
+                sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
+                                  SQLITE_TRANSIENT);
+                sqlite3_bind_int64(s, 8, te->entered_ms);
+                sqlite3_step(s);
+                sqlite3_reset(s);
+            }
+            t->dirty = 0;
+            sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PRUNE);
+            sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+            sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(s, 4, g->ranks[i]);
+            sqlite3_bind_int64(s, 5, (sqlite3_int64)(t->count ? t->ring[t->head].first : 0));
+            sqlite3_step(s);
+            sqlite3_reset(s);
+        }
+}
+
 /* --- hooks --- */
 
 void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
@@ -476,6 +645,7 @@ void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int r
 /* ASYNC has nobody parked to time out: look for seqs pending too long. */
 void c10ds_verify_sweep(c10ds_engine *e)
 {
+    flush_traces(e);
     int64_t now = c10d_now_ms();
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
         if (g->status || g->timeout_ms <= 0)
@@ -495,5 +665,6 @@ void c10ds_verify_sweep(c10ds_engine *e)
 const c10ds_op c10ds_verify_ops[] = {
     {C10DPB__REQUEST__OP_COLL_REPORT, "coll_report", op_coll_report, 0},
     {C10DPB__REQUEST__OP_COLL_STATUS, "coll_status", op_coll_status, 0},
+    {C10DPB__REQUEST__OP_COLL_TRACE, "coll_trace", op_coll_trace, 0},
     {0, NULL, NULL, 0},
 };

@@ -8,7 +8,9 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void print_json(const c10d_group_health *g, size_t ng, const c10d_job_info *jobs,
                        size_t nj, int healthy)
@@ -80,15 +82,18 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
         }
 }
 
+/* The value of `--name V` (or `-x V`) in a command's own arguments. */
+static const char *arg(int argc, char **argv, const char *name, const char *alias)
+{
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], name) || (alias && !strcmp(argv[i], alias)))
+            return argv[i + 1];
+    return NULL;
+}
+
 int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
 {
-    const char *job = NULL, *group = NULL;
-    for (int i = 0; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--job"))
-            job = argv[i + 1];
-        else if (!strcmp(argv[i], "--group"))
-            group = argv[i + 1];
-    }
+    const char *job = arg(argc, argv, "--job", NULL), *group = arg(argc, argv, "--group", NULL);
     c10d_group_health *g = NULL;
     c10d_job_info *jobs = NULL;
     size_t ng = 0, nj = 0;
@@ -112,4 +117,62 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
     c10d_health_free(g, ng);
     c10d_jobs_free(jobs, nj);
     return healthy ? 0 : EXIT_UNHEALTHY;
+}
+
+int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
+{
+    const char *rank = arg(argc, argv, "--rank", "-r"), *n = arg(argc, argv, "-n", "--limit");
+    if (!rank) {
+        fprintf(stderr, "c10d-ctl: trace needs --rank R\nTry 'c10d-ctl --help'.\n");
+        return 2;
+    }
+    c10d_trace_row *rows = NULL;
+    size_t nr = 0;
+    if ((*err = c10d_store_trace(s, arg(argc, argv, "--job", NULL),
+                                 arg(argc, argv, "--group", NULL), atoi(rank),
+                                 n ? (unsigned)atoi(n) : 0, &rows, &nr)) != C10D_OK)
+        return -1;
+    if (json) {
+        printf("{\"ok\":true,\"rank\":%d,\"rows\":[", atoi(rank));
+        for (size_t i = 0; i < nr; i++) {
+            printf("%s{\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64 ",\"what\":",
+                   i ? "," : "", rows[i].first_seq, rows[i].last_seq);
+            json_string(stdout, rows[i].what, strlen(rows[i].what));
+            printf(",\"state\":\"%s\",\"entered_ms\":%" PRId64 "}", rows[i].state,
+                   rows[i].entered_ms);
+        }
+        printf("]}\n");
+    } else {
+        for (size_t i = 0; i < nr; i++) {
+            char seqs[64];
+            if (rows[i].first_seq == rows[i].last_seq)
+                snprintf(seqs, sizeof seqs, "#%" PRIu64, rows[i].first_seq);
+            else
+                snprintf(seqs, sizeof seqs, "#%" PRIu64 "-%" PRIu64, rows[i].first_seq,
+                         rows[i].last_seq);
+            printf("%-20s %-10s %s\n", seqs, rows[i].state, rows[i].what);
+        }
+    }
+    c10d_trace_free(rows, nr);
+    return 0;
+}
+
+int cmd_watch(c10d_store *s, int argc, char **argv, c10d_status *err)
+{
+    const char *iv = arg(argc, argv, "--interval", NULL), *cnt = arg(argc, argv, "--count", NULL);
+    int interval = iv ? atoi(iv) : 1000, count = cnt ? atoi(cnt) : 0, rc = 0;
+    char *fwd[2] = {"--job", (char *)arg(argc, argv, "--job", NULL)};
+    for (int i = 0; count == 0 || i < count; i++) {
+        printf("\033[H\033[2J"); /* home, clear: a refresh in place */
+        time_t t = time(NULL);
+        printf("c10d-ctl watch, every %d ms — %s", interval, ctime(&t));
+        if ((rc = cmd_desync(s, fwd[1] ? 2 : 0, fwd, 0, err)) < 0)
+            return rc;
+        fflush(stdout);
+        if (count == 0 || i + 1 < count) {
+            struct timespec ts = {interval / 1000, (long)(interval % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
 }

@@ -40,6 +40,11 @@ static const char usage[] =
     "                      collective-sequence health: per group the collective each\n"
     "                      rank entered and completed, who is behind, the finding\n"
     "                      (desync, lost rank, stall) and dead ranks; exit 7 if unhealthy\n"
+    "  trace --rank R [--group G] [--job J] [-n N]\n"
+    "                      rank R's last N collectives (default 50): number, call, state\n"
+    "                      (entered, verified, completed, failed)\n"
+    "  watch [--job J] [--interval MS] [--count K]\n"
+    "                      desync, refreshed in place every MS (default 1000)\n"
     "\n"
     "Options:\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
@@ -424,7 +429,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc)
-        return usage_error("%s", "no command given (status, keys, get, set, del, add, desync)");
+        return usage_error("%s", "no command given (status, keys, get, set, del, add, desync, trace, watch)");
     const char *cmd = argv[optind++];
     int nargs = argc - optind;
     char **args = argv + optind;
@@ -432,7 +437,8 @@ int main(int argc, char **argv)
         const char *name;
         int min, max;
     } cmds[] = {{"status", 0, 0}, {"keys", 0, 1}, {"get", 1, 1},
-                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4}};
+                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4},
+                {"trace", 2, 8}, {"watch", 0, 6}};
     size_t i;
     for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(cmd, cmds[i].name) == 0)
@@ -462,7 +468,13 @@ int main(int argc, char **argv)
         rc = cmd_del(s, args[0]);
     else if (strcmp(cmd, "add") == 0)
         rc = cmd_add(s, args[0], args[1]);
-    else if ((rc = cmd_desync(s, nargs, args, json_out, &st)) < 0)
+    else if (strcmp(cmd, "trace") == 0)
+        rc = cmd_trace(s, nargs, args, json_out, &st);
+    else if (strcmp(cmd, "watch") == 0)
+        rc = cmd_watch(s, nargs, args, &st);
+    else
+        rc = cmd_desync(s, nargs, args, json_out, &st);
+    if (rc < 0)
         rc = fail_last(st);
     c10d_store_close(s);
     return rc;

@@ -150,3 +150,57 @@ c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
     *n = ng;
     return C10D_OK;
 }
+
+typedef struct {
+    C10dpb__Reply *rep;
+    c10d_trace_row rows[];
+} trace_block;
+
+void c10d_trace_free(c10d_trace_row *rows, size_t n)
+{
+    (void)n;
+    if (!rows)
+        return;
+    trace_block *b = (trace_block *)((char *)rows - offsetof(trace_block, rows));
+    c10dpb__reply__free_unpacked(b->rep, NULL);
+    free(b);
+}
+
+c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
+                             unsigned limit, c10d_trace_row **out, size_t *n)
+{
+    if (!s || !out || !n)
+        return c10di_error(C10D_EINVAL, "c10d_store_trace: store, rows and n must not be NULL");
+    C10dpb__CollTrace q = C10DPB__COLL_TRACE__INIT;
+    q.job = (char *)job;
+    q.group = (char *)group;
+    q.rank = rank;
+    q.has_limit = limit != 0;
+    q.limit = limit;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_COLL_TRACE;
+    req.coll_trace = &q;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    if (st != C10D_OK)
+        return st;
+    if (rep->result_case != C10DPB__REPLY__RESULT_COLL_TRACE) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_EPROTO, "coll_trace reply without rows");
+    }
+    size_t nr = rep->coll_trace->n_rows;
+    trace_block *b = calloc(1, sizeof *b + (nr ? nr : 1) * sizeof b->rows[0]);
+    if (!b) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    b->rep = rep;
+    for (size_t i = 0; i < nr; i++) {
+        const C10dpb__TraceRow *r = rep->coll_trace->rows[i];
+        b->rows[i] = (c10d_trace_row){r->first_seq, r->last_seq, str(r->what), str(r->state),
+                                      r->entered_ms};
+    }
+    *out = b->rows;
+    *n = nr;
+    return C10D_OK;
+}

@@ -77,6 +77,22 @@ C10D_API c10d_status c10d_store_health(c10d_store *s, const char *job, const cha
                                        c10d_group_health **groups, size_t *n);
 C10D_API void c10d_health_free(c10d_group_health *groups, size_t n);
 
+/* A run of a rank's collectives: the same call from first to last. */
+typedef struct c10d_trace_row {
+    uint64_t first_seq, last_seq;
+    const char *what;   /* "ALL_REDUCE float32[2] SUM" */
+    const char *state;  /* "entered", "verified" (every member entered it alike),
+                           "completed", or "failed" (the group's finding is here) */
+    int64_t entered_ms; /* wall clock, when the run began */
+} c10d_trace_row;
+
+/* The most recent `limit` collectives (0: 50) that global rank `rank`
+ * entered in `group` (NULL: "world") of `job` (NULL: any), oldest first.
+ * Free *rows with c10d_trace_free. Errors: C10D_ENOTFOUND. */
+C10D_API c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
+                                      unsigned limit, c10d_trace_row **rows, size_t *n);
+C10D_API void c10d_trace_free(c10d_trace_row *rows, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

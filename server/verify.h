@@ -61,6 +61,7 @@ typedef struct c10ds_vgroup {
 
 typedef struct c10ds_verify {
     c10ds_vgroup *groups;
+    int64_t next_flush_ms; /* traces to SQLite, monotonic */
 } c10ds_verify;
 
 void c10ds_verify_fini(c10ds_verify *v);

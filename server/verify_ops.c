@@ -546,16 +546,27 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
     return o;
 }
 
-/* Writes the traces' new runs to SQLite (the sweep calls it): batched, so
- * verification itself never waits for the database. */
+/* Writes the traces' new runs to SQLite every TRACE_FLUSH_MS: batched, so
+ * verification never waits for the database. At most TRACE_FLUSH_ROWS
+ * runs a rank per flush: under a flood of distinct collectives (hundreds
+ * of thousands a second) the database keeps the newest and the memory
+ * trace (what c10d-ctl trace shows) stays complete. */
+#define TRACE_FLUSH_MS 2000
+#define TRACE_FLUSH_ROWS 256
+
 static void flush_traces(c10ds_engine *e)
 {
+    int64_t now = c10d_now_ms();
+    if (now < e->verify.next_flush_ms)
+        return;
+    e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
         for (int i = 0; i < g->size; i++) {
             c10ds_trace *t = &g->traces[i];
             if (!t->dirty)
                 continue;
-            for (size_t k = t->count - t->dirty; k < t->count; k++) {
+            size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
+            for (size_t k = t->count - rows; k < t->count; k++) {
                 const c10ds_tentry *te = trace_at(t, k);
                 char what[128];
                 sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);

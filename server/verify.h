@@ -35,8 +35,18 @@ typedef struct c10ds_trace {
 
 #define C10DS_TRACE_SEQS 2000 /* collectives kept per rank and group */
 
+/* A send or recv not yet matched with its peer's (server/verify_ops.c). */
+typedef struct c10ds_vp2p {
+    struct c10ds_vp2p *next;
+    int src, dst, tag; /* group ranks */
+    uint32_t kind;     /* C10DC_SEND or C10DC_RECV */
+    c10dc_fp fp;
+    uint64_t seq;      /* the reporting rank's own p2p count */
+} c10ds_vp2p;
+
 typedef struct c10ds_vgroup {
     struct c10ds_vgroup *next;
+    c10ds_vp2p *p2p, *p2p_tail; /* unmatched, oldest first */
     char job[128], name[64];
     uint64_t gen;
     int size;

@@ -36,6 +36,10 @@ static void vgroup_free(c10ds_vgroup *g)
     free(g->runs);
     for (int i = 0; g->traces && i < g->size; i++)
         free(g->traces[i].ring);
+    for (c10ds_vp2p *x = g->p2p, *n; x; x = n) {
+        n = x->next;
+        free(x);
+    }
     free(g->traces);
     free(g);
 }
@@ -358,8 +362,57 @@ prune:
     }
 }
 
+/* Send/recv: a send from a to b with tag t is matched with b's first
+ * unmatched recv from a with tag t (and the other way round), as the data
+ * plane matches them; the two must move the same dtype and count. Checked
+ * in the background in every mode: waiting for the peer before sending
+ * would deadlock the out-of-order tags torch allows. */
+static void enter_p2p(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
+{
+    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
+    int peer = en->root;
+    if (peer < 0 || peer >= g->size || g->status)
+        return;
+    int src = en->kind == C10DC_SEND ? idx : peer, dst = en->kind == C10DC_SEND ? peer : idx;
+    for (c10ds_vp2p **pp = &g->p2p, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        c10ds_vp2p *x = *pp;
+        if (x->kind == en->kind || x->src != src || x->dst != dst || x->tag != en->tag)
+            continue;
+        if (x->fp.dtype != fp.dtype || x->fp.count != fp.count) {
+            const c10ds_vp2p *s = x->kind == C10DC_SEND ? x : NULL;
+            char a[64], b[64], fs[64], fr[64], report[1024];
+            c10dc_fp sfp = s ? x->fp : fp, rfp = s ? fp : x->fp;
+            snprintf(fs, sizeof fs, "%s[%lld]", c10dc_dtype_name(sfp.dtype), (long long)sfp.count);
+            snprintf(fr, sizeof fr, "%s[%lld]", c10dc_dtype_name(rfp.dtype), (long long)rfp.count);
+            snprintf(report, sizeof report, "send/recv mismatch in group %s (job %s), tag %d: %s "
+                     "sent %s, %s receives %s (different %s)", g->name, g->job, en->tag,
+                     who(g, src, a, sizeof a), fs, who(g, dst, b, sizeof b), fr,
+                     sfp.dtype != rfp.dtype ? "dtype" : "shape");
+            finding(e, g, g->min_entered + 1, C10D_EDESYNC, report);
+        }
+        *pp = x->next;
+        if (g->p2p_tail == x)
+            g->p2p_tail = prev;
+        free(x);
+        return;
+    }
+    c10ds_vp2p *x = calloc(1, sizeof *x);
+    if (!x)
+        return;
+    *x = (c10ds_vp2p){NULL, src, dst, en->tag, en->kind, fp, en->seq};
+    if (g->p2p_tail)
+        g->p2p_tail->next = x;
+    else
+        g->p2p = x;
+    g->p2p_tail = x;
+}
+
 static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
 {
+    if (en->kind == C10DC_SEND || en->kind == C10DC_RECV) {
+        enter_p2p(e, g, idx, en);
+        return;
+    }
     c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
     if (en->completed > g->completed[idx])
         g->completed[idx] = en->completed;

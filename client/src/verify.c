@@ -26,6 +26,7 @@
 
 typedef struct c10di_pending {
     char group[32];
+    int tag;
     c10dc_fp fp;
     uint64_t seq, completed;
     uint32_t repeat; /* the same call at seq+1 .. seq+repeat too */
@@ -45,7 +46,7 @@ c10d_verify c10di_verify_mode(c10d_verify asked)
 }
 
 static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp *fp,
-                       uint64_t seq, uint64_t completed, int timeout_ms, uint32_t repeat)
+                       uint64_t seq, uint64_t completed, int timeout_ms, uint32_t repeat, int tag)
 {
     c10dpb__coll_entry__init(en);
     en->group = (char *)group;
@@ -61,6 +62,8 @@ static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp 
     en->timeout_ms = timeout_ms;
     en->has_repeat = repeat != 0;
     en->repeat = repeat;
+    en->has_tag = fp->kind == C10DC_SEND || fp->kind == C10DC_RECV;
+    en->tag = tag;
 }
 
 static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
@@ -70,7 +73,7 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
     if (entries && ptrs) {
         for (size_t i = 0; i < n; i++) {
             fill_entry(&entries[i], p[i].group, &p[i].fp, p[i].seq, p[i].completed,
-                       p[i].timeout_ms, p[i].repeat);
+                       p[i].timeout_ms, p[i].repeat, p[i].tag);
             ptrs[i] = &entries[i];
         }
         C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
@@ -123,8 +126,8 @@ static void *reporter_main(void *arg)
 
 c10d_status c10di_verify_start(c10di_world *w)
 {
-    if (w->verify != C10D_VERIFY_ASYNC)
-        return C10D_OK;
+    if (w->verify == C10D_VERIFY_OFF)
+        return C10D_OK; /* SYNC too: its send/recv are reported in the background */
     if (pthread_create(&w->reporter, NULL, reporter_main, w) != 0)
         return c10di_error(C10D_ENOMEM, "cannot start the verification reporter thread");
     w->reporter_on = 1;
@@ -174,7 +177,7 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     c10di_world *w = pg->w;
     C10dpb__CollEntry en;
     C10dpb__CollEntry *ptr = &en;
-    fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0);
+    fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag);
     C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
     m.job = w->job;
     m.generation = w->generation;
@@ -206,17 +209,19 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
 c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
-    if (w->verify == C10D_VERIFY_OFF || c->kind == C10DC_SEND || c->kind == C10DC_RECV)
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    if (w->verify == C10D_VERIFY_OFF)
         return C10D_OK;
     /* A monitored barrier reports without waiting: it must itself name
-     * the ranks that do not arrive. */
-    if (w->verify == C10D_VERIFY_SYNC)
+     * the ranks that do not arrive. Send/recv go through the queue in
+     * every mode (see server/verify_ops.c, enter_p2p). */
+    if (w->verify == C10D_VERIFY_SYNC && !p2p)
         return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
     pthread_spin_lock(&w->rmu);
     /* A loop repeats the same call: send it once with a count (the
      * coordinator then verifies the run without decoding each entry). */
     c10di_pending *last = w->n_pending ? &w->pending[w->n_pending - 1] : NULL;
-    if (last && last->seq + last->repeat + 1 == c->seq && last->repeat < UINT32_MAX &&
+    if (!p2p && last && last->seq + last->repeat + 1 == c->seq && last->repeat < UINT32_MAX &&
         !strcmp(last->group, pg->name) && !memcmp(&last->fp, &c->fp, sizeof c->fp)) {
         last->repeat++;
         last->completed = pg->completed;
@@ -239,6 +244,7 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
     p->seq = c->seq;
     p->completed = pg->completed;
     p->repeat = 0;
+    p->tag = c->tag;
     p->timeout_ms = c->timeout_ms;
     pthread_spin_unlock(&w->rmu);
     return C10D_OK;

@@ -198,6 +198,48 @@ END_TEST
 START_TEST(async_different_root) { run_desync(C10D_VERIFY_ASYNC, ROOT); }
 END_TEST
 
+/* A send and its recv that move the same bytes as different dtypes: the
+ * data plane cannot tell, verification can (in the background, in every
+ * mode: within 2 s, every later call fails with the report). */
+static int p2p_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    float f[4] = {1, 2, 3, 4};
+    int32_t i32[4];
+    c10d_tensor tf = c10d_tensor_1d(f, C10D_FLOAT32, 4), ti = c10d_tensor_1d(i32, C10D_INT32, 4);
+    long long t0 = test_now_ms();
+    c10d_status st = rank == 0 ? c10d_send(pg, &tf, 1, 5, NULL, NULL)
+                               : c10d_recv(pg, &ti, 0, 5, NULL, NULL);
+    while (st == C10D_OK && test_now_ms() - t0 < 2000)
+        st = c10d_barrier(pg, NULL, NULL);
+    const char *msg = c10d_errmsg();
+    int rc = 0;
+    if (st != C10D_EDESYNC || !strstr(msg, "send/recv mismatch in group world") ||
+        !strstr(msg, "tag 5: rank 0 sent float32[4], rank 1 receives int32[4] (different dtype)")) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, c10d_status_name(st), msg);
+        rc = 1;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(sync_send_recv_mismatch)
+{
+    scenario sc = {world_job("p2p"), C10D_VERIFY_SYNC, 0};
+    ck_assert_int_eq(world_run(2, p2p_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
+START_TEST(async_send_recv_mismatch)
+{
+    scenario sc = {world_job("p2p"), C10D_VERIFY_ASYNC, 0};
+    ck_assert_int_eq(world_run(2, p2p_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
 /* Rank 0 runs five collectives and leaves; rank 1 enters a sixth. */
 static int left_body(int rank, int n, void *arg)
 {
@@ -364,6 +406,8 @@ int main(void)
     tcase_add_test(tc, async_different_operation);
     tcase_add_test(tc, async_different_shape);
     tcase_add_test(tc, async_different_root);
+    tcase_add_test(tc, sync_send_recv_mismatch);
+    tcase_add_test(tc, async_send_recv_mismatch);
     tcase_add_test(tc, sync_rank_left_before_the_collective);
     tcase_add_test(tc, async_rank_left_before_the_collective);
     tcase_add_test(tc, sync_stall_says_who_is_where);

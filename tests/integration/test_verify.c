@@ -138,6 +138,23 @@ static int desync_body(int rank, int n, void *arg)
     return rc;
 }
 
+/* c10d-ctl --json desync for job: its exit status, and whether the output
+ * has every needle. */
+static void expect_ctl_desync(const char *job, int want_exit, const char *n1, const char *n2)
+{
+    char cmd[1024], out[8192] = "";
+    snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, coord.url,
+             job);
+    FILE *p = popen(cmd, "r");
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == want_exit, "c10d-ctl desync exited %d: %s",
+                  st, out);
+    ck_assert_msg(!n1 || strstr(out, n1), "c10d-ctl desync --json lacks %s: %s", n1, out);
+    ck_assert_msg(!n2 || strstr(out, n2), "c10d-ctl desync --json lacks %s: %s", n2, out);
+}
+
 static void run_desync(c10d_verify mode, int kase)
 {
     scenario sc = {world_job("desync"), mode, kase};
@@ -150,17 +167,11 @@ static void run_desync(c10d_verify mode, int kase)
     }
     ck_assert_int_eq(failed, 0);
     /* c10d-ctl desync reports it and exits non-zero. */
-    char cmd[1024], out[8192] = "";
-    snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, coord.url,
-             sc.job);
-    FILE *p = popen(cmd, "r");
-    size_t got = fread(out, 1, sizeof out - 1, p);
-    out[got] = '\0';
-    int st = pclose(p);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 7, "c10d-ctl desync exited %d: %s", st,
-                  out);
-    ck_assert_msg(strstr(out, "\"status\":\"EDESYNC\"") && strstr(out, "at collective #6"),
-                  "c10d-ctl desync --json: %s", out);
+    expect_ctl_desync(sc.job, 7, "\"status\":\"EDESYNC\"", "at collective #6");
+    char cmd[1024], out[8192];
+    FILE *p;
+    size_t got;
+    int st;
     /* The trace of each rank marks the failed collective. (In ASYNC the
      * ranks ran thousands of collectives past it: the trace keeps the
      * last 2,000, so only its existence is checked.) */
@@ -230,6 +241,7 @@ START_TEST(sync_send_recv_mismatch)
 {
     scenario sc = {world_job("p2p"), C10D_VERIFY_SYNC, 0};
     ck_assert_int_eq(world_run(2, p2p_body, &sc, 60, NULL), 0);
+    expect_ctl_desync(sc.job, 7, "\"status\":\"EDESYNC\"", "send/recv mismatch");
 }
 END_TEST
 
@@ -276,6 +288,7 @@ START_TEST(sync_rank_left_before_the_collective)
 {
     scenario sc = {world_job("left"), C10D_VERIFY_SYNC, 0};
     ck_assert_int_eq(world_run(2, left_body, &sc, 60, NULL), 0);
+    expect_ctl_desync(sc.job, 7, "\"status\":\"EPEERLOST\"", "left after collective #5");
 }
 END_TEST
 
@@ -327,6 +340,7 @@ START_TEST(sync_stall_says_who_is_where)
 {
     scenario sc = {world_job("stall"), C10D_VERIFY_SYNC, 0};
     ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
+    expect_ctl_desync(sc.job, 7, "\"status\":\"ETIMEDOUT\"", "stall in group world");
 }
 END_TEST
 

@@ -5,10 +5,10 @@
  *
  *   bench_rendezvous [N...]       (default 64 256 1024 4096) */
 #include "coord_proc.h"
+#include "cpu_time.h"
 #include "internal.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,34 +63,6 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* CPU seconds used so far by a process (utime + stime from /proc). */
-static double cpu_of(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f || !fgets(buf, sizeof buf, f)) {
-        if (f)
-            fclose(f);
-        return 0;
-    }
-    fclose(f);
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    /* fields after the command: state ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime stime */
-    if (p)
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double self_cpu(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
 
 static int run(coord_proc *coord, int n)
 {

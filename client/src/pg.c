@@ -19,6 +19,7 @@ void c10di_world_unref(c10di_world *w)
         return;
     c10di_watch_stop(w);
     c10di_verify_stop(w);
+    c10di_alerts_free(w);
     for (int i = 0; w->lost && i < w->size; i++) {
         free(w->lost[i]);
         free(w->lost_seqs[i]);

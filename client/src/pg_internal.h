@@ -142,6 +142,7 @@ typedef struct c10di_alert {
 c10d_verify c10di_verify_mode(c10d_verify asked);
 c10d_status c10di_verify_start(c10di_world *w);
 void c10di_verify_stop(c10di_world *w);
+void c10di_alerts_free(c10di_world *w);
 /* Before c runs: SYNC asks the coordinator and waits for every member;
  * ASYNC queues a report; OFF does nothing. */
 c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c);

@@ -143,6 +143,11 @@ void c10di_verify_stop(c10di_world *w)
     }
     free(w->pending);
     w->pending = NULL;
+}
+
+void c10di_alerts_free(c10di_world *w)
+{
+    /* Only once the watcher, which records them, has stopped. */
     for (c10di_alert *a = w->alerts, *n; a; a = n) {
         n = a->next;
         free(a->report);

@@ -66,6 +66,7 @@ CREATE TABLE coll_trace (
     first_seq  INTEGER NOT NULL,
     last_seq   INTEGER NOT NULL,
     what       TEXT    NOT NULL,     -- "ALL_REDUCE float32[2] SUM"
+    state      TEXT    NOT NULL,     -- entered, verified, completed, failed (when written)
     entered_ms INTEGER NOT NULL,
     PRIMARY KEY (job, generation, name, rank, first_seq)
 ) WITHOUT ROWID;

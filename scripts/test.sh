@@ -26,4 +26,9 @@ if [ "${C10D_SKIP_SANITIZE:-0}" != 1 ]; then
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         run_suite build-asan -DC10D_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 fi
+if [ "${C10D_TSAN:-0}" = 1 ]; then
+    # Optional (not in CI): the threaded tests under ThreadSanitizer.
+    TSAN_OPTIONS=halt_on_error=1 run_suite build-tsan -DC10D_SANITIZE=thread \
+        -DCMAKE_BUILD_TYPE=Debug
+fi
 echo "== all tests passed"

@@ -57,7 +57,8 @@ static const char *const sql[GS_COUNT] = {
      * a heartbeat timeout's grace to reconnect (their watch updates pipe). */
     [GS_RESET_PIPES] = "UPDATE members SET pipe = 0, last_seen_ms = ?1 WHERE state = 'alive'",
     [GS_TRACE_PUT] = "INSERT OR REPLACE INTO coll_trace(job, generation, name, rank, first_seq, "
-                     "last_seq, what, entered_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                     "last_seq, what, state, entered_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                     "?9)",
     [GS_TRACE_PRUNE] = "DELETE FROM coll_trace WHERE job = ?1 AND generation = ?2 AND name = ?3 "
                        "AND rank = ?4 AND last_seq < ?5",
     [GS_FINDING_PUT] = "INSERT OR IGNORE INTO findings(job, generation, name, seq, status, report, "

@@ -69,6 +69,8 @@ int main(int argc, char **argv)
         goto out;
     }
     snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
+    /* Read before the engine thread starts: it owns the store after. */
+    long long num_keys = (long long)engine->store.num_keys;
     if (c10ds_engine_start(engine) != 0) {
         c10ds_error("cannot start the engine thread");
         goto out;
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
     c10ds_info("c10d-coord %s serving on %s, database %s (schema %d, %lld keys, sqlite %s, "
                "nng %s)%s",
                C10D_VERSION_STRING, url, cfg.db_path, db.schema_version,
-               (long long)engine->store.num_keys, sqlite3_libversion(), nng_version(),
+               num_keys, sqlite3_libversion(), nng_version(),
                cfg.token ? ", token required" : "");
     if (cfg.ready_file && write_ready_file(cfg.ready_file, url) != 0)
         c10ds_warn("cannot write ready file %s: %s", cfg.ready_file, strerror(errno));

@@ -146,6 +146,9 @@ static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
     sqlite3_step(s);
     sqlite3_reset(s);
     c10ds_groups_bump(e, g->job, g->gen); /* ASYNC ranks learn it from their watch */
+    for (int i = 0; i < g->size; i++) /* rewrite the traces with the failed state */
+        g->traces[i].dirty = g->traces[i].count;
+    e->verify.next_flush_ms = 0;
     wake_pending(e, g);
 }
 
@@ -631,7 +634,8 @@ static void flush_traces(c10ds_engine *e)
                 sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
                 sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
                                   SQLITE_TRANSIENT);
-                sqlite3_bind_int64(s, 8, te->entered_ms);
+                sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
+                sqlite3_bind_int64(s, 9, te->entered_ms);
                 sqlite3_step(s);
                 sqlite3_reset(s);
             }

@@ -92,7 +92,21 @@ static int killed_rank_body(int rank, int n, void *arg)
     return rc;
 }
 
-START_TEST(sigkill_mid_collective_names_the_rank)
+static void sigkill_mid_collective(void);
+
+START_TEST(sigkill_mid_collective_names_the_rank) { sigkill_mid_collective(); }
+END_TEST
+
+/* The same with ASYNC verification: the data plane, not the coordinator's
+ * rendezvous of the collective, is where the ranks are blocked. */
+START_TEST(sigkill_mid_collective_async_verification)
+{
+    setenv("C10D_VERIFY", "async", 1);
+    sigkill_mid_collective();
+}
+END_TEST
+
+static void sigkill_mid_collective(void)
 {
     snprintf(sh->job, sizeof sh->job, "%s", world_job("kill"));
     pid_t pids[3];
@@ -110,7 +124,6 @@ START_TEST(sigkill_mid_collective_names_the_rank)
     }
     waitpid(pids[2], NULL, 0);
 }
-END_TEST
 
 static int leaver_body(int rank, int n, void *arg)
 {
@@ -290,6 +303,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sigkill_mid_collective_names_the_rank);
+    tcase_add_test(tc, sigkill_mid_collective_async_verification);
     tcase_add_test(tc, rank_that_destroys_fails_its_waiting_peer);
     tcase_add_test(tc, rank_whose_heartbeats_stop_is_declared_dead);
     tcase_add_test(tc, rendezvous_timeout_names_missing_ranks);

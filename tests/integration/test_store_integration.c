@@ -12,6 +12,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,8 +473,8 @@ START_TEST(kill_9_keeps_every_acknowledged_write)
 END_TEST
 
 typedef struct {
-    const char *url;
-    volatile int stop;
+    char url[256]; /* a copy: the test rewrites coord.url on each restart */
+    atomic_int stop;
     int ok, failed;
 } restart_arg;
 
@@ -487,7 +488,7 @@ static void *add_until_stopped(void *p)
         a->failed++;
         return NULL;
     }
-    while (!a->stop) {
+    while (!atomic_load(&a->stop)) {
         if (c10d_store_add(s, "rctr", 1, NULL) == C10D_OK)
             a->ok++;
         else
@@ -504,7 +505,8 @@ START_TEST(client_rides_through_a_coordinator_restart)
 {
     char listen[64];
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port_of(coord.url));
-    restart_arg a = {coord.url, 0, 0, 0};
+    restart_arg a = {"", 0, 0, 0};
+    snprintf(a.url, sizeof a.url, "%s", coord.url);
     pthread_t th[2];
     restart_arg b = a;
     pthread_create(&th[0], NULL, add_until_stopped, &a);
@@ -516,7 +518,8 @@ START_TEST(client_rides_through_a_coordinator_restart)
         ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
     }
     usleep(300000);
-    a.stop = b.stop = 1;
+    atomic_store(&a.stop, 1);
+    atomic_store(&b.stop, 1);
     pthread_join(th[0], NULL);
     pthread_join(th[1], NULL);
     ck_assert_int_eq(a.failed + b.failed, 0);

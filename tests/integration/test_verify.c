@@ -208,6 +208,10 @@ START_TEST(async_different_shape) { run_desync(C10D_VERIFY_ASYNC, SHAPE); }
 END_TEST
 START_TEST(async_different_root) { run_desync(C10D_VERIFY_ASYNC, ROOT); }
 END_TEST
+START_TEST(async_different_dtype) { run_desync(C10D_VERIFY_ASYNC, DTYPE); }
+END_TEST
+START_TEST(async_different_reduce_op) { run_desync(C10D_VERIFY_ASYNC, REDUCE_OP); }
+END_TEST
 
 /* A send and its recv that move the same bytes as different dtypes: the
  * data plane cannot tell, verification can (in the background, in every
@@ -420,6 +424,8 @@ int main(void)
     tcase_add_test(tc, async_different_operation);
     tcase_add_test(tc, async_different_shape);
     tcase_add_test(tc, async_different_root);
+    tcase_add_test(tc, async_different_dtype);
+    tcase_add_test(tc, async_different_reduce_op);
     tcase_add_test(tc, sync_send_recv_mismatch);
     tcase_add_test(tc, async_send_recv_mismatch);
     tcase_add_test(tc, sync_rank_left_before_the_collective);

@@ -26,8 +26,13 @@ c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
         return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
                            "failure: %s", c->what, pg->name, pg->broken_msg);
     c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
-    /* A finding from the coordinator (ASYNC) fails every later call. */
-    c10d_status st = c10di_pg_check(pg, c, -1);
+    /* A finding or a lost member, known already, fails the call at once.
+     * Under SYNC verification the coordinator answers that itself (and
+     * records it) on the report every collective makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told. */
+    int sync_verified = pg->w->verify == C10D_VERIFY_SYNC && c->kind != C10DC_SEND &&
+                        c->kind != C10DC_RECV;
+    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
     if (st == C10D_OK)
         st = c10di_verify_enter(pg, c);
     if (st == C10D_OK)

@@ -41,9 +41,11 @@ char *c10dc_fp_format(const c10dc_fp *fp, char *buf, size_t cap)
     if (fp->op != C10DC_NO_OP && k >= 0 && (size_t)k < cap)
         k += snprintf(buf + k, cap - (size_t)k, " %s", c10dc_op_name(fp->op));
     if (fp->root != C10DC_NO_ROOT && k >= 0 && (size_t)k < cap)
-        snprintf(buf + k, cap - (size_t)k, " %s %d",
-                 fp->kind == C10DC_SEND ? "to" : fp->kind == C10DC_RECV ? "from" : "root",
-                 fp->root);
+        k += snprintf(buf + k, cap - (size_t)k, " %s %d",
+                      fp->kind == C10DC_SEND ? "to" : fp->kind == C10DC_RECV ? "from" : "root",
+                      fp->root);
+    if (has_data(fp->kind) && fp->device == C10DC_DEV_CUDA && k >= 0 && (size_t)k < cap)
+        snprintf(buf + k, cap - (size_t)k, " on cuda");
     return buf;
 }
 
@@ -61,5 +63,7 @@ const char *c10dc_fp_diff(const c10dc_fp *a, const c10dc_fp *b)
         return "root";
     if (a->op != b->op)
         return "reduce op";
+    if (a->device != b->device)
+        return "device";
     return NULL;
 }

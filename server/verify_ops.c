@@ -372,7 +372,7 @@ prune:
  * would deadlock the out-of-order tags torch allows. */
 static void enter_p2p(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
 {
-    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
+    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op, en->device, 0};
     int peer = en->root;
     if (peer < 0 || peer >= g->size || g->status)
         return;
@@ -381,16 +381,20 @@ static void enter_p2p(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__C
         c10ds_vp2p *x = *pp;
         if (x->kind == en->kind || x->src != src || x->dst != dst || x->tag != en->tag)
             continue;
-        if (x->fp.dtype != fp.dtype || x->fp.count != fp.count) {
+        if (x->fp.dtype != fp.dtype || x->fp.count != fp.count || x->fp.device != fp.device) {
             const c10ds_vp2p *s = x->kind == C10DC_SEND ? x : NULL;
             char a[64], b[64], fs[64], fr[64], report[1024];
             c10dc_fp sfp = s ? x->fp : fp, rfp = s ? fp : x->fp;
-            snprintf(fs, sizeof fs, "%s[%lld]", c10dc_dtype_name(sfp.dtype), (long long)sfp.count);
-            snprintf(fr, sizeof fr, "%s[%lld]", c10dc_dtype_name(rfp.dtype), (long long)rfp.count);
+            snprintf(fs, sizeof fs, "%s[%lld]%s", c10dc_dtype_name(sfp.dtype),
+                     (long long)sfp.count, sfp.device == C10DC_DEV_CUDA ? " on cuda" : "");
+            snprintf(fr, sizeof fr, "%s[%lld]%s", c10dc_dtype_name(rfp.dtype),
+                     (long long)rfp.count, rfp.device == C10DC_DEV_CUDA ? " on cuda" : "");
             snprintf(report, sizeof report, "send/recv mismatch in group %s (job %s), tag %d: %s "
                      "sent %s, %s receives %s (different %s)", g->name, g->job, en->tag,
                      who(g, src, a, sizeof a), fs, who(g, dst, b, sizeof b), fr,
-                     sfp.dtype != rfp.dtype ? "dtype" : "shape");
+                     sfp.dtype != rfp.dtype   ? "dtype"
+                     : sfp.count != rfp.count ? "shape"
+                                              : "device");
             finding(e, g, g->min_entered + 1, C10D_EDESYNC, report);
         }
         *pp = x->next;
@@ -416,7 +420,7 @@ static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb_
         enter_p2p(e, g, idx, en);
         return;
     }
-    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op};
+    c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op, en->device, 0};
     if (en->completed > g->completed[idx])
         g->completed[idx] = en->completed;
     if (en->timeout_ms > g->timeout_ms)

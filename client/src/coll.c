@@ -1,4 +1,5 @@
 /* The collective front end: check arguments (before anything is sent),
+ * pick the backend from the tensors' device (CPU: host, CUDA: NCCL),
  * describe and number the call, and hand it to the group's lane. It knows
  * nothing of how the backend moves bytes. */
 #include "work.h"
@@ -30,11 +31,19 @@ static c10d_status check_tensor(const c10d_pg *pg, const c10d_tensor *t, const c
     if (!t->data && *n > 0)
         return c10di_error(C10D_EINVAL, "%s: %s has NULL data for %lld elements", fn, what,
                            (long long)*n);
-    if (t->device != C10D_CPU)
-        return c10di_error(C10D_EINVAL, "%s: %s is on CUDA device %d, but group %s uses the %s "
-                           "backend, which takes CPU buffers", fn, what, t->device, pg->name,
-                           pg->be->name);
+    if (t->device < C10D_CPU)
+        return c10di_error(C10D_EINVAL, "%s: %s has device %d (C10D_CPU, or a CUDA device "
+                           "index)", fn, what, t->device);
     return C10D_OK;
+}
+
+static const char *device_name(int device, char *buf, size_t cap)
+{
+    if (device == C10D_CPU)
+        snprintf(buf, cap, "the CPU");
+    else
+        snprintf(buf, cap, "cuda:%d", device);
+    return buf;
 }
 
 static c10d_status check_root(const c10d_pg *pg, int root, const char *fn, const char *what)
@@ -58,6 +67,46 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     if (a->dtype != b->dtype)
         return c10di_error(C10D_EINVAL, "%s: %s is %s but %s is %s", fn, an,
                            c10d_dtype_name(a->dtype), bn, c10d_dtype_name(b->dtype));
+    if (a->device != b->device) {
+        char da[32], db[32];
+        return c10di_error(C10D_EINVAL, "%s: %s is on %s but %s is on %s; the tensors of one "
+                           "call must be on one device", fn, an,
+                           device_name(a->device, da, sizeof da), bn,
+                           device_name(b->device, db, sizeof db));
+    }
+    return C10D_OK;
+}
+
+/* Which backend serves a call on `device`: the host backend for CPU
+ * buffers, NCCL for CUDA buffers (C10D_BACKEND_AUTO serves both, like
+ * torch's "cpu:gloo,cuda:nccl"). Checked before the call is numbered, so
+ * a refusal leaves the group usable. */
+static c10d_status route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
+{
+    if (device == C10DI_GROUP_DEVICE && pg->backend != C10D_BACKEND_NCCL)
+        device = C10D_CPU;
+    c->device = device;
+    if (device == C10D_CPU) {
+        if (pg->backend == C10D_BACKEND_NCCL)
+            return c10di_error(C10D_EINVAL, "%s: the tensors are on the CPU, but group %s uses "
+                               "the NCCL backend, which takes CUDA buffers (C10D_BACKEND_AUTO "
+                               "serves both)", fn, pg->name);
+        c->be = pg->be;
+        c->be_state = pg->be_state;
+        return C10D_OK;
+    }
+    if (pg->backend == C10D_BACKEND_HOST)
+        return c10di_error(C10D_EINVAL, "%s: the tensors are on cuda:%d, but group %s uses the "
+                           "host backend, which takes CPU buffers (C10D_BACKEND_AUTO serves "
+                           "both)", fn, device, pg->name);
+    c10d_status st = c10di_nccl_available();
+    if (st != C10D_OK)
+        return c10di_error(st, "%s on cuda:%d: the NCCL backend is unavailable: %s", fn,
+                           device, c10d_errmsg());
+    if (!pg->gpu_state)
+        return c10di_error(C10D_EBACKEND, "%s: group %s has no NCCL state", fn, pg->name);
+    c->be = pg->gpu_be;
+    c->be_state = pg->gpu_state;
     return C10D_OK;
 }
 
@@ -73,15 +122,17 @@ static void describe(c10d_pg *pg, c10di_coll *c, int64_t numel)
                   c->kind == C10DC_REDUCE_SCATTER;
     c->seq = p2p ? ++pg->p2p_seq : ++pg->seq;
     c->fp = (c10dc_fp){(uint32_t)c->kind, (uint32_t)c->dtype, numel,
-                       rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP};
+                       rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP,
+                       c->device == C10D_CPU ? C10DC_DEV_CPU : C10DC_DEV_CUDA, 0};
     char f[128];
     snprintf(c->what, sizeof c->what, "#%s%llu %s", p2p ? "p" : "", (unsigned long long)c->seq,
              c10dc_fp_format(&c->fp, f, sizeof f));
 }
 
-/* Numbers, then runs c now or on the lane. Takes c->outs and c->ins. */
-static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10d_coll_opts *o,
-                            c10d_work **work)
+/* Routes, numbers, then runs c now or on the lane. Takes c->outs and
+ * c->ins. `device` is the tensors' (or C10DI_GROUP_DEVICE). */
+static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int device,
+                            const char *fn, const c10d_coll_opts *o, c10d_work **work)
 {
     int async = o && o->async_op;
     c10d_status st = C10D_OK;
@@ -89,6 +140,14 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10
         st = c10di_error(C10D_EINVAL, "async_op needs a place for the work handle");
         goto out;
     }
+    c->async = async;
+    c->stream = o ? o->stream : NULL;
+    if ((st = route(pg, c, device, fn)) != C10D_OK)
+        goto out;
+    /* On the caller's thread: what its stream has queued so far comes
+     * before the collective, even if the lane runs it later. */
+    if (c->be->prepare && (st = c->be->prepare(pg, c->be_state, c)) != C10D_OK)
+        goto out;
     describe(pg, c, numel);
     c->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms;
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
@@ -104,6 +163,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10
         goto out;
     }
     c->outs = NULL, c->ins = NULL; /* the work owns them now */
+    c->ready = NULL;
     if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
         c10di_work_destroy(w);
         return st;
@@ -116,6 +176,8 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, const c10
     c10d_work_free(w);
     return st;
 out:
+    if (c->be && c->be->forget)
+        c->be->forget(c);
     free(c->outs);
     free(c->ins);
     return st;
@@ -141,7 +203,7 @@ c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,
     init_coll(&c, C10DC_ALL_REDUCE, t->dtype, (size_t)n);
     c.op = op;
     c.buf = t->data;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, t->device, "all_reduce", o, work);
 }
 
 c10d_status c10d_broadcast(c10d_pg *pg, c10d_tensor *t, int root, const c10d_coll_opts *o,
@@ -156,7 +218,7 @@ c10d_status c10d_broadcast(c10d_pg *pg, c10d_tensor *t, int root, const c10d_col
     init_coll(&c, C10DC_BROADCAST, t->dtype, (size_t)n);
     c.buf = t->data;
     c.root = root;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, t->device, "broadcast", o, work);
 }
 
 c10d_status c10d_reduce(c10d_pg *pg, c10d_tensor *t, int root, c10d_reduce_op op,
@@ -172,7 +234,7 @@ c10d_status c10d_reduce(c10d_pg *pg, c10d_tensor *t, int root, c10d_reduce_op op
     c.buf = t->data;
     c.root = root;
     c.op = op;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, t->device, "reduce", o, work);
 }
 
 /* Per-rank block pointers of a list of size(pg) tensors, each like ref. */
@@ -244,10 +306,10 @@ static c10d_status gather_like(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor
     c.in = in->data;
     c.root = root;
     if (kind == C10DC_GATHER && pg->rank != root)
-        return dispatch(pg, &c, n, o, work);
+        return dispatch(pg, &c, n, in->device, fn, o, work);
     st = out_flat ? flat_ptrs(pg, out_flat, in, n, fn, "out", &c.outs)
                   : list_ptrs(pg, outs, in, n, fn, "outs", &c.outs);
-    return st != C10D_OK ? st : dispatch(pg, &c, n, o, work);
+    return st != C10D_OK ? st : dispatch(pg, &c, n, in->device, fn, o, work);
 }
 
 c10d_status c10d_all_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tensor *in,
@@ -290,14 +352,14 @@ static c10d_status scatter_like(c10d_pg *pg, c10d_tensor *out, const c10d_tensor
     c.root = root;
     c.op = op;
     if (kind == C10DC_SCATTER && pg->rank != root)
-        return dispatch(pg, &c, n, o, work);
+        return dispatch(pg, &c, n, out->device, fn, o, work);
     void **p = NULL;
     st = in_flat ? flat_ptrs(pg, in_flat, out, n, fn, "in", &p)
                  : list_ptrs(pg, ins, out, n, fn, "ins", &p);
     if (st != C10D_OK)
         return st;
     c.ins = (const void **)p;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, out->device, fn, o, work);
 }
 
 c10d_status c10d_reduce_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
@@ -342,7 +404,7 @@ c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out, const c10d_ten
     init_coll(&c, C10DC_ALL_TO_ALL, in->dtype, (size_t)n);
     c.in = in->data;
     c.out = out->data;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, in->device, fn, o, work);
 }
 
 static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
@@ -362,7 +424,7 @@ static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
     c.buf = t->data;
     c.root = peer;
     c.tag = tag;
-    return dispatch(pg, &c, n, o, work);
+    return dispatch(pg, &c, n, t->device, fn, o, work);
 }
 
 c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
@@ -384,5 +446,5 @@ c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work)
         return st;
     c10di_coll c;
     init_coll(&c, C10DC_BARRIER, C10D_UINT8, 0);
-    return dispatch(pg, &c, 0, o, work);
+    return dispatch(pg, &c, 0, C10DI_GROUP_DEVICE, "barrier", o, work);
 }

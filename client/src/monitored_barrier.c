@@ -78,7 +78,7 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
     memset(&c, 0, sizeof c);
     c.kind = C10DC_MONITORED_BARRIER;
     c.seq = ++pg->seq;
-    c.fp = (c10dc_fp){C10DC_MONITORED_BARRIER, 0, 0, C10DC_NO_ROOT, C10DC_NO_OP};
+    c.fp = (c10dc_fp){C10DC_MONITORED_BARRIER, 0, 0, C10DC_NO_ROOT, C10DC_NO_OP, C10DC_DEV_CPU, 0};
     c.timeout_ms = timeout_ms;
     c.deadline_ms = c10d_now_ms() + timeout_ms;
     snprintf(c.what, sizeof c.what, "#%llu MONITORED_BARRIER", (unsigned long long)c.seq);

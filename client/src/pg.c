@@ -44,6 +44,8 @@ static void pg_free(c10d_pg *pg)
         }
     pthread_mutex_unlock(&pg->w->mu);
     c10di_lane_stop(pg);
+    if (pg->gpu_be && pg->gpu_state)
+        pg->gpu_be->close(pg->gpu_state);
     if (pg->be && pg->be_state)
         pg->be->close(pg->be_state);
     c10di_world_unref(pg->w);
@@ -66,7 +68,9 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
     for (int i = 0; i < n; i++)
         pg->ranks[i] = ranks ? ranks[i] : i;
     pg->timeout_ms = w->timeout_ms;
+    pg->backend = w->backend;
     pg->be = &c10di_host_backend;
+    pg->gpu_be = w->backend != C10D_BACKEND_HOST ? c10di_nccl_ops() : NULL;
     pthread_mutex_lock(&w->mu);
     pg->next_in_world = w->groups;
     w->groups = pg;
@@ -126,6 +130,14 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
         }
     }
     st = pg->be->connect(pg, pg->be_state, rep->group_join->endpoints);
+    /* NCCL publishes nothing in the rendezvous: it bootstraps through the
+     * store, at setup (C10D_BACKEND_NCCL) or at the first CUDA call. */
+    if (st == C10D_OK && pg->gpu_be) {
+        size_t none = 0;
+        st = pg->gpu_be->open(pg, &pg->gpu_state, ep, sizeof ep, &none);
+        if (st == C10D_OK)
+            st = pg->gpu_be->connect(pg, pg->gpu_state, rep->group_join->endpoints);
+    }
     c10dpb__reply__free_unpacked(rep, NULL);
     return st;
 }
@@ -142,17 +154,23 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     const char *job = opts.job ? opts.job : getenv("C10D_JOB");
     int timeout = opts.timeout_ms > 0 ? opts.timeout_ms
                                       : (int)c10di_env_long("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
+    int device = opts.device >= 0 ? opts.device : (int)c10di_env_long("LOCAL_RANK", -1);
+    c10d_status st;
     if (size <= 0)
         return c10di_error(C10D_EINVAL, "c10d_init: no world size (set WORLD_SIZE or "
                            "opts.world_size)");
     if (rank < 0 || rank >= size)
         return c10di_error(C10D_EINVAL, "c10d_init: rank %d is out of range for world size %d "
                            "(set RANK or opts.rank)", rank, size);
-    if (opts.backend == C10D_BACKEND_NCCL)
-        return c10di_error(C10D_EBACKEND, "c10d_init: the NCCL backend is not available in this "
-                           "build; use C10D_BACKEND_HOST for CPU buffers");
+    if (opts.backend != C10D_BACKEND_AUTO && opts.backend != C10D_BACKEND_HOST &&
+        opts.backend != C10D_BACKEND_NCCL)
+        return c10di_error(C10D_EINVAL, "c10d_init: unknown backend %d", (int)opts.backend);
+    /* Asked for NCCL explicitly: say at once if it cannot be had, before
+     * the peers are kept waiting in the rendezvous. */
+    if (opts.backend == C10D_BACKEND_NCCL && (st = c10di_nccl_available()) != C10D_OK)
+        return c10di_error(st, "c10d_init: C10D_BACKEND_NCCL is unavailable: %s (the host "
+                           "backend serves CPU buffers)", c10d_errmsg());
     c10di_world *w = calloc(1, sizeof *w);
-    c10d_status st;
     if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
         !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs))) {
         if (w)
@@ -169,6 +187,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->rank = rank;
     w->size = size;
     w->timeout_ms = timeout > 0 ? timeout : DEFAULT_TIMEOUT_MS;
+    w->backend = opts.backend;
+    w->device = device;
     c10di_activity(w, "c10d_init", NULL, NULL, NULL);
     w->verify = c10di_verify_mode(opts.verify);
     pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
@@ -226,15 +246,20 @@ c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int
         if (ranks[i] == parent->rank)
             me = i;
     }
+    /* A parent with an NCCL communicator splits it: every member of the
+     * parent takes part, those outside the new group too. */
+    int split = parent->gpu_be && parent->gpu_be->split;
     if (me < 0) {
         free(global);
-        return C10D_OK;
+        return split ? parent->gpu_be->split(parent, parent->gpu_state, NULL, NULL) : C10D_OK;
     }
     c10d_pg *pg = pg_new(parent->w, name, global, n, me);
     free(global);
     if (!pg)
         return c10di_error(C10D_ENOMEM, "out of memory");
     c10d_status st = rendezvous(pg, 0);
+    if (st == C10D_OK && split)
+        st = parent->gpu_be->split(parent, parent->gpu_state, pg, pg->gpu_state);
     if (st != C10D_OK) {
         pg_free(pg);
         return st;

@@ -1,7 +1,8 @@
 /* Process groups inside the library: the world a rank belongs to, its
  * groups, the description of one collective, and the ops table every data
- * backend fills (host now; NCCL later). The collective front end (coll.c)
- * knows nothing of sockets, shared memory or CUDA: it checks arguments,
+ * backend fills (host for CPU buffers, NCCL for CUDA buffers). The
+ * collective front end (coll.c) knows nothing of sockets, shared memory or
+ * CUDA: it checks arguments, picks the backend from the tensors' device,
  * numbers the call, orders it on the group's lane and hands a c10di_coll
  * to the backend. */
 #ifndef C10DI_PG_INTERNAL_H
@@ -31,7 +32,21 @@ typedef struct c10di_coll {
     int timeout_ms;
     int64_t deadline_ms; /* monotonic */
     char what[160];      /* "#5 ALL_REDUCE float32[4] SUM" for messages */
+    /* where it runs (chosen by the front end from the tensors' device) */
+    int device; /* C10D_CPU, a CUDA device, or C10DI_GROUP_DEVICE (barrier) */
+    const struct c10di_backend_ops *be;
+    void *be_state;
+    /* backends that complete on CUDA streams (NCCL) */
+    void *stream;        /* the caller's cudaStream_t; NULL: the default stream */
+    int async;           /* the caller holds a work handle */
+    void *ready;         /* what the caller's stream had queued when it called */
+    void *pending;       /* async: what the work handle waits on / queries */
+    int completes_later; /* run only enqueued it: completion is reported later */
 } c10di_coll;
+
+/* A barrier runs where the group's default data plane is: its NCCL
+ * communicator's device under C10D_BACKEND_NCCL, else the CPU. */
+#define C10DI_GROUP_DEVICE (-2)
 
 /* --- the backend ops table --- */
 typedef struct c10di_backend_ops {
@@ -43,13 +58,33 @@ typedef struct c10di_backend_ops {
      * group-rank order. */
     c10d_status (*connect)(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps);
     /* Runs one collective to completion on the calling thread. A backend
-     * that completes on streams (NCCL) would enqueue here and report
-     * completion through the work handle instead. */
-    c10d_status (*run)(c10d_pg *pg, void *state, const c10di_coll *c);
+     * that completes on streams (NCCL) enqueues it, sets completes_later,
+     * and for async calls leaves in c->pending what the work handle waits
+     * on. */
+    c10d_status (*run)(c10d_pg *pg, void *state, c10di_coll *c);
     void (*close)(void *state);
+    /* The rest are optional (NULL for the host backend). */
+    /* On the caller's thread when the call is made, before it may be
+     * queued on the lane: notes what the caller's stream has queued. */
+    c10d_status (*prepare)(c10d_pg *pg, void *state, c10di_coll *c);
+    /* Work handles of calls that complete later: wait orders the caller's
+     * stream after the call and says how it ended so far; is_done
+     * queries; forget drops c->ready and c->pending. */
+    c10d_status (*wait)(void *pending, void *stream);
+    int (*is_done)(void *pending);
+    void (*forget)(c10di_coll *c);
+    /* A new group's communicator from its parent's (all of the parent's
+     * members call it, in the same order; child is NULL on non-members). */
+    c10d_status (*split)(c10d_pg *parent, void *parent_state, c10d_pg *child, void *child_state);
 } c10di_backend_ops;
 
 extern const c10di_backend_ops c10di_host_backend;
+/* The NCCL backend, or NULL in a build without CUDA/NCCL (nccl/). */
+const c10di_backend_ops *c10di_nccl_ops(void);
+/* Whether CUDA buffers can be served: C10D_OK, or C10D_EBACKEND saying
+ * why ("built without NCCL", "libnccl.so.2 not found", "no CUDA device
+ * visible"). Loads NCCL the first time. */
+c10d_status c10di_nccl_available(void);
 
 /* --- the world: shared by the world group and its subgroups --- */
 typedef struct c10di_world {
@@ -60,6 +95,8 @@ typedef struct c10di_world {
     uint64_t generation;
     int rank, size;
     int timeout_ms;
+    c10d_backend backend;
+    int device; /* CUDA device from the options or LOCAL_RANK; -1: the first tensor's */
 
     /* liveness (watch.c) */
     pthread_t watcher;
@@ -98,8 +135,11 @@ struct c10d_pg {
     int rank, size;
     int *ranks; /* global rank of each group rank */
     int timeout_ms;
-    const c10di_backend_ops *be;
+    c10d_backend backend;
+    const c10di_backend_ops *be; /* CPU buffers: the host backend */
     void *be_state;
+    const c10di_backend_ops *gpu_be; /* CUDA buffers: NCCL, or NULL (not built) */
+    void *gpu_state;
     uint64_t seq;       /* collectives issued on this group */
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
     c10d_pg *next_in_world;          /* the world's live groups (w->mu) */
@@ -131,6 +171,11 @@ void c10di_activity_read(c10di_world *w, char *out, size_t cap);
  * gone) / C10D_ETIMEDOUT (past c's deadline), with the message set.
  * `waiting_for` (a group rank or -1) is named in a timeout. */
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for);
+/* Without side effects, from any thread: why collective seq of pg cannot
+ * complete (a finding on the group, or a member lost that had not
+ * finished seq), as C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT with the
+ * report in msg; C10D_OK if nothing is known against it. */
+c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap);
 
 /* verify.c: collective-sequence verification */
 typedef struct c10di_alert {
@@ -148,8 +193,12 @@ void c10di_alerts_free(c10di_world *w);
 c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c);
 void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report);
 
-/* coll.c: the lane that runs a group's operations in order */
+/* work.c: the lane that runs a group's operations in order */
 c10d_status c10di_lane_start(c10d_pg *pg);
 void c10di_lane_stop(c10d_pg *pg);
+/* Waits until everything queued on pg's lane has run (been enqueued). */
+void c10di_lane_drain(c10d_pg *pg);
+/* Collective seq of pg completed (the highest so far stands). */
+void c10di_pg_completed(c10d_pg *pg, uint64_t seq);
 
 #endif

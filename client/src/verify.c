@@ -58,6 +58,8 @@ static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp 
     en->count = fp->count;
     en->root = fp->root;
     en->op = fp->op;
+    en->has_device = fp->device != 0;
+    en->device = fp->device;
     en->completed = completed;
     en->timeout_ms = timeout_ms;
     en->has_repeat = repeat != 0;

@@ -175,6 +175,30 @@ static int left_after(const char *final_seqs, const char *group, uint64_t seq)
     return final_seq(final_seqs, group) >= seq;
 }
 
+c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap)
+{
+    c10di_world *w = pg->w;
+    c10d_status st = C10D_OK;
+    msg[0] = '\0';
+    if (!atomic_load(&w->lost_version))
+        return C10D_OK;
+    pthread_mutex_lock(&w->mu);
+    for (c10di_alert *a = w->alerts; a && st == C10D_OK; a = a->next)
+        if (strcmp(a->group, pg->name) == 0) {
+            snprintf(msg, cap, "%s", a->report);
+            st = a->status;
+        }
+    for (int i = 0; i < pg->size && st == C10D_OK; i++) {
+        int g = pg->ranks[i];
+        if (w->lost[g] && !left_after(w->lost_seqs[g], pg->name, seq)) {
+            snprintf(msg, cap, "%s", w->lost[g]);
+            st = C10D_EPEERLOST;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return st;
+}
+
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     c10di_world *w = pg->w;

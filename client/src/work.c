@@ -20,7 +20,14 @@ struct c10di_lane {
     pthread_t th;
 };
 
-c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
+void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
+{
+    uint64_t cur = atomic_load(&pg->completed);
+    while (cur < seq && !atomic_compare_exchange_weak(&pg->completed, &cur, seq))
+        ;
+}
+
+c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
 {
     if (pg->broken)
         return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
@@ -36,9 +43,9 @@ c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c)
     if (st == C10D_OK)
         st = c10di_verify_enter(pg, c);
     if (st == C10D_OK)
-        st = pg->be->run(pg, pg->be_state, c);
-    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV)
-        pg->completed = c->seq;
+        st = c->be->run(pg, c->be_state, c);
+    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
+        c10di_pg_completed(pg, c->seq);
     if (st != C10D_OK && st != C10D_EINVAL) {
         /* The links may hold half a message: nothing after this is safe. */
         pg->broken = st;
@@ -116,6 +123,19 @@ void c10di_lane_stop(c10d_pg *pg)
     pg->lane = NULL;
 }
 
+void c10di_lane_drain(c10d_pg *pg)
+{
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    while (l->inflight > 0) {
+        pthread_mutex_unlock(&l->mu);
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
 {
     c10d_work *w = calloc(1, sizeof *w);
@@ -130,6 +150,8 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
 
 void c10di_work_destroy(c10d_work *w)
 {
+    if (w->c.be && w->c.be->forget)
+        w->c.be->forget(&w->c);
     free(w->c.outs);
     free(w->c.ins);
     pthread_mutex_destroy(&w->mu);
@@ -198,7 +220,13 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
     if (timed_out)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
                            w->pg->name, timeout_ms);
-    return st == C10D_OK ? C10D_OK : c10di_error(st, "%s", msg);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s", msg);
+    /* Enqueued on a CUDA stream: order the caller's stream after it (as
+     * torch's wait does), without blocking this thread. */
+    if (w->c.pending && w->c.be->wait)
+        return w->c.be->wait(w->c.pending, w->c.stream);
+    return C10D_OK;
 }
 
 int c10d_work_is_completed(const c10d_work *w)
@@ -209,6 +237,8 @@ int c10d_work_is_completed(const c10d_work *w)
     pthread_mutex_lock(&mw->mu);
     int done = mw->done;
     pthread_mutex_unlock(&mw->mu);
+    if (done && mw->c.pending && mw->c.be->is_done)
+        return mw->c.be->is_done(mw->c.pending);
     return done;
 }
 

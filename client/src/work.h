@@ -17,7 +17,7 @@ struct c10d_work {
 
 /* Runs c now on this thread; marks the group broken on a failure that may
  * have left bytes in flight. */
-c10d_status c10di_execute(c10d_pg *pg, const c10di_coll *c);
+c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c);
 c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c);
 void c10di_work_destroy(c10d_work *w);
 int c10di_lane_busy(c10d_pg *pg);

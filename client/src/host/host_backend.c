@@ -185,12 +185,16 @@ out:
     return st;
 }
 
-static c10d_status host_run(c10d_pg *pg, void *state, const c10di_coll *c)
+static c10d_status host_run(c10d_pg *pg, void *state, c10di_coll *c)
 {
     (void)pg;
     return c10di_host_run(state, c);
 }
 
 const c10di_backend_ops c10di_host_backend = {
-    "host", host_open, host_connect, host_run, host_close,
+    .name = "host",
+    .open = host_open,
+    .connect = host_connect,
+    .run = host_run,
+    .close = host_close,
 };

@@ -335,10 +335,12 @@ c10d_status c10di_nccl_ensure(c10di_nccl *s, const c10di_coll *c)
                                                       &config);
     s->comm = comm;
     s->inits++;
-    if ((st = c10di_nccl_settle(s, r, c)) != C10D_OK)
-        return c10di_error(st == C10D_EBACKEND ? C10D_EBACKEND : st,
-                           "cannot make the NCCL communicator of group %s on cuda:%d: %s",
-                           s->pg->name, dev, c10d_errmsg());
+    if ((st = c10di_nccl_settle(s, r, c)) != C10D_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", c10d_errmsg()); /* errmsg is rewritten below */
+        return c10di_error(st, "cannot make the NCCL communicator of group %s on cuda:%d: %s",
+                           s->pg->name, dev, why);
+    }
     return start_watchdog(s);
 }
 

@@ -110,6 +110,7 @@ static void load(void)
     SYM(nccl, ncclGetUniqueId);
     SYM(nccl, ncclGetErrorString);
     SYM(nccl, ncclGetLastError);
+    SYM(nccl, ncclCommInitRank);
     SYM(nccl, ncclCommInitRankConfig);
     SYM(nccl, ncclCommSplit);
     SYM(nccl, ncclCommGetAsyncError);

@@ -39,6 +39,7 @@ typedef struct c10di_gpu_api {
     C10DI_GPU_FN(ncclGetUniqueId);
     C10DI_GPU_FN(ncclGetErrorString);
     C10DI_GPU_FN(ncclGetLastError);
+    C10DI_GPU_FN(ncclCommInitRank);
     C10DI_GPU_FN(ncclCommInitRankConfig);
     C10DI_GPU_FN(ncclCommSplit);
     C10DI_GPU_FN(ncclCommGetAsyncError);

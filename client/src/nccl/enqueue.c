@@ -173,7 +173,7 @@ static c10d_status enqueue(c10di_nccl *s, const c10di_coll *c)
     case C10DC_ALL_TO_ALL:
     case C10DC_GATHER:
     case C10DC_SCATTER:
-        return p2p_group(s, c, dt, c->kind == C10DC_ALL_TO_ALL ? bytes : bytes);
+        return p2p_group(s, c, dt, bytes);
     case C10DC_SEND:
         return SETTLE(c10di_gpu.ncclSend(c->buf, c->count, dt, c->root, s->comm, s->stream));
     case C10DC_RECV:

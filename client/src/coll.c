@@ -100,12 +100,9 @@ static c10d_status route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
                            "host backend, which takes CPU buffers (C10D_BACKEND_AUTO serves "
                            "both)", fn, device, pg->name);
     c10d_status st = c10di_nccl_available();
-    if (st != C10D_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", c10d_errmsg()); /* errmsg is rewritten below */
+    if (st != C10D_OK)
         return c10di_error(st, "%s on cuda:%d: the NCCL backend is unavailable: %s", fn,
-                           device, why);
-    }
+                           device, c10d_errmsg());
     if (!pg->gpu_state)
         return c10di_error(C10D_EBACKEND, "%s: group %s has no NCCL state", fn, pg->name);
     c->be = pg->gpu_be;

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char tls_errmsg[2048];
 
@@ -38,9 +39,13 @@ const char *c10d_errmsg(void)
 
 c10d_status c10di_error(c10d_status st, const char *fmt, ...)
 {
+    /* Formatted aside first: callers may wrap the previous detail,
+     * c10di_error(st, "...: %s", c10d_errmsg()). */
+    char msg[sizeof tls_errmsg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tls_errmsg, sizeof tls_errmsg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(tls_errmsg, msg, sizeof msg);
     return st;
 }

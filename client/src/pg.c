@@ -167,12 +167,9 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         return c10di_error(C10D_EINVAL, "c10d_init: unknown backend %d", (int)opts.backend);
     /* Asked for NCCL explicitly: say at once if it cannot be had, before
      * the peers are kept waiting in the rendezvous. */
-    if (opts.backend == C10D_BACKEND_NCCL && (st = c10di_nccl_available()) != C10D_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", c10d_errmsg()); /* errmsg is rewritten below */
+    if (opts.backend == C10D_BACKEND_NCCL && (st = c10di_nccl_available()) != C10D_OK)
         return c10di_error(st, "c10d_init: C10D_BACKEND_NCCL is unavailable: %s (the host "
-                           "backend serves CPU buffers)", why);
-    }
+                           "backend serves CPU buffers)", c10d_errmsg());
     c10di_world *w = calloc(1, sizeof *w);
     if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
         !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs))) {

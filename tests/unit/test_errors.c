@@ -38,6 +38,15 @@ START_TEST(errmsg_is_per_thread)
 }
 END_TEST
 
+START_TEST(errmsg_can_wrap_the_previous_detail)
+{
+    c10di_error(C10D_EBACKEND, "no CUDA device visible");
+    ck_assert_int_eq(c10di_error(C10D_EBACKEND, "all_reduce: unavailable: %s", c10d_errmsg()),
+                     C10D_EBACKEND);
+    ck_assert_str_eq(c10d_errmsg(), "all_reduce: unavailable: no CUDA device visible");
+}
+END_TEST
+
 START_TEST(url_resolution_follows_torchrun_env)
 {
     char url[256];
@@ -117,6 +126,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, every_status_has_a_message_and_name);
     tcase_add_test(tc, errmsg_is_per_thread);
+    tcase_add_test(tc, errmsg_can_wrap_the_previous_detail);
     tcase_add_test(tc, url_resolution_follows_torchrun_env);
     tcase_add_test(tc, env_long_ignores_garbage);
     tcase_add_test(tc, null_handles_are_safe);

@@ -232,7 +232,7 @@ void c10di_nccl_track(c10di_nccl *s, c10di_gpu_op *op)
 /* The device this group runs on, decided once: the options or LOCAL_RANK
  * (the world's), else the first CUDA tensor's, else rank modulo the
  * visible devices. */
-static int decide_device(c10di_nccl *s, int want)
+int c10di_nccl_device(c10di_nccl *s, int want)
 {
     int d = atomic_load(&s->device);
     if (d >= 0)
@@ -249,10 +249,6 @@ static int decide_device(c10di_nccl *s, int want)
     return d;
 }
 
-int c10di_nccl_device(c10di_nccl *s, int want)
-{
-    return decide_device(s, want);
-}
 
 /* Rank 0's unique id, through the coordinator's store: polled in short
  * waits so that a peer's death or the deadline ends it. */
@@ -321,7 +317,7 @@ c10d_status c10di_nccl_ensure(c10di_nccl *s, const c10di_coll *c)
     c10d_status st = c10di_nccl_available();
     if (st != C10D_OK)
         return st;
-    int dev = decide_device(s, c->device >= 0 ? c->device : -1);
+    int dev = c10di_nccl_device(s, c->device >= 0 ? c->device : -1);
     if (dev >= c10di_gpu.devices)
         return c10di_error(C10D_EINVAL, "group %s: CUDA device %d does not exist (%d visible)",
                            s->pg->name, dev, c10di_gpu.devices);
@@ -335,12 +331,9 @@ c10d_status c10di_nccl_ensure(c10di_nccl *s, const c10di_coll *c)
                                                       &config);
     s->comm = comm;
     s->inits++;
-    if ((st = c10di_nccl_settle(s, r, c)) != C10D_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", c10d_errmsg()); /* errmsg is rewritten below */
+    if ((st = c10di_nccl_settle(s, r, c)) != C10D_OK)
         return c10di_error(st, "cannot make the NCCL communicator of group %s on cuda:%d: %s",
-                           s->pg->name, dev, why);
-    }
+                           s->pg->name, dev, c10d_errmsg());
     return start_watchdog(s);
 }
 
@@ -364,6 +357,7 @@ c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, si
         return c10di_error(C10D_ENOMEM, "out of memory");
     s->pg = pg;
     s->eager = pg->backend == C10D_BACKEND_NCCL;
+    s->blocking_wait = c10di_env_long("C10D_NCCL_BLOCKING_WAIT", 0) != 0;
     atomic_init(&s->device, -1);
     pthread_mutex_init(&s->comm_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);

@@ -275,6 +275,8 @@ static c10d_status nccl_run(c10d_pg *pg, void *state, c10di_coll *c)
         st = c10di_cuda_error(e, "ordering after the caller's stream", c);
     if (st == C10D_OK && !(op = op_new(c)))
         st = c10di_error(C10D_ENOMEM, "%s: cannot make a CUDA event", c->what);
+    if (op)
+        op->blocking_wait = s->blocking_wait;
     if (st == C10D_OK)
         st = enqueue(s, c);
     if (st == C10D_OK && (e = c10di_gpu.cudaEventRecord(op->done, s->stream)) != cudaSuccess)
@@ -292,7 +294,7 @@ static c10d_status nccl_run(c10d_pg *pg, void *state, c10di_coll *c)
     if (!c->async &&
         (e = c10di_gpu.cudaStreamWaitEvent((cudaStream_t)c->stream, op->done, 0)) != cudaSuccess)
         st = c10di_cuda_error(e, "ordering the caller's stream", c);
-    if (st == C10D_OK && (c->kind == C10DC_BARRIER || c10di_env_long("C10D_NCCL_BLOCKING_WAIT", 0)))
+    if (st == C10D_OK && (c->kind == C10DC_BARRIER || s->blocking_wait))
         st = block_on(op);
     if (c->async && st == C10D_OK)
         c->pending = op; /* the work handle's reference */
@@ -310,7 +312,7 @@ static c10d_status nccl_wait(void *pending, void *stream)
     if (e != cudaSuccess)
         return c10di_error(C10D_EBACKEND, "%s: ordering the caller's stream: CUDA error: %s",
                            op->what, c10di_gpu.cudaGetErrorString(e));
-    if (c10di_env_long("C10D_NCCL_BLOCKING_WAIT", 0))
+    if (op->blocking_wait)
         return block_on(op);
     return C10D_OK;
 }

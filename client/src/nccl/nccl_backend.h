@@ -21,6 +21,7 @@ typedef struct c10di_gpu_op {
     cudaEvent_t done;
     uint64_t seq;
     int counts; /* a collective of the group (moves its completed count) */
+    int blocking_wait; /* the group's C10D_NCCL_BLOCKING_WAIT */
     int64_t deadline_ms;
     int timeout_ms;
     char what[160];
@@ -35,6 +36,7 @@ enum { OP_RUNNING, OP_DONE, OP_FAILED };
 struct c10di_nccl {
     c10d_pg *pg;
     int eager;          /* C10D_BACKEND_NCCL: the communicator is made at setup */
+    int blocking_wait;  /* C10D_NCCL_BLOCKING_WAIT=1: calls block the CPU until done */
     atomic_int device;  /* -1 until decided */
     ncclComm_t comm;    /* NULL until made, and again after an abort */
     cudaStream_t stream;

@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include "events.h"
+
 #include "c10d_time.h"
 #include "log.h"
 
@@ -49,7 +51,8 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
         c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
         c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
         register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_group_ops) != 0 ||
-        register_ops(e, c10ds_verify_ops) != 0) {
+        register_ops(e, c10ds_verify_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
+        c10ds_join_init(&e->join, db) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);
         return NULL;
@@ -265,7 +268,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     run_ready(e);
     if (c10d_now_ms() >= e->next_sweep_ms) {
         c10ds_groups_sweep(e, c10d_wall_ms());
-        c10ds_verify_sweep(e);
+        c10ds_emit_sweep(e);
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
         run_ready(e);
     }
@@ -391,6 +394,7 @@ void c10ds_engine_release(c10ds_engine *e)
     e->waiters = NULL;
     c10ds_reqlog_fini(&e->reqlog);
     c10ds_verify_fini(&e->verify);
+    c10ds_join_fini(&e->join);
     c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     e->released = 1;

@@ -9,14 +9,16 @@
  * hold up anyone else, and nothing here blocks an NNG callback.
  *
  * Operations plug in through tables of c10ds_op (store_ops.c,
- * admin_ops.c): one handler per operation of proto/c10d.proto, in the
- * module that owns its state. */
+ * admin_ops.c, group_ops.c, verify_ops.c, join_ops.c): one handler per
+ * operation of proto/c10d.proto, in the module that owns its state. The
+ * modules hear of each other's changes through events.h. */
 #ifndef C10DS_ENGINE_H
 #define C10DS_ENGINE_H
 
 #include "config.h"
 #include "db.h"
 #include "groups.h"
+#include "join.h"
 #include "reqlog.h"
 #include "request.h"
 #include "store.h"
@@ -53,6 +55,7 @@ extern const c10ds_op c10ds_store_ops[];
 extern const c10ds_op c10ds_admin_ops[];
 extern const c10ds_op c10ds_group_ops[];
 extern const c10ds_op c10ds_verify_ops[];
+extern const c10ds_op c10ds_join_ops[];
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */
 typedef void (*c10ds_send_fn)(void *arg, void *slot, const void *reply, size_t len);
@@ -64,6 +67,7 @@ struct c10ds_engine {
     c10ds_reqlog reqlog;
     c10ds_groups groups;
     c10ds_verify verify;
+    c10ds_join join;
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
     c10ds_waiters *waiters;
     const c10ds_op *ops[64]; /* by op_case */
@@ -113,14 +117,6 @@ void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
 C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
 void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
 
-/* Verification hooks (verify_ops.c). */
-void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
-void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
-                         C10dpb__GroupAlert ***out, size_t *n);
-void c10ds_verify_sweep(c10ds_engine *e);
-/* A heartbeat's ",group=seq," of completed collectives. */
-void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int rank,
-                           const char *completed);
 
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);

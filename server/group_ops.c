@@ -8,6 +8,7 @@
  * version is bumped and the watch key touched, so every other rank's
  * parked watch answers at once with who was lost. */
 #include "engine.h"
+#include "events.h"
 #include "groups.h"
 
 #include "c10d_time.h"
@@ -47,7 +48,7 @@ static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
     char key[512];
     watch_key(key, sizeof key, job, gen);
     c10ds_waiters_touch(e->waiters, key);
-    c10ds_verify_membership_changed(e, job, gen);
+    c10ds_emit_membership_changed(e, job, gen);
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
@@ -480,15 +481,13 @@ static c10ds_outcome reply_watch(c10ds_engine *e, c10ds_request *r, uint64_t ver
     w.has_version = 1;
     w.version = version;
     w.lost = load_members(e, m->job, m->generation, 1, &w.n_lost);
-    c10ds_verify_alerts(e, m->job, m->generation, &w.alerts, &w.n_alerts);
+    c10ds_emit_watch_reply(e, m->job, m->generation, &w); /* findings, joins */
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_WATCH;
     rep.watch = &w;
     c10ds_outcome o = c10ds_reply(r, &rep);
     free_members(w.lost, w.n_lost);
-    for (size_t i = 0; i < w.n_alerts; i++)
-        free(w.alerts[i]);
-    free(w.alerts);
+    c10ds_emit_watch_done(e, &w);
     return o;
 }
 
@@ -504,8 +503,7 @@ static c10ds_outcome op_watch(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s generation "
                               "%llu", m->rank, m->job, (unsigned long long)m->generation);
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
-        if (m->completed)
-            c10ds_verify_progress(e, m->job, m->generation, m->rank, m->completed);
+        c10ds_emit_watch_request(e, m); /* progress, join acknowledgements */
         if (job.version <= m->known_version && m->wait_ms > 0) {
             char key[512];
             watch_key(key, sizeof key, m->job, m->generation);
@@ -574,6 +572,8 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             j->groups[j->n_groups++] = g;
         }
         sqlite3_reset(s);
+        for (size_t k = 0; k < j->n_groups; k++) /* join regions */
+            c10ds_emit_group_info(e, j->job, j->generation, j->groups[k]);
     }
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_JOBS;
@@ -583,6 +583,7 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
         C10dpb__JobInfo *j = jr.jobs[i];
         free_members(j->members, j->n_members);
         for (size_t k = 0; k < j->n_groups; k++) {
+            c10ds_emit_group_info_done(e, j->groups[k]);
             free(j->groups[k]->name);
             free(j->groups[k]->ranks);
             free(j->groups[k]);

@@ -44,6 +44,8 @@ typedef struct c10ds_vp2p {
     uint64_t seq;      /* the reporting rank's own p2p count */
 } c10ds_vp2p;
 
+typedef struct c10ds_engine c10ds_engine;
+
 typedef struct c10ds_vgroup {
     struct c10ds_vgroup *next;
     c10ds_vp2p *p2p, *p2p_tail; /* unmatched, oldest first */
@@ -75,5 +77,32 @@ typedef struct c10ds_verify {
 } c10ds_verify;
 
 void c10ds_verify_fini(c10ds_verify *v);
+
+/* --- for modules that build on verification (join_ops.c) --- */
+
+/* The group's verification state, made from the groups table the first
+ * time; NULL if the group has not formed. */
+c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
+                                 const char *name);
+/* Group rank idx entered start..end, all fp, as if it had reported them
+ * (compared with the reference like any report). */
+void c10ds_verify_enter(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
+                        const c10dc_fp *fp);
+/* idx issued everything up to seq without reporting it (OFF): it is moved
+ * on without comparing. */
+void c10ds_verify_skip_to(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t seq);
+/* The reference run holding seq, or NULL once every member passed it. */
+const c10ds_vrun *c10ds_verify_ref(c10ds_vgroup *g, uint64_t seq);
+/* Records g's sticky finding (the first one stands), tells everyone. */
+void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
+                          const char *report);
+/* If a member that died or left before entering seq makes it impossible,
+ * records that as g's finding (ending the report with `waiter`, "rank 1
+ * waits in #6 ...") and returns 1. */
+int c10ds_verify_member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const char *waiter);
+/* "rank 1" or "rank 1 (global 3)". */
+const char *c10ds_verify_who(const c10ds_vgroup *g, int idx, char *buf, size_t cap);
+/* Where every member is: "rank 0 in #6 ... for 5.0 s; rank 1 completed #5 ...". */
+void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap);
 
 #endif

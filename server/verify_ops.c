@@ -9,6 +9,7 @@
  * reports are answered at once; a finding reaches every rank through its
  * parked watch (GroupAlert). Either way a finding is sticky for the group. */
 #include "engine.h"
+#include "events.h"
 #include "verify.h"
 
 #include "c10d_time.h"
@@ -54,7 +55,7 @@ void c10ds_verify_fini(c10ds_verify *v)
 }
 
 /* The group's state, loaded from the groups table the first time. */
-static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, const char *name)
+c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen, const char *name)
 {
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
         if (g->gen == gen && strcmp(g->name, name) == 0 && strcmp(g->job, job) == 0)
@@ -109,7 +110,7 @@ static c10ds_vgroup *find_group(c10ds_engine *e, const char *job, uint64_t gen, 
 }
 
 /* "rank 1" in the world; "rank 1 (global 3)" in a subgroup. */
-static const char *who(const c10ds_vgroup *g, int idx, char *buf, size_t cap)
+const char *c10ds_verify_who(const c10ds_vgroup *g, int idx, char *buf, size_t cap)
 {
     if (g->ranks[idx] == idx)
         snprintf(buf, cap, "rank %d", idx);
@@ -126,8 +127,8 @@ static void wake_pending(c10ds_engine *e, const c10ds_vgroup *g)
 }
 
 /* Records a finding: sticky for the group, written once, told to all. */
-static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
-                    const char *report)
+void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
+                          const char *report)
 {
     if (g->status)
         return;
@@ -150,6 +151,7 @@ static void finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
         g->traces[i].dirty = g->traces[i].count;
     e->verify.next_flush_ms = 0;
     wake_pending(e, g);
+    c10ds_emit_finding(e, g);
 }
 
 static void desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref,
@@ -158,14 +160,14 @@ static void desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_v
     char a[64], b[64], fa[160], fb[160], report[1024];
     snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
              "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)seq,
-             who(g, ref->first, a, sizeof a), c10dc_fp_format(&ref->fp, fa, sizeof fa),
-             who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
-    finding(e, g, seq, C10D_EDESYNC, report);
+             c10ds_verify_who(g, ref->first, a, sizeof a), c10dc_fp_format(&ref->fp, fa, sizeof fa),
+             c10ds_verify_who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
+    c10ds_verify_finding(e, g, seq, C10D_EDESYNC, report);
 }
 
 /* Who is where: "rank 0 in #6 ALL_REDUCE float32[2] SUM for 5.0 s; rank 1
  * completed #5 ...". */
-static void progress(const c10ds_vgroup *g, char *buf, size_t cap)
+void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap)
 {
     size_t off = 0;
     int64_t now = c10d_wall_ms();
@@ -177,16 +179,16 @@ static void progress(const c10ds_vgroup *g, char *buf, size_t cap)
         }
         if (!g->entered[i])
             off += (size_t)snprintf(buf + off, cap - off, "%s%s has entered no collective",
-                                    i ? "; " : "", who(g, i, w, sizeof w));
+                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w));
         else if (g->completed[i] >= g->entered[i])
             off += (size_t)snprintf(buf + off, cap - off, "%s%s completed #%llu and has entered "
                                     "nothing since (%.1f s)", i ? "; " : "",
-                                    who(g, i, w, sizeof w),
+                                    c10ds_verify_who(g, i, w, sizeof w),
                                     (unsigned long long)g->completed[i],
                                     (now - g->entered_ms[i]) / 1000.0);
         else
             off += (size_t)snprintf(buf + off, cap - off, "%s%s in #%llu %s for %.1f s",
-                                    i ? "; " : "", who(g, i, w, sizeof w),
+                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w),
                                     (unsigned long long)g->entered[i],
                                     c10dc_fp_format(&g->last[i], f, sizeof f),
                                     (now - g->entered_ms[i]) / 1000.0);
@@ -196,15 +198,15 @@ static void progress(const c10ds_vgroup *g, char *buf, size_t cap)
 static void stall(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq)
 {
     char where[768], report[1024];
-    progress(g, where, sizeof where);
+    c10ds_verify_whereabouts(g, where, sizeof where);
     snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s",
              g->name, g->job, (unsigned long long)seq, where);
-    finding(e, g, seq, C10D_ETIMEDOUT, report);
+    c10ds_verify_finding(e, g, seq, C10D_ETIMEDOUT, report);
 }
 
 /* A member that died, or left before entering seq, means seq can never
  * complete. Returns 1 after recording the finding. */
-static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter)
+int c10ds_verify_member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const char *waiter)
 {
     size_t n;
     C10dpb__MemberInfo **lost = c10ds_groups_lost(e, g->job, g->gen, &n);
@@ -214,7 +216,7 @@ static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waite
         int idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
         if (idx < 0 || g->entered[idx] >= seq)
             continue;
-        char a[64], b[64], f[160], when[96], report[1024];
+        char a[64], when[96], report[1024];
         int left = m->state && strcmp(m->state, "left") == 0;
         if (g->entered[idx])
             snprintf(when, sizeof when, "after collective #%llu",
@@ -222,16 +224,26 @@ static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waite
         else
             snprintf(when, sizeof when, "before its first collective");
         snprintf(report, sizeof report, "%s (host %s, pid %d) %s %s of group %s (job %s): %s; "
-                 "%s waits in #%llu %s", who(g, idx, a, sizeof a), m->host, m->pid,
+                 "%s", c10ds_verify_who(g, idx, a, sizeof a), m->host, m->pid,
                  left ? "left" : "died", when, g->name, g->job, m->reason ? m->reason : "",
-                 who(g, waiter, b, sizeof b), (unsigned long long)seq,
-                 c10dc_fp_format(&g->last[waiter], f, sizeof f));
-        finding(e, g, seq, C10D_EPEERLOST, report);
+                 waiter);
+        c10ds_verify_finding(e, g, seq, C10D_EPEERLOST, report);
         found = 1;
     }
     c10ds_groups_lost_free(lost, n);
     return found;
 }
+
+/* "rank 1 waits in #6 ALL_REDUCE float32[2] SUM" */
+static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter)
+{
+    char b[64], f[160], desc[256];
+    snprintf(desc, sizeof desc, "%s waits in #%llu %s", c10ds_verify_who(g, waiter, b, sizeof b),
+             (unsigned long long)seq, c10dc_fp_format(&g->last[waiter], f, sizeof f));
+    return c10ds_verify_member_lost(e, g, seq, desc);
+}
+
+static void trace(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp);
 
 static c10ds_vrun *run_at(c10ds_vgroup *g, size_t i)
 {
@@ -261,6 +273,37 @@ static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_f
     }
     *run_at(g, g->run_count++) = (c10ds_vrun){start, end, *fp, first, c10d_now_ms()};
     return 0;
+}
+
+/* Member idx has now entered everything up to end. The minimum only moves
+ * when the last member at it moves on: count them, and rescan only then
+ * (amortised O(1) per entry). */
+static void advance(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t end)
+{
+    int was_at_min = g->entered[idx] == g->min_entered;
+    g->entered[idx] = end;
+    g->entered_ms[idx] = c10d_wall_ms();
+    if (!was_at_min || --g->at_min > 0)
+        return;
+    uint64_t min = UINT64_MAX;
+    int at = 0;
+    for (int i = 0; i < g->size; i++) {
+        if (g->entered[i] < min)
+            min = g->entered[i], at = 0;
+        at += g->entered[i] == min;
+    }
+    g->at_min = at;
+    if (min > g->min_entered) {
+        g->min_entered = min;
+        g->min_since_ms = c10d_now_ms();
+        while (g->run_count && g->runs[g->run_head].end <= min) {
+            g->run_head = (g->run_head + 1) % g->run_cap;
+            g->run_count--;
+        }
+        if (g->run_count && g->runs[g->run_head].start <= min)
+            g->runs[g->run_head].start = min + 1;
+        wake_pending(e, g); /* SYNC waiters of seqs up to min can go */
+    }
 }
 
 /* Rank idx entered seqs start..end, all with fp. The part some rank has
@@ -295,33 +338,35 @@ static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start,
     }
     if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
         c10ds_error("out of memory verifying group %s", g->name);
-    int was_at_min = g->entered[idx] == g->min_entered;
-    g->entered[idx] = end;
-    g->entered_ms[idx] = c10d_wall_ms();
     g->last[idx] = *fp;
-    /* The minimum only moves when the last member at it moves on: count
-     * them, and rescan only then (amortised O(1) per entry). */
-    if (!was_at_min || --g->at_min > 0)
-        return;
-    uint64_t min = UINT64_MAX;
-    int at = 0;
-    for (int i = 0; i < g->size; i++) {
-        if (g->entered[i] < min)
-            min = g->entered[i], at = 0;
-        at += g->entered[i] == min;
+    advance(e, g, idx, end);
+}
+
+void c10ds_verify_skip_to(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t seq)
+{
+    if (seq > g->entered[idx])
+        advance(e, g, idx, seq);
+}
+
+void c10ds_verify_enter(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
+                        const c10dc_fp *fp)
+{
+    if (end > g->entered[idx])
+        trace(&g->traces[idx], start > g->entered[idx] ? start : g->entered[idx] + 1, end, fp);
+    enter_run(e, g, idx, start, end, fp);
+}
+
+const c10ds_vrun *c10ds_verify_ref(c10ds_vgroup *g, uint64_t seq)
+{
+    size_t lo = 0, hi = g->run_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (run_at(g, mid)->end < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    g->at_min = at;
-    if (min > g->min_entered) {
-        g->min_entered = min;
-        g->min_since_ms = c10d_now_ms();
-        while (g->run_count && g->runs[g->run_head].end <= min) {
-            g->run_head = (g->run_head + 1) % g->run_cap;
-            g->run_count--;
-        }
-        if (g->run_count && g->runs[g->run_head].start <= min)
-            g->runs[g->run_head].start = min + 1;
-        wake_pending(e, g); /* SYNC waiters of seqs up to min can go */
-    }
+    return lo < g->run_count && run_at(g, lo)->start <= seq ? run_at(g, lo) : NULL;
 }
 
 static c10ds_tentry *trace_at(c10ds_trace *t, size_t i)
@@ -391,11 +436,11 @@ static void enter_p2p(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__C
                      (long long)rfp.count, rfp.device == C10DC_DEV_CUDA ? " on cuda" : "");
             snprintf(report, sizeof report, "send/recv mismatch in group %s (job %s), tag %d: %s "
                      "sent %s, %s receives %s (different %s)", g->name, g->job, en->tag,
-                     who(g, src, a, sizeof a), fs, who(g, dst, b, sizeof b), fr,
+                     c10ds_verify_who(g, src, a, sizeof a), fs, c10ds_verify_who(g, dst, b, sizeof b), fr,
                      sfp.dtype != rfp.dtype   ? "dtype"
                      : sfp.count != rfp.count ? "shape"
                                               : "device");
-            finding(e, g, g->min_entered + 1, C10D_EDESYNC, report);
+            c10ds_verify_finding(e, g, g->min_entered + 1, C10D_EDESYNC, report);
         }
         *pp = x->next;
         if (g->p2p_tail == x)
@@ -412,6 +457,7 @@ static void enter_p2p(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__C
     else
         g->p2p = x;
     g->p2p_tail = x;
+    c10ds_emit_p2p_unmatched(e, g, x); /* a peer that joined will never match it */
 }
 
 static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb__CollEntry *en)
@@ -425,12 +471,49 @@ static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb_
         g->completed[idx] = en->completed;
     if (en->timeout_ms > g->timeout_ms)
         g->timeout_ms = en->timeout_ms;
-    if (en->seq + en->repeat > g->entered[idx])
-        trace(&g->traces[idx], en->seq > g->entered[idx] ? en->seq : g->entered[idx] + 1,
-              en->seq + en->repeat, &fp);
-    enter_run(e, g, idx, en->seq, en->seq + en->repeat, &fp);
+    c10ds_verify_enter(e, g, idx, en->seq, en->seq + en->repeat, &fp);
 }
 
+/* Applies a report's entries, oldest first. After each group's entries
+ * the group's listeners hear of them (join may release shadowed
+ * collectives). Returns -1 after failing r. */
+static int apply_entries(c10ds_engine *e, c10ds_request *r)
+{
+    C10dpb__CollReport *m = r->pb->coll_report;
+    c10ds_vgroup *g = NULL;
+    int idx = -1;
+    uint32_t known = 0;
+    for (size_t i = 0; i <= m->n_entries; i++) {
+        C10dpb__CollEntry *en = i < m->n_entries ? m->entries[i] : NULL;
+        if (g && (!en || strcmp(g->name, en->group) != 0)) {
+            c10ds_emit_entered(e, g, idx, known);
+            g = NULL;
+        }
+        if (!en)
+            break;
+        if (!g) {
+            if (!(g = c10ds_verify_group(e, m->job, m->generation, en->group))) {
+                c10ds_fail(r, C10D_ENOTFOUND, "no formed group %s in job %s generation %llu",
+                           en->group, m->job, (unsigned long long)m->generation);
+                return -1;
+            }
+            if ((idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1) < 0) {
+                c10ds_fail(r, C10D_EINVAL, "rank %d is not a member of group %s", m->rank,
+                           en->group);
+                return -1;
+            }
+            known = 0;
+        }
+        if (en->join_known > known)
+            known = en->join_known;
+        enter_entry(e, g, idx, en);
+    }
+    return 0;
+}
+
+/* A report's entries are applied at once. A sync report is answered when
+ * every member has entered its last entry's seq alike (earlier entries are
+ * this rank's queued ASYNC ones, sent first so the order holds). */
 static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__CollReport *m = r->pb->coll_report;
@@ -438,44 +521,32 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
         C10dpb__Reply rep = C10DPB__REPLY__INIT;
         return c10ds_reply(r, &rep);
     }
-    C10dpb__CollEntry *first = m->entries[0];
-    c10ds_vgroup *g = NULL;
+    C10dpb__CollEntry *last = m->entries[m->n_entries - 1];
     if (ph == C10DS_FIRST) {
-        for (size_t i = 0; i < m->n_entries; i++) {
-            C10dpb__CollEntry *en = m->entries[i];
-            if (!g || strcmp(g->name, en->group) != 0)
-                g = find_group(e, m->job, m->generation, en->group);
-            if (!g)
-                return c10ds_fail(r, C10D_ENOTFOUND, "no formed group %s in job %s generation "
-                                  "%llu", en->group, m->job, (unsigned long long)m->generation);
-            int idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
-            if (idx < 0)
-                return c10ds_fail(r, C10D_EINVAL, "rank %d is not a member of group %s", m->rank,
-                                  en->group);
-            enter_entry(e, g, idx, en);
-        }
+        if (apply_entries(e, r) != 0)
+            return C10DS_DONE;
         if (!m->sync) {
             C10dpb__Reply rep = C10DPB__REPLY__INIT;
             return c10ds_reply(r, &rep);
         }
     }
-    g = find_group(e, m->job, m->generation, first->group);
+    c10ds_vgroup *g = c10ds_verify_group(e, m->job, m->generation, last->group);
     if (!g)
-        return c10ds_fail(r, C10D_ENOTFOUND, "group %s vanished", first->group);
+        return c10ds_fail(r, C10D_ENOTFOUND, "group %s vanished", last->group);
     int idx = g->index_of[m->rank];
-    if (!g->status && g->min_entered >= first->seq) { /* every member entered it, alike */
+    if (!g->status && g->min_entered >= last->seq) { /* every member entered it, alike */
         C10dpb__Reply rep = C10DPB__REPLY__INIT;
         return c10ds_reply(r, &rep);
     }
     if (!g->status)
-        member_lost(e, g, first->seq, idx);
+        member_lost(e, g, last->seq, idx);
     if (!g->status && ph == C10DS_EXPIRED)
-        stall(e, g, first->seq);
+        stall(e, g, last->seq);
     if (g->status)
         return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
     char key[512];
     coll_key(key, sizeof key, g);
-    return c10ds_park(e, r, ph, key, first->timeout_ms > 0 ? first->timeout_ms : 600000);
+    return c10ds_park(e, r, ph, key, last->timeout_ms > 0 ? last->timeout_ms : 600000);
 }
 
 static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
@@ -655,30 +726,28 @@ static void flush_traces(c10ds_engine *e)
         }
 }
 
-/* --- hooks --- */
+/* --- what verification hears (events.h) --- */
 
-void c10ds_verify_membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
+static void on_membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
 {
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
         if (g->gen == gen && strcmp(g->job, job) == 0)
             wake_pending(e, g);
 }
 
-void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
-                         C10dpb__GroupAlert ***out, size_t *n)
+/* Findings reach ASYNC ranks as alerts on their watch. */
+static void on_watch_reply(c10ds_engine *e, const char *job, uint64_t gen, C10dpb__WatchReply *w)
 {
-    *out = NULL;
-    *n = 0;
     size_t cap = 0;
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
         if (!g->status || g->gen != gen || strcmp(g->job, job) != 0)
             continue;
-        if (*n == cap) {
+        if (w->n_alerts == cap) {
             cap = cap ? cap * 2 : 4;
-            C10dpb__GroupAlert **nv = realloc(*out, cap * sizeof *nv);
+            C10dpb__GroupAlert **nv = realloc(w->alerts, cap * sizeof *nv);
             if (!nv)
                 return;
-            *out = nv;
+            w->alerts = nv;
         }
         C10dpb__GroupAlert *a = calloc(1, sizeof *a);
         if (!a)
@@ -687,14 +756,26 @@ void c10ds_verify_alerts(c10ds_engine *e, const char *job, uint64_t gen,
         a->group = g->name;
         a->status = g->status;
         a->report = g->report;
-        (*out)[(*n)++] = a;
+        w->alerts[w->n_alerts++] = a;
     }
 }
 
-void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int rank,
-                           const char *completed)
+static void on_watch_done(C10dpb__WatchReply *w)
 {
-    for (const char *p = completed; p && *p;) {
+    for (size_t i = 0; i < w->n_alerts; i++)
+        free(w->alerts[i]);
+    free(w->alerts);
+    w->alerts = NULL;
+    w->n_alerts = 0;
+}
+
+/* A heartbeat's ",group=seq," of completed collectives. */
+static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
+{
+    const char *job = m->job;
+    uint64_t gen = m->generation;
+    int rank = m->rank;
+    for (const char *p = m->completed; p && *p;) {
         if (*p == ',') {
             p++;
             continue;
@@ -715,7 +796,7 @@ void c10ds_verify_progress(c10ds_engine *e, const char *job, uint64_t gen, int r
 }
 
 /* ASYNC has nobody parked to time out: look for seqs pending too long. */
-void c10ds_verify_sweep(c10ds_engine *e)
+static void on_sweep(c10ds_engine *e)
 {
     flush_traces(e);
     int64_t now = c10d_now_ms();
@@ -733,6 +814,15 @@ void c10ds_verify_sweep(c10ds_engine *e)
             stall(e, g, g->min_entered + 1);
     }
 }
+
+const c10ds_listener c10ds_verify_listener = {
+    .name = "verify",
+    .membership_changed = on_membership_changed,
+    .watch_request = on_watch_request,
+    .watch_reply = on_watch_reply,
+    .watch_done = on_watch_done,
+    .sweep = on_sweep,
+};
 
 const c10ds_op c10ds_verify_ops[] = {
     {C10DPB__REQUEST__OP_COLL_REPORT, "coll_report", op_coll_report, 0},

@@ -29,8 +29,9 @@ static const char usage[] =
     "Inspect and edit a c10d coordinator's state.\n"
     "\n"
     "Commands:\n"
-    "  status              the coordinator (version, uptime, database, keys, clients)\n"
-    "                      and its jobs: groups, members alive/left/dead and why\n"
+    "  status [--job J]    the coordinator (version, uptime, database, keys, clients)\n"
+    "                      and its jobs (all, or J): groups, members alive/left/dead and\n"
+    "                      why, join regions (who ran out of inputs, what they shadow)\n"
     "  keys [PREFIX]       list keys (with sizes), all or those starting with PREFIX\n"
     "  get KEY             print KEY's value (raw bytes; --json: text or base64)\n"
     "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
@@ -130,6 +131,56 @@ static void fmt_duration(int64_t ms, char *out, size_t n)
         snprintf(out, n, "%" PRId64 " h %" PRId64 " min", s / 3600, (s % 3600) / 60);
 }
 
+static void print_join_json(const c10d_join_info *ji)
+{
+    printf(",\"join\":{\"region\":%u,\"begun\":%d,\"throw_on_early_termination\":%s,"
+           "\"divide_by_initial_world_size\":%s,\"joined\":[", ji->region, ji->begun,
+           ji->throw_on_early_termination ? "true" : "false",
+           ji->divide_by_initial_world_size ? "true" : "false");
+    for (size_t i = 0; i < ji->n_joined; i++)
+        printf("%s{\"rank\":%d,\"global_rank\":%d,\"after_seq\":%" PRIu64
+               ",\"joined_ms\":%" PRId64 "}", i ? "," : "", ji->joined[i].rank,
+               ji->joined[i].global_rank, ji->joined[i].after_seq, ji->joined[i].joined_ms);
+    printf("],\"released\":%" PRIu64 ",\"shadowing\":", ji->released);
+    json_string(stdout, ji->shadowing, strlen(ji->shadowing));
+    printf(",\"caught_up\":%s,\"done\":%s", ji->caught_up ? "true" : "false",
+           ji->done ? "true" : "false");
+    if (ji->done)
+        printf(",\"last_joiner\":%d", ji->last_joiner);
+    printf("}");
+}
+
+/* "    join region 1   1 of 4 joined: rank 0 after #5, rank 2 after #7;
+ *                      shadowing up to #9 ALL_REDUCE float32[2] SUM" */
+static void print_join_text(const c10d_group_info *g)
+{
+    const c10d_join_info *ji = g->join;
+    printf("    join region %-3u", ji->region);
+    if (ji->done) {
+        printf(" over: all %d ranks joined; last joiner rank %d", g->size, ji->last_joiner);
+        for (size_t i = 0; i < ji->n_joined; i++)
+            if (ji->joined[i].rank == ji->last_joiner)
+                printf(" (after #%" PRIu64 ")", ji->joined[i].after_seq);
+        printf("\n");
+        return;
+    }
+    printf(" %zu of %d joined", ji->n_joined, g->size);
+    for (size_t i = 0; i < ji->n_joined && i < 16; i++)
+        printf("%s rank %d after #%" PRIu64, i ? "," : ":", ji->joined[i].rank,
+               ji->joined[i].after_seq);
+    if (ji->n_joined > 16)
+        printf(" and %zu more", ji->n_joined - 16);
+    if (*ji->shadowing && !ji->caught_up)
+        printf("; shadowing up to %s", ji->shadowing);
+    else if (*ji->shadowing)
+        printf("; shadowed up to %s, waiting for the next collective", ji->shadowing);
+    else if (ji->n_joined)
+        printf("; waiting for the next collective");
+    if (ji->throw_on_early_termination)
+        printf(" (throw_on_early_termination)");
+    printf("\n");
+}
+
 static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
 {
     printf("\"jobs\":[");
@@ -160,7 +211,10 @@ static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
                    g->joined, g->formed ? "true" : "false");
             for (int r = 0; r < g->size; r++)
                 printf("%s%d", r ? "," : "", g->ranks[r]);
-            printf("]}");
+            printf("]");
+            if (g->join)
+                print_join_json(g->join);
+            printf("}");
         }
         printf("]}");
     }
@@ -202,6 +256,8 @@ static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
             printf("  group %-10s %d ranks [", g->name, g->size);
             print_ranks(g->ranks, g->size);
             printf("]%s\n", g->formed ? "" : " (forming)");
+            if (g->join)
+                print_join_text(g);
         }
         for (size_t k = 0; k < j->n_members; k++) {
             const c10d_member_info *m = &j->members[k];
@@ -215,15 +271,20 @@ static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
     }
 }
 
-static int cmd_status(c10d_store *s)
+static int cmd_status(c10d_store *s, int nargs, char **args)
 {
+    const char *job = NULL;
+    if (nargs == 2 && strcmp(args[0], "--job") == 0)
+        job = args[1];
+    else if (nargs)
+        return usage_error("%s", "status takes no arguments but --job J");
     c10d_coord_info info;
     c10d_status st = c10d_store_coord_info(s, &info);
     if (st != C10D_OK)
         return fail_last(st);
     c10d_job_info *jobs = NULL;
     size_t nj = 0;
-    if ((st = c10d_store_jobs(s, NULL, &jobs, &nj)) != C10D_OK)
+    if ((st = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK)
         return fail_last(st);
     if (json_out) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");
@@ -436,7 +497,7 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         int min, max;
-    } cmds[] = {{"status", 0, 0}, {"keys", 0, 1}, {"get", 1, 1},
+    } cmds[] = {{"status", 0, 2}, {"keys", 0, 1}, {"get", 1, 1},
                 {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4},
                 {"trace", 2, 8}, {"watch", 0, 6}};
     size_t i;
@@ -457,7 +518,7 @@ int main(int argc, char **argv)
         return fail_last(st);
     int rc;
     if (strcmp(cmd, "status") == 0)
-        rc = cmd_status(s);
+        rc = cmd_status(s, nargs, args);
     else if (strcmp(cmd, "keys") == 0)
         rc = cmd_keys(s, nargs ? args[0] : NULL, limit);
     else if (strcmp(cmd, "get") == 0)

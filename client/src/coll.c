@@ -81,10 +81,12 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
  * buffers, NCCL for CUDA buffers (C10D_BACKEND_AUTO serves both, like
  * torch's "cpu:gloo,cuda:nccl"). Checked before the call is numbered, so
  * a refusal leaves the group usable. */
-static c10d_status route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
+c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
 {
     if (device == C10DI_GROUP_DEVICE && pg->backend != C10D_BACKEND_NCCL)
         device = C10D_CPU;
+    if (device == C10DI_ANY_CUDA)
+        device = -1; /* the group's CUDA device, whichever it is */
     c->device = device;
     if (device == C10D_CPU) {
         if (pg->backend == C10D_BACKEND_NCCL)
@@ -142,7 +144,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c->async = async;
     c->stream = o ? o->stream : NULL;
-    if ((st = route(pg, c, device, fn)) != C10D_OK)
+    if ((st = c10di_route(pg, c, device, fn)) != C10D_OK)
         goto out;
     /* On the caller's thread: what its stream has queued so far comes
      * before the collective, even if the lane runs it later. */

@@ -23,11 +23,35 @@ void c10d_jobs_free(c10d_job_info *jobs, size_t n)
         return;
     jobs_block *b = (jobs_block *)((char *)jobs - offsetof(jobs_block, jobs));
     for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; jobs[i].groups && k < jobs[i].n_groups; k++)
+            if (jobs[i].groups[k].join) {
+                free((void *)jobs[i].groups[k].join->joined);
+                free((void *)jobs[i].groups[k].join);
+            }
         free((void *)jobs[i].members);
         free((void *)jobs[i].groups);
     }
     c10dpb__reply__free_unpacked(b->rep, NULL);
     free(b);
+}
+
+static const c10d_join_info *join_info(const C10dpb__JoinState *js)
+{
+    c10d_join_info *ji = calloc(1, sizeof *ji);
+    c10d_joined_rank *jr = calloc(js->n_joined ? js->n_joined : 1, sizeof *jr);
+    if (!ji || !jr) {
+        free(ji);
+        free(jr);
+        return NULL;
+    }
+    for (size_t i = 0; i < js->n_joined; i++)
+        jr[i] = (c10d_joined_rank){js->joined[i]->rank, js->joined[i]->global_rank,
+                                   js->joined[i]->after_seq, js->joined[i]->joined_ms};
+    *ji = (c10d_join_info){js->region, js->begun, js->throw_on_early_termination,
+                           js->divide_by_initial_world_size, js->n_joined, jr, js->released,
+                           str(js->shadowing), js->caught_up, js->done,
+                           js->has_last_joiner ? js->last_joiner : -1};
+    return ji;
 }
 
 c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out, size_t *n)
@@ -80,7 +104,11 @@ c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out,
         for (size_t k = 0; k < j->n_groups; k++) {
             const C10dpb__GroupInfo *x = j->groups[k];
             g[k] = (c10d_group_info){str(x->name), (int)x->n_ranks, x->ranks, x->joined,
-                                     x->formed};
+                                     x->formed, NULL};
+            if (x->join && !(g[k].join = join_info(x->join))) {
+                c10d_jobs_free(b->jobs, i + 1);
+                return c10di_error(C10D_ENOMEM, "out of memory");
+            }
         }
     }
     *out = b->jobs;

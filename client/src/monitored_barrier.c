@@ -67,6 +67,21 @@ static c10d_status other(c10d_pg *pg, c10d_store *s, int timeout_ms)
     return st;
 }
 
+c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int wait_all_ranks)
+{
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/%llu/%s/%d/", pg->w->job,
+             (unsigned long long)pg->w->generation, pg->name, ++pg->monitored);
+    c10d_store *s;
+    c10d_status st = c10di_store_over(&s, pg->w->conn, prefix, c->timeout_ms);
+    if (st != C10D_OK)
+        return st;
+    st = pg->rank == 0 ? rank0(pg, s, c->timeout_ms, wait_all_ranks)
+                       : other(pg, s, c->timeout_ms);
+    c10d_store_close(s);
+    return st;
+}
+
 c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks)
 {
     if (!pg)
@@ -87,16 +102,8 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
         vst = c10di_verify_enter(pg, &c);
     if (vst != C10D_OK)
         return vst;
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/%llu/%s/%d/", pg->w->job,
-             (unsigned long long)pg->w->generation, pg->name, ++pg->monitored);
-    c10d_store *s;
-    c10d_status st = c10di_store_over(&s, pg->w->conn, prefix, timeout_ms);
-    if (st != C10D_OK)
-        return st;
-    st = pg->rank == 0 ? rank0(pg, s, timeout_ms, wait_all_ranks) : other(pg, s, timeout_ms);
-    c10d_store_close(s);
+    c10d_status st = c10di_monitored_barrier_meet(pg, &c, wait_all_ranks);
     if (st == C10D_OK)
-        pg->completed = c.seq;
+        c10di_pg_completed(pg, c.seq);
     return st;
 }

@@ -27,6 +27,7 @@ void c10di_world_unref(c10di_world *w)
     free(w->lost);
     free(w->lost_seqs);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->flush_mu);
     pthread_spin_destroy(&w->rmu);
     c10di_conn_unref(w->conn);
     free(w);
@@ -50,16 +51,23 @@ static void pg_free(c10d_pg *pg)
         pg->be->close(pg->be_state);
     c10di_world_unref(pg->w);
     free(pg->ranks);
+    free(pg->join.after);
     free(pg);
 }
 
 static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n, int me)
 {
     c10d_pg *pg = calloc(1, sizeof *pg);
-    if (!pg || !(pg->ranks = malloc((size_t)n * sizeof *pg->ranks))) {
+    if (!pg || !(pg->ranks = malloc((size_t)n * sizeof *pg->ranks)) ||
+        !(pg->join.after = malloc((size_t)n * sizeof *pg->join.after))) {
+        if (pg)
+            free(pg->ranks);
         free(pg);
         return NULL;
     }
+    for (int i = 0; i < n; i++)
+        pg->join.after[i] = UINT64_MAX; /* nobody joined */
+    pg->join.active_last = n;
     atomic_fetch_add(&w->refs, 1);
     pg->w = w;
     snprintf(pg->name, sizeof pg->name, "%s", name);
@@ -180,6 +188,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     }
     atomic_init(&w->refs, 1);
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->flush_mu, NULL);
     snprintf(w->job, sizeof w->job, "%s", job && *job ? job : "default");
     if (gethostname(w->host, sizeof w->host) != 0)
         snprintf(w->host, sizeof w->host, "localhost");
@@ -197,6 +206,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         free(w->lost);
         free(w->lost_seqs);
         pthread_mutex_destroy(&w->mu);
+        pthread_mutex_destroy(&w->flush_mu);
         pthread_spin_destroy(&w->rmu);
         free(w);
         return st;

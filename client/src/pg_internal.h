@@ -42,11 +42,17 @@ typedef struct c10di_coll {
     void *ready;         /* what the caller's stream had queued when it called */
     void *pending;       /* async: what the work handle waits on / queries */
     int completes_later; /* run only enqueued it: completion is reported later */
+    /* join (join.c) */
+    int shadow;  /* this rank joined: contribute identities, discard results (the
+                    backend uses buffers of its own; buf, ins, outs... are unset) */
+    int divisor; /* AVG: divide by this; 0: the group's size */
 } c10di_coll;
 
 /* A barrier runs where the group's default data plane is: its NCCL
  * communicator's device under C10D_BACKEND_NCCL, else the CPU. */
 #define C10DI_GROUP_DEVICE (-2)
+/* A joined rank's shadow of a CUDA collective: on the group's CUDA device. */
+#define C10DI_ANY_CUDA (-3)
 
 /* --- the backend ops table --- */
 typedef struct c10di_backend_ops {
@@ -60,7 +66,9 @@ typedef struct c10di_backend_ops {
     /* Runs one collective to completion on the calling thread. A backend
      * that completes on streams (NCCL) enqueues it, sets completes_later,
      * and for async calls leaves in c->pending what the work handle waits
-     * on. */
+     * on. With c->shadow the rank has joined (docs/join.md): it takes part
+     * with identity buffers of its own and discards what it receives; an
+     * AVG divides by c->divisor when it is set. */
     c10d_status (*run)(c10d_pg *pg, void *state, c10di_coll *c);
     void (*close)(void *state);
     /* The rest are optional (NULL for the host backend). */
@@ -125,7 +133,26 @@ typedef struct c10di_world {
     pthread_spinlock_t rmu;
     struct c10di_pending *pending; /* ASYNC entries not yet sent (rmu) */
     size_t n_pending, cap_pending;
+    atomic_size_t pending_colls;   /* of which collectives, not send/recv */
+    /* Held while a batch is taken from the queue and sent, so that batches
+     * reach the coordinator in the order they were queued. */
+    pthread_mutex_t flush_mu;
 } c10di_world;
+
+/* A group's join region, as this rank sees it (join.c). */
+typedef struct c10di_join {
+    atomic_int in_region; /* between c10d_join_begin and c10d_join_end's return */
+    unsigned region;      /* regions begun on this group */
+    unsigned ended;       /* the last region that ended here */
+    c10d_join_opts opts;
+    /* What the coordinator said of the region's joins (the watcher writes
+     * them under w->mu; version last, so a nonzero version means the rest
+     * is there). */
+    atomic_uint version;   /* joins known; 0: nobody has joined */
+    unsigned state_region; /* the region version and after[] describe */
+    uint64_t *after;       /* per group rank: joined after this seq, or UINT64_MAX */
+    int active_last;       /* c10d_active_ranks */
+} c10di_join;
 
 typedef struct c10di_lane c10di_lane;
 
@@ -152,6 +179,7 @@ struct c10d_pg {
     int groups_made; /* names subgroups: every member counts new_group calls alike */
     int monitored;   /* monitored barriers so far: names their keys */
     c10di_lane *lane;
+    c10di_join join;
     /* the first failure that left the group unusable */
     c10d_status broken;
     char broken_msg[1024];
@@ -192,6 +220,44 @@ void c10di_alerts_free(c10di_world *w);
  * ASYNC queues a report; OFF does nothing. */
 c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c);
 void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report);
+
+/* Sends the queued entries now (the reporter's batch; OFF's held ones). */
+void c10di_verify_flush(c10di_world *w);
+
+/* join.c: uneven inputs */
+typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_report;
+/* How c is reported to the coordinator, given the group's verification
+ * mode and join region: SYNC (wait for every active member), QUEUE (in
+ * the background; under OFF held until a join needs it), or NONE. */
+c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c);
+/* The joins this rank knows of in pg's region (CollEntry.join_known). */
+unsigned c10di_join_known(c10d_pg *pg);
+/* Before c runs: C10D_EJOINED if it cannot, a peer having joined (a
+ * send/recv with it); sets c->divisor for an AVG that divides by the
+ * active ranks. */
+c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c);
+/* After c ran: what c10d_active_ranks says. */
+void c10di_join_ran(c10d_pg *pg, const c10di_coll *c);
+/* The watcher: applies a JoinState from the coordinator (1 if it told
+ * something new), and lists what to acknowledge on the next watch (free
+ * *acks and its entries with c10di_join_acks_free). */
+int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js);
+size_t c10di_join_acks(c10di_world *w, C10dpb__JoinKnown ***acks);
+void c10di_join_acks_free(C10dpb__JoinKnown **acks, size_t n);
+/* One identity element of dtype for op into out (8 bytes room): 0 for
+ * SUM/AVG, 1 for PROD, the largest/lowest value for MIN/MAX (inf for
+ * floats). Returns its size in bytes (0 for an unknown dtype). */
+size_t c10di_identity_element(c10d_dtype dtype, c10d_reduce_op op, void *out);
+/* Fills bytes of buf with copies of the element (esize bytes). */
+void c10di_fill_pattern(void *buf, size_t bytes, const void *elem, size_t esize);
+
+/* coll.c: which backend serves a call on `device` (C10D_CPU, a CUDA
+ * device, C10DI_GROUP_DEVICE or C10DI_ANY_CUDA); fills c->device, c->be. */
+c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn);
+
+/* monitored_barrier.c: the barrier itself, through the store, once c is
+ * numbered and verified (a joined rank's shadow runs it too). */
+c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int wait_all_ranks);
 
 /* work.c: the lane that runs a group's operations in order */
 c10d_status c10di_lane_start(c10d_pg *pg);

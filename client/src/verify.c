@@ -11,7 +11,12 @@
  *   CPU, and a finding only needs to arrive well within 2 s); findings come back on the liveness
  *   watch and fail the collective this rank is blocked in, and every later
  *   one, with the coordinator's report.
- * - OFF: sequence numbers are still counted, nothing is sent. */
+ * - OFF: sequence numbers are still counted, nothing is sent; except
+ *   inside a join region, where the entries are kept (not sent) until a
+ *   rank joins and the coordinator needs them to tell it what to shadow.
+ *
+ * Inside a join region in which someone has joined, every collective is
+ * reported as in SYNC, whatever the mode (see join.c). */
 #include "pg_internal.h"
 
 #include "c10d_time.h"
@@ -23,6 +28,11 @@
 #include <time.h>
 
 #define FLUSH_INTERVAL_US 10000
+/* OFF in a join region: entries are held, trimmed when this many are
+ * queued, and sent anyway beyond OFF_HELD_MAX (one round trip per that
+ * many calls) so memory stays bounded. */
+#define OFF_TRIM_AT 64
+#define OFF_HELD_MAX 4096
 
 typedef struct c10di_pending {
     char group[32];
@@ -31,6 +41,7 @@ typedef struct c10di_pending {
     uint64_t seq, completed;
     uint32_t repeat; /* the same call at seq+1 .. seq+repeat too */
     int timeout_ms;
+    unsigned known; /* joins of its group's region known when queued */
 } c10di_pending;
 
 c10d_verify c10di_verify_mode(c10d_verify asked)
@@ -46,7 +57,8 @@ c10d_verify c10di_verify_mode(c10d_verify asked)
 }
 
 static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp *fp,
-                       uint64_t seq, uint64_t completed, int timeout_ms, uint32_t repeat, int tag)
+                       uint64_t seq, uint64_t completed, int timeout_ms, uint32_t repeat, int tag,
+                       unsigned known)
 {
     c10dpb__coll_entry__init(en);
     en->group = (char *)group;
@@ -66,6 +78,8 @@ static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp 
     en->repeat = repeat;
     en->has_tag = fp->kind == C10DC_SEND || fp->kind == C10DC_RECV;
     en->tag = tag;
+    en->has_join_known = known != 0;
+    en->join_known = known;
 }
 
 static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
@@ -75,7 +89,7 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
     if (entries && ptrs) {
         for (size_t i = 0; i < n; i++) {
             fill_entry(&entries[i], p[i].group, &p[i].fp, p[i].seq, p[i].completed,
-                       p[i].timeout_ms, p[i].repeat, p[i].tag);
+                       p[i].timeout_ms, p[i].repeat, p[i].tag, p[i].known);
             ptrs[i] = &entries[i];
         }
         C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
@@ -97,6 +111,34 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
     free(ptrs);
 }
 
+/* Takes the queue and sends it. *spare is an empty array to put in its
+ * place; on return it holds the sent one (emptied), for next time. */
+static void flush(c10di_world *w, c10di_pending **spare, size_t *spare_cap)
+{
+    pthread_mutex_lock(&w->flush_mu);
+    pthread_spin_lock(&w->rmu);
+    c10di_pending *p = w->pending;
+    size_t n = w->n_pending, cap = w->cap_pending;
+    w->pending = *spare;
+    w->cap_pending = *spare_cap;
+    w->n_pending = 0;
+    atomic_store_explicit(&w->pending_colls, 0, memory_order_relaxed);
+    pthread_spin_unlock(&w->rmu);
+    if (n)
+        send_batch(w, p, n);
+    pthread_mutex_unlock(&w->flush_mu);
+    *spare = p;
+    *spare_cap = cap;
+}
+
+void c10di_verify_flush(c10di_world *w)
+{
+    c10di_pending *spare = NULL;
+    size_t cap = 0;
+    flush(w, &spare, &cap);
+    free(spare);
+}
+
 /* Every FLUSH_INTERVAL: take the queue, send it. Polls rather than waits
  * on a condition: the producer must not pay for a wake-up per call. */
 static void *reporter_main(void *arg)
@@ -106,17 +148,7 @@ static void *reporter_main(void *arg)
     size_t spare_cap = 0;
     for (;;) {
         int stopping = atomic_load(&w->stopping);
-        pthread_spin_lock(&w->rmu);
-        c10di_pending *p = w->pending;
-        size_t n = w->n_pending, cap = w->cap_pending;
-        w->pending = spare;
-        w->cap_pending = spare_cap;
-        w->n_pending = 0;
-        pthread_spin_unlock(&w->rmu);
-        if (n)
-            send_batch(w, p, n);
-        spare = p;
-        spare_cap = cap;
+        flush(w, &spare, &spare_cap);
         if (stopping)
             break; /* the queue was sent after stopping was seen */
         struct timespec ts = {0, FLUSH_INTERVAL_US * 1000};
@@ -184,7 +216,8 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     c10di_world *w = pg->w;
     C10dpb__CollEntry en;
     C10dpb__CollEntry *ptr = &en;
-    fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag);
+    fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag,
+               c10di_join_known(pg));
     C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
     m.job = w->job;
     m.generation = w->generation;
@@ -213,35 +246,68 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     return st;
 }
 
-c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+static int full_dependency(uint32_t kind)
 {
-    c10di_world *w = pg->w;
-    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
-    if (w->verify == C10D_VERIFY_OFF)
-        return C10D_OK;
-    /* A monitored barrier reports without waiting: it must itself name
-     * the ranks that do not arrive. Send/recv go through the queue in
-     * every mode (see server/verify_ops.c, enter_p2p). */
-    if (w->verify == C10D_VERIFY_SYNC && !p2p)
-        return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
-    pthread_spin_lock(&w->rmu);
+    return kind == C10DC_ALL_REDUCE || kind == C10DC_ALL_GATHER ||
+           kind == C10DC_REDUCE_SCATTER || kind == C10DC_ALL_TO_ALL || kind == C10DC_BARRIER ||
+           kind == C10DC_MONITORED_BARRIER;
+}
+
+/* OFF in a join region (rmu held): drops pg's held entries that no rank
+ * can need any more. A collective that completed here and that needs
+ * every member to complete (an all_reduce, a barrier, ...) was entered by
+ * every member, so whoever joins later joins after it: nobody will shadow
+ * it or anything before it. */
+static void trim_held(c10di_world *w, c10d_pg *pg)
+{
+    uint64_t done = atomic_load(&pg->completed), upto = 0;
+    for (size_t i = 0; i < w->n_pending; i++) {
+        c10di_pending *p = &w->pending[i];
+        if (!strcmp(p->group, pg->name) && full_dependency(p->fp.kind) && p->seq <= done) {
+            uint64_t last = p->seq + p->repeat < done ? p->seq + p->repeat : done;
+            if (last > upto)
+                upto = last;
+        }
+    }
+    if (!upto)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < w->n_pending; i++) {
+        c10di_pending p = w->pending[i];
+        int coll = p.fp.kind != C10DC_SEND && p.fp.kind != C10DC_RECV;
+        if (coll && !strcmp(p.group, pg->name)) {
+            if (p.seq + p.repeat <= upto) {
+                atomic_fetch_sub_explicit(&w->pending_colls, 1, memory_order_relaxed);
+                continue;
+            }
+            if (p.seq <= upto) {
+                p.repeat -= (uint32_t)(upto + 1 - p.seq);
+                p.seq = upto + 1;
+            }
+        }
+        w->pending[k++] = p;
+    }
+    w->n_pending = k;
+}
+
+/* Queues c's entry (rmu held); 0, or -1 when out of memory. */
+static int queue_entry(c10di_world *w, c10d_pg *pg, const c10di_coll *c, int p2p, unsigned known)
+{
     /* A loop repeats the same call: send it once with a count (the
      * coordinator then verifies the run without decoding each entry). */
     c10di_pending *last = w->n_pending ? &w->pending[w->n_pending - 1] : NULL;
     if (!p2p && last && last->seq + last->repeat + 1 == c->seq && last->repeat < UINT32_MAX &&
-        !strcmp(last->group, pg->name) && !memcmp(&last->fp, &c->fp, sizeof c->fp)) {
+        last->known == known && !strcmp(last->group, pg->name) &&
+        !memcmp(&last->fp, &c->fp, sizeof c->fp)) {
         last->repeat++;
         last->completed = pg->completed;
-        pthread_spin_unlock(&w->rmu);
-        return C10D_OK;
+        return 0;
     }
     if (w->n_pending == w->cap_pending) {
         size_t cap = w->cap_pending ? w->cap_pending * 2 : 256;
         c10di_pending *np = realloc(w->pending, cap * sizeof *np);
-        if (!np) {
-            pthread_spin_unlock(&w->rmu);
-            return C10D_OK; /* unverified, not failed */
-        }
+        if (!np)
+            return -1;
         w->pending = np;
         w->cap_pending = cap;
     }
@@ -253,6 +319,49 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
     p->repeat = 0;
     p->tag = c->tag;
     p->timeout_ms = c->timeout_ms;
+    p->known = known;
+    if (!p2p)
+        atomic_fetch_add_explicit(&w->pending_colls, 1, memory_order_relaxed);
+    return 0;
+}
+
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+{
+    c10di_world *w = pg->w;
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    unsigned known = c10di_join_known(pg);
+    switch (c10di_join_reporting(pg, c)) {
+    case C10DI_REPORT_NONE:
+        return C10D_OK;
+    case C10DI_REPORT_SYNC:
+        /* This rank's earlier entries still queued go first: the
+         * coordinator must see a rank's collectives in order. */
+        if (atomic_load_explicit(&w->pending_colls, memory_order_relaxed))
+            c10di_verify_flush(w);
+        /* A monitored barrier reports without waiting: it must itself
+         * name the ranks that do not arrive. */
+        return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
+    case C10DI_REPORT_QUEUE:
+        break;
+    }
+    /* Send/recv go through the queue in every mode (see
+     * server/verify_ops.c, enter_p2p). */
+    pthread_spin_lock(&w->rmu);
+    if (queue_entry(w, pg, c, p2p, known) != 0) {
+        pthread_spin_unlock(&w->rmu);
+        return C10D_OK; /* unverified, not failed */
+    }
+    size_t held = 0;
+    if (!w->reporter_on) { /* OFF in a join region: held, not sent */
+        if (w->n_pending % OFF_TRIM_AT == 0)
+            trim_held(w, pg);
+        held = w->n_pending;
+    }
     pthread_spin_unlock(&w->rmu);
+    /* The watcher flushes the queue when it learns of a join; if it did
+     * between this call's decision and its queueing, this entry missed
+     * that flush and goes now. */
+    if (held >= OFF_HELD_MAX || c10di_join_known(pg) != known)
+        c10di_verify_flush(w);
     return C10D_OK;
 }

@@ -118,11 +118,16 @@ static void *watch_main(void *arg)
         m.wait_ms = busy ? WATCH_BUSY_MS : WATCH_WAIT_MS;
         m.activity = activity;
         m.completed = completed;
+        /* the join states applied so far: the coordinator hands a joined
+         * rank nothing this rank might count or divide wrongly */
+        m.n_join_known = c10di_join_acks(w, &m.join_known);
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_WATCH;
         req.watch = &m;
         C10dpb__Reply *rep = NULL;
-        if (c10di_call(w->conn, &req, m.wait_ms, 5000, &rep) != C10D_OK) {
+        c10d_status st = c10di_call(w->conn, &req, m.wait_ms, 5000, &rep);
+        c10di_join_acks_free(m.join_known, m.n_join_known);
+        if (st != C10D_OK) {
             /* The coordinator is unreachable or restarting: that is not a
              * peer's death. Try again shortly. */
             struct timespec ts = {0, 100 * 1000000};
@@ -137,6 +142,13 @@ static void *watch_main(void *arg)
                 c10di_record_alert(w, rep->watch->alerts[i]->group,
                                    (c10d_status)rep->watch->alerts[i]->status,
                                    rep->watch->alerts[i]->report);
+            int joins = 0;
+            for (size_t i = 0; i < rep->watch->n_joins; i++)
+                joins |= c10di_join_apply(w, rep->watch->joins[i]);
+            /* A rank joined: what this rank queued without sending (OFF),
+             * or not yet sent (ASYNC), is what it will shadow. */
+            if (joins)
+                c10di_verify_flush(w);
         }
         c10dpb__reply__free_unpacked(rep, NULL);
     }

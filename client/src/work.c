@@ -34,18 +34,22 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
                            "failure: %s", c->what, pg->name, pg->broken_msg);
     c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
     /* A finding or a lost member, known already, fails the call at once.
-     * Under SYNC verification the coordinator answers that itself (and
-     * records it) on the report every collective makes anyway, so its
-     * account, not a race with the watcher, decides what the rank is told. */
-    int sync_verified = pg->w->verify == C10D_VERIFY_SYNC && c->kind != C10DC_SEND &&
-                        c->kind != C10DC_RECV;
+     * When the call is reported as in SYNC the coordinator answers that
+     * itself (and records it) on the report it makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told.
+     * A joined rank's shadow was verified before it was handed out. */
+    int sync_verified = !c->shadow && c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
     c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK)
+    if (st == C10D_OK && !c->shadow)
         st = c10di_verify_enter(pg, c);
+    if (st == C10D_OK)
+        st = c10di_join_prepare(pg, c);
     if (st == C10D_OK)
         st = c->be->run(pg, c->be_state, c);
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
+    if (st == C10D_OK)
+        c10di_join_ran(pg, c);
     if (st != C10D_OK && st != C10D_EINVAL) {
         /* The links may hold half a message: nothing after this is safe. */
         pg->broken = st;

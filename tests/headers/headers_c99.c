@@ -6,5 +6,6 @@ int c10d_headers_c99(void);
 int c10d_headers_c99(void)
 {
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
-    return o.timeout_ms + (int)C10D_ETOOBIG;
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    return o.timeout_ms + (int)C10D_ETOOBIG + jo.divide_by_initial_world_size;
 }

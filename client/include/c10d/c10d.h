@@ -14,6 +14,7 @@
 #include "common.h"
 #include "errors.h"
 #include "jobs.h"
+#include "join.h"
 #include "pg.h"
 #include "store.h"
 #include "tensor.h"

@@ -23,12 +23,36 @@ typedef struct c10d_member_info {
     int64_t last_seen_ms; /* wall clock of the last heartbeat */
 } c10d_member_info;
 
+/* A rank that ran out of inputs in a join region (c10d/join.h). */
+typedef struct c10d_joined_rank {
+    int rank; /* in the group */
+    int global_rank;
+    uint64_t after_seq; /* out of inputs after this collective: it shadows the later ones */
+    int64_t joined_ms;  /* wall clock */
+} c10d_joined_rank;
+
+/* A group's latest join region. */
+typedef struct c10d_join_info {
+    unsigned region; /* 1, 2, ... */
+    int begun;       /* members that called c10d_join_begin (since the coordinator started) */
+    int throw_on_early_termination;
+    int divide_by_initial_world_size;
+    size_t n_joined;
+    const c10d_joined_rank *joined; /* in the order they joined */
+    uint64_t released;     /* the joined ranks were told every collective up to here */
+    const char *shadowing; /* the last of those: "#6 ALL_REDUCE float32[2] SUM" ("" if none) */
+    int caught_up;         /* every joined rank has shadowed all of them */
+    int done;              /* every member joined: the region is over */
+    int last_joiner;       /* once done (a group rank); else -1 */
+} c10d_join_info;
+
 typedef struct c10d_group_info {
     const char *name; /* "world", "world.1", ... */
     int size;
     const int *ranks; /* global ranks in group order */
     int joined;       /* members that reached the rendezvous */
     int formed;
+    const c10d_join_info *join; /* its latest join region; NULL if it had none */
 } c10d_group_info;
 
 typedef struct c10d_job_info {

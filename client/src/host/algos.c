@@ -43,6 +43,13 @@ static int mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
+/* What an AVG divides by: the group's size, or the ranks that contributed
+ * data when some have joined (c->divisor, docs/join.md). */
+static int avg_divisor(const c10di_host *h, const c10di_coll *c)
+{
+    return c->divisor > 0 ? c->divisor : h->n;
+}
+
 static c10d_status oom(const c10di_coll *c, size_t bytes)
 {
     return c10di_error(C10D_ENOMEM, "out of memory: %s needs %zu bytes of scratch", c->what,
@@ -70,7 +77,7 @@ static c10d_status all_reduce_exchange(c10di_host *h, const c10di_coll *c, void 
     for (int i = 1; i < n; i++)
         c10di_reduce(c->dtype, c->op, buf, tmp + (size_t)i * bytes, c->count);
     if (c->op == C10D_AVG)
-        c10di_reduce_avg_finish(c->dtype, buf, c->count, n);
+        c10di_reduce_avg_finish(c->dtype, buf, c->count, avg_divisor(h, c));
     return C10D_OK;
 }
 
@@ -94,7 +101,7 @@ static c10d_status all_reduce_ring(c10di_host *h, const c10di_coll *c, void *buf
     int mine = mod(me + 1, n);
     if (c->op == C10D_AVG)
         c10di_reduce_avg_finish(c->dtype, b + blk_off(count, n, mine) * es,
-                                blk_cnt(count, n, mine), n);
+                                blk_cnt(count, n, mine), avg_divisor(h, c));
     /* all-gather of the complete blocks, straight into buf */
     for (int s = 0; s < n - 1; s++) {
         int sb = mod(me + 1 - s, n), rb = mod(me - s, n);
@@ -234,7 +241,7 @@ static c10d_status reduce_scatter_native(c10di_host *h, const c10di_coll *c, con
     }
     memcpy(out, send, bytes);
     if (c->op == C10D_AVG)
-        c10di_reduce_avg_finish(c->dtype, out, c->count, n);
+        c10di_reduce_avg_finish(c->dtype, out, c->count, avg_divisor(h, c));
     return C10D_OK;
 }
 
@@ -335,6 +342,8 @@ c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c)
 
 c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c)
 {
+    if (c->shadow)
+        return c10di_host_shadow(h, c);
     switch (c->kind) {
     case C10DC_ALL_REDUCE: return all_reduce_on(h, c, c->buf);
     case C10DC_BROADCAST: return broadcast(h, c);

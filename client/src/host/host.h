@@ -59,6 +59,8 @@ typedef struct c10di_host {
     c10di_unexpected *unexpected; /* p2p messages received before their recv */
     void *scratch;
     size_t scratch_cap;
+    void *shadow; /* a joined rank's identity and discard buffers (shadow.c) */
+    size_t shadow_cap;
 } c10di_host;
 
 /* shm.c */
@@ -86,6 +88,9 @@ void *c10di_scratch(c10di_host *h, size_t len);
 /* algos.c */
 c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c);
 c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c);
+
+/* shadow.c: a joined rank's part in c (c->shadow), with its own buffers */
+c10d_status c10di_host_shadow(c10di_host *h, const c10di_coll *c);
 
 /* p2p.c */
 c10d_status c10di_host_send(c10di_host *h, const c10di_coll *c);

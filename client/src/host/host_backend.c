@@ -70,6 +70,7 @@ static void host_close(void *state)
     free(h->peer_seg);
     free(h->peer_seg_len);
     free(h->scratch);
+    free(h->shadow);
     free(h);
 }
 

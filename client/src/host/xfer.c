@@ -2,6 +2,13 @@
  * from another at the same time, over shared memory or TCP, so that rings
  * and pairwise exchanges never deadlock on full buffers.
  *
+ * Each transfer of a collective starts with a small header naming it (the
+ * group's collective number and the call's fingerprint), checked by the
+ * receiver before it takes a byte of data: ranks that disagree about the
+ * collective (a barrier against an all_reduce, another size, a rank one
+ * collective ahead) fail with C10D_EDESYNC at their first exchange, in
+ * every verification mode, instead of completing on each other's bytes.
+ *
  * Waiting: spin briefly (a peer on another core answers in a microsecond),
  * then yield (ranks may outnumber cores), then sleep or poll. While
  * waiting, c10di_pg_check is asked every so often whether a member of the
@@ -17,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,26 +46,140 @@ void *c10di_scratch(c10di_host *h, size_t len)
     return h->scratch;
 }
 
-static ssize_t try_send(c10di_link *l, int ch, const void *p, size_t len)
+#define HDR_MAGIC 0xc10dc011u
+
+/* What a collective's transfer says it belongs to. */
+typedef struct {
+    uint32_t magic;
+    uint8_t kind, dtype, op, device;
+    int32_t root;
+    uint32_t spare;
+    uint64_t seq;
+    int64_t count;
+} coll_hdr;
+
+static coll_hdr hdr_of(const c10di_coll *c)
 {
-    if (l->shm)
-        return c10di_ring_write(&l->out[ch], p, len);
-    ssize_t k = send(l->fd[ch], p, len, MSG_NOSIGNAL);
+    coll_hdr x;
+    memset(&x, 0, sizeof x);
+    x.magic = HDR_MAGIC;
+    x.kind = (uint8_t)c->fp.kind;
+    x.dtype = (uint8_t)c->fp.dtype;
+    x.op = (uint8_t)c->fp.op;
+    x.device = (uint8_t)c->fp.device;
+    x.root = c->fp.root;
+    x.seq = c->seq;
+    x.count = c->fp.count;
+    return x;
+}
+
+/* The bytes of one direction: a header (may be empty), then the data. */
+typedef struct {
+    const void *hdr;
+    size_t hlen;
+    void *data;
+    size_t len, done;
+} span;
+
+static int span_iov(const span *s, struct iovec iov[2])
+{
+    int n = 0;
+    if (s->done < s->hlen)
+        iov[n++] = (struct iovec){(uint8_t *)s->hdr + s->done, s->hlen - s->done};
+    size_t d = s->done > s->hlen ? s->done - s->hlen : 0;
+    if (d < s->len)
+        iov[n++] = (struct iovec){(uint8_t *)s->data + d, s->len - d};
+    return n;
+}
+
+static ssize_t try_send(c10di_link *l, int ch, const span *sp)
+{
+    struct iovec iov[2];
+    int n = span_iov(sp, iov);
+    if (l->shm) {
+        ssize_t total = 0;
+        for (int i = 0; i < n; i++) {
+            ssize_t k = c10di_ring_write(&l->out[ch], iov[i].iov_base, iov[i].iov_len);
+            total += k;
+            if ((size_t)k < iov[i].iov_len)
+                break;
+        }
+        return total;
+    }
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k = sendmsg(l->fd[ch], &m, MSG_NOSIGNAL);
     if (k < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     return k;
 }
 
-static ssize_t try_recv(c10di_link *l, int ch, void *p, size_t len)
+static ssize_t try_recv(c10di_link *l, int ch, const span *sp)
 {
-    if (l->shm)
-        return c10di_ring_read(&l->in[ch], p, len);
-    ssize_t k = recv(l->fd[ch], p, len, 0);
+    struct iovec iov[2];
+    int n = span_iov(sp, iov);
+    if (l->shm) {
+        ssize_t total = 0;
+        for (int i = 0; i < n; i++) {
+            ssize_t k = c10di_ring_read(&l->in[ch], iov[i].iov_base, iov[i].iov_len);
+            total += k;
+            if ((size_t)k < iov[i].iov_len)
+                break;
+        }
+        return total;
+    }
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k = recvmsg(l->fd[ch], &m, 0);
     if (k == 0)
         return -1; /* the peer closed */
     if (k < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
     return k;
+}
+
+/* The peer's header says it is in another collective: both are named the
+ * way the coordinator names a desync, lower rank first. */
+static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const coll_hdr *got)
+{
+    c10d_pg *pg = h->pg;
+    char mine[160], theirs[160], a[192], b[192], report[1024];
+    /* With verification on, the coordinator has both ranks' reports and
+     * names the cause better (a rank that ran ahead only shows the next
+     * collective here): give its finding a moment to arrive. */
+    for (int64_t until = c10d_now_ms() + (pg->w->verify != C10D_VERIFY_OFF ? 1000 : 0);
+         c10d_now_ms() < until; usleep(2000)) {
+        c10d_status st = c10di_pg_failure(pg, c->seq, report, sizeof report);
+        if (st != C10D_OK)
+            return c10di_error(st, "%s of group %s (rank %d) did not run: %s", c->what,
+                               pg->name, h->me, report);
+    }
+    c10dc_fp fp = {got->kind, got->dtype, got->count, got->root, got->op, got->device, 0};
+    if (got->magic != HDR_MAGIC)
+        snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
+                 "%d received bytes from rank %d that are not a collective's (the two are in "
+                 "different operations; seen by rank %d's data plane)", pg->name, pg->w->job,
+                 (unsigned long long)c->seq, h->me, peer, h->me);
+    else {
+        c10dc_fp_format(&c->fp, mine, sizeof mine);
+        c10dc_fp_format(&fp, theirs, sizeof theirs);
+        const char *field = got->seq != c->seq ? "collective number"
+                                                : c10dc_fp_diff(&c->fp, &fp);
+        if (got->seq != c->seq) {
+            snprintf(a, sizeof a, "rank %d is in #%llu %s", h->me, (unsigned long long)c->seq,
+                     mine);
+            snprintf(b, sizeof b, "rank %d in #%llu %s", peer, (unsigned long long)got->seq,
+                     theirs);
+        } else {
+            snprintf(a, sizeof a, "rank %d called %s", h->me, mine);
+            snprintf(b, sizeof b, "rank %d called %s", peer, theirs);
+        }
+        snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s, %s "
+                 "(different %s) — seen by rank %d's data plane", pg->name, pg->w->job,
+                 (unsigned long long)(got->seq < c->seq ? got->seq : c->seq),
+                 h->me < peer ? a : b, h->me < peer ? b : a, field ? field : "call", h->me);
+    }
+    c10di_record_alert(pg->w, pg->name, C10D_EDESYNC, report);
+    return c10di_error(C10D_EDESYNC, "%s of group %s (rank %d) did not run: %s", c->what,
+                       pg->name, h->me, report);
 }
 
 /* A TCP peer closed its end. Its process most likely died or left: give
@@ -83,24 +205,40 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
                        size_t slen, int from, void *rbuf, size_t rlen)
 {
     c10di_link *lt = to >= 0 ? &h->links[to] : NULL, *lf = from >= 0 ? &h->links[from] : NULL;
-    size_t sent = lt ? 0 : slen, got = lf ? 0 : rlen;
-    int tcp_only = (!lt || !lt->shm) && (!lf || !lf->shm);
+    coll_hdr mine, theirs;
+    size_t hl = ch == CH_COLL ? sizeof(coll_hdr) : 0;
+    if (hl)
+        mine = hdr_of(c);
+    span out = {&mine, lt ? hl : 0, (void *)sbuf, slen, lt ? 0 : slen + hl};
+    span in = {&theirs, lf ? hl : 0, rbuf, rlen, lf ? 0 : rlen + hl};
+    size_t send_total = out.hlen + slen, recv_total = in.hlen + rlen;
+    int tcp_only = (!lt || !lt->shm) && (!lf || !lf->shm), checked = !in.hlen;
     unsigned idle = 0;
-    while (sent < slen || got < rlen) {
+    while (out.done < send_total || in.done < recv_total) {
         int moved = 0;
-        if (sent < slen) {
-            ssize_t k = try_send(lt, ch, (const uint8_t *)sbuf + sent, slen - sent);
+        if (out.done < send_total) {
+            ssize_t k = try_send(lt, ch, &out);
             if (k < 0)
                 return peer_gone(h, c, to);
-            sent += (size_t)k;
+            out.done += (size_t)k;
             moved |= k > 0;
         }
-        if (got < rlen) {
-            ssize_t k = try_recv(lf, ch, (uint8_t *)rbuf + got, rlen - got);
+        if (in.done < recv_total) {
+            /* Nothing of the data is read before the header is checked:
+             * a stranger's bytes never land in rbuf. */
+            span head = in;
+            head.len = checked ? in.len : 0;
+            ssize_t k = try_recv(lf, ch, &head);
             if (k < 0)
                 return peer_gone(h, c, from);
-            got += (size_t)k;
+            in.done += (size_t)k;
             moved |= k > 0;
+            if (!checked && in.done >= in.hlen) {
+                coll_hdr want = hdr_of(c);
+                if (memcmp(&theirs, &want, sizeof want) != 0)
+                    return mismatch(h, c, from, &theirs);
+                checked = 1;
+            }
         }
         if (moved) {
             idle = 0;
@@ -110,9 +248,9 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
         if (tcp_only) {
             struct pollfd p[2];
             int np = 0;
-            if (sent < slen)
+            if (out.done < send_total)
                 p[np++] = (struct pollfd){lt->fd[ch], POLLOUT, 0};
-            if (got < rlen)
+            if (in.done < recv_total)
                 p[np++] = (struct pollfd){lf->fd[ch], POLLIN, 0};
             poll(p, (nfds_t)np, 20);
         } else if (idle < 256) {
@@ -126,7 +264,7 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             struct timespec ts = {0, idle < 8192 ? 20000 : 200000};
             nanosleep(&ts, NULL);
         }
-        c10d_status st = c10di_pg_check(h->pg, c, got < rlen ? from : to);
+        c10d_status st = c10di_pg_check(h->pg, c, in.done < recv_total ? from : to);
         if (st != C10D_OK)
             return st;
     }

@@ -10,6 +10,7 @@
 #include "nccl_backend.h"
 
 #include "c10d_time.h"
+#include "host/reduce.h"
 #include "layout.h"
 
 #include <stdio.h>
@@ -42,6 +43,55 @@ int c10di_nccl_op(c10d_reduce_op op)
     case C10D_AVG: return ncclAvg; /* integers: sum, then divided (truncated) */
     }
     return -1;
+}
+
+int c10di_nccl_avg_plan(c10d_dtype dt, c10d_reduce_op op, int divisor, int n)
+{
+    if (op != C10D_AVG || divisor <= 0 || divisor == n)
+        return 0; /* ncclAvg divides by the communicator's size */
+    switch (dt) {
+    case C10D_FLOAT32:
+    case C10D_FLOAT64:
+    case C10D_FLOAT16:
+    case C10D_BFLOAT16:
+        return 1;
+    default:
+        return -1; /* a pre-multiplied sum needs 1/divisor in the dtype */
+    }
+}
+
+c10d_status c10di_nccl_red_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t *op, int *made)
+{
+    *made = 0;
+    *op = (ncclRedOp_t)c10di_nccl_op(c->op);
+    int plan = c10di_nccl_avg_plan(c->dtype, c->op, c->divisor, s->pg->size);
+    if (plan == 0)
+        return C10D_OK;
+    if (plan < 0)
+        return c10di_error(C10D_EINVAL, "%s: an AVG of %s over the %d ranks that have not joined "
+                           "(divide_by_initial_world_size = 0) needs a floating-point dtype on "
+                           "NCCL; use SUM and divide by c10d_active_ranks()", c->what,
+                           c10d_dtype_name(c->dtype), c->divisor);
+    /* sum of x_i / divisor over every rank, joined ones contributing 0 */
+    union {
+        float f;
+        double d;
+        uint16_t h;
+    } scalar;
+    float f = 1.0f / (float)c->divisor;
+    if (c->dtype == C10D_FLOAT64)
+        scalar.d = 1.0 / (double)c->divisor;
+    else if (c->dtype == C10D_FLOAT32)
+        scalar.f = f;
+    else
+        c10di_f32_to_half(c->dtype, &scalar.h, &f, 1);
+    ncclResult_t r = c10di_gpu.ncclRedOpCreatePreMulSum(
+        op, &scalar, (ncclDataType_t)c10di_nccl_dtype(c->dtype), ncclScalarHostImmediate, s->comm);
+    if (r != ncclSuccess)
+        return c10di_error(C10D_EBACKEND, "%s: ncclRedOpCreatePreMulSum: %s", c->what,
+                           c10di_gpu.ncclGetErrorString(r));
+    *made = 1;
+    return C10D_OK;
 }
 
 static c10d_status scratch(c10di_nccl *s, const c10di_coll *c, size_t bytes, void **out)
@@ -149,10 +199,9 @@ static c10d_status p2p_group(c10di_nccl *s, const c10di_coll *c, ncclDataType_t 
     return st;
 }
 
-static c10d_status enqueue(c10di_nccl *s, const c10di_coll *c)
+static c10d_status enqueue_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t op)
 {
     ncclDataType_t dt = (ncclDataType_t)c10di_nccl_dtype(c->dtype);
-    ncclRedOp_t op = (ncclRedOp_t)c10di_nccl_op(c->op);
     size_t bytes = c->count * c10d_dtype_size(c->dtype);
     void *one;
     c10d_status st;
@@ -187,6 +236,20 @@ static c10d_status enqueue(c10di_nccl *s, const c10di_coll *c)
     default:
         return c10di_error(C10D_EINVAL, "%s: not a collective the NCCL backend runs", c->what);
     }
+}
+
+c10d_status c10di_nccl_enqueue(c10di_nccl *s, const c10di_coll *c)
+{
+    if (c->shadow)
+        return c10di_nccl_enqueue_shadow(s, c);
+    ncclRedOp_t op;
+    int made;
+    c10d_status st = c10di_nccl_red_op(s, c, &op, &made);
+    if (st == C10D_OK)
+        st = enqueue_op(s, c, op);
+    if (made)
+        c10di_gpu.ncclRedOpDestroy(op, s->comm);
+    return st;
 }
 
 /* --- the ops table --- */
@@ -278,7 +341,7 @@ static c10d_status nccl_run(c10d_pg *pg, void *state, c10di_coll *c)
     if (op)
         op->blocking_wait = s->blocking_wait;
     if (st == C10D_OK)
-        st = enqueue(s, c);
+        st = c10di_nccl_enqueue(s, c);
     if (st == C10D_OK && (e = c10di_gpu.cudaEventRecord(op->done, s->stream)) != cudaSuccess)
         st = c10di_cuda_error(e, "recording completion", c);
     pthread_mutex_unlock(&s->comm_mu);

@@ -126,6 +126,8 @@ static void load(void)
     SYM(nccl, ncclRecv);
     SYM(nccl, ncclGroupStart);
     SYM(nccl, ncclGroupEnd);
+    SYM(nccl, ncclRedOpCreatePreMulSum);
+    SYM(nccl, ncclRedOpDestroy);
     Dl_info info;
     if (dladdr(*(void **)&c10di_gpu.ncclGetVersion, &info) && info.dli_fname)
         snprintf(c10di_gpu.nccl_path, sizeof c10di_gpu.nccl_path, "%s", info.dli_fname);

@@ -55,6 +55,8 @@ typedef struct c10di_gpu_api {
     C10DI_GPU_FN(ncclRecv);
     C10DI_GPU_FN(ncclGroupStart);
     C10DI_GPU_FN(ncclGroupEnd);
+    C10DI_GPU_FN(ncclRedOpCreatePreMulSum); /* AVG over the active ranks (join) */
+    C10DI_GPU_FN(ncclRedOpDestroy);
     int nccl_version;  /* ncclGetVersion's code, e.g. 22809 */
     int devices;       /* visible CUDA devices (> 0 once loaded) */
     char nccl_path[512];

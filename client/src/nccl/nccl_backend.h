@@ -43,6 +43,14 @@ struct c10di_nccl {
     unsigned inits;     /* communicators made for this group: names store keys */
     void *scratch;      /* device memory: the flatten path, the barrier */
     size_t scratch_cap;
+    /* a joined rank's shadows (shadow.c): the identity it contributes,
+     * filled for one element value, and where what it receives goes */
+    void *ident;
+    size_t ident_cap, ident_filled;
+    unsigned char ident_elem[8];
+    size_t ident_es;
+    void *discard;
+    size_t discard_cap;
     /* Serialises NCCL calls on comm: the collective path, the split, the
      * watchdog's abort. */
     pthread_mutex_t comm_mu;
@@ -84,5 +92,22 @@ c10d_status c10di_cuda_error(cudaError_t e, const char *what, const c10di_coll *
 /* enqueue.c: dtype and reduce-op mapping (-1 when NCCL has none) */
 int c10di_nccl_dtype(c10d_dtype dt);
 int c10di_nccl_op(c10d_reduce_op op);
+/* How c's reduction runs: its NCCL op, or for an AVG over fewer ranks
+ * than the group (c->divisor, join) a pre-multiplied sum made for it
+ * (*made = 1: destroy it with ncclRedOpDestroy once enqueued). */
+c10d_status c10di_nccl_red_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t *op, int *made);
+/* Whether an AVG divided by `divisor` of `n` ranks needs the pre-multiplied
+ * sum (and whether NCCL can do it for dtype): 0 no, 1 yes, -1 impossible
+ * (integers). Pure: unit-tested. */
+int c10di_nccl_avg_plan(c10d_dtype dt, c10d_reduce_op op, int divisor, int n);
+
+/* Enqueues c on s's stream (comm_mu held, communicator made). */
+c10d_status c10di_nccl_enqueue(c10di_nccl *s, const c10di_coll *c);
+
+/* shadow.c: a joined rank's part in c (c->shadow), enqueued on s's stream
+ * with device buffers of its own. */
+c10d_status c10di_nccl_enqueue_shadow(c10di_nccl *s, const c10di_coll *c);
+/* Releases the shadow buffers (at close). */
+void c10di_nccl_shadow_free(c10di_nccl *s);
 
 #endif

@@ -1,0 +1,927 @@
+/* Join for uneven inputs end to end (docs/join.md): the six cases of the
+ * DDP-join hang report in SYNC, ASYNC and OFF verification; identities per
+ * reduce op and dtype; AVG both ways; what a joined rank cannot take part
+ * in (a broadcast from it, an all_gather, a send to it); throw mode; world
+ * 4 with ranks joining at different steps; a join region in a subgroup;
+ * a rank dying or leaving while another is joined; async collectives in a
+ * region; c10d-ctl status showing who joined; a coordinator restart.
+ * Real coordinator, real forked ranks, the host data plane. */
+#include "coord_proc.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static coord_proc coord;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+static const c10d_verify modes[] = {C10D_VERIFY_SYNC, C10D_VERIFY_ASYNC, C10D_VERIFY_OFF};
+static const char *const mode_names[] = {"SYNC", "ASYNC", "OFF"};
+
+typedef struct {
+    const char *job;
+    c10d_verify mode;
+    int kase;
+    int opt; /* test-specific */
+} scenario;
+
+static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
+{
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.job = sc->job;
+    o.rank = rank;
+    o.world_size = n;
+    o.timeout_ms = timeout_ms;
+    o.verify = sc->mode;
+    c10d_pg *pg = NULL;
+    if (c10d_init(&pg, &o) != C10D_OK) {
+        fprintf(stderr, "rank %d: init: %s\n", rank, c10d_errmsg());
+        return NULL;
+    }
+    return pg;
+}
+
+static void dump_log_if(int failed)
+{
+    if (!failed)
+        return;
+    char c[700];
+    snprintf(c, sizeof c, "tail -n 40 %s >&2", coord.log);
+    if (system(c) != 0)
+        fprintf(stderr, "(no coordinator log)\n");
+}
+
+static void run_world(int n, rank_fn fn, scenario *sc, int timeout_s)
+{
+    int failed = world_run(n, fn, sc, timeout_s, NULL);
+    dump_log_if(failed);
+    ck_assert_msg(failed == 0, "%d rank(s) failed (%s)", failed,
+                  sc->mode == C10D_VERIFY_SYNC    ? "SYNC"
+                  : sc->mode == C10D_VERIFY_ASYNC ? "ASYNC"
+                                                  : "OFF");
+}
+
+#define FAIL(code, ...)                                                                            \
+    do {                                                                                           \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+        return code;                                                                               \
+    } while (0)
+
+/* --- the six cases: world 2, rank 0 has 5 batches, rank 1 has 6 --- */
+
+#define N_ELEMS 4
+
+/* One step: DDP's gradient all_reduce (one bucket), checked against the
+ * sum over the ranks that still had a batch at that step. */
+static int step(c10d_pg *pg, int rank, int i, const int *batches, int n)
+{
+    float g[N_ELEMS];
+    for (int k = 0; k < N_ELEMS; k++)
+        g[k] = (float)((rank + 1) * 100 + i * 10 + k);
+    c10d_tensor t = c10d_tensor_1d(g, C10D_FLOAT32, N_ELEMS);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    if (st != C10D_OK)
+        FAIL(20, "rank %d step %d: all_reduce: %s: %s", rank, i, c10d_status_name(st),
+             c10d_errmsg());
+    int active = 0;
+    for (int r = 0; r < n; r++)
+        active += batches[r] > i;
+    for (int k = 0; k < N_ELEMS; k++) {
+        float want = 0;
+        for (int r = 0; r < n; r++)
+            if (batches[r] > i)
+                want += (float)((r + 1) * 100 + i * 10 + k);
+        if (g[k] != want)
+            FAIL(21, "rank %d step %d: element %d is %g, want %g", rank, i, k, g[k], want);
+    }
+    if (c10d_active_ranks(pg) != active)
+        FAIL(22, "rank %d step %d: c10d_active_ranks is %d, want %d", rank, i,
+             c10d_active_ranks(pg), active);
+    return 0;
+}
+
+static int expect_failure(int rank, c10d_status st, long long took, c10d_status want1,
+                          c10d_status want2, const char *n1, const char *n2)
+{
+    const char *msg = c10d_errmsg();
+    if (st != want1 && st != want2)
+        FAIL(30, "rank %d: expected %s, got %s: %s", rank, c10d_status_name(want1),
+             c10d_status_name(st), msg);
+    if (n1 && !strstr(msg, n1))
+        FAIL(31, "rank %d: the report lacks '%s': %s", rank, n1, msg);
+    if (n2 && !strstr(msg, n2))
+        FAIL(32, "rank %d: the report lacks '%s': %s", rank, n2, msg);
+    if (took > 2000)
+        FAIL(33, "rank %d: it took %lld ms to fail", rank, took);
+    return 0;
+}
+
+enum { CASE_JOIN = 1, CASE_NO_JOIN, CASE_BARRIER_NO_JOIN, CASE_JOIN_BARRIER, CASE_ONE_BARRIER,
+       CASE_JOIN_THEN_BARRIER };
+
+static int six_cases_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {5, 6};
+    int kase = sc->kase, rc;
+    int join = kase == CASE_JOIN || kase == CASE_JOIN_BARRIER || kase == CASE_JOIN_THEN_BARRIER;
+    int barrier_each = kase == CASE_BARRIER_NO_JOIN || kase == CASE_JOIN_BARRIER;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (join && c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    for (int i = 0; i < batches[rank]; i++) {
+        long long t0 = test_now_ms();
+        if (!join && i == 5) { /* rank 1's extra step: the others are gone */
+            float g[N_ELEMS] = {0};
+            c10d_tensor t = c10d_tensor_1d(g, C10D_FLOAT32, N_ELEMS);
+            c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+            long long took = test_now_ms() - t0;
+            if (kase == CASE_ONE_BARRIER) /* rank 0 called a barrier as #6 */
+                rc = expect_failure(rank, st, took, C10D_EDESYNC, C10D_EDESYNC,
+                                    "at collective #6", "BARRIER");
+            else /* rank 0 left */
+                rc = expect_failure(rank, st, took, C10D_EPEERLOST, C10D_EPEERLOST,
+                                    "rank 0", kase == CASE_NO_JOIN ? "#6" : "#11");
+            c10d_destroy(pg);
+            return rc;
+        }
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+        if (barrier_each && c10d_barrier(pg, NULL, NULL) != C10D_OK)
+            FAIL(12, "rank %d step %d: barrier: %s", rank, i, c10d_errmsg());
+    }
+    if (join) {
+        int last = -1;
+        if (c10d_join_end(pg, &last) != C10D_OK)
+            FAIL(13, "rank %d: join_end: %s", rank, c10d_errmsg());
+        if (last != 1)
+            FAIL(14, "rank %d: last joiner %d, want 1", rank, last);
+    }
+    if (kase == CASE_ONE_BARRIER || kase == CASE_JOIN_THEN_BARRIER) {
+        long long t0 = test_now_ms();
+        c10d_status st = c10d_barrier(pg, NULL, NULL);
+        if (kase == CASE_ONE_BARRIER) { /* rank 0: rank 1 is in an all_reduce */
+            rc = expect_failure(rank, st, test_now_ms() - t0, C10D_EDESYNC, C10D_EDESYNC,
+                                "at collective #6", "ALL_REDUCE");
+            c10d_destroy(pg);
+            return rc;
+        }
+        if (st != C10D_OK)
+            FAIL(15, "rank %d: the barrier after the region: %s", rank, c10d_errmsg());
+    }
+    if (join) { /* whole again: a broadcast from the last joiner */
+        float w = rank == 1 ? 42.0f : 0.0f;
+        c10d_tensor t = c10d_tensor_1d(&w, C10D_FLOAT32, 1);
+        if (c10d_broadcast(pg, &t, 1, NULL, NULL) != C10D_OK || w != 42.0f)
+            FAIL(16, "rank %d: broadcast after the region: %s (%g)", rank, c10d_errmsg(), w);
+        if (c10d_active_ranks(pg) != 2)
+            FAIL(17, "rank %d: active ranks after the region: %d", rank, c10d_active_ranks(pg));
+    }
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(six_cases)
+{
+    scenario sc = {world_job("case"), modes[_i % 3], 1 + _i / 3, 0};
+    fprintf(stderr, "case %d under %s\n", sc.kase, mode_names[_i % 3]);
+    run_world(2, six_cases_body, &sc, 60);
+}
+END_TEST
+
+/* --- identities --- */
+
+static double value_of(int rank, int k)
+{
+    return (double)(rank + 1) * 2 + k; /* small, even: exact in every dtype, AVG too */
+}
+
+static void put(void *buf, c10d_dtype dt, int k, double v)
+{
+    switch (dt) {
+    case C10D_FLOAT32: ((float *)buf)[k] = (float)v; break;
+    case C10D_FLOAT64: ((double *)buf)[k] = v; break;
+    case C10D_FLOAT16: { /* small integers: exact in half */
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        int e = (int)((u >> 23) & 0xff) - 127 + 15;
+        uint16_t h = v == 0 ? 0 : (uint16_t)((u >> 16 & 0x8000) | (e << 10) | ((u >> 13) & 0x3ff));
+        ((uint16_t *)buf)[k] = h;
+        break;
+    }
+    case C10D_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)buf)[k] = (uint16_t)(u >> 16);
+        break;
+    }
+    case C10D_INT8: ((int8_t *)buf)[k] = (int8_t)v; break;
+    case C10D_UINT8: ((uint8_t *)buf)[k] = (uint8_t)v; break;
+    case C10D_INT32: ((int32_t *)buf)[k] = (int32_t)v; break;
+    case C10D_INT64: ((int64_t *)buf)[k] = (int64_t)v; break;
+    }
+}
+
+static double get(const void *buf, c10d_dtype dt, int k)
+{
+    switch (dt) {
+    case C10D_FLOAT32: return ((const float *)buf)[k];
+    case C10D_FLOAT64: return ((const double *)buf)[k];
+    case C10D_FLOAT16: {
+        uint16_t h = ((const uint16_t *)buf)[k];
+        if (!(h & 0x7fff))
+            return 0;
+        uint32_t u = (uint32_t)(h & 0x8000) << 16 | (uint32_t)(((h >> 10) & 0x1f) - 15 + 127) << 23 |
+                     (uint32_t)(h & 0x3ff) << 13;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case C10D_BFLOAT16: {
+        uint32_t u = (uint32_t)((const uint16_t *)buf)[k] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case C10D_INT8: return ((const int8_t *)buf)[k];
+    case C10D_UINT8: return ((const uint8_t *)buf)[k];
+    case C10D_INT32: return ((const int32_t *)buf)[k];
+    case C10D_INT64: return (double)((const int64_t *)buf)[k];
+    }
+    return NAN;
+}
+
+/* World 3: rank 0 joins at once; ranks 1 and 2 run every reduce op on
+ * every dtype (all_reduce, reduce to rank 1, reduce_scatter); the results
+ * are those of ranks 1 and 2 alone. AVG divides by 3 (the initial size)
+ * or, with opt, by 2 (the ranks that contributed). */
+static int identities_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    int by_active = sc->opt;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    jo.divide_by_initial_world_size = !by_active;
+    if (c10d_join_begin(pg, &jo) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    if (rank == 0) {
+        int last;
+        if (c10d_join_end(pg, &last) != C10D_OK)
+            FAIL(12, "rank 0: join_end: %s", c10d_errmsg());
+        if (last != 2)
+            FAIL(13, "rank 0: last joiner %d, want 2", last);
+        c10d_destroy(pg);
+        return 0;
+    }
+    static const c10d_dtype dts[] = {C10D_FLOAT32, C10D_FLOAT64, C10D_FLOAT16, C10D_BFLOAT16,
+                                     C10D_INT8,    C10D_UINT8,   C10D_INT32,   C10D_INT64};
+    static const c10d_reduce_op ops[] = {C10D_SUM, C10D_PROD, C10D_MIN, C10D_MAX, C10D_AVG};
+    int div = by_active ? 2 : 3;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            c10d_dtype dt = dts[d];
+            c10d_reduce_op op = ops[o];
+            uint64_t buf[6], in[12], out[6];
+            for (int kind = 0; kind < 3; kind++) {
+                for (int k = 0; k < 6; k++) {
+                    put(buf, dt, k, value_of(rank, k));
+                    put(in, dt, k, value_of(rank, k)); /* reduce_scatter: 3 blocks of 2 */
+                }
+                c10d_tensor t = c10d_tensor_1d(buf, dt, 6);
+                c10d_status st;
+                int count = 6;
+                const void *res = buf;
+                if (kind == 0) {
+                    st = c10d_all_reduce(pg, &t, op, NULL, NULL);
+                } else if (kind == 1) {
+                    st = c10d_reduce(pg, &t, 1, op, NULL, NULL);
+                } else {
+                    c10d_tensor ti = c10d_tensor_1d(in, dt, 6);
+                    c10d_tensor to = c10d_tensor_1d(out, dt, 2);
+                    st = c10d_reduce_scatter_tensor(pg, &to, &ti, op, NULL, NULL);
+                    count = 2;
+                    res = out;
+                }
+                if (st != C10D_OK)
+                    FAIL(14, "rank %d: %s %s kind %d: %s", rank, c10d_dtype_name(dt),
+                         c10d_reduce_op_name(op), kind, c10d_errmsg());
+                if (kind == 1 && rank != 1)
+                    continue; /* only the root's tensor holds the result */
+                for (int k = 0; k < count; k++) {
+                    int src = kind == 2 ? rank * 2 + k : k; /* this rank's block */
+                    double a = value_of(1, src), b = value_of(2, src), want;
+                    switch (op) {
+                    case C10D_SUM: want = a + b; break;
+                    case C10D_PROD: want = a * b; break;
+                    case C10D_MIN: want = a < b ? a : b; break;
+                    case C10D_MAX: want = a > b ? a : b; break;
+                    default: want = (a + b) / div; break;
+                    }
+                    if (op == C10D_AVG && dt >= C10D_INT8)
+                        want = (double)(long long)want; /* integers truncate */
+                    double got = get(res, dt, k);
+                    if (fabs(got - want) > 0.02 * fabs(want) + 1e-9)
+                        FAIL(15, "rank %d: %s %s kind %d element %d: %g, want %g", rank,
+                             c10d_dtype_name(dt), c10d_reduce_op_name(op), kind, k, got, want);
+                }
+                if (c10d_active_ranks(pg) != 2)
+                    FAIL(16, "rank %d: active ranks %d, want 2", rank, c10d_active_ranks(pg));
+            }
+        }
+    int last;
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 2)
+        FAIL(17, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(identities_avg_by_initial_size)
+{
+    scenario sc = {world_job("ident"), modes[_i], 0, 0};
+    run_world(3, identities_body, &sc, 60);
+}
+END_TEST
+
+START_TEST(identities_avg_by_active_ranks)
+{
+    scenario sc = {world_job("ident-active"), modes[_i], 0, 1};
+    run_world(3, identities_body, &sc, 60);
+}
+END_TEST
+
+/* --- what a joined rank cannot take part in --- */
+
+enum { BAD_BCAST_FROM_JOINED, BAD_ALL_GATHER, BAD_SEND_TO_JOINED, BAD_REDUCE_TO_JOINED };
+
+/* Rank 0 joins after two steps; rank 1 then calls something that needs
+ * rank 0's data: both fail with EJOINED naming the call and rank 0. */
+static int cannot_shadow_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {2, 3};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc;
+    for (int i = 0; i < 2; i++)
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+    long long t0 = test_now_ms();
+    c10d_status st;
+    const char *what = NULL;
+    if (rank == 0) {
+        int last;
+        st = c10d_join_end(pg, &last);
+    } else {
+        float x[4] = {1, 2, 3, 4}, outs[8];
+        c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 4);
+        c10d_tensor o = c10d_tensor_1d(outs, C10D_FLOAT32, 8);
+        switch (sc->kase) {
+        case BAD_BCAST_FROM_JOINED:
+            st = c10d_broadcast(pg, &t, 0, NULL, NULL);
+            what = "BROADCAST float32[4] root 0";
+            break;
+        case BAD_ALL_GATHER:
+            st = c10d_all_gather_into_tensor(pg, &o, &t, NULL, NULL);
+            what = "ALL_GATHER float32[4]";
+            break;
+        case BAD_REDUCE_TO_JOINED:
+            st = c10d_reduce(pg, &t, 0, C10D_SUM, NULL, NULL);
+            what = "REDUCE float32[4] SUM root 0";
+            break;
+        default:
+            st = c10d_send(pg, &t, 0, 7, NULL, NULL);
+            what = "tag 7";
+            break;
+        }
+        /* In ASYNC and OFF a call made before this rank heard of the join
+         * may wait for it; the finding arrives within the 2 s allowed. */
+    }
+    long long took = test_now_ms() - t0;
+    if (rank == 1 && st == C10D_OK && sc->kase == BAD_SEND_TO_JOINED) {
+        /* a small send is handed to the transport and may return before
+         * anyone can know; the next call fails with the finding */
+        st = c10d_barrier(pg, NULL, NULL);
+        took = test_now_ms() - t0;
+    }
+    rc = expect_failure(rank, st, took, C10D_EJOINED, C10D_EJOINED, "rank 0",
+                        rank == 1 ? what : "joined after");
+    if (!rc && rank == 0 && sc->kase != BAD_SEND_TO_JOINED &&
+        !strstr(c10d_errmsg(), sc->kase == BAD_ALL_GATHER ? "ALL_GATHER" : "root 0"))
+        rc = 34, fprintf(stderr, "rank 0: the report does not name the call: %s\n",
+                         c10d_errmsg());
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(broadcast_from_a_joined_root)
+{
+    scenario sc = {world_job("bcast-joined"), modes[_i], BAD_BCAST_FROM_JOINED, 0};
+    run_world(2, cannot_shadow_body, &sc, 60);
+}
+END_TEST
+
+START_TEST(reduce_to_a_joined_root)
+{
+    scenario sc = {world_job("reduce-joined"), modes[_i], BAD_REDUCE_TO_JOINED, 0};
+    run_world(2, cannot_shadow_body, &sc, 60);
+}
+END_TEST
+
+START_TEST(all_gather_under_join)
+{
+    scenario sc = {world_job("gather-joined"), modes[_i], BAD_ALL_GATHER, 0};
+    run_world(2, cannot_shadow_body, &sc, 60);
+}
+END_TEST
+
+START_TEST(send_to_a_joined_rank)
+{
+    scenario sc = {world_job("send-joined"), modes[_i], BAD_SEND_TO_JOINED, 0};
+    run_world(2, cannot_shadow_body, &sc, 60);
+}
+END_TEST
+
+/* --- throw mode --- */
+
+/* World 3; rank 0 has 3 batches, the others go on: within 1 s of rank 0's
+ * join_end every rank's pending or next collective fails with EJOINED
+ * naming rank 0 and collective #3, its own join_end too. */
+static int throw_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    jo.throw_on_early_termination = 1;
+    if (c10d_join_begin(pg, &jo) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    static const int batches[3] = {3, 1000, 1000};
+    c10d_status st = C10D_OK;
+    long long joined_at = 0;
+    int i, rc;
+    for (i = 0; i < batches[rank] && st == C10D_OK; i++) {
+        float g = 1;
+        c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+        st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+        if (st == C10D_OK && i < 3 && g != 3)
+            FAIL(12, "rank %d step %d: %g, want 3", rank, i, g);
+    }
+    if (rank == 0) {
+        if (st != C10D_OK)
+            FAIL(13, "rank 0 step %d: %s", i, c10d_errmsg());
+        int last;
+        joined_at = test_now_ms();
+        st = c10d_join_end(pg, &last);
+    } else if (i >= 1000) {
+        FAIL(14, "rank %d: 1000 steps ran past rank 0's early end", rank);
+    }
+    (void)joined_at;
+    rc = expect_failure(rank, st, 0, C10D_EJOINED, C10D_EJOINED, "rank 0 ran out of inputs",
+                        "after collective #3");
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(throw_on_early_termination)
+{
+    scenario sc = {world_job("throw"), modes[_i], 0, 0};
+    run_world(3, throw_body, &sc, 60);
+}
+END_TEST
+
+/* --- world 4, joining at different steps, with a barrier every other step --- */
+
+static int staggered_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[4] = {3, 5, 7, 9};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc;
+    for (int i = 0; i < batches[rank]; i++) {
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+        if (i % 2 && c10d_barrier(pg, NULL, NULL) != C10D_OK)
+            FAIL(12, "rank %d step %d: barrier: %s", rank, i, c10d_errmsg());
+    }
+    int last = -1;
+    if (c10d_join_end(pg, &last) != C10D_OK)
+        FAIL(13, "rank %d: join_end: %s", rank, c10d_errmsg());
+    if (last != 3)
+        FAIL(14, "rank %d: last joiner %d, want 3", rank, last);
+    /* a second region on the same group, rank 2 short this time */
+    static const int again[4] = {4, 4, 2, 4};
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(15, "rank %d: second join_begin: %s", rank, c10d_errmsg());
+    for (int i = 0; i < again[rank]; i++)
+        if ((rc = step(pg, rank, i, again, n)) != 0)
+            return rc;
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 3)
+        FAIL(16, "rank %d: second join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    if (c10d_barrier(pg, NULL, NULL) != C10D_OK)
+        FAIL(17, "rank %d: barrier after: %s", rank, c10d_errmsg());
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(world4_joining_at_different_steps)
+{
+    scenario sc = {world_job("staggered"), modes[_i], 0, 0};
+    run_world(4, staggered_body, &sc, 90);
+}
+END_TEST
+
+/* --- a join region in a subgroup --- */
+
+/* World 4; subgroup {1, 3} (group ranks 0, 1) runs a region with uneven
+ * inputs while ranks 0 and 2 do nothing; then the world meets. */
+static int subgroup_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    int members[2] = {1, 3}, rc;
+    c10d_pg *sub = NULL;
+    if (c10d_new_group(&sub, pg, members, 2) != C10D_OK)
+        FAIL(11, "rank %d: new_group: %s", rank, c10d_errmsg());
+    if (sub) {
+        static const int batches[2] = {4, 2};
+        int me = c10d_rank(sub), last = -1;
+        if (c10d_join_begin(sub, NULL) != C10D_OK)
+            FAIL(12, "rank %d: join_begin: %s", rank, c10d_errmsg());
+        for (int i = 0; i < batches[me]; i++)
+            if ((rc = step(sub, me, i, batches, 2)) != 0)
+                return rc;
+        if (c10d_join_end(sub, &last) != C10D_OK || last != 0)
+            FAIL(13, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    }
+    if (c10d_barrier(pg, NULL, NULL) != C10D_OK)
+        FAIL(14, "rank %d: world barrier: %s", rank, c10d_errmsg());
+    c10d_destroy(sub);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(join_region_in_a_subgroup)
+{
+    scenario sc = {world_job("subgroup"), modes[_i], 0, 0};
+    run_world(4, subgroup_body, &sc, 60);
+}
+END_TEST
+
+/* --- a rank dying, or leaving, while another is joined --- */
+
+/* World 3: rank 0 joins after 2 steps; rank 2 dies (kase 0: _exit) or
+ * calls c10d_destroy (kase 1) after 3; rank 1's next collective and rank
+ * 0's join_end fail with EPEERLOST naming rank 2. */
+static int lost_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[3] = {2, 10, 3};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc;
+    for (int i = 0; i < batches[rank] && (rank != 1 || i < 3); i++)
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+    if (rank == 2) {
+        if (sc->kase == 0)
+            _exit(0); /* died: its connection drops */
+        c10d_destroy(pg); /* left, instead of joining */
+        return 0;
+    }
+    long long t0 = test_now_ms();
+    c10d_status st;
+    if (rank == 0) {
+        int last;
+        st = c10d_join_end(pg, &last);
+    } else {
+        float g = 1;
+        c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+        st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+        while (st == C10D_OK && test_now_ms() - t0 < 3000) /* a blind one may finish */
+            st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    }
+    rc = expect_failure(rank, st, rank == 0 ? 0 : test_now_ms() - t0, C10D_EPEERLOST,
+                        C10D_EPEERLOST, "rank 2", sc->kase == 0 ? "died" : "left");
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(a_rank_dies_while_another_is_joined)
+{
+    scenario sc = {world_job("dies"), modes[_i], 0, 0};
+    run_world(3, lost_body, &sc, 60);
+}
+END_TEST
+
+START_TEST(a_rank_leaves_instead_of_joining)
+{
+    scenario sc = {world_job("leaves"), modes[_i], 1, 0};
+    run_world(3, lost_body, &sc, 60);
+}
+END_TEST
+
+/* --- async collectives inside a region --- */
+
+/* Rank 0 queues two async all_reduces and joins without waiting for them
+ * (join_end finishes them first); rank 1 issues its 6 steps async, then
+ * waits them all, out of order. */
+static int async_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int steps = rank == 0 ? 2 : 6;
+    float g[6][N_ELEMS];
+    c10d_tensor t[6];
+    c10d_work *w[6] = {0};
+    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+    o.async_op = 1;
+    for (int i = 0; i < steps; i++) {
+        for (int k = 0; k < N_ELEMS; k++)
+            g[i][k] = (float)(rank + 1) * (float)(i + 1);
+        t[i] = c10d_tensor_1d(g[i], C10D_FLOAT32, N_ELEMS);
+        if (c10d_all_reduce(pg, &t[i], C10D_SUM, &o, &w[i]) != C10D_OK)
+            FAIL(12, "rank %d: async all_reduce %d: %s", rank, i, c10d_errmsg());
+    }
+    int last = -1;
+    if (rank == 0 && c10d_join_end(pg, &last) != C10D_OK)
+        FAIL(13, "rank 0: join_end: %s", c10d_errmsg());
+    for (int i = steps - 1; i >= 0; i--) {
+        if (c10d_work_wait(w[i], 10000) != C10D_OK)
+            FAIL(14, "rank %d: wait %d: %s", rank, i, c10d_errmsg());
+        float want = i < 2 ? 3.0f * (float)(i + 1) : 2.0f * (float)(i + 1);
+        if (g[i][0] != want)
+            FAIL(15, "rank %d step %d: %g, want %g", rank, i, g[i][0], want);
+        c10d_work_free(w[i]);
+    }
+    if (rank == 1 && c10d_join_end(pg, &last) != C10D_OK)
+        FAIL(16, "rank 1: join_end: %s", c10d_errmsg());
+    if (last != 1)
+        FAIL(17, "rank %d: last joiner %d", rank, last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(async_collectives_in_a_region)
+{
+    scenario sc = {world_job("async"), modes[_i], 0, 0};
+    run_world(2, async_body, &sc, 60);
+}
+END_TEST
+
+/* --- misuse --- */
+
+static int misuse_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    int last;
+    if (c10d_join_end(pg, &last) != C10D_EINVAL || !strstr(c10d_errmsg(), "join_begin"))
+        FAIL(11, "rank %d: join_end without join_begin: %s", rank, c10d_errmsg());
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    jo.throw_on_early_termination = rank; /* rank 1 differs */
+    c10d_status st = C10D_OK;
+    if (rank == 1) { /* after rank 0 begun: it finds the region made */
+        c10d_barrier(pg, NULL, NULL);
+        st = c10d_join_begin(pg, &jo);
+        if (st != C10D_EINVAL || !strstr(c10d_errmsg(), "same options"))
+            FAIL(12, "rank 1: join_begin with other options: %s", c10d_errmsg());
+        jo.throw_on_early_termination = 0;
+    }
+    if (c10d_join_begin(pg, &jo) != C10D_OK)
+        FAIL(13, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    if (rank == 0)
+        c10d_barrier(pg, NULL, NULL);
+    if (c10d_join_begin(pg, &jo) != C10D_EINVAL)
+        FAIL(14, "rank %d: a second join_begin was accepted", rank);
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(15, "rank %d: join_end: %s", rank, c10d_errmsg());
+    if (c10d_active_ranks(NULL) != -1)
+        FAIL(16, "c10d_active_ranks(NULL)");
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(misuse_is_refused)
+{
+    scenario sc = {world_job("misuse"), C10D_VERIFY_SYNC, 0, 0};
+    run_world(2, misuse_body, &sc, 60);
+}
+END_TEST
+
+/* --- c10d-ctl status shows who joined and what is shadowed --- */
+
+/* Rank 0 joins after one step; rank 1 runs 3 more, then waits for the
+ * test to look (key "go") before joining. */
+static int status_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {1, 4};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last;
+    for (int i = 0; i < batches[rank]; i++)
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+    if (rank == 1) {
+        c10d_store *s;
+        void *v;
+        size_t len;
+        if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK ||
+            c10d_store_set(s, "test/shadowed", "1", 1) != C10D_OK ||
+            c10d_store_get(s, "test/go", &v, &len, 30000) != C10D_OK)
+            FAIL(12, "rank 1: store: %s", c10d_errmsg());
+        c10d_free(v);
+        c10d_store_close(s);
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(13, "rank %d: join_end: %s", rank, c10d_errmsg());
+    c10d_destroy(pg);
+    return 0;
+}
+
+static void ctl(const char *args, char *out, size_t cap, int *status)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s --coord %s %s", C10D_CTL_BIN, coord.url, args);
+    FILE *p = popen(cmd, "r");
+    size_t got = fread(out, 1, cap - 1, p);
+    out[got] = '\0';
+    *status = pclose(p);
+}
+
+START_TEST(ctl_status_shows_the_join)
+{
+    scenario sc = {world_job("status"), C10D_VERIFY_SYNC, 0, 0};
+    pid_t pids[2];
+    world_spawn(2, status_body, &sc, pids);
+    char out[16384], args[256];
+    int st;
+    snprintf(args, sizeof args, "--wait 30000 get test/shadowed");
+    ctl(args, out, sizeof out, &st);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "get: %s", out);
+    /* rank 1 entered #4 before it set the key: #2..#4 were shadowed */
+    snprintf(args, sizeof args, "--json status --job %s", sc.job);
+    ctl(args, out, sizeof out, &st);
+    ck_assert_msg(strstr(out, "\"join\":{\"region\":1"), "status --json: %s", out);
+    ck_assert_msg(strstr(out, "\"joined\":[{\"rank\":0,\"global_rank\":0,\"after_seq\":1"),
+                  "status --json: %s", out);
+    ck_assert_msg(strstr(out, "\"released\":4"), "status --json: %s", out);
+    ck_assert_msg(strstr(out, "#4 ALL_REDUCE float32[4] SUM"), "status --json: %s", out);
+    snprintf(args, sizeof args, "status --job %s", sc.job);
+    ctl(args, out, sizeof out, &st);
+    ck_assert_msg(strstr(out, "join region 1") && strstr(out, "rank 0 after #1"),
+                  "status: %s", out);
+    ck_assert_msg(strstr(out, "1 of 2 joined"), "status: %s", out);
+    ctl("set test/go 1", out, sizeof out, &st);
+    int failed = world_wait(2, pids, 60);
+    dump_log_if(failed);
+    ck_assert_int_eq(failed, 0);
+    snprintf(args, sizeof args, "--json status --job %s", sc.job);
+    ctl(args, out, sizeof out, &st);
+    ck_assert_msg(strstr(out, "\"done\":true,\"last_joiner\":1"), "status --json after: %s",
+                  out);
+}
+END_TEST
+
+/* --- a coordinator restart while a rank is joined --- */
+
+typedef struct {
+    scenario sc;
+    volatile int restarted;
+} restart_shared;
+
+static int restart_body(int rank, int n, void *arg)
+{
+    restart_shared *sh = arg;
+    static const int batches[2] = {1, 40};
+    c10d_pg *pg = init_mode(&sh->sc, rank, n, 60000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last;
+    for (int i = 0; i < batches[rank]; i++) {
+        if (rank == 1 && i == 20) /* the test restarts the coordinator now */
+            while (!sh->restarted)
+                usleep(1000);
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(13, "rank %d: join_end: %s", rank, c10d_errmsg());
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(coordinator_restart_while_joined)
+{
+    restart_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    sh->sc = (scenario){world_job("restart"), C10D_VERIFY_SYNC, 0, 0};
+    sh->restarted = 0;
+    char listen[600];
+    snprintf(listen, sizeof listen, "%s", coord.url); /* the same address again */
+    pid_t pids[2];
+    world_spawn(2, restart_body, sh, pids);
+    /* wait until rank 0 joined and rank 1 shadows, then restart */
+    char out[16384], args[256];
+    int st;
+    for (int i = 0; i < 500; i++) {
+        snprintf(args, sizeof args, "--json status --job %s", sh->sc.job);
+        ctl(args, out, sizeof out, &st);
+        if (strstr(out, "\"released\":2"))
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(strstr(out, "\"after_seq\":1"), "rank 0 never joined: %s", out);
+    coord_stop(&coord, SIGKILL);
+    ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
+    sh->restarted = 1;
+    int failed = world_wait(2, pids, 90);
+    dump_log_if(failed);
+    ck_assert_int_eq(failed, 0);
+    munmap(sh, sizeof *sh);
+}
+END_TEST
+
+static Suite *join_suite(void)
+{
+    Suite *s = suite_create("join");
+    TCase *tc = tcase_create("join");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, six_cases, 0, 18);
+    tcase_add_loop_test(tc, identities_avg_by_initial_size, 0, 3);
+    tcase_add_loop_test(tc, identities_avg_by_active_ranks, 0, 3);
+    tcase_add_loop_test(tc, broadcast_from_a_joined_root, 0, 3);
+    tcase_add_loop_test(tc, reduce_to_a_joined_root, 0, 3);
+    tcase_add_loop_test(tc, all_gather_under_join, 0, 3);
+    tcase_add_loop_test(tc, send_to_a_joined_rank, 0, 3);
+    tcase_add_loop_test(tc, throw_on_early_termination, 0, 3);
+    tcase_add_loop_test(tc, world4_joining_at_different_steps, 0, 3);
+    tcase_add_loop_test(tc, join_region_in_a_subgroup, 0, 3);
+    tcase_add_loop_test(tc, a_rank_dies_while_another_is_joined, 0, 3);
+    tcase_add_loop_test(tc, a_rank_leaves_instead_of_joining, 0, 3);
+    tcase_add_loop_test(tc, async_collectives_in_a_region, 0, 3);
+    tcase_add_test(tc, misuse_is_refused);
+    tcase_add_test(tc, ctl_status_shows_the_join);
+    tcase_add_test(tc, coordinator_restart_while_joined);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return c10d_run_suite(join_suite());
+}

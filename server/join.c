@@ -268,15 +268,29 @@ int c10ds_join_active_at(const c10ds_jregion *r, uint64_t s)
     return active;
 }
 
-uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, uint64_t entered)
+void c10ds_join_unknown_after(const c10ds_jregion *r, uint64_t *out)
+{
+    for (uint32_t k = 0; k <= r->joins; k++)
+        out[k] = UINT64_MAX;
+    for (int i = 0; i < r->size; i++) /* the join of order o is unknown to k < o */
+        if (r->m[i].order && r->m[i].after < out[r->m[i].order - 1])
+            out[r->m[i].order - 1] = r->m[i].after;
+    for (uint32_t k = r->joins; k-- > 0;)
+        if (out[k + 1] < out[k])
+            out[k] = out[k + 1];
+}
+
+uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, uint64_t entered,
+                                 const uint64_t *unknown_after)
 {
     const c10ds_jmember *m = &r->m[idx];
     uint64_t lim = entered;
     /* It knows the first m->known joins. A join it does not know of,
-     * after collective a, matters from a+1 on: stop at a. */
-    for (int i = 0; i < r->size; i++)
-        if (r->m[i].order > m->known && i != idx && r->m[i].after < lim)
-            lim = r->m[i].after;
+     * after collective a, matters from a+1 on: stop at a. (Its own join
+     * it knows, and it is bounded by it below anyway.) */
+    uint32_t k = m->known < r->joins ? m->known : r->joins;
+    if (unknown_after[k] < lim)
+        lim = unknown_after[k];
     /* From its own join on it is shadowed, no longer a constraint, but the
      * active count changes: the run of released collectives ends there. */
     if (m->order && m->after >= s && m->after < lim)

@@ -95,12 +95,17 @@ void c10ds_join_prune(c10ds_join *j, const char *job, uint64_t current_gen);
 int c10ds_join_shadows(const c10ds_jregion *r, int idx, uint64_t s);
 /* Ranks that contribute data to collective s. */
 int c10ds_join_active_at(const c10ds_jregion *r, uint64_t s);
+/* For each k = 0..joins: the lowest `after` among the joins after the k-th
+ * (UINT64_MAX if none), into out (joins + 1 entries). A member that knows
+ * k joins must not see released a collective after that seq. */
+void c10ds_join_unknown_after(const c10ds_jregion *r, uint64_t *out);
 /* The last collective, from s on, that member idx (active at s) lets be
  * released: bounded by what it entered, by its knowledge of the joins (it
- * must know every join before a collective), and by its own join (after
- * which the set of active ranks changes). entered is what verification
- * saw it enter. */
-uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, uint64_t entered);
+ * must know every join before a collective: unknown_after from above), and
+ * by its own join (after which the set of active ranks changes). entered
+ * is what verification saw it enter. */
+uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, uint64_t entered,
+                                 const uint64_t *unknown_after);
 /* NULL if the joined ranks can shadow fp at s; else why not, naming the
  * rule ("needs every member's data", "is rooted at"); *culprit is the
  * joined rank concerned. */

@@ -84,7 +84,10 @@ static void cannot_shadow(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, u
 static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
 {
     int moved = 0;
-    while (!g->status && jr->joins) {
+    uint64_t *unknown = jr->joins ? malloc((jr->joins + 1) * sizeof *unknown) : NULL;
+    if (unknown)
+        c10ds_join_unknown_after(jr, unknown);
+    while (!g->status && unknown) {
         uint64_t s = jr->released + 1, end = UINT64_MAX;
         if (jr->done && s > jr->final_seq)
             break;
@@ -93,7 +96,7 @@ static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
             if (c10ds_join_shadows(jr, i, s))
                 continue;
             active++;
-            uint64_t lim = c10ds_join_member_limit(jr, i, s, g->entered[i]);
+            uint64_t lim = c10ds_join_member_limit(jr, i, s, g->entered[i], unknown);
             if (lim < end)
                 end = lim;
         }
@@ -129,6 +132,7 @@ static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
                 c10ds_verify_enter(e, g, i, s, end, &fp);
         moved = 1;
     }
+    free(unknown);
     if (moved)
         wake(e, jr);
 }

@@ -86,9 +86,10 @@ c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
      * just queued), so every rank hears of it. */
     c10di_verify_flush(pg->w);
     int send = c->kind == C10DC_SEND;
-    return c10di_error(C10D_EJOINED, "%s of group %s (rank %d) did not run: rank %d joined after "
-                       "collective #%llu (out of inputs) and will never %s it", c->what, pg->name,
-                       pg->rank, c->root, (unsigned long long)after, send ? "receive" : "send");
+    return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d "
+                       "joined after collective #%llu (out of inputs) and will never %s it",
+                       c->what, c->tag, pg->name, pg->rank, c->root, (unsigned long long)after,
+                       send ? "receive" : "send");
 }
 
 void c10di_join_ran(c10d_pg *pg, const c10di_coll *c)

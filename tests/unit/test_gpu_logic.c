@@ -1,8 +1,8 @@
 /* The CPU-side logic of the NCCL data plane, tested without a GPU: which
  * per-rank blocks are one flat buffer (no flatten/unflatten copies), NCCL's
  * in-place rule, fingerprints of CUDA collectives, the dtype and reduce-op
- * mapping, and the answers when NCCL, the CUDA runtime or a device is
- * missing. Each test runs in its own process (Check's fork mode), so each
+ * mapping, a joined rank's identities and AVG over the active ranks, and
+ * the answers when NCCL, the CUDA runtime or a device is missing. Each test runs in its own process (Check's fork mode), so each
  * loads NCCL afresh under its own environment. */
 #include "fingerprint.h"
 #include "layout.h"
@@ -14,6 +14,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,97 @@ START_TEST(a_build_without_nccl_says_so)
 END_TEST
 #endif
 
+/* What a joined rank contributes (join.c), host and NCCL alike: every
+ * reduce op's identity in every dtype, by value. */
+START_TEST(identities_per_op_and_dtype)
+{
+    unsigned char e[8];
+    float f;
+    double d;
+    uint16_t h;
+    ck_assert_uint_eq(c10di_identity_element(C10D_FLOAT32, C10D_SUM, e), 4);
+    memcpy(&f, e, 4);
+    ck_assert(f == 0.0f);
+    c10di_identity_element(C10D_FLOAT32, C10D_PROD, e);
+    memcpy(&f, e, 4);
+    ck_assert(f == 1.0f);
+    c10di_identity_element(C10D_FLOAT32, C10D_MIN, e);
+    memcpy(&f, e, 4);
+    ck_assert(isinf(f) && f > 0);
+    c10di_identity_element(C10D_FLOAT64, C10D_MAX, e);
+    memcpy(&d, e, 8);
+    ck_assert(isinf(d) && d < 0);
+    c10di_identity_element(C10D_FLOAT64, C10D_AVG, e);
+    memcpy(&d, e, 8);
+    ck_assert(d == 0.0);
+    c10di_identity_element(C10D_FLOAT16, C10D_MIN, e);
+    memcpy(&h, e, 2);
+    ck_assert_uint_eq(h, 0x7c00);
+    c10di_identity_element(C10D_FLOAT16, C10D_PROD, e);
+    memcpy(&h, e, 2);
+    ck_assert_uint_eq(h, 0x3c00);
+    c10di_identity_element(C10D_BFLOAT16, C10D_MAX, e);
+    memcpy(&h, e, 2);
+    ck_assert_uint_eq(h, 0xff80);
+    ck_assert_uint_eq(c10di_identity_element(C10D_INT8, C10D_MIN, e), 1);
+    ck_assert_int_eq((int8_t)e[0], 127);
+    c10di_identity_element(C10D_INT8, C10D_MAX, e);
+    ck_assert_int_eq((int8_t)e[0], -128);
+    c10di_identity_element(C10D_UINT8, C10D_MAX, e);
+    ck_assert_uint_eq(e[0], 0);
+    c10di_identity_element(C10D_UINT8, C10D_MIN, e);
+    ck_assert_uint_eq(e[0], 255);
+    int32_t i32;
+    int64_t i64;
+    c10di_identity_element(C10D_INT32, C10D_MAX, e);
+    memcpy(&i32, e, 4);
+    ck_assert_int_eq(i32, INT32_MIN);
+    c10di_identity_element(C10D_INT64, C10D_MIN, e);
+    memcpy(&i64, e, 8);
+    ck_assert(i64 == INT64_MAX);
+    c10di_identity_element(C10D_INT64, C10D_PROD, e);
+    memcpy(&i64, e, 8);
+    ck_assert(i64 == 1);
+    ck_assert_uint_eq(c10di_identity_element((c10d_dtype)99, C10D_SUM, e), 0);
+}
+END_TEST
+
+START_TEST(identity_fills_a_buffer)
+{
+    float buf[37];
+    float one = 1.0f;
+    c10di_fill_pattern(buf, sizeof buf, &one, sizeof one);
+    for (int i = 0; i < 37; i++)
+        ck_assert(buf[i] == 1.0f);
+    unsigned char zero[4] = {0};
+    c10di_fill_pattern(buf, sizeof buf, zero, 4);
+    for (int i = 0; i < 37; i++)
+        ck_assert(buf[i] == 0.0f);
+    /* a length that is not a multiple of the element: no overrun */
+    unsigned char small[5] = {9, 9, 9, 9, 9};
+    uint16_t two = 0x0102;
+    c10di_fill_pattern(small, 3, &two, 2);
+    ck_assert_uint_eq(small[3], 9);
+}
+END_TEST
+
+#ifdef C10D_HAVE_NCCL
+/* An AVG over the ranks that have not joined: ncclAvg when all are
+ * active, a pre-multiplied sum for floating types, refused for integers. */
+START_TEST(avg_over_active_ranks_on_nccl)
+{
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_FLOAT32, C10D_AVG, 0, 4), 0);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_FLOAT32, C10D_AVG, 4, 4), 0);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_FLOAT32, C10D_SUM, 3, 4), 0);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_FLOAT32, C10D_AVG, 3, 4), 1);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_BFLOAT16, C10D_AVG, 1, 4), 1);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_FLOAT64, C10D_AVG, 2, 4), 1);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_INT32, C10D_AVG, 3, 4), -1);
+    ck_assert_int_eq(c10di_nccl_avg_plan(C10D_INT32, C10D_AVG, 4, 4), 0);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("gpu_logic");
@@ -149,7 +241,10 @@ int main(void)
     tcase_add_test(tc, consecutive_views_are_one_flat_buffer);
     tcase_add_test(tc, in_place_is_the_ranks_own_slot);
     tcase_add_test(tc, fingerprints_of_cuda_collectives);
+    tcase_add_test(tc, identities_per_op_and_dtype);
+    tcase_add_test(tc, identity_fills_a_buffer);
 #ifdef C10D_HAVE_NCCL
+    tcase_add_test(tc, avg_over_active_ranks_on_nccl);
     tcase_add_test(tc, every_dtype_and_op_maps_to_nccl);
     tcase_add_test(tc, missing_nccl_is_named);
     tcase_add_test(tc, missing_cuda_runtime_is_named);

@@ -2,8 +2,9 @@
 # Sets up everything and runs the main job: a coordinator on its default
 # SQLite file (./c10d-coord.db under _work/), a data-parallel training job
 # of 4 ranks launched with c10d-run (gradients averaged with all_reduce on
-# the host backend), a 4-rank store demo, and c10d-ctl showing the job's
-# members and what the ranks left in the store.
+# the host backend), the same with uneven inputs under join (ranks with 12
+# to 27 batches an epoch), a 4-rank store demo, and c10d-ctl showing the
+# jobs' members, join regions and what the ranks left in the store.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -24,6 +25,9 @@ for _ in $(seq 100); do [ -s coord.ready ] && break; sleep 0.05; done
 
 echo "== c10d-run: a 4-rank data-parallel training job (docs/examples/train_linear.c)"
 ../build/client/c10d-run -n 4 --coord "$url" --job train -- ../build/docs/examples/train_linear 200
+
+echo "== c10d-run: uneven inputs, 12 to 27 batches a rank, under join (docs/examples/train_uneven.c)"
+../build/client/c10d-run -n 4 --coord "$url" --job uneven -- ../build/docs/examples/train_uneven 3
 
 echo "== a job of 4 ranks meets through the store"
 world=4

@@ -35,7 +35,7 @@ int c10ds_join_init(c10ds_join *j, c10ds_db *db)
     return 0;
 }
 
-static void region_free(c10ds_jregion *r)
+void c10ds_join_region_free(c10ds_jregion *r)
 {
     if (!r)
         return;
@@ -49,7 +49,7 @@ void c10ds_join_fini(c10ds_join *j)
 {
     for (c10ds_jregion *r = j->regions, *n; r; r = n) {
         n = r->next;
-        region_free(r);
+        c10ds_join_region_free(r);
     }
     j->regions = NULL;
     for (int i = 0; i < JS_COUNT; i++) {
@@ -76,7 +76,7 @@ static c10ds_jregion *region_new(const char *job, uint64_t gen, const char *name
     c10ds_jregion *r = calloc(1, sizeof *r);
     if (!r || !(r->m = calloc((size_t)size, sizeof *r->m)) ||
         !(r->ranks = malloc((size_t)size * sizeof *r->ranks))) {
-        region_free(r);
+        c10ds_join_region_free(r);
         return NULL;
     }
     snprintf(r->job, sizeof r->job, "%s", job);
@@ -92,9 +92,10 @@ static c10ds_jregion *region_new(const char *job, uint64_t gen, const char *name
     return r;
 }
 
-/* Reloads a region (its members that joined) after a restart. */
+/* A region (its members that joined) from the database: after a restart
+ * (kept: listed in j), or to show one no longer in memory (not kept). */
 static c10ds_jregion *load(c10ds_join *j, const char *job, uint64_t gen, const char *name,
-                           int64_t region, int size, const int *ranks)
+                           int64_t region, int size, const int *ranks, int keep)
 {
     sqlite3_stmt *s = stmt(j, JS_REGION_GET, job, gen, name);
     if (region >= 0)
@@ -132,6 +133,8 @@ static c10ds_jregion *load(c10ds_join *j, const char *job, uint64_t gen, const c
             r->joins = m->order;
     }
     sqlite3_reset(s);
+    if (!keep)
+        return r;
     r->next = j->regions;
     j->regions = r;
     c10ds_info("job %s generation %llu: join region %u of group %s reloaded (%u joined%s)", job,
@@ -146,7 +149,7 @@ c10ds_jregion *c10ds_join_region(c10ds_join *j, const char *job, uint64_t gen, c
     for (c10ds_jregion *r = j->regions; r; r = r->next)
         if (r->region == region && r->gen == gen && !strcmp(r->name, name) && !strcmp(r->job, job))
             return r;
-    c10ds_jregion *r = load(j, job, gen, name, region, size, ranks);
+    c10ds_jregion *r = load(j, job, gen, name, region, size, ranks, 1);
     if (r || !create)
         return r;
     if (!(r = region_new(job, gen, name, region, size, ranks)))
@@ -164,7 +167,7 @@ c10ds_jregion *c10ds_join_region(c10ds_join *j, const char *job, uint64_t gen, c
     if (rc != SQLITE_DONE) {
         c10ds_error("cannot record join region %u of group %s: %s", region, name,
                     sqlite3_errmsg(j->db->h));
-        region_free(r);
+        c10ds_join_region_free(r);
         return NULL;
     }
     r->next = j->regions;
@@ -173,8 +176,9 @@ c10ds_jregion *c10ds_join_region(c10ds_join *j, const char *job, uint64_t gen, c
 }
 
 c10ds_jregion *c10ds_join_latest(c10ds_join *j, const char *job, uint64_t gen, const char *name,
-                                 int size, const int *ranks)
+                                 int size, const int *ranks, int *loaned)
 {
+    *loaned = 0;
     c10ds_jregion *best = NULL;
     for (c10ds_jregion *r = j->regions; r; r = r->next)
         if (r->gen == gen && !strcmp(r->name, name) && !strcmp(r->job, job) &&
@@ -182,7 +186,9 @@ c10ds_jregion *c10ds_join_latest(c10ds_join *j, const char *job, uint64_t gen, c
             best = r;
     if (best)
         return best;
-    return load(j, job, gen, name, -1, size, ranks);
+    best = load(j, job, gen, name, -1, size, ranks, 0);
+    *loaned = best != NULL;
+    return best;
 }
 
 int c10ds_join_last_joiner(const c10ds_jregion *r)
@@ -246,7 +252,7 @@ void c10ds_join_prune(c10ds_join *j, const char *job, uint64_t current_gen)
             told = r->m[i].told_done;
         if (!strcmp(r->job, job) && (r->gen != current_gen || (r->done && told))) {
             *pp = r->next;
-            region_free(r);
+            c10ds_join_region_free(r);
         } else {
             pp = &r->next;
         }

@@ -79,9 +79,12 @@ void c10ds_join_fini(c10ds_join *j);
 c10ds_jregion *c10ds_join_region(c10ds_join *j, const char *job, uint64_t gen, const char *name,
                                  uint32_t region, int size, const int *ranks, int create,
                                  int throw_early, int divide_initial);
-/* The newest region of a group that is in memory or the database. */
+/* The newest region of a group, from memory or the database; *loaned = 1
+ * when it was read for the caller alone (free it with
+ * c10ds_join_region_free). */
 c10ds_jregion *c10ds_join_latest(c10ds_join *j, const char *job, uint64_t gen, const char *name,
-                                 int size, const int *ranks);
+                                 int size, const int *ranks, int *loaned);
+void c10ds_join_region_free(c10ds_jregion *r);
 /* Records that group rank idx joined after collective `after`: its order,
  * the database row, and the end of the region when it was the last. */
 int c10ds_join_record(c10ds_join *j, c10ds_jregion *r, int idx, uint64_t after);

@@ -521,10 +521,13 @@ static void on_group_info(c10ds_engine *e, const char *job, uint64_t gen, C10dpb
 {
     if (!gi->n_ranks)
         return;
+    int loaned;
     c10ds_jregion *jr = c10ds_join_latest(&e->join, job, gen, gi->name, (int)gi->n_ranks,
-                                          gi->ranks);
+                                          gi->ranks, &loaned);
     if (jr)
         gi->join = state_of(jr);
+    if (loaned)
+        c10ds_join_region_free(jr);
 }
 
 static void on_group_info_done(C10dpb__GroupInfo *gi)

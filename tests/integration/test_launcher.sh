@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# c10d-run end to end: the documented training example through the
-# launcher, a rank that fails (the launcher names it and exits with its
-# status; its peers name it too), --help, and bad usage.
+# c10d-run end to end: the documented training examples through the
+# launcher (train_linear; train_uneven, ranks with uneven batches under
+# join, in every verification mode), a rank that fails (the launcher names
+# it and exits with its status; its peers name it too), --help, and bad
+# usage.
 set -uo pipefail
-run=$1 train=$2
+run=$1 train=$2 uneven=$3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
@@ -11,6 +13,15 @@ fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; e
 "$run" -n 4 -- "$train" 100 >"$out/ok.out" 2>"$out/ok.err" || fail "a healthy job failed"
 grep -q "weights identical on 4 of 4 ranks" "$out/ok.out" || fail "no agreement line"
 grep -q "all 4 ranks finished" "$out/ok.err" || fail "launcher did not report success"
+
+for mode in sync async off; do
+    C10D_VERIFY=$mode "$run" -n 4 -- "$uneven" 2 >"$out/uneven-$mode.out" 2>"$out/uneven-$mode.err" ||
+        fail "the uneven-inputs example failed under $mode"
+    grep -q "weights identical on 4 of 4 ranks" "$out/uneven-$mode.out" ||
+        fail "uneven inputs under $mode: no agreement line"
+    grep -q "rank 3 joined last" "$out/uneven-$mode.out" ||
+        fail "uneven inputs under $mode: rank 3 was not the last joiner"
+done
 
 TRAIN_FAIL_RANK=2 "$run" -n 3 -- "$train" 400 >"$out/bad.out" 2>"$out/bad.err"
 rc=$?

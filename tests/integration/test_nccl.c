@@ -8,8 +8,9 @@
  * With a GPU: every collective at world size 1 (data checked), async work
  * handles, the in-place and no-copy paths against the flatten path; at
  * world size 2 (two GPUs, or one GPU where NCCL allows several ranks on
- * it) a sum, and the abort that ends a collective whose peer died. Those
- * cases print why they skip where there is no GPU. */
+ * it) a sum, the abort that ends a collective whose peer died, and a
+ * joined rank shadowing CUDA collectives. Those cases print why they skip
+ * where there is no GPU. */
 #include "coord_proc.h"
 #include "pg_internal.h"
 #include "world_proc.h"
@@ -337,6 +338,81 @@ static int world2_body(int rank, int n, void *arg)
     return 0;
 }
 
+/* Join on CUDA tensors: rank 0 joins at once and shadows on its device
+ * (identity buffers: zeros, +inf for MIN, a pre-multiplied sum for an AVG
+ * over the one active rank); rank 1's results are its own data alone. */
+static int join_body(int rank, int n, void *arg)
+{
+    (void)arg;
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.job = job;
+    o.rank = rank;
+    o.world_size = n;
+    o.timeout_ms = 60000;
+    o.device = rank % c10di_gpu.devices;
+    c10d_pg *pg = NULL;
+    c10d_status st = c10d_init(&pg, &o);
+    if (st != C10D_OK)
+        FAIL(1, "init");
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    jo.divide_by_initial_world_size = 0;
+    if ((st = c10d_join_begin(pg, &jo)) != C10D_OK)
+        FAIL(2, "join_begin");
+    int last = -1;
+    if (rank == 1) {
+        enum { N = 1 << 16 };
+        float *h = malloc(2 * N * sizeof *h);
+        float *d = dev_alloc(2 * N * sizeof *d);
+        const c10d_reduce_op ops[] = {C10D_SUM, C10D_MIN, C10D_MAX, C10D_PROD, C10D_AVG};
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            for (int i = 0; i < N; i++)
+                h[i] = (float)(i % 7) - 3.0f;
+            to_dev(d, h, N * sizeof *h);
+            c10d_tensor t = dev_tensor(d, N);
+            t.device = o.device;
+            if ((st = c10d_all_reduce(pg, &t, ops[k], NULL, NULL)) != C10D_OK)
+                FAIL(3, "all_reduce %s", c10d_reduce_op_name(ops[k]));
+            to_host(h, d, N * sizeof *h);
+            for (int i = 0; i < N; i++)
+                if (h[i] != (float)(i % 7) - 3.0f)
+                    FAIL(4, "%s element %d: %g", c10d_reduce_op_name(ops[k]), i, h[i]);
+        }
+        for (int i = 0; i < 2 * N; i++) /* reduce_scatter: this rank's block is the second */
+            h[i] = (float)i;
+        to_dev(d, h, 2 * N * sizeof *h);
+        float *d2 = dev_alloc(N * sizeof *d2);
+        c10d_tensor in = dev_tensor(d, 2 * N), out = dev_tensor(d2, N);
+        in.device = out.device = o.device;
+        if ((st = c10d_reduce_scatter_tensor(pg, &out, &in, C10D_SUM, NULL, NULL)) != C10D_OK)
+            FAIL(5, "reduce_scatter_tensor");
+        to_host(h, d2, N * sizeof *h);
+        if (h[0] != (float)N || h[N - 1] != (float)(2 * N - 1))
+            FAIL(6, "reduce_scatter: %g .. %g", h[0], h[N - 1]);
+        if ((st = c10d_barrier(pg, NULL, NULL)) != C10D_OK)
+            FAIL(7, "barrier");
+        free(h);
+    }
+    if ((st = c10d_join_end(pg, &last)) != C10D_OK || last != 1)
+        FAIL(8, "join_end (last %d)", last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(gpu_world2_join_shadows_on_cuda)
+{
+    if (!gpu_available() || !two_ranks_possible()) {
+        printf("SKIP gpu_world2_join_shadows_on_cuda: %s\n",
+               gpu_available() ? "one GPU and NCCL < 2.30 (no NCCL_MULTI_RANK_GPU_ENABLE)"
+                               : c10d_errmsg());
+        return;
+    }
+    setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", 1);
+    snprintf(job, sizeof job, "%s", world_job("gpu-join"));
+    ck_assert_int_eq(world_run(2, join_body, NULL, 120, NULL), 0);
+}
+END_TEST
+
 START_TEST(gpu_world2_sum_and_abort_when_a_peer_dies)
 {
     if (!gpu_available() || !two_ranks_possible()) {
@@ -370,6 +446,7 @@ int main(void)
 #ifdef C10D_HAVE_NCCL
     tcase_add_test(tc, gpu_world1_every_collective);
     tcase_add_test(tc, gpu_world2_sum_and_abort_when_a_peer_dies);
+    tcase_add_test(tc, gpu_world2_join_shadows_on_cuda);
 #endif
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

@@ -47,19 +47,7 @@ typedef struct {
 
 static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
 {
-    c10d_init_opts o = C10D_INIT_OPTS_INIT;
-    o.coord_url = coord.url;
-    o.job = sc->job;
-    o.rank = rank;
-    o.world_size = n;
-    o.timeout_ms = timeout_ms;
-    o.verify = sc->mode;
-    c10d_pg *pg = NULL;
-    if (c10d_init(&pg, &o) != C10D_OK) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, c10d_errmsg());
-        return NULL;
-    }
-    return pg;
+    return world_init_verify(coord.url, sc->job, rank, n, timeout_ms, sc->mode);
 }
 
 static void dump_log_if(int failed)
@@ -474,23 +462,27 @@ END_TEST
 
 /* --- throw mode --- */
 
+typedef struct {
+    scenario sc;
+    volatile long long joined_at; /* monotonic, when rank 0 called join_end */
+} throw_shared;
+
 /* World 3; rank 0 has 3 batches, the others go on: within 1 s of rank 0's
  * join_end every rank's pending or next collective fails with EJOINED
  * naming rank 0 and collective #3, its own join_end too. */
 static int throw_body(int rank, int n, void *arg)
 {
-    const scenario *sc = arg;
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    throw_shared *sh = arg;
+    c10d_pg *pg = init_mode(&sh->sc, rank, n, 30000);
     if (!pg)
         return 10;
     c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
     jo.throw_on_early_termination = 1;
     if (c10d_join_begin(pg, &jo) != C10D_OK)
         FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
-    static const int batches[3] = {3, 1000, 1000};
+    static const int batches[3] = {3, 100000, 100000};
     c10d_status st = C10D_OK;
-    long long joined_at = 0;
-    int i, rc;
+    int i;
     for (i = 0; i < batches[rank] && st == C10D_OK; i++) {
         float g = 1;
         c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
@@ -502,22 +494,31 @@ static int throw_body(int rank, int n, void *arg)
         if (st != C10D_OK)
             FAIL(13, "rank 0 step %d: %s", i, c10d_errmsg());
         int last;
-        joined_at = test_now_ms();
+        sh->joined_at = test_now_ms();
         st = c10d_join_end(pg, &last);
-    } else if (i >= 1000) {
-        FAIL(14, "rank %d: 1000 steps ran past rank 0's early end", rank);
+    } else if (st == C10D_OK) {
+        FAIL(14, "rank %d: every step ran past rank 0's early end", rank);
     }
-    (void)joined_at;
-    rc = expect_failure(rank, st, 0, C10D_EJOINED, C10D_EJOINED, "rank 0 ran out of inputs",
-                        "after collective #3");
+    long long took = sh->joined_at ? test_now_ms() - sh->joined_at : 0;
+    int rc = expect_failure(rank, st, 0, C10D_EJOINED, C10D_EJOINED, "rank 0 ran out of inputs",
+                            "after collective #3");
+    if (!rc && took > 1000)
+        FAIL(15, "rank %d failed %lld ms after rank 0 joined (want within 1 s)", rank, took);
     c10d_destroy(pg);
     return rc;
 }
 
 START_TEST(throw_on_early_termination)
 {
-    scenario sc = {world_job("throw"), modes[_i], 0, 0};
-    run_world(3, throw_body, &sc, 60);
+    throw_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    sh->sc = (scenario){world_job("throw"), modes[_i], 0, 0};
+    sh->joined_at = 0;
+    int failed = world_run(3, throw_body, sh, 60, NULL);
+    dump_log_if(failed);
+    ck_assert_int_eq(failed, 0);
+    munmap(sh, sizeof *sh);
 }
 END_TEST
 

@@ -37,19 +37,7 @@ typedef struct {
 
 static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
 {
-    c10d_init_opts o = C10D_INIT_OPTS_INIT;
-    o.coord_url = coord.url;
-    o.job = sc->job;
-    o.rank = rank;
-    o.world_size = n;
-    o.timeout_ms = timeout_ms;
-    o.verify = sc->mode;
-    c10d_pg *pg = NULL;
-    if (c10d_init(&pg, &o) != C10D_OK) {
-        fprintf(stderr, "rank %d: init: %s\n", rank, c10d_errmsg());
-        return NULL;
-    }
-    return pg;
+    return world_init_verify(coord.url, sc->job, rank, n, timeout_ms, sc->mode);
 }
 
 static int five_matching(c10d_pg *pg)

@@ -74,12 +74,19 @@ int world_run(int n, rank_fn fn, void *arg, int timeout_s, pid_t *pids)
 
 c10d_pg *world_init(const char *url, const char *job, int rank, int n, int timeout_ms)
 {
+    return world_init_verify(url, job, rank, n, timeout_ms, C10D_VERIFY_DEFAULT);
+}
+
+c10d_pg *world_init_verify(const char *url, const char *job, int rank, int n, int timeout_ms,
+                           c10d_verify mode)
+{
     c10d_init_opts o = C10D_INIT_OPTS_INIT;
     o.coord_url = url;
     o.job = job;
     o.rank = rank;
     o.world_size = n;
     o.timeout_ms = timeout_ms;
+    o.verify = mode;
     c10d_pg *pg = NULL;
     c10d_status st = c10d_init(&pg, &o);
     if (st != C10D_OK) {

@@ -21,6 +21,9 @@ int world_wait(int n, pid_t *pids, int timeout_s);
 /* c10d_init with the given coordinator, job and rank; prints and returns
  * NULL on failure. */
 c10d_pg *world_init(const char *url, const char *job, int rank, int n, int timeout_ms);
+/* The same, in a verification mode. */
+c10d_pg *world_init_verify(const char *url, const char *job, int rank, int n, int timeout_ms,
+                           c10d_verify mode);
 
 /* A job name unique to this test run. */
 const char *world_job(const char *base);

@@ -209,9 +209,12 @@ int c10ds_join_record(c10ds_join *j, c10ds_jregion *r, int idx, uint64_t after)
     m->order = ++r->joins;
     m->joined_ms = c10d_wall_ms();
     m->begun = 1;
-    /* The first to join shadows from after + 1. A later one was active
-     * for everything released so far (it entered it), so after >= released. */
-    if (r->joins == 1)
+    /* The joined ranks shadow from the lowest `after` + 1 on. Usually the
+     * first to join stopped earliest; but a rank whose collectives complete
+     * later (NCCL, async work) may join after #5 before a slower one joins
+     * after #3. Nothing past the lower one was released: that rank, active
+     * until it joined, never entered it. */
+    if (r->joins == 1 || after < r->released)
         r->released = after;
     sqlite3_stmt *s = stmt(j, JS_MEMBER_PUT, r->job, r->gen, r->name);
     sqlite3_bind_int64(s, 4, r->region);
@@ -292,10 +295,12 @@ uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, ui
     const c10ds_jmember *m = &r->m[idx];
     uint64_t lim = entered;
     /* It knows the first m->known joins. A join it does not know of,
-     * after collective a, matters from a+1 on: stop at a. (Its own join
-     * it knows, and it is bounded by it below anyway.) */
+     * after collective a, matters from a+1 on: stop at a. Not for a rank
+     * that has joined since: it issued everything up to its own join
+     * already (an AVG that needed the count was reported in SYNC), and it
+     * acknowledges nothing any more. */
     uint32_t k = m->known < r->joins ? m->known : r->joins;
-    if (unknown_after[k] < lim)
+    if (!m->order && unknown_after[k] < lim)
         lim = unknown_after[k];
     /* From its own join on it is shadowed, no longer a constraint, but the
      * active count changes: the run of released collectives ends there. */

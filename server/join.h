@@ -104,9 +104,9 @@ int c10ds_join_active_at(const c10ds_jregion *r, uint64_t s);
 void c10ds_join_unknown_after(const c10ds_jregion *r, uint64_t *out);
 /* The last collective, from s on, that member idx (active at s) lets be
  * released: bounded by what it entered, by its knowledge of the joins (it
- * must know every join before a collective: unknown_after from above), and
- * by its own join (after which the set of active ranks changes). entered
- * is what verification saw it enter. */
+ * must know every join before a collective: unknown_after from above;
+ * until it joins itself), and by its own join (after which the set of
+ * active ranks changes). entered is what verification saw it enter. */
 uint64_t c10ds_join_member_limit(const c10ds_jregion *r, int idx, uint64_t s, uint64_t entered,
                                  const uint64_t *unknown_after);
 /* NULL if the joined ranks can shadow fp at s; else why not, naming the

@@ -62,6 +62,18 @@ static void joined_list(const c10ds_jregion *jr, const c10ds_vgroup *g, uint64_t
         }
 }
 
+/* "EINVAL" for -2 (the client's status names, from the one error list). */
+static const char *status_name(int st)
+{
+    switch (st) {
+#define C10DS_STATUS_NAME(name, value, msg)                                                        \
+    case value: return #name;
+        C10D_ERROR_LIST(C10DS_STATUS_NAME)
+#undef C10DS_STATUS_NAME
+    }
+    return "unknown status";
+}
+
 /* A collective the joined ranks cannot take part in: every rank gets
  * C10D_EJOINED naming it and who joined, instead of a hang. */
 static void cannot_shadow(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, uint64_t s,
@@ -342,6 +354,14 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
     if (m->next_seq == 0)
         return c10ds_fail(r, C10D_EINVAL, "join_shadow: next_seq counts from 1");
     uint64_t upto = m->next_seq - 1;
+    if (ph == C10DS_FIRST && m->has_failed && m->failed != C10D_OK && !g->status) {
+        char w[64], report[1024];
+        snprintf(report, sizeof report, "join in group %s (job %s) at collective #%llu: %s, "
+                 "which joined, could not take part in it (%s: %s)", g->name, g->job,
+                 (unsigned long long)m->next_seq, c10ds_verify_who(g, idx, w, sizeof w),
+                 status_name(m->failed), m->failure ? m->failure : "");
+        c10ds_verify_finding(e, g, m->next_seq, C10D_EABORTED, report);
+    }
     if (ph == C10DS_FIRST) {
         c10ds_jmember *me = &jr->m[idx];
         if (me->order && m->first && me->after != upto)
@@ -431,15 +451,18 @@ static void on_membership_changed(c10ds_engine *e, const char *job, uint64_t gen
             wake(e, jr);
 }
 
-/* A region as a JoinState message; free with state_free. The group name
- * points into jr. */
+/* A region as a JoinState message, owning all it points to (the region
+ * may be gone before the reply is packed); free with state_free. */
 static C10dpb__JoinState *state_of(const c10ds_jregion *jr)
 {
     C10dpb__JoinState *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     c10dpb__join_state__init(s);
-    s->group = (char *)jr->name;
+    if (!(s->group = strdup(jr->name))) {
+        free(s);
+        return NULL;
+    }
     s->region = jr->region;
     s->has_version = s->has_throw_on_early_termination = s->has_divide_by_initial_world_size = 1;
     s->has_begun = s->has_released = s->has_done = 1;
@@ -490,6 +513,7 @@ static void state_free(C10dpb__JoinState *s)
         free(s->joined[i]);
     free(s->joined);
     free(s->shadowing);
+    free(s->group);
     free(s);
 }
 

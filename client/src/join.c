@@ -39,7 +39,7 @@ static int in_region(c10d_pg *pg)
 
 /* An AVG whose divisor depends on who has joined: it must know before it
  * runs, which only the coordinator's answer guarantees. */
-static int avg_by_active(c10d_pg *pg, const c10di_coll *c)
+int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
 {
     return reduces(c->kind) && c->op == C10D_AVG && in_region(pg) &&
            !pg->join.opts.divide_by_initial_world_size;
@@ -50,7 +50,7 @@ c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c)
     c10d_verify mode = pg->w->verify;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c10di_join_known(pg);
-    if (!p2p && (mode == C10D_VERIFY_SYNC || known || avg_by_active(pg, c)))
+    if (!p2p && (mode == C10D_VERIFY_SYNC || known || c10di_join_avg_by_active(pg, c)))
         return C10DI_REPORT_SYNC;
     if (mode == C10D_VERIFY_OFF && !known && !in_region(pg))
         return C10DI_REPORT_NONE;
@@ -72,8 +72,10 @@ static int active_at(c10d_pg *pg, uint64_t seq)
 
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
 {
-    if (c->shadow || !c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
-        if (avg_by_active(pg, c))
+    if (c->shadow) /* its divisor came from the coordinator with the call */
+        return C10D_OK;
+    if (!c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
+        if (c10di_join_avg_by_active(pg, c))
             c->divisor = active_at(pg, c->seq);
         return C10D_OK;
     }
@@ -114,8 +116,9 @@ int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js)
             continue;
         c10di_join *j = &pg->join;
         unsigned version = atomic_load(&j->version);
-        /* A region this rank already ended, or nothing new. */
-        if (js->region <= j->ended || (js->region == j->state_region && js->version <= version))
+        /* A region this rank already ended, an older one, or nothing new. */
+        if (js->region <= j->ended || js->region < j->state_region ||
+            (js->region == j->state_region && js->version <= version))
             break;
         if (js->region != j->state_region)
             for (int i = 0; i < pg->size; i++)
@@ -272,9 +275,13 @@ static void leave_region(c10d_pg *pg)
     atomic_store_explicit(&j->in_region, 0, memory_order_release);
     pthread_mutex_lock(&pg->w->mu);
     j->ended = j->region;
-    atomic_store(&j->version, 0);
-    for (int i = 0; i < pg->size; i++)
-        j->after[i] = NOT_JOINED;
+    /* The watcher may have applied the next region's joins already (a
+     * rank that joined it at once): those stay. */
+    if (j->state_region <= j->region) {
+        atomic_store(&j->version, 0);
+        for (int i = 0; i < pg->size; i++)
+            j->after[i] = NOT_JOINED;
+    }
     pthread_mutex_unlock(&pg->w->mu);
 }
 
@@ -320,6 +327,35 @@ static c10d_status shadow(c10d_pg *pg, uint64_t seq, const C10dpb__CollEntry *ca
     }
     pg->join.active_last = active;
     return st;
+}
+
+/* This rank could not shadow collective seq: the coordinator makes it the
+ * group's finding, so the others fail at once instead of waiting for it.
+ * Best effort: the original error stands either way. */
+static void report_failure(c10d_pg *pg, uint64_t seq, c10d_status st)
+{
+    c10di_world *w = pg->w;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", c10d_errmsg());
+    C10dpb__JoinShadow m = C10DPB__JOIN_SHADOW__INIT;
+    m.job = w->job;
+    m.generation = w->generation;
+    m.group = pg->name;
+    m.rank = w->rank;
+    m.region = pg->join.region;
+    m.next_seq = seq;
+    m.has_failed = 1;
+    m.failed = st;
+    m.failure = why;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = 1; /* not to wait for anything */
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
+    req.join_shadow = &m;
+    C10dpb__Reply *rep = NULL;
+    if (c10di_call(w->conn, &req, 1, 2000, &rep) == C10D_OK)
+        c10dpb__reply__free_unpacked(rep, NULL);
+    c10di_error(st, "%s", why);
 }
 
 c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
@@ -392,6 +428,8 @@ c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
         if (done && last_joiner)
             *last_joiner = r->last_joiner;
         c10dpb__reply__free_unpacked(rep, NULL);
+        if (st != C10D_OK)
+            report_failure(pg, next, st);
         if (done || st != C10D_OK)
             break;
     }

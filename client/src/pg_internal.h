@@ -133,7 +133,6 @@ typedef struct c10di_world {
     pthread_spinlock_t rmu;
     struct c10di_pending *pending; /* ASYNC entries not yet sent (rmu) */
     size_t n_pending, cap_pending;
-    atomic_size_t pending_colls;   /* of which collectives, not send/recv */
     /* Held while a batch is taken from the queue and sent, so that batches
      * reach the coordinator in the order they were queued. */
     pthread_mutex_t flush_mu;
@@ -230,6 +229,10 @@ typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_
  * mode and join region: SYNC (wait for every active member), QUEUE (in
  * the background; under OFF held until a join needs it), or NONE. */
 c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c);
+/* Whether c is an AVG over the ranks that have not joined (in a region
+ * with divide_by_initial_world_size = 0): its divisor is known only once
+ * the coordinator answered. */
+int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c);
 /* The joins this rank knows of in pg's region (CollEntry.join_known). */
 unsigned c10di_join_known(c10d_pg *pg);
 /* Before c runs: C10D_EJOINED if it cannot, a peer having joined (a

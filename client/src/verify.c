@@ -112,23 +112,27 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
 }
 
 /* Takes the queue and sends it. *spare is an empty array to put in its
- * place; on return it holds the sent one (emptied), for next time. */
+ * place; on return it holds the sent one (emptied), for next time. Holding
+ * flush_mu also waits out a batch another thread is sending, so whatever
+ * this thread sends next reaches the coordinator after it. */
 static void flush(c10di_world *w, c10di_pending **spare, size_t *spare_cap)
 {
     pthread_mutex_lock(&w->flush_mu);
     pthread_spin_lock(&w->rmu);
     c10di_pending *p = w->pending;
     size_t n = w->n_pending, cap = w->cap_pending;
-    w->pending = *spare;
-    w->cap_pending = *spare_cap;
-    w->n_pending = 0;
-    atomic_store_explicit(&w->pending_colls, 0, memory_order_relaxed);
+    if (n) {
+        w->pending = *spare;
+        w->cap_pending = *spare_cap;
+        w->n_pending = 0;
+    }
     pthread_spin_unlock(&w->rmu);
-    if (n)
+    if (n) {
         send_batch(w, p, n);
+        *spare = p;
+        *spare_cap = cap;
+    }
     pthread_mutex_unlock(&w->flush_mu);
-    *spare = p;
-    *spare_cap = cap;
 }
 
 void c10di_verify_flush(c10di_world *w)
@@ -175,8 +179,14 @@ void c10di_verify_stop(c10di_world *w)
         pthread_join(w->reporter, NULL); /* sends what was queued first */
         w->reporter_on = 0;
     }
+    /* The watcher may still flush (it hears of joins): under both locks. */
+    pthread_mutex_lock(&w->flush_mu);
+    pthread_spin_lock(&w->rmu);
     free(w->pending);
     w->pending = NULL;
+    w->n_pending = w->cap_pending = 0;
+    pthread_spin_unlock(&w->rmu);
+    pthread_mutex_unlock(&w->flush_mu);
 }
 
 void c10di_alerts_free(c10di_world *w)
@@ -276,10 +286,8 @@ static void trim_held(c10di_world *w, c10d_pg *pg)
         c10di_pending p = w->pending[i];
         int coll = p.fp.kind != C10DC_SEND && p.fp.kind != C10DC_RECV;
         if (coll && !strcmp(p.group, pg->name)) {
-            if (p.seq + p.repeat <= upto) {
-                atomic_fetch_sub_explicit(&w->pending_colls, 1, memory_order_relaxed);
+            if (p.seq + p.repeat <= upto)
                 continue;
-            }
             if (p.seq <= upto) {
                 p.repeat -= (uint32_t)(upto + 1 - p.seq);
                 p.seq = upto + 1;
@@ -320,8 +328,6 @@ static int queue_entry(c10di_world *w, c10d_pg *pg, const c10di_coll *c, int p2p
     p->tag = c->tag;
     p->timeout_ms = c->timeout_ms;
     p->known = known;
-    if (!p2p)
-        atomic_fetch_add_explicit(&w->pending_colls, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -334,9 +340,11 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
     case C10DI_REPORT_NONE:
         return C10D_OK;
     case C10DI_REPORT_SYNC:
-        /* This rank's earlier entries still queued go first: the
-         * coordinator must see a rank's collectives in order. */
-        if (atomic_load_explicit(&w->pending_colls, memory_order_relaxed))
+        /* This rank's earlier entries, queued or being sent, go first:
+         * the coordinator must see a rank's collectives in order (an entry
+         * older than what a rank entered is taken for a resend). Only
+         * ASYNC and OFF queue collectives. */
+        if (w->verify != C10D_VERIFY_SYNC)
             c10di_verify_flush(w);
         /* A monitored barrier reports without waiting: it must itself
          * name the ranks that do not arrive. */

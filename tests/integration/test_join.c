@@ -344,6 +344,29 @@ static int identities_body(int rank, int n, void *arg)
                     FAIL(16, "rank %d: active ranks %d, want 2", rank, c10d_active_ranks(pg));
             }
         }
+    /* Large enough for the ring algorithm, in which the joined rank
+     * reduces (and divides) a block of everyone's result itself. */
+    enum { BIG = 20000 };
+    float *big = malloc(BIG * sizeof *big);
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        for (int k = 0; k < BIG; k++)
+            big[k] = (float)value_of(rank, k % 6);
+        c10d_tensor t = c10d_tensor_1d(big, C10D_FLOAT32, BIG);
+        if (c10d_all_reduce(pg, &t, ops[o], NULL, NULL) != C10D_OK)
+            FAIL(18, "rank %d: ring %s: %s", rank, c10d_reduce_op_name(ops[o]), c10d_errmsg());
+        for (int k = 0; k < BIG; k++) {
+            double a = value_of(1, k % 6), b = value_of(2, k % 6);
+            double want = ops[o] == C10D_SUM    ? a + b
+                          : ops[o] == C10D_PROD ? a * b
+                          : ops[o] == C10D_MIN  ? (a < b ? a : b)
+                          : ops[o] == C10D_MAX  ? (a > b ? a : b)
+                                                : (a + b) / div;
+            if (fabs(big[k] - want) > 1e-4 * fabs(want))
+                FAIL(19, "rank %d: ring %s element %d: %g, want %g", rank,
+                     c10d_reduce_op_name(ops[o]), k, big[k], want);
+        }
+    }
+    free(big);
     int last;
     if (c10d_join_end(pg, &last) != C10D_OK || last != 2)
         FAIL(17, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
@@ -769,6 +792,72 @@ START_TEST(misuse_is_refused)
 }
 END_TEST
 
+/* --- a joined rank that cannot take part --- */
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#include <sys/resource.h>
+
+/* This process may allocate only `more` bytes beyond what it has now. */
+static int limit_memory(size_t more)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmData: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb < 0)
+        return -1;
+    struct rlimit rl = {(rlim_t)kb * 1024 + more, (rlim_t)kb * 1024 + more};
+    return setrlimit(RLIMIT_DATA, &rl);
+}
+
+/* Rank 0 joins with too little memory left to shadow rank 1's 64 MiB
+ * all_reduce: its join_end fails (ENOMEM), and rank 1, already in the
+ * data plane, fails at once with the coordinator's finding instead of
+ * waiting for its timeout. */
+static int failed_shadow_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    c10d_status st;
+    long long t0 = test_now_ms();
+    if (rank == 0) {
+        if (limit_memory(16u << 20) != 0)
+            FAIL(12, "rank 0: setrlimit");
+        int last;
+        st = c10d_join_end(pg, &last);
+        if (st != C10D_ENOMEM)
+            FAIL(13, "rank 0: join_end: %s: %s (want ENOMEM)", c10d_status_name(st),
+                 c10d_errmsg());
+        c10d_destroy(pg);
+        return 0;
+    }
+    size_t n_el = 16u << 20;
+    float *big = calloc(n_el, sizeof *big);
+    c10d_tensor t = c10d_tensor_1d(big, C10D_FLOAT32, (int64_t)n_el);
+    st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    int rc = expect_failure(rank, st, test_now_ms() - t0, C10D_EABORTED, C10D_EPEERLOST,
+                            "rank 0", NULL);
+    free(big);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(a_joined_rank_that_cannot_shadow_fails_everyone)
+{
+    scenario sc = {world_job("shadow-fails"), C10D_VERIFY_SYNC, 0, 0};
+    run_world(2, failed_shadow_body, &sc, 60);
+}
+END_TEST
+#endif
+
 /* --- c10d-ctl status shows who joined and what is shadowed --- */
 
 /* Rank 0 joins after one step; rank 1 runs 3 more, then waits for the
@@ -929,6 +1018,9 @@ static Suite *join_suite(void)
     tcase_add_loop_test(tc, a_rank_leaves_instead_of_joining, 0, 3);
     tcase_add_loop_test(tc, async_collectives_in_a_region, 0, 3);
     tcase_add_test(tc, misuse_is_refused);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    tcase_add_test(tc, a_joined_rank_that_cannot_shadow_fails_everyone);
+#endif
     tcase_add_test(tc, ctl_status_shows_the_join);
     tcase_add_test(tc, coordinator_restart_while_joined);
     suite_add_tcase(s, tc);

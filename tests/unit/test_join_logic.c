@@ -2,6 +2,7 @@
  * shadows what, how many ranks contribute, when a collective may be
  * released (what each active rank entered and knows), which collectives a
  * joined rank cannot take part in, the last joiner, the released runs. */
+#include "db.h"
 #include "join.h"
 
 #include "check_main.h"
@@ -32,10 +33,7 @@ static void join(c10ds_jregion *r, int idx, uint64_t after)
 
 static void region_free(c10ds_jregion *r)
 {
-    free(r->m);
-    free(r->ranks);
-    free(r->runs);
-    free(r);
+    c10ds_join_region_free(r);
 }
 
 static uint64_t limit(c10ds_jregion *r, int idx, uint64_t s, uint64_t entered)
@@ -93,6 +91,54 @@ START_TEST(a_later_joiner_bounds_the_run_at_its_join)
     ck_assert_uint_eq(limit(r, 2, 6, 7), 7);
     ck_assert_uint_eq(limit(r, 2, 6, 20), 7);
     region_free(r);
+}
+END_TEST
+
+START_TEST(a_rank_that_joined_is_not_held_to_what_it_acknowledged)
+{
+    /* Rank 1 joined after #8 without acknowledging rank 0's join after #5
+     * (its collectives were on a GPU stream): it acknowledges nothing any
+     * more, so it must not hold back #6..#8 for rank 0. */
+    c10ds_jregion *r = region(3);
+    join(r, 0, 5);
+    join(r, 1, 8);
+    ck_assert_uint_eq(limit(r, 1, 6, 8), 8);
+    ck_assert_uint_eq(limit(r, 2, 6, 9), 5); /* rank 2, active, still must know */
+    region_free(r);
+}
+END_TEST
+
+/* The recorded join, against a real (in-memory) database. */
+START_TEST(a_later_join_after_fewer_collectives_lowers_what_was_released)
+{
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, ":memory:", err, sizeof err), 0);
+    c10ds_join j;
+    ck_assert_int_eq(c10ds_join_init(&j, &db), 0);
+    int ranks[3] = {0, 1, 2};
+    c10ds_jregion *r = c10ds_join_region(&j, "job", 1, "world", 1, 3, ranks, 1, 0, 1);
+    ck_assert_ptr_nonnull(r);
+    c10ds_join_record(&j, r, 1, 5); /* rank 1's #4, #5 still on its stream */
+    ck_assert_uint_eq(r->released, 5);
+    c10ds_join_record(&j, r, 0, 3);
+    ck_assert_uint_eq(r->released, 3); /* #4 and #5 are still to be released to rank 0 */
+    ck_assert(!r->done);
+    c10ds_join_record(&j, r, 2, 5);
+    ck_assert(r->done);
+    ck_assert_int_eq(r->last_joiner, 2); /* after #5 like rank 1: the higher rank */
+    ck_assert_uint_eq(r->final_seq, 5);
+    /* a coordinator restarted on the database finds the joins */
+    c10ds_join_fini(&j);
+    ck_assert_int_eq(c10ds_join_init(&j, &db), 0);
+    int loaned;
+    r = c10ds_join_latest(&j, "job", 1, "world", 3, ranks, &loaned);
+    ck_assert_ptr_nonnull(r);
+    ck_assert(r->done && r->joins == 3 && r->m[0].after == 3 && r->last_joiner == 2);
+    if (loaned)
+        c10ds_join_region_free(r);
+    c10ds_join_fini(&j);
+    c10ds_db_close(&db);
 }
 END_TEST
 
@@ -172,6 +218,8 @@ int main(void)
     tcase_add_test(tc, who_shadows_and_who_contributes);
     tcase_add_test(tc, a_rank_must_know_every_join_before_a_collective);
     tcase_add_test(tc, a_later_joiner_bounds_the_run_at_its_join);
+    tcase_add_test(tc, a_rank_that_joined_is_not_held_to_what_it_acknowledged);
+    tcase_add_test(tc, a_later_join_after_fewer_collectives_lowers_what_was_released);
     tcase_add_test(tc, what_a_joined_rank_cannot_shadow);
     tcase_add_test(tc, the_last_joiner_is_the_latest_then_the_highest);
     tcase_add_test(tc, released_runs_merge_and_are_dropped_once_shadowed);

@@ -458,6 +458,7 @@ void c10di_nccl_close(void *state)
     if (s->scratch)
         c10di_gpu.cudaFree(s->scratch);
     c10di_nccl_shadow_free(s);
+    c10di_nccl_free_retired(s);
     if (s->stream)
         c10di_gpu.cudaStreamDestroy(s->stream);
     pthread_mutex_destroy(&s->comm_mu);

@@ -94,21 +94,42 @@ c10d_status c10di_nccl_red_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t *o
     return C10D_OK;
 }
 
+c10d_status c10di_nccl_grow(c10di_nccl *s, void **buf, size_t *cap, size_t bytes,
+                            const c10di_coll *c)
+{
+    if (bytes <= *cap)
+        return C10D_OK;
+    if (bytes < 2 * *cap) /* geometric: the retired ones add up to less than the live one */
+        bytes = 2 * *cap;
+    void *nb = NULL;
+    cudaError_t e = c10di_gpu.cudaMalloc(&nb, bytes);
+    if (e != cudaSuccess)
+        return c10di_cuda_error(e, "device buffer", c);
+    if (*buf) {
+        if (s->n_retired == (int)(sizeof s->retired / sizeof s->retired[0])) {
+            c10di_gpu.cudaFree(s->retired[0]); /* rare: the oldest, smallest one */
+            memmove(s->retired, s->retired + 1, (size_t)(s->n_retired - 1) * sizeof s->retired[0]);
+            s->n_retired--;
+        }
+        s->retired[s->n_retired++] = *buf;
+    }
+    *buf = nb;
+    *cap = bytes;
+    return C10D_OK;
+}
+
+void c10di_nccl_free_retired(c10di_nccl *s)
+{
+    for (int i = 0; i < s->n_retired; i++)
+        c10di_gpu.cudaFree(s->retired[i]);
+    s->n_retired = 0;
+}
+
 static c10d_status scratch(c10di_nccl *s, const c10di_coll *c, size_t bytes, void **out)
 {
-    if (bytes > s->scratch_cap) {
-        /* cudaFree waits for the device: only the flatten path grows it. */
-        if (s->scratch)
-            c10di_gpu.cudaFree(s->scratch);
-        s->scratch = NULL;
-        s->scratch_cap = 0;
-        cudaError_t e = c10di_gpu.cudaMalloc(&s->scratch, bytes);
-        if (e != cudaSuccess)
-            return c10di_cuda_error(e, "scratch buffer", c);
-        s->scratch_cap = bytes;
-    }
+    c10d_status st = c10di_nccl_grow(s, &s->scratch, &s->scratch_cap, bytes, c);
     *out = s->scratch;
-    return C10D_OK;
+    return st;
 }
 
 static c10d_status copy(const c10di_coll *c, void *dst, const void *src, size_t bytes,
@@ -257,6 +278,16 @@ c10d_status c10di_nccl_enqueue(c10di_nccl *s, const c10di_coll *c)
 static c10d_status nccl_prepare(c10d_pg *pg, void *state, c10di_coll *c)
 {
     c10di_nccl *s = state;
+    /* Refused before the call is numbered, on every rank alike: after a
+     * join it could not run (c10di_nccl_red_op), and a joined rank would
+     * wait for it. */
+    if (!c->shadow && c10di_join_avg_by_active(pg, c) &&
+        c10di_nccl_avg_plan(c->dtype, c->op, 1, 2) < 0)
+        return c10di_error(C10D_EINVAL, "%s on CUDA: an AVG of %s over the ranks that have not "
+                           "joined (join region with divide_by_initial_world_size = 0) needs a "
+                           "floating-point dtype on NCCL; use SUM and divide by "
+                           "c10d_active_ranks()", c10dc_kind_name(c->kind),
+                           c10d_dtype_name(c->dtype));
     int dev = c10di_nccl_device(s, c->device);
     if (c->device >= 0 && c->device != dev)
         return c10di_error(C10D_EINVAL, "%s: the tensors are on cuda:%d, but group %s runs on "

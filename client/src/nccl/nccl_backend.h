@@ -51,6 +51,11 @@ struct c10di_nccl {
     size_t ident_es;
     void *discard;
     size_t discard_cap;
+    /* Device buffers outgrown while comm_mu was held: cudaFree waits for
+     * the device, which must not happen under comm_mu (the watchdog could
+     * not abort a hung collective), so they are freed at close. */
+    void *retired[8];
+    int n_retired;
     /* Serialises NCCL calls on comm: the collective path, the split, the
      * watchdog's abort. */
     pthread_mutex_t comm_mu;
@@ -100,6 +105,13 @@ c10d_status c10di_nccl_red_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t *o
  * sum (and whether NCCL can do it for dtype): 0 no, 1 yes, -1 impossible
  * (integers). Pure: unit-tested. */
 int c10di_nccl_avg_plan(c10d_dtype dt, c10d_reduce_op op, int divisor, int n);
+
+/* Makes *buf (a device buffer of *cap bytes) hold at least bytes, at
+ * least doubling; the old one is retired, not freed (see retired). */
+c10d_status c10di_nccl_grow(c10di_nccl *s, void **buf, size_t *cap, size_t bytes,
+                            const c10di_coll *c);
+/* Frees the retired buffers (at close). */
+void c10di_nccl_free_retired(c10di_nccl *s);
 
 /* Enqueues c on s's stream (comm_mu held, communicator made). */
 c10d_status c10di_nccl_enqueue(c10di_nccl *s, const c10di_coll *c);

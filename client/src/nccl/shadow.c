@@ -1,31 +1,18 @@
 /* A joined rank's part in a CUDA collective (docs/join.md): the same NCCL
  * call as the others make, out of place, from an identity buffer on the
  * group's device into a discard buffer. Both are allocated once and grown
- * as needed; the identity is filled (on the group's stream, so in order
- * with the collectives before it) only when its value or size changes —
- * NCCL never writes its send buffer, so the next shadow finds it intact. */
+ * as needed (outgrown ones are freed at close: cudaFree would wait for the
+ * device under comm_mu). The identity is filled on the group's stream, in
+ * order with the collectives around it and without waiting for the device
+ * (cudaMemsetAsync; a copy from pageable memory is staged at once), and
+ * only when its value or size changes: NCCL never writes its send buffer,
+ * so the next shadow finds it intact. */
 #include "nccl_backend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define SETTLE(call) c10di_nccl_settle(s, (call), c)
-
-static c10d_status grow(void **buf, size_t *cap, size_t bytes, const c10di_coll *c)
-{
-    if (bytes <= *cap)
-        return C10D_OK;
-    /* cudaFree waits for the device: only when a shadow needs more room. */
-    if (*buf)
-        c10di_gpu.cudaFree(*buf);
-    *buf = NULL;
-    *cap = 0;
-    cudaError_t e = c10di_gpu.cudaMalloc(buf, bytes);
-    if (e != cudaSuccess)
-        return c10di_cuda_error(e, "a joined rank's buffer", c);
-    *cap = bytes;
-    return C10D_OK;
-}
 
 /* bytes of the identity of c's dtype and op, on the device. */
 static c10d_status identity(c10di_nccl *s, const c10di_coll *c, size_t bytes, void **out)
@@ -35,7 +22,7 @@ static c10d_status identity(c10di_nccl *s, const c10di_coll *c, size_t bytes, vo
     if (!es)
         return c10di_error(C10D_EINVAL, "%s: no identity for dtype %d", c->what, (int)c->dtype);
     if (bytes > s->ident_cap) {
-        c10d_status st = grow(&s->ident, &s->ident_cap, bytes, c);
+        c10d_status st = c10di_nccl_grow(s, &s->ident, &s->ident_cap, bytes, c);
         if (st != C10D_OK)
             return st;
         s->ident_filled = 0;
@@ -50,8 +37,8 @@ static c10d_status identity(c10di_nccl *s, const c10di_coll *c, size_t bytes, vo
         if (zero) {
             e = c10di_gpu.cudaMemsetAsync(s->ident, 0, bytes, s->stream);
         } else {
-            /* From pageable memory the copy is staged before it returns,
-             * so the host buffer can go at once. */
+            /* An async copy from pageable memory is staged before it
+             * returns, so the host buffer can go at once. */
             void *host = malloc(bytes);
             if (!host)
                 return c10di_error(C10D_ENOMEM, "out of memory: %s needs %zu bytes", c->what,
@@ -86,7 +73,8 @@ c10d_status c10di_nccl_enqueue_shadow(c10di_nccl *s, const c10di_coll *c)
         return c10di_nccl_enqueue(s, &b);
     }
     case C10DC_BROADCAST: /* from an active root: received and dropped */
-        if ((st = grow(&s->discard, &s->discard_cap, bytes ? bytes : 16, c)) != C10D_OK)
+        if ((st = c10di_nccl_grow(s, &s->discard, &s->discard_cap, bytes ? bytes : 16, c)) !=
+            C10D_OK)
             return st;
         return SETTLE(c10di_gpu.ncclBroadcast(s->discard, s->discard, c->count, dt, c->root,
                                               s->comm, s->stream));
@@ -99,7 +87,8 @@ c10d_status c10di_nccl_enqueue_shadow(c10di_nccl *s, const c10di_coll *c)
     }
     size_t in_bytes = c->kind == C10DC_REDUCE_SCATTER ? bytes * n : bytes;
     if ((st = identity(s, c, in_bytes ? in_bytes : 16, &in)) != C10D_OK ||
-        (st = grow(&s->discard, &s->discard_cap, bytes ? bytes : 16, c)) != C10D_OK ||
+        (st = c10di_nccl_grow(s, &s->discard, &s->discard_cap, bytes ? bytes : 16, c)) !=
+            C10D_OK ||
         (st = c10di_nccl_red_op(s, c, &op, &made)) != C10D_OK)
         return st;
     out = s->discard;

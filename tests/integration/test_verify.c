@@ -1,4 +1,5 @@
-/* Collective-sequence verification end to end, in SYNC and in ASYNC mode:
+/* Collective-sequence verification end to end, in SYNC and in ASYNC mode
+ * (and the data plane's own check with verification OFF):
  * ranks that disagree about the next collective (operation, shape, dtype,
  * root, reduce op), a rank that left while others wait in a later
  * collective, a stall; every affected rank gets the error code and a
@@ -53,14 +54,16 @@ static int five_matching(c10d_pg *pg)
 }
 
 /* The sixth collective differs between rank 0 and rank 1. */
-enum { OP, SHAPE, DTYPE, ROOT, REDUCE_OP };
-static const char *const field_names[] = {"operation", "shape", "dtype", "root", "reduce op"};
+enum { OP, SHAPE, DTYPE, ROOT, REDUCE_OP, SIZE };
+static const char *const field_names[] = {"operation", "shape", "dtype", "root", "reduce op",
+                                          "shape"};
 
 static c10d_status mismatched_call(c10d_pg *pg, int rank, int kase)
 {
-    float f[3] = {0};
+    float f[20] = {0};
     double d[2] = {0};
     c10d_tensor t2 = c10d_tensor_1d(f, C10D_FLOAT32, 2), t3 = c10d_tensor_1d(f, C10D_FLOAT32, 3);
+    c10d_tensor t10 = c10d_tensor_1d(f, C10D_FLOAT32, 10), t20 = c10d_tensor_1d(f, C10D_FLOAT32, 20);
     c10d_tensor td = c10d_tensor_1d(d, C10D_FLOAT64, 2);
     switch (kase) {
     case OP:
@@ -70,6 +73,7 @@ static c10d_status mismatched_call(c10d_pg *pg, int rank, int kase)
     case DTYPE: return c10d_all_reduce(pg, rank == 0 ? &t2 : &td, C10D_SUM, NULL, NULL);
     case ROOT: return c10d_broadcast(pg, &t2, rank == 0 ? 0 : 1, NULL, NULL);
     case REDUCE_OP: return c10d_all_reduce(pg, &t2, rank == 0 ? C10D_SUM : C10D_MAX, NULL, NULL);
+    case SIZE: return c10d_all_reduce(pg, rank == 0 ? &t10 : &t20, C10D_SUM, NULL, NULL);
     }
     return C10D_ERROR;
 }
@@ -80,8 +84,12 @@ static int check_desync(int rank, c10d_status st, long long took, int kase)
     char field[64];
     snprintf(field, sizeof field, "(different %s)", field_names[kase]);
     const char *want[] = {"desync in group world", "at collective #6", field,
-                          kase == OP ? "rank 0 called BARRIER" : "rank 0 called",
-                          kase == OP ? "rank 1 called ALL_REDUCE float32[2] SUM" : "rank 1 called"};
+                          kase == OP     ? "rank 0 called BARRIER"
+                          : kase == SIZE ? "rank 0 called ALL_REDUCE float32[10] SUM"
+                                         : "rank 0 called",
+                          kase == OP     ? "rank 1 called ALL_REDUCE float32[2] SUM"
+                          : kase == SIZE ? "rank 1 called ALL_REDUCE float32[20] SUM"
+                                         : "rank 1 called"};
     if (st != C10D_EDESYNC) {
         fprintf(stderr, "rank %d: expected EDESYNC, got %s: %s\n", rank, c10d_status_name(st),
                 msg);
@@ -107,13 +115,17 @@ static int desync_body(int rank, int n, void *arg)
         return 10;
     long long t0 = test_now_ms();
     c10d_status st = mismatched_call(pg, rank, sc->kase);
-    if (st == C10D_OK && sc->mode != C10D_VERIFY_ASYNC) {
-        fprintf(stderr, "rank %d: the mismatched call succeeded in SYNC mode\n", rank);
+    /* At world 2 every rank receives from the other in these (not in a
+     * broadcast, where each rank thinks itself the root and only sends):
+     * the transfer's header makes the call fail on both ranks in every
+     * mode, never completing on the other's bytes. */
+    if (st == C10D_OK && (sc->mode == C10D_VERIFY_SYNC || sc->kase != ROOT)) {
+        fprintf(stderr, "rank %d: the mismatched call succeeded (mode %d)\n", rank, sc->mode);
         return 4;
     }
-    /* ASYNC launches at once: this rank's side may complete on whatever
-     * bytes it got, and so may a few more calls; within 2 s the finding
-     * arrives and fails the call it is in and every later one. */
+    /* A root mismatch under ASYNC: each side's broadcast only sent, so it
+     * completed; within 2 s the finding arrives and fails the call it is
+     * in and every later one. */
     while (st == C10D_OK && test_now_ms() - t0 < 2000)
         st = c10d_barrier(pg, NULL, NULL);
     int rc = check_desync(rank, st, test_now_ms() - t0, sc->kase);
@@ -154,6 +166,8 @@ static void run_desync(c10d_verify mode, int kase)
             fprintf(stderr, "(no coordinator log)\n");
     }
     ck_assert_int_eq(failed, 0);
+    if (mode == C10D_VERIFY_OFF)
+        return; /* the coordinator was told nothing: the data plane alone caught it */
     /* c10d-ctl desync reports it and exits non-zero. */
     expect_ctl_desync(sc.job, 7, "\"status\":\"EDESYNC\"", "at collective #6");
     char cmd[1024], out[8192];
@@ -199,6 +213,17 @@ END_TEST
 START_TEST(async_different_dtype) { run_desync(C10D_VERIFY_ASYNC, DTYPE); }
 END_TEST
 START_TEST(async_different_reduce_op) { run_desync(C10D_VERIFY_ASYNC, REDUCE_OP); }
+END_TEST
+START_TEST(async_ten_floats_against_twenty) { run_desync(C10D_VERIFY_ASYNC, SIZE); }
+END_TEST
+/* OFF: no coordinator in the path; the data plane's header check alone. */
+START_TEST(off_different_operation) { run_desync(C10D_VERIFY_OFF, OP); }
+END_TEST
+START_TEST(off_ten_floats_against_twenty) { run_desync(C10D_VERIFY_OFF, SIZE); }
+END_TEST
+START_TEST(off_different_dtype) { run_desync(C10D_VERIFY_OFF, DTYPE); }
+END_TEST
+START_TEST(off_different_reduce_op) { run_desync(C10D_VERIFY_OFF, REDUCE_OP); }
 END_TEST
 
 /* A send and its recv that move the same bytes as different dtypes: the
@@ -414,6 +439,11 @@ int main(void)
     tcase_add_test(tc, async_different_root);
     tcase_add_test(tc, async_different_dtype);
     tcase_add_test(tc, async_different_reduce_op);
+    tcase_add_test(tc, async_ten_floats_against_twenty);
+    tcase_add_test(tc, off_different_operation);
+    tcase_add_test(tc, off_ten_floats_against_twenty);
+    tcase_add_test(tc, off_different_dtype);
+    tcase_add_test(tc, off_different_reduce_op);
     tcase_add_test(tc, sync_send_recv_mismatch);
     tcase_add_test(tc, async_send_recv_mismatch);
     tcase_add_test(tc, sync_rank_left_before_the_collective);

@@ -46,6 +46,7 @@ typedef struct c10di_unexpected {
 typedef struct c10di_host {
     c10d_pg *pg;
     int n, me;
+    uint32_t group_hash; /* in every collective's header: a stray group's bytes are refused */
     c10di_link *links;
     /* our shared-memory segment: every peer's incoming rings */
     char shm_name[96];

@@ -81,6 +81,10 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     if (!h)
         return c10di_error(C10D_ENOMEM, "out of memory");
     h->pg = pg;
+    /* FNV-1a of the group's name. */
+    h->group_hash = 2166136261u;
+    for (const char *q = pg->name; *q; q++)
+        h->group_hash = (h->group_hash ^ (uint8_t)*q) * 16777619u;
     h->n = pg->size;
     h->me = pg->rank;
     h->listen_fd = -1;

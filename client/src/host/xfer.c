@@ -3,7 +3,7 @@
  * and pairwise exchanges never deadlock on full buffers.
  *
  * Each transfer of a collective starts with a small header naming it (the
- * group's collective number and the call's fingerprint), checked by the
+ * group, its collective number and the call's fingerprint), checked by the
  * receiver before it takes a byte of data: ranks that disagree about the
  * collective (a barrier against an all_reduce, another size, a rank one
  * collective ahead) fail with C10D_EDESYNC at their first exchange, in
@@ -53,12 +53,12 @@ typedef struct {
     uint32_t magic;
     uint8_t kind, dtype, op, device;
     int32_t root;
-    uint32_t spare;
+    uint32_t group; /* the group name's hash */
     uint64_t seq;
     int64_t count;
 } coll_hdr;
 
-static coll_hdr hdr_of(const c10di_coll *c)
+static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
 {
     coll_hdr x;
     memset(&x, 0, sizeof x);
@@ -68,6 +68,7 @@ static coll_hdr hdr_of(const c10di_coll *c)
     x.op = (uint8_t)c->fp.op;
     x.device = (uint8_t)c->fp.device;
     x.root = c->fp.root;
+    x.group = h->group_hash;
     x.seq = c->seq;
     x.count = c->fp.count;
     return x;
@@ -153,11 +154,12 @@ static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const 
                                pg->name, h->me, report);
     }
     c10dc_fp fp = {got->kind, got->dtype, got->count, got->root, got->op, got->device, 0};
-    if (got->magic != HDR_MAGIC)
+    if (got->magic != HDR_MAGIC || got->group != h->group_hash)
         snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
-                 "%d received bytes from rank %d that are not a collective's (the two are in "
+                 "%d received bytes from rank %d that are not %s (the two are in "
                  "different operations; seen by rank %d's data plane)", pg->name, pg->w->job,
-                 (unsigned long long)c->seq, h->me, peer, h->me);
+                 (unsigned long long)c->seq, h->me, peer,
+                 got->magic != HDR_MAGIC ? "a collective's" : "this group's", h->me);
     else {
         c10dc_fp_format(&c->fp, mine, sizeof mine);
         c10dc_fp_format(&fp, theirs, sizeof theirs);
@@ -208,7 +210,7 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
     coll_hdr mine, theirs;
     size_t hl = ch == CH_COLL ? sizeof(coll_hdr) : 0;
     if (hl)
-        mine = hdr_of(c);
+        mine = hdr_of(h, c);
     span out = {&mine, lt ? hl : 0, (void *)sbuf, slen, lt ? 0 : slen + hl};
     span in = {&theirs, lf ? hl : 0, rbuf, rlen, lf ? 0 : rlen + hl};
     size_t send_total = out.hlen + slen, recv_total = in.hlen + rlen;
@@ -234,7 +236,7 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             in.done += (size_t)k;
             moved |= k > 0;
             if (!checked && in.done >= in.hlen) {
-                coll_hdr want = hdr_of(c);
+                coll_hdr want = hdr_of(h, c);
                 if (memcmp(&theirs, &want, sizeof want) != 0)
                     return mismatch(h, c, from, &theirs);
                 checked = 1;

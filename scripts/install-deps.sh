@@ -9,7 +9,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libnng-dev libmbedtls-dev
       libprotobuf-c-dev protobuf-c-compiler
-      libsqlite3-dev sqlite3 check)
+      libsqlite3-dev sqlite3 check openssl)
 if [ "${C10D_WITH_BENCH:-0}" = 1 ]; then
     pkgs+=(python3-torch)
 fi

@@ -19,7 +19,12 @@ static const char usage[] =
     "\n"
     "Options:\n"
     "  -l, --listen URL          address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
-    "                            also ipc:///path; port 0 picks a free port)\n"
+    "                            also ipc:///path and tls+tcp://host:port; port 0\n"
+    "                            picks a free port)\n"
+    "      --tls-cert PATH       certificate (PEM) for a tls+tcp:// listener\n"
+    "      --tls-key PATH        its private key (PEM)\n"
+    "      --tls-ca PATH         require client certificates signed by this CA\n"
+    "                            (optional; clients always verify the server)\n"
     "  -d, --db PATH             SQLite database file (default ./" C10DS_DEFAULT_DB ";\n"
     "                            :memory: keeps nothing after exit)\n"
     "      --token-file PATH     require this shared secret from every client\n"
@@ -29,7 +34,9 @@ static const char usage[] =
     "      --max-message-bytes N largest request accepted on the wire\n"
     "                            (default max-value-bytes + 1 MiB)\n"
     "      --max-multi-keys N    most keys in one multi_get/multi_set/wait (default 4096)\n"
-    "      --receivers N         requests accepted concurrently (default 64)\n"
+    "      --max-connection-buffer N  bytes of replies queued for one client that\n"
+    "                            does not read them before it is cut off\n"
+    "                            (default 64 MiB)\n"
     "      --dedup-window S      seconds a retried add/append/compare_set is\n"
     "                            recognised (default 600)\n"
     "      --heartbeat-timeout MS  a rank whose heartbeats stop this long is\n"
@@ -50,7 +57,10 @@ enum {
     OPT_MAX_VALUE,
     OPT_MAX_MSG,
     OPT_MAX_MULTI,
-    OPT_RECEIVERS,
+    OPT_CONN_BUFFER,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_CA,
     OPT_DEDUP,
     OPT_HEARTBEAT,
     OPT_READY,
@@ -101,7 +111,10 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-value-bytes", required_argument, 0, OPT_MAX_VALUE},
         {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
         {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
-        {"receivers", required_argument, 0, OPT_RECEIVERS},
+        {"max-connection-buffer", required_argument, 0, OPT_CONN_BUFFER},
+        {"tls-cert", required_argument, 0, OPT_TLS_CERT},
+        {"tls-key", required_argument, 0, OPT_TLS_KEY},
+        {"tls-ca", required_argument, 0, OPT_TLS_CA},
         {"dedup-window", required_argument, 0, OPT_DEDUP},
         {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
         {"ready-file", required_argument, 0, OPT_READY},
@@ -114,7 +127,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_key_bytes = 4096;
     cfg->max_value_bytes = 16u << 20;
     cfg->max_multi_keys = 4096;
-    cfg->receivers = 64;
+    cfg->max_conn_buffer = 64u << 20;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->log_level = C10DS_LOG_INFO;
@@ -153,10 +166,22 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
                 return -1;
             cfg->max_multi_keys = (uint32_t)v;
             break;
-        case OPT_RECEIVERS:
-            if (parse_u64("receivers", optarg, 1, 4096, &v))
+        case OPT_CONN_BUFFER:
+            if (parse_u64("max-connection-buffer", optarg, 1u << 16, 1ull << 40,
+                          &cfg->max_conn_buffer))
                 return -1;
-            cfg->receivers = (int)v;
+            break;
+        case OPT_TLS_CERT:
+            free(cfg->tls_cert);
+            cfg->tls_cert = strdup(optarg);
+            break;
+        case OPT_TLS_KEY:
+            free(cfg->tls_key);
+            cfg->tls_key = strdup(optarg);
+            break;
+        case OPT_TLS_CA:
+            free(cfg->tls_ca);
+            cfg->tls_ca = strdup(optarg);
             break;
         case OPT_HEARTBEAT:
             if (parse_u64("heartbeat-timeout", optarg, 200, 3600000, &v))
@@ -201,6 +226,18 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
                 (unsigned long long)(cfg->max_value_bytes + cfg->max_key_bytes + 256));
         return -1;
     }
+    int tls = strncmp(listen, "tls+", 4) == 0;
+    if (tls && (!cfg->tls_cert || !cfg->tls_key)) {
+        fprintf(stderr, "c10d-coord: a tls+tcp:// listener needs --tls-cert and --tls-key\n");
+        return -1;
+    }
+    if (!tls && (cfg->tls_cert || cfg->tls_key || cfg->tls_ca)) {
+        fprintf(stderr, "c10d-coord: --tls-cert/--tls-key/--tls-ca need a tls+tcp:// --listen "
+                        "address (not %s)\n", listen);
+        return -1;
+    }
+    if (cfg->max_message_bytes > cfg->max_conn_buffer)
+        cfg->max_conn_buffer = cfg->max_message_bytes;
     if (token_file) {
         if (!(cfg->token = read_token_file(token_file)))
             return -1;
@@ -218,5 +255,8 @@ void c10ds_config_free(c10ds_config *cfg)
     free(cfg->db_path);
     free(cfg->ready_file);
     free(cfg->token);
+    free(cfg->tls_cert);
+    free(cfg->tls_key);
+    free(cfg->tls_ca);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -79,6 +79,8 @@ void c10ds_request_free(c10ds_request *r)
         return;
     if (r->pb)
         c10dpb__request__free_unpacked(r->pb, NULL);
+    if (r->release)
+        r->release(r->slot);
     free(r->reply);
     free(r);
 }
@@ -284,7 +286,8 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     for (c10ds_request *n; out; out = n) {
         n = out->next;
         if (out->reply && e->send)
-            e->send(e->send_arg, out->slot, out->reply, out->reply_len);
+            e->send(e->send_arg, out->slot, out->pb ? out->pb->request_id : 0, out->reply,
+                    out->reply_len);
         c10ds_request_free(out);
     }
 }
@@ -383,6 +386,14 @@ void c10ds_engine_stop(c10ds_engine *e)
     size_t parked = c10ds_waiters_count(e->waiters);
     if (parked)
         c10ds_info("dropping %zu parked request(s); their clients will resend them", parked);
+    /* Let go of them now: they hold their connections open. */
+    c10ds_waiters_free(e->waiters, c10ds_request_free);
+    e->waiters = NULL;
+    for (c10ds_request *r = e->q_head, *n; r; r = n) {
+        n = r->next;
+        c10ds_request_free(r);
+    }
+    e->q_head = e->q_tail = NULL;
 }
 
 void c10ds_engine_release(c10ds_engine *e)
@@ -390,7 +401,8 @@ void c10ds_engine_release(c10ds_engine *e)
     if (!e || e->released)
         return;
     c10ds_engine_stop(e);
-    c10ds_waiters_free(e->waiters, c10ds_request_free);
+    if (e->waiters)
+        c10ds_waiters_free(e->waiters, c10ds_request_free);
     e->waiters = NULL;
     c10ds_reqlog_fini(&e->reqlog);
     c10ds_verify_fini(&e->verify);

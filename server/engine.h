@@ -58,7 +58,8 @@ extern const c10ds_op c10ds_verify_ops[];
 extern const c10ds_op c10ds_join_ops[];
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */
-typedef void (*c10ds_send_fn)(void *arg, void *slot, const void *reply, size_t len);
+typedef void (*c10ds_send_fn)(void *arg, void *slot, uint64_t request_id, const void *reply,
+                              size_t len);
 
 struct c10ds_engine {
     const c10ds_config *cfg;

@@ -1,7 +1,10 @@
-/* The coordinator's network side: an NNG rep socket on the configured URL.
- * Decodes requests, hands them to the engine, sends the engine's replies.
- * Undecodable messages get a protocol-error reply; messages over the size
- * limit make NNG drop that connection. Either way, others are unaffected. */
+/* The coordinator's network side: an NNG stream listener on the configured
+ * URL (tcp://, ipc://, tls+tcp://), framed requests in, framed replies out
+ * (common/frame.h). Decodes requests, hands them to the engine, sends the
+ * engine's replies on the connection each came on. Undecodable requests get
+ * a protocol-error reply; a frame over --max-message-bytes, or a client
+ * that lets --max-connection-buffer of replies pile up, gets its connection
+ * closed. Either way, others are unaffected. */
 #ifndef C10DS_LISTENER_H
 #define C10DS_LISTENER_H
 
@@ -15,7 +18,8 @@ typedef struct c10ds_listener c10ds_listener;
 c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine, char *url_out,
                                    size_t url_len, char *err, size_t errlen);
 /* The engine's c10ds_send_fn. */
-void c10ds_listener_send(void *arg, void *slot, const void *reply, size_t len);
+void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void *reply,
+                         size_t len);
 /* Waits up to timeout_ms for replies handed to NNG to be sent. */
 void c10ds_listener_drain(c10ds_listener *l, int timeout_ms);
 /* Closes the socket and frees l. Returns -1, leaving l allocated, when NNG

@@ -14,6 +14,7 @@ typedef struct c10ds_request c10ds_request;
 struct c10ds_request {
     C10dpb__Request *pb;  /* the decoded request (owned) */
     void *slot;           /* the listener's handle to reply through */
+    void (*release)(void *slot); /* called when the request is freed */
     void *reply;          /* the packed reply, once answered (malloc'd) */
     size_t reply_len;
     int64_t received_ms;  /* monotonic */

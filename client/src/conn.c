@@ -1,18 +1,32 @@
-/* The connection to the coordinator and the one way requests are made.
+/* The connection to the coordinator: one NNG byte stream (tcp://, ipc://
+ * or tls+tcp://) carrying length-prefixed frames (common/frame.h), shared
+ * by every thread of the process that talks to the coordinator: user
+ * calls, heartbeats and watch, the verification reporter. Many requests
+ * are in flight at once; replies come in any order and are matched by
+ * request id.
  *
- * NNG's dialer reconnects by itself (every 20-500 ms) when the coordinator
- * goes away; a call whose connection broke resends its request, with the
- * same request id, once a connection is back, so the coordinator can apply
- * a non-idempotent request once however often it arrives. NNG's own
- * timer-based resend is switched off: a get may legitimately be held by
- * the coordinator for minutes, and NNG's default would resend it after 60 s. */
+ * No thread is dedicated to reading. A caller waiting for its reply reads
+ * the stream itself when nobody else is, hands every other reply to its
+ * caller, and passes the reading on once its own reply has come. So the
+ * common case, one caller, wakes once per reply, straight from NNG's
+ * poller (an aio without a callback). A caller that is only waiting for
+ * news (a parked request, like the watch) gives the reading up to a caller
+ * that arrives: the newcomer's reply should not need a second thread to
+ * wake it.
+ *
+ * When the connection breaks (a coordinator restart), whichever caller
+ * notices dials again (backing off from 20 to 500 ms) and every waiting
+ * call sends its request again, with the same request id, so the
+ * coordinator applies a non-idempotent request once however often it
+ * arrives. */
 #include "internal.h"
 #include "version.h"
 
 #include "c10d_time.h"
-#include "nng_close.h"
+#include "frame.h"
+#include "tls.h"
 
-#include <nng/protocol/reqrep0/req.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,62 +34,19 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct c10di_ctx {
-    struct c10di_ctx *next;
-    nng_ctx ctx;
-    nng_aio *aio;
-} c10di_ctx;
+/* A reply's frame may be large (a multi_get, a trace); beyond this the
+ * stream is taken to be corrupt. */
+#define MAX_REPLY_BYTES (1u << 30)
+#define RBUF_MIN (64u * 1024)
 
-static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    c10di_conn *c = arg;
-    if (ev == NNG_PIPE_EV_ADD_POST)
-        atomic_fetch_add(&c->pipes, 1);
-    else if (ev == NNG_PIPE_EV_REM_POST)
-        atomic_fetch_sub(&c->pipes, 1);
-}
-
-static c10di_ctx *ctx_get(c10di_conn *c)
-{
-    nng_mtx_lock(c->mu);
-    c10di_ctx *x = c->idle;
-    if (x)
-        c->idle = x->next;
-    nng_mtx_unlock(c->mu);
-    if (x)
-        return x;
-    if (!(x = calloc(1, sizeof *x)))
-        return NULL;
-    if (nng_ctx_open(&x->ctx, c->sock) != 0 || nng_aio_alloc(&x->aio, NULL, NULL) != 0) {
-        free(x);
-        return NULL;
-    }
-    /* Resend only when the connection breaks (NNG requeues then), never on
-     * a timer; see the top of this file. */
-    nng_ctx_set_ms(x->ctx, NNG_OPT_REQ_RESENDTIME, 24 * 3600 * 1000);
-    return x;
-}
-
-static void ctx_put(c10di_conn *c, c10di_ctx *x)
-{
-    nng_mtx_lock(c->mu);
-    x->next = c->idle;
-    c->idle = x;
-    nng_mtx_unlock(c->mu);
-}
-
-static void ctx_free(c10di_ctx *x)
-{
-    nng_aio_free(x->aio);
-    nng_ctx_close(x->ctx);
-    free(x);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
+struct c10di_waiter {
+    c10di_waiter *next;
+    uint64_t id;
+    uint64_t sent_epoch; /* the connection it was last sent on; 0 = none */
+    uint8_t *reply;      /* the reply's protobuf, once it came */
+    size_t reply_len;
+    int done;
+};
 
 static const char *op_name(const C10dpb__Request *req)
 {
@@ -84,36 +55,281 @@ static const char *op_name(const C10dpb__Request *req)
     return f ? f->name : "request";
 }
 
-/* One attempt: send, wait for the reply until deadline. Returns 0 with
- * *reply, or the NNG error. */
-static int attempt(c10di_ctx *x, const void *buf, size_t len, int64_t deadline, nng_msg **reply)
+/* Waits on c->cv (mu held) until the monotonic time until_ms. */
+static void wait_until(c10di_conn *c, int64_t until_ms)
 {
-    nng_msg *m;
-    int rv;
+    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000};
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The connection s failed with rv (mu held): close it, so that every
+ * operation on it ends, and let the next caller dial again. */
+static void broken(c10di_conn *c, nng_stream *s, int rv)
+{
+    if (c->stream != s)
+        return; /* someone saw it first */
+    c->stream = NULL;
+    c->retired = s;
+    c->last_err = rv;
+    atomic_store(&c->pipes, 0);
+    nng_stream_close(s);
+    pthread_cond_broadcast(&c->cv);
+}
+
+static int tls_failure(int rv)
+{
+    return rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO;
+}
+
+/* Dials once (mu held, returns with it held). */
+static void dial(c10di_conn *c, int64_t deadline)
+{
+    c->dialing = 1;
+    /* The old stream is freed once nobody uses it: closing it ended their
+     * operations, so this is short. */
+    while (c->users > 0)
+        wait_until(c, c10d_now_ms() + 50);
+    nng_stream *old = c->retired;
+    c->retired = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (old)
+        nng_stream_free(old);
     int64_t left = deadline - c10d_now_ms();
-    if (left <= 0)
-        return NNG_ETIMEDOUT;
-    if ((rv = nng_msg_alloc(&m, len)) != 0)
-        return rv;
-    memcpy(nng_msg_body(m), buf, len);
-    nng_aio_set_msg(x->aio, m);
-    nng_aio_set_timeout(x->aio, (nng_duration)left);
-    nng_ctx_send(x->ctx, x->aio);
-    nng_aio_wait(x->aio);
-    if ((rv = nng_aio_result(x->aio)) != 0) {
-        nng_msg_free(nng_aio_get_msg(x->aio));
-        nng_aio_set_msg(x->aio, NULL);
-        return rv;
+    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > 5000 ? 5000 : left > 1 ? left : 1));
+    nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    nng_aio_wait(c->dial_aio);
+    int rv = nng_aio_result(c->dial_aio);
+    pthread_mutex_lock(&c->mu);
+    c->dialing = 0;
+    if (rv == 0 && !c->closing) {
+        c->stream = nng_aio_get_output(c->dial_aio, 0);
+        c->epoch++;
+        c->rlen = 0;
+        c->last_err = 0;
+        c->dial_failures = 0;
+        atomic_store(&c->pipes, 1);
+    } else {
+        if (rv == 0)
+            nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
+        c->last_err = rv ? rv : NNG_ECLOSED;
+        /* Back off: a coordinator being restarted is usually back soon. */
+        static const int backoff[] = {20, 50, 100, 200, 500};
+        int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
+        c->next_dial_ms = c10d_now_ms() + backoff[k];
     }
-    left = deadline - c10d_now_ms();
-    nng_aio_set_timeout(x->aio, (nng_duration)(left > 0 ? left : 1));
-    nng_ctx_recv(x->ctx, x->aio);
-    nng_aio_wait(x->aio);
-    if ((rv = nng_aio_result(x->aio)) != 0)
-        return rv;
-    *reply = nng_aio_get_msg(x->aio);
-    nng_aio_set_msg(x->aio, NULL);
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* Sends one frame on s (mu not held). Returns 0 or NNG's error; a
+ * partial frame leaves the stream unusable, which the caller handles by
+ * closing it. */
+static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline)
+{
+    int rv = 0;
+    pthread_mutex_lock(&c->send_mu);
+    for (size_t off = 0; off < len && rv == 0;) {
+        int64_t left = deadline - c10d_now_ms();
+        if (left <= 0) {
+            rv = NNG_ETIMEDOUT;
+            break;
+        }
+        nng_iov iov = {buf + off, len - off};
+        nng_aio_set_iov(c->send_aio, 1, &iov);
+        nng_aio_set_timeout(c->send_aio, (nng_duration)left);
+        nng_stream_send(s, c->send_aio);
+        nng_aio_wait(c->send_aio);
+        if ((rv = nng_aio_result(c->send_aio)) == 0)
+            off += nng_aio_count(c->send_aio);
+    }
+    pthread_mutex_unlock(&c->send_mu);
+    return rv;
+}
+
+/* Hands the complete frames in rbuf to their waiters (mu held). Returns
+ * -1 when the stream holds something that is not a frame. */
+static int dispatch(c10di_conn *c)
+{
+    size_t off = 0;
+    int woke = 0;
+    while (c->rlen - off >= C10DC_FRAME_HDR) {
+        uint32_t n = c10dc_get_u32(c->rbuf + off);
+        if (n < 8 || n > MAX_REPLY_BYTES)
+            return -1;
+        if (c->rlen - off < 4 + (size_t)n)
+            break;
+        uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
+        size_t body = n - 8;
+        for (c10di_waiter *w = c->waiters; w; w = w->next) {
+            if (w->id != id || w->done)
+                continue;
+            /* Replies nobody waits for any more (a call that timed out)
+             * are dropped. */
+            if ((w->reply = malloc(body ? body : 1)) != NULL) {
+                memcpy(w->reply, c->rbuf + off + C10DC_FRAME_HDR, body);
+                w->reply_len = body;
+            }
+            w->done = 1;
+            woke = 1;
+            break;
+        }
+        off += 4 + (size_t)n;
+    }
+    if (off) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    if (woke)
+        pthread_cond_broadcast(&c->cv);
     return 0;
+}
+
+/* Room in rbuf for the frame being read (mu held). */
+static int make_room(c10di_conn *c)
+{
+    size_t want = RBUF_MIN;
+    if (c->rlen >= 4) {
+        size_t frame = 4 + (size_t)c10dc_get_u32(c->rbuf);
+        if (frame > want)
+            want = frame;
+    }
+    if (c->rcap >= want && c->rlen < c->rcap)
+        return 0;
+    if (want <= c->rlen)
+        want = c->rlen * 2;
+    uint8_t *nb = realloc(c->rbuf, want);
+    if (!nb)
+        return -1;
+    c->rbuf = nb;
+    c->rcap = want;
+    return 0;
+}
+
+/* Reads as the connection's reader until w's reply came, its deadline
+ * passed, someone asked for the reading, or the connection broke (mu held;
+ * returns with it held). */
+static void read_for(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline)
+{
+    nng_stream *s = c->stream;
+    c->reading = 1;
+    c->reader_parked = parked;
+    c->handoff = 0;
+    c->users++;
+    while (!w->done && !c->handoff && c->stream == s) {
+        int64_t left = deadline - c10d_now_ms();
+        if (left <= 0)
+            break;
+        if (make_room(c) != 0) {
+            broken(c, s, NNG_ENOMEM);
+            break;
+        }
+        nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+        pthread_mutex_unlock(&c->mu);
+        nng_aio_set_iov(c->recv_aio, 1, &iov);
+        nng_aio_set_timeout(c->recv_aio, (nng_duration)left);
+        nng_stream_recv(s, c->recv_aio);
+        nng_aio_wait(c->recv_aio);
+        int rv = nng_aio_result(c->recv_aio);
+        size_t got = nng_aio_count(c->recv_aio);
+        pthread_mutex_lock(&c->mu);
+        if (rv == 0) {
+            c->rlen += got;
+            if (dispatch(c) != 0)
+                broken(c, s, NNG_EPROTO);
+        } else if (rv != NNG_ETIMEDOUT && rv != NNG_ECANCELED) {
+            broken(c, s, rv);
+        }
+    }
+    c->users--;
+    c->reading = 0;
+    c->reader_parked = 0;
+    pthread_cond_broadcast(&c->cv); /* another waiter takes the reading */
+}
+
+static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
+{
+    for (c10di_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+}
+
+/* Sends frame (len bytes) as request id and waits for its reply until
+ * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
+static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
+                    int64_t deadline, uint8_t **reply, size_t *reply_len)
+{
+    c10di_waiter w = {.id = id};
+    int rv = 0;
+    pthread_mutex_lock(&c->mu);
+    w.next = c->waiters;
+    c->waiters = &w;
+    while (!w.done) {
+        int64_t now = c10d_now_ms();
+        if (c->closing) {
+            rv = NNG_ECLOSED;
+            break;
+        }
+        if (now >= deadline) {
+            rv = NNG_ETIMEDOUT;
+            break;
+        }
+        if (!c->stream) {
+            if (tls_failure(c->last_err)) {
+                rv = c->last_err; /* a wrong CA does not get better by retrying */
+                break;
+            }
+            if (!c->dialing && now >= c->next_dial_ms)
+                dial(c, deadline);
+            else
+                wait_until(c, min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
+            continue;
+        }
+        if (w.sent_epoch != c->epoch) {
+            nng_stream *s = c->stream;
+            uint64_t epoch = c->epoch;
+            c->users++;
+            pthread_mutex_unlock(&c->mu);
+            int srv = send_frame(c, s, frame, len, deadline);
+            pthread_mutex_lock(&c->mu);
+            c->users--;
+            if (srv == 0)
+                w.sent_epoch = epoch;
+            else
+                broken(c, s, srv);
+            pthread_cond_broadcast(&c->cv);
+            continue;
+        }
+        if (!c->reading) {
+            read_for(c, &w, parked, deadline);
+            continue;
+        }
+        /* Someone else reads. One only waiting for news gives it up. */
+        if (!parked && c->reader_parked) {
+            c->handoff = 1;
+            nng_aio_cancel(c->recv_aio);
+            /* A reader between its checks and its recv misses the cancel:
+             * ask again shortly. */
+            wait_until(c, min64(deadline, now + 1));
+        } else {
+            wait_until(c, min64(deadline, now + 1000));
+        }
+    }
+    unlink_waiter(c, &w);
+    pthread_mutex_unlock(&c->mu);
+    if (w.done && !w.reply)
+        return NNG_ENOMEM;
+    if (w.done) {
+        *reply = w.reply;
+        *reply_len = w.reply_len;
+        return 0;
+    }
+    return rv;
 }
 
 c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
@@ -133,57 +349,50 @@ c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, 
         return c10di_error(C10D_ETOOBIG, "%s request of %zu bytes exceeds the coordinator's limit "
                            "of %llu bytes (--max-message-bytes)", op_name(req), len,
                            (unsigned long long)c->max_message_bytes);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
+    if (len > MAX_REPLY_BYTES)
+        return c10di_error(C10D_ETOOBIG, "%s request of %zu bytes is too large to frame",
+                           op_name(req), len);
+    /* One contiguous buffer: TLS encrypts a send's buffer as a record. */
+    uint8_t *frame = malloc(C10DC_FRAME_HDR + len);
+    if (!frame)
         return c10di_error(C10D_ENOMEM, "out of memory packing a %zu-byte request", len);
-    c10dpb__request__pack(req, buf);
+    c10dc_frame_header(frame, req->request_id, len);
+    c10dpb__request__pack(req, frame + C10DC_FRAME_HDR);
     if (req->who == &who)
         req->who = NULL;
 
-    c10di_ctx *x = ctx_get(c);
-    if (!x) {
-        free(buf);
-        return c10di_error(C10D_ENOMEM, "cannot open an NNG context");
-    }
     int64_t start = c10d_now_ms();
     int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
-    nng_msg *reply = NULL;
-    int rv, resends = 0;
-    while ((rv = attempt(x, buf, len, deadline, &reply)) != 0) {
-        /* The connection broke under the request (coordinator restarting):
-         * wait for the dialer to reconnect and send the same bytes again. */
-        if (rv != NNG_ECONNRESET && rv != NNG_ECONNSHUT && rv != NNG_ECLOSED &&
-            rv != NNG_ECONNREFUSED)
-            break;
-        if (rv == NNG_ECLOSED && c->refs <= 0)
-            break;
-        resends++;
-        sleep_ms(20);
-    }
-    free(buf);
-    c10d_status st = C10D_OK;
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, server_wait_ms > 0,
+                      deadline, &body, &body_len);
+    free(frame);
     if (rv != 0) {
-        int64_t waited = c10d_now_ms() - start;
+        long long waited = (long long)(c10d_now_ms() - start);
+        pthread_mutex_lock(&c->mu);
+        int last = c->last_err;
+        pthread_mutex_unlock(&c->mu);
+        if (tls_failure(rv))
+            return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s "
+                               "(is the CA file the one that signed its certificate, and does "
+                               "the certificate name this host?)", c->url, nng_strerror(rv));
         if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
-            st = c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s; "
-                             "is c10d-coord running there?)", c->url, (long long)waited,
-                             op_name(req));
-        else if (rv == NNG_ETIMEDOUT)
-            st = c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within %lld "
-                             "ms", c->url, op_name(req), (long long)waited);
-        else
-            st = c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", op_name(req), c->url,
-                             nng_strerror(rv));
-        /* The context may still hold the request: do not reuse it. */
-        ctx_free(x);
-        return st;
+            return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
+                               " is c10d-coord running there?)", c->url, waited, op_name(req),
+                               last ? ": " : "", last ? nng_strerror(last) : "");
+        if (rv == NNG_ETIMEDOUT)
+            return c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within "
+                               "%lld ms", c->url, op_name(req), waited);
+        return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", op_name(req), c->url,
+                           nng_strerror(rv));
     }
-    ctx_put(c, x);
-    C10dpb__Reply *r = c10dpb__reply__unpack(NULL, nng_msg_len(reply), nng_msg_body(reply));
-    nng_msg_free(reply);
+    C10dpb__Reply *r = c10dpb__reply__unpack(NULL, body_len, body);
+    free(body);
     if (!r)
         return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
                            op_name(req), c->url);
+    c10d_status st;
     if (r->request_id != req->request_id) {
         st = c10di_error(C10D_EPROTO, "reply to request %llu answered request %llu",
                          (unsigned long long)req->request_id, (unsigned long long)r->request_id);
@@ -208,16 +417,42 @@ static uint64_t random_id(void)
     return id ? id : 1;
 }
 
+static c10d_status make_dialer(c10di_conn *c, const char *tls_ca)
+{
+    int rv;
+    if ((rv = nng_stream_dialer_alloc(&c->dialer, c->url)) != 0)
+        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
+                           "ipc:///path or tls+tcp://host:port)", c->url, nng_strerror(rv));
+    /* Raw streams leave Nagle on; a request is one small write. */
+    nng_stream_dialer_set_bool(c->dialer, NNG_OPT_TCP_NODELAY, true);
+    if (c10dc_url_is_tls(c->url)) {
+        nng_tls_config *cfg;
+        char err[600];
+        if (c10dc_tls_client(&cfg, c->url, tls_ca, err, sizeof err) != 0)
+            return c10di_error(C10D_EAUTH, "%s", err);
+        rv = nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg); /* the dialer holds its own reference */
+        if (rv != 0)
+            return c10di_error(C10D_EAUTH, "cannot use TLS for %s: %s", c->url,
+                               nng_strerror(rv));
+    }
+    return C10D_OK;
+}
+
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            int connect_timeout_ms)
+                            const char *tls_ca, int connect_timeout_ms)
 {
     c10di_conn *c = calloc(1, sizeof *c);
     c10d_status st;
-    int rv;
-    if (!c || nng_mtx_alloc(&c->mu) != 0) {
-        free(c);
+    if (!c)
         return c10di_error(C10D_ENOMEM, "out of memory");
-    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->send_mu, NULL);
     atomic_init(&c->refs, 1);
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
@@ -226,26 +461,14 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rv = nng_req0_open(&c->sock)) != 0) {
-        st = c10di_error(C10D_ERROR, "cannot open an NNG socket: %s", nng_strerror(rv));
+    if (nng_aio_alloc(&c->send_aio, NULL, NULL) != 0 ||
+        nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
+        nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0) {
+        st = c10di_error(C10D_ENOMEM, "out of memory for NNG aios");
         goto fail;
     }
-    nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, on_pipe, c);
-    nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, on_pipe, c);
-    /* Reconnect quickly after a coordinator restart. */
-    nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 20);
-    nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
-    nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0); /* replies: trust the coordinator */
-    if ((rv = nng_dialer_create(&c->dialer, c->sock, c->url)) != 0) {
-        st = c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s", c->url, nng_strerror(rv));
+    if ((st = make_dialer(c, tls_ca ? tls_ca : getenv("C10D_TLS_CA"))) != C10D_OK)
         goto fail;
-    }
-    /* Non-blocking: a coordinator that is not up yet is retried in the
-     * background, and the hello below waits for it. */
-    if ((rv = nng_dialer_start(c->dialer, NNG_FLAG_NONBLOCK)) != 0) {
-        st = c10di_error(C10D_EINVAL, "cannot dial %s: %s", c->url, nng_strerror(rv));
-        goto fail;
-    }
     C10dpb__Hello hello = C10DPB__HELLO__INIT;
     hello.has_protocol = 1;
     hello.protocol = C10D_PROTOCOL_VERSION;
@@ -283,16 +506,26 @@ void c10di_conn_unref(c10di_conn *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    for (c10di_ctx *x = c->idle, *n; x; x = n) {
-        n = x->next;
-        ctx_free(x);
-    }
-    /* A zero socket (never opened) is rejected harmlessly. If NNG's close
-     * hangs (see common/nng_close.h) the connection is leaked, not freed:
-     * its pipe callbacks may still run. */
-    if (c10dc_nng_close_bounded(c->sock, 2000) != 0)
-        return;
-    nng_mtx_free(c->mu);
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    if (c->stream)
+        nng_stream_close(c->stream);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    /* Each waits for its operation to end: nobody else is left calling. */
+    nng_aio_free(c->send_aio);
+    nng_aio_free(c->recv_aio);
+    nng_aio_free(c->dial_aio);
+    if (c->stream)
+        nng_stream_free(c->stream);
+    if (c->retired)
+        nng_stream_free(c->retired);
+    if (c->dialer)
+        nng_stream_dialer_free(c->dialer);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->send_mu);
+    free(c->rbuf);
     free(c->token);
     free(c);
 }

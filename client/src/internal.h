@@ -8,6 +8,7 @@
 #include <c10d/c10d.h>
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 /* --- errors.c --- */
@@ -22,28 +23,46 @@ void c10di_resolve_url(const char *url, char *out, size_t outlen);
 /* An integer from the environment, or def when unset or malformed. */
 long c10di_env_long(const char *name, long def);
 
-/* --- conn.c: one NNG connection to the coordinator, shared by a store
- * and its prefix views --- */
+/* --- conn.c: one byte-stream connection to the coordinator, shared by a
+ * store, its prefix views, and a world's threads (see conn.c) --- */
+typedef struct c10di_waiter c10di_waiter;
 typedef struct c10di_conn {
     atomic_int refs;
-    nng_socket sock;
-    nng_dialer dialer;
     char url[512];
     char *token;
     uint64_t client_id;
     atomic_uint_least64_t next_request_id;
-    atomic_int pipes; /* connections up now */
+    atomic_int pipes; /* 1 while connected */
     /* the coordinator's limits, learnt at connect */
     uint64_t max_key_bytes, max_value_bytes, max_message_bytes;
     uint32_t max_multi_keys;
     char server_version[32];
-    /* idle NNG contexts, reused across calls */
-    nng_mtx *mu;
-    struct c10di_ctx *idle;
+
+    pthread_mutex_t mu;  /* guards what follows, except where noted */
+    pthread_cond_t cv;   /* any change: a reply, the connection, the reader */
+    nng_stream_dialer *dialer;
+    nng_stream *stream;  /* NULL while not connected */
+    nng_stream *retired; /* closed, freed once no thread uses it */
+    uint64_t epoch;      /* bumped at every new connection */
+    int users;           /* threads using stream outside mu */
+    int dialing, reading, reader_parked, handoff, closing;
+    int64_t next_dial_ms;
+    int dial_failures;
+    int last_err;        /* the last dial or I/O error (NNG's) */
+    c10di_waiter *waiters;
+    /* the reader's (one thread at a time, handed over under mu) */
+    uint8_t *rbuf;
+    size_t rcap, rlen;
+    nng_aio *recv_aio, *dial_aio;
+    /* sending: one frame at a time */
+    pthread_mutex_t send_mu;
+    nng_aio *send_aio;
 } c10di_conn;
 
+/* Connects (tls_ca: the CA file for tls+tcp://; NULL = C10D_TLS_CA) and
+ * says hello. */
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            int connect_timeout_ms);
+                            const char *tls_ca, int connect_timeout_ms);
 void c10di_conn_ref(c10di_conn *c);
 void c10di_conn_unref(c10di_conn *c);
 

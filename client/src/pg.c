@@ -202,7 +202,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->verify = c10di_verify_mode(opts.verify);
     pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
     const char *token = getenv("C10D_TOKEN");
-    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, w->timeout_ms)) != C10D_OK) {
+    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, opts.tls_ca,
+                                 w->timeout_ms)) != C10D_OK) {
         free(w->lost);
         free(w->lost_seqs);
         pthread_mutex_destroy(&w->mu);

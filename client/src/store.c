@@ -54,7 +54,7 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     int connect_timeout = opts.connect_timeout_ms > 0 ? opts.connect_timeout_ms : timeout;
     const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
     c10di_conn *conn;
-    c10d_status st = c10di_conn_open(&conn, url, token, connect_timeout);
+    c10d_status st = c10di_conn_open(&conn, url, token, opts.tls_ca, connect_timeout);
     if (st != C10D_OK)
         return st;
     if ((st = store_new(out, conn, "", timeout)) != C10D_OK)

@@ -67,7 +67,7 @@ static double now(void)
 static int run(coord_proc *coord, int n)
 {
     c10di_conn *conn;
-    if (c10di_conn_open(&conn, coord->url, NULL, 10000) != C10D_OK) {
+    if (c10di_conn_open(&conn, coord->url, NULL, NULL, 10000) != C10D_OK) {
         fprintf(stderr, "connect: %s\n", c10d_errmsg());
         return -1;
     }
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
             sizes[ns] = atoi(argv[ns + 1]);
     coord_proc coord;
     coord_init(&coord);
-    const char *extra[] = {"--receivers", "256", NULL};
+    const char *extra[] = {NULL};
     if (coord_start(&coord, NULL, extra, NULL) != 0) {
         fprintf(stderr, "cannot start the coordinator\n");
         return 1;

@@ -117,9 +117,9 @@ int main(int argc, char **argv)
         threads = atoi(argv[4]);
     coord_proc coord;
     coord_init(&coord);
-    const char *extra[] = {"--receivers", "256", NULL};
+    const char *extra[] = {NULL};
     if (coord_start(&coord, NULL, extra, NULL) != 0 ||
-        c10di_conn_open(&conn, coord.url, NULL, 10000) != C10D_OK) {
+        c10di_conn_open(&conn, coord.url, NULL, NULL, 10000) != C10D_OK) {
         fprintf(stderr, "cannot start or reach the coordinator\n");
         return 1;
     }

@@ -217,8 +217,9 @@ static c10ds_config cfg;
 static C10dpb__Reply *replies[64];
 static int nreplies;
 
-static void capture(void *arg, void *slot, const void *reply, size_t len)
+static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
 {
+    (void)request_id;
     replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
 }
 

@@ -44,14 +44,18 @@ typedef struct c10d_init_opts {
     c10d_verify verify;
     int timeout_ms; /* rendezvous and collectives; 0: C10D_TIMEOUT_MS, else 600000 */
     int device;     /* CUDA device; -1: LOCAL_RANK */
+    /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
+     * certificate; NULL: C10D_TLS_CA. */
+    const char *tls_ca;
 } c10d_init_opts;
 
-#define C10D_INIT_OPTS_INIT {NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1}
+#define C10D_INIT_OPTS_INIT \
+    {NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1, NULL}
 
 /* Joins the world group of the job and waits for every rank. o NULL =
  * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +
  * MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, C10D_JOB, C10D_TIMEOUT_MS,
- * C10D_TOKEN). On success *out is the world group; free with c10d_destroy.
+ * C10D_TOKEN, C10D_TLS_CA). On success *out is the world group; free with c10d_destroy.
  * Errors: C10D_ETIMEDOUT (names the ranks that never arrived), C10D_EINVAL
  * (bad rank/world size, or the rank is held by another live process: the
  * message names its host and pid), C10D_EPEERLOST (a rank died during the

@@ -39,9 +39,12 @@ typedef struct c10d_store_opts {
     /* Shared secret the coordinator was started with; NULL = C10D_TOKEN
      * from the environment, if set. */
     const char *token;
+    /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
+     * certificate; NULL = C10D_TLS_CA from the environment. */
+    const char *tls_ca;
 } c10d_store_opts;
 
-#define C10D_STORE_OPTS_INIT {0, 0, NULL}
+#define C10D_STORE_OPTS_INIT {0, 0, NULL, NULL}
 
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment
@@ -49,7 +52,9 @@ typedef struct c10d_store_opts {
  * `o` NULL = defaults + environment. Waits for the coordinator to answer.
  * On success *out is a handle to free with c10d_store_close.
  * Errors: C10D_EUNAVAIL (nobody answered in time), C10D_EINVAL (bad URL),
- * C10D_EAUTH, C10D_EPROTO (not a c10d-coord, or an incompatible one). */
+ * C10D_EAUTH (wrong token; for TLS: no CA, or the server's certificate does
+ * not verify against it), C10D_EPROTO (not a c10d-coord, or an incompatible
+ * one). */
 C10D_API c10d_status c10d_store_connect(c10d_store **out, const char *url,
                                         const c10d_store_opts *o);
 

@@ -1,0 +1,143 @@
+#include "tls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int c10dc_url_is_tls(const char *url)
+{
+    return url && strncmp(url, "tls+", 4) == 0;
+}
+
+/* The whole of a PEM file, NUL-terminated (NNG wants strings). */
+static char *slurp(const char *path, const char *what, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot read the TLS %s %s: %m", what, path);
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (size_t k; buf && (k = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += k;
+        if (len + 1 == cap) {
+            char *nb = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(err, errlen, "the TLS %s %s is too large or memory ran out", what, path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* The host part of scheme://host:port (brackets kept off IPv6). */
+static void url_host(const char *url, char *out, size_t outlen)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *end;
+    if (*p == '[') {
+        p++;
+        end = strchr(p, ']');
+    } else {
+        end = strrchr(p, ':');
+    }
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    snprintf(out, outlen, "%.*s", (int)n, p);
+}
+
+int c10dc_tls_client(nng_tls_config **out, const char *url, const char *ca_file, char *err,
+                     size_t errlen)
+{
+    nng_tls_config *cfg;
+    int rv;
+    *out = NULL;
+    if (!ca_file || !*ca_file) {
+        snprintf(err, errlen, "%s is a TLS address, but no CA file was given to verify the "
+                 "coordinator's certificate with (set C10D_TLS_CA, or the tls_ca option)", url);
+        return -1;
+    }
+    if ((rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT)) != 0) {
+        snprintf(err, errlen, "TLS is not available in this NNG: %s", nng_strerror(rv));
+        return -1;
+    }
+    char host[256];
+    url_host(url, host, sizeof host);
+    if ((rv = nng_tls_config_ca_file(cfg, ca_file)) != 0) {
+        snprintf(err, errlen, "cannot load the TLS CA file %s: %s", ca_file, nng_strerror(rv));
+        goto fail;
+    }
+    if ((rv = nng_tls_config_server_name(cfg, host)) != 0 ||
+        (rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) != 0) {
+        snprintf(err, errlen, "cannot configure TLS for %s: %s", url, nng_strerror(rv));
+        goto fail;
+    }
+    *out = cfg;
+    return 0;
+fail:
+    nng_tls_config_free(cfg);
+    return -1;
+}
+
+int c10dc_tls_server(nng_tls_config **out, const char *cert_file, const char *key_file,
+                     const char *ca_file, char *err, size_t errlen)
+{
+    nng_tls_config *cfg = NULL;
+    char *cert = NULL, *key = NULL;
+    int rv, ret = -1;
+    *out = NULL;
+    if (!cert_file || !key_file) {
+        snprintf(err, errlen, "a tls+tcp:// listener needs --tls-cert and --tls-key");
+        return -1;
+    }
+    if (!(cert = slurp(cert_file, "certificate", err, errlen)) ||
+        !(key = slurp(key_file, "key", err, errlen)))
+        goto out;
+    if ((rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER)) != 0) {
+        snprintf(err, errlen, "TLS is not available in this NNG: %s", nng_strerror(rv));
+        goto out;
+    }
+    if ((rv = nng_tls_config_own_cert(cfg, cert, key, NULL)) != 0) {
+        snprintf(err, errlen, "cannot use the TLS certificate %s with the key %s: %s (are both "
+                 "PEM, and is the key the certificate's?)", cert_file, key_file,
+                 nng_strerror(rv));
+        goto out;
+    }
+    if (ca_file && *ca_file) {
+        if ((rv = nng_tls_config_ca_file(cfg, ca_file)) != 0) {
+            snprintf(err, errlen, "cannot load the TLS CA file %s: %s", ca_file,
+                     nng_strerror(rv));
+            goto out;
+        }
+        rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED);
+    } else {
+        rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_NONE);
+    }
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot configure TLS: %s", nng_strerror(rv));
+        goto out;
+    }
+    *out = cfg;
+    cfg = NULL;
+    ret = 0;
+out:
+    if (cfg)
+        nng_tls_config_free(cfg);
+    if (key) {
+        memset(key, 0, strlen(key)); /* a private key does not linger in freed memory */
+        free(key);
+    }
+    free(cert);
+    return ret;
+}

@@ -50,6 +50,8 @@ static const char usage[] =
     "Options:\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
     "                      else tcp://127.0.0.1:29500)\n"
+    "      --tls-ca FILE   for a tls+tcp:// coordinator: the CA (PEM) that signed its\n"
+    "                      certificate (default: $C10D_TLS_CA)\n"
     "  -j, --json          machine-readable output on stdout (errors too)\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
     "  -w, --wait MS       get: wait up to MS for the key to appear (default: no wait)\n"
@@ -57,7 +59,8 @@ static const char usage[] =
     "  -h, --help          show this help\n"
     "  -V, --version       show the version\n"
     "\n"
-    "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret).\n"
+    "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret),\n"
+    "C10D_TLS_CA.\n"
     "\n"
     "Exit status: 0 success; 1 other error; 2 bad usage; 3 no such key;\n"
     "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
@@ -452,9 +455,10 @@ int main(int argc, char **argv)
         {"coord", required_argument, 0, 'c'}, {"json", no_argument, 0, 'j'},
         {"timeout", required_argument, 0, 't'}, {"wait", required_argument, 0, 'w'},
         {"limit", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'}, {0, 0, 0, 0},
+        {"version", no_argument, 0, 'V'}, {"tls-ca", required_argument, 0, 'A'},
+        {0, 0, 0, 0},
     };
-    const char *coord = NULL;
+    const char *coord = NULL, *tls_ca = NULL;
     long long timeout = 5000, wait = 0, limit = 1000;
     int c;
     /* '+': stop at the command, so "set k -5" is not taken as options. */
@@ -462,6 +466,9 @@ int main(int argc, char **argv)
         switch (c) {
         case 'c':
             coord = optarg;
+            break;
+        case 'A':
+            tls_ca = optarg;
             break;
         case 'j':
             json_out = 1;
@@ -512,6 +519,7 @@ int main(int argc, char **argv)
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
     o.timeout_ms = (int)timeout;
     o.connect_timeout_ms = (int)timeout;
+    o.tls_ca = tls_ca;
     c10d_store *s = NULL;
     c10d_status st = c10d_store_connect(&s, coord, &o);
     if (st != C10D_OK)

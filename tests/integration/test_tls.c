@@ -1,0 +1,186 @@
+/* TLS end to end: a coordinator on tls+tcp:// with a throwaway CA's
+ * certificate; the store, a job's collectives and c10d-ctl over it, with a
+ * token too; a client without the CA, with the wrong CA, or speaking plain
+ * TCP gets a clear error naming TLS (and the coordinator serves the
+ * others); a TLS listener without a certificate refuses to start. */
+#include "coord_proc.h"
+#include "tls_certs.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static coord_proc coord;
+static tls_certs certs;
+static char token_file[600];
+
+#define OK(call) ck_assert_msg((call) == C10D_OK, "%s: %s", #call, c10d_errmsg())
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_msg(tls_make_certs(coord.dir, &certs) == 0, "openssl could not make certificates");
+    snprintf(token_file, sizeof token_file, "%s/token", coord.dir);
+    FILE *f = fopen(token_file, "w");
+    fputs("s3cret\n", f);
+    fclose(f);
+    const char *args[] = {"--tls-cert", certs.cert, "--tls-key", certs.key,
+                          "--token-file", token_file, NULL};
+    ck_assert_int_eq(coord_start(&coord, "tls+tcp://127.0.0.1:0", args, NULL), 0);
+    ck_assert_msg(strncmp(coord.url, "tls+tcp://127.0.0.1:", 20) == 0 && !strstr(coord.url, ":0"),
+                  "bound URL %s", coord.url);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+}
+
+static c10d_status connect_with(const char *ca, const char *token, c10d_store **s)
+{
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 5000;
+    o.tls_ca = ca;
+    o.token = token;
+    return c10d_store_connect(s, coord.url, &o);
+}
+
+START_TEST(the_store_works_over_tls_with_a_token)
+{
+    c10d_store *s = NULL;
+    OK(connect_with(certs.ca, "s3cret", &s));
+    OK(c10d_store_set(s, "k", "v", 1));
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "k", &v, &n, 0));
+    ck_assert_uint_eq(n, 1);
+    c10d_free(v);
+    int64_t x;
+    OK(c10d_store_add(s, "c", 5, &x));
+    ck_assert_int_eq(x, 5);
+    c10d_store_close(s);
+    /* TLS does not stand in for the token. */
+    ck_assert_int_eq(connect_with(certs.ca, "wrong", &s), C10D_EAUTH);
+}
+END_TEST
+
+START_TEST(a_client_without_the_right_ca_is_told_why)
+{
+    c10d_store *s = NULL;
+    long long t0 = test_now_ms();
+    ck_assert_int_eq(connect_with("", "s3cret", &s), C10D_EAUTH);
+    ck_assert_msg(strstr(c10d_errmsg(), "TLS") && strstr(c10d_errmsg(), "C10D_TLS_CA"), "%s",
+                  c10d_errmsg());
+    ck_assert_int_eq(connect_with(certs.other_ca, "s3cret", &s), C10D_EAUTH);
+    ck_assert_msg(strstr(c10d_errmsg(), "TLS handshake"), "%s", c10d_errmsg());
+    /* At once, not after the 5 s timeout: retrying does not fix a CA. */
+    ck_assert_int_lt(test_now_ms() - t0, 3000);
+    /* The coordinator serves the others all along. */
+    OK(connect_with(certs.ca, "s3cret", &s));
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(a_plain_tcp_client_does_not_hurt_the_coordinator)
+{
+    char plain[300];
+    snprintf(plain, sizeof plain, "tcp://%s", coord.url + strlen("tls+tcp://"));
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 1500;
+    o.token = "s3cret";
+    c10d_store *s = NULL;
+    ck_assert_int_ne(c10d_store_connect(&s, plain, &o), C10D_OK);
+    OK(connect_with(certs.ca, "s3cret", &s));
+    OK(c10d_store_set(s, "still", "here", 4));
+    c10d_store_close(s);
+}
+END_TEST
+
+static int job_body(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 30000);
+    if (!pg)
+        return 10;
+    float x[4] = {1, 2, 3, (float)rank};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 4);
+    for (int i = 0; i < 20; i++)
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK) {
+            fprintf(stderr, "rank %d: %s\n", rank, c10d_errmsg());
+            return 11;
+        }
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(a_job_runs_over_tls)
+{
+    /* The ranks take the CA and the token from the environment. */
+    setenv("C10D_TLS_CA", certs.ca, 1);
+    setenv("C10D_TOKEN", "s3cret", 1);
+    int failed = world_run(2, job_body, (void *)world_job("tls"), 60, NULL);
+    unsetenv("C10D_TLS_CA");
+    unsetenv("C10D_TOKEN");
+    ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
+static int ctl(const char *ca, char *out, size_t outlen)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "C10D_TOKEN=s3cret %s --json --coord %s %s%s status 2>&1",
+             C10D_CTL_BIN, coord.url, ca ? "--tls-ca " : "", ca ? ca : "");
+    FILE *p = popen(cmd, "r");
+    size_t got = fread(out, 1, outlen - 1, p);
+    out[got] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(c10d_ctl_speaks_tls)
+{
+    char out[8192];
+    ck_assert_msg(ctl(certs.ca, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "tls+tcp://"), "%s", out);
+    ck_assert_msg(ctl(certs.other_ca, out, sizeof out) == 6, "%s", out); /* not authorized */
+    ck_assert_msg(strstr(out, "TLS"), "%s", out);
+}
+END_TEST
+
+START_TEST(a_tls_listener_needs_a_certificate)
+{
+    coord_proc c2;
+    coord_init(&c2);
+    int status = 0;
+    ck_assert_int_eq(coord_start(&c2, "tls+tcp://127.0.0.1:0", NULL, &status), -1);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "status %d", status);
+    ck_assert(coord_log_contains(&c2, "needs --tls-cert and --tls-key"));
+    /* A key that is not the certificate's. */
+    const char *bad[] = {"--tls-cert", certs.cert, "--tls-key", certs.ca, NULL};
+    ck_assert_int_eq(coord_start(&c2, "tls+tcp://127.0.0.1:0", bad, &status), -1);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+    ck_assert(coord_log_contains(&c2, "cannot"));
+    coord_cleanup(&c2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tls");
+    TCase *tc = tcase_create("tls");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, the_store_works_over_tls_with_a_token);
+    tcase_add_test(tc, a_client_without_the_right_ca_is_told_why);
+    tcase_add_test(tc, a_plain_tcp_client_does_not_hurt_the_coordinator);
+    tcase_add_test(tc, a_job_runs_over_tls);
+    tcase_add_test(tc, c10d_ctl_speaks_tls);
+    tcase_add_test(tc, a_tls_listener_needs_a_certificate);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -14,6 +14,15 @@
  * that arrives: the newcomer's reply should not need a second thread to
  * wake it.
  *
+ * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
+ * cancelled or timed-out recv aborts the TCP read beneath it, which tears
+ * the connection down, and when that read has just finished the abort
+ * finds nothing to stop and the recv is never completed at all (a job's
+ * ranks hung in c10d_destroy that way). So on tls+tcp:// one receive with
+ * no timeout stays armed while connected, its callback hands the replies
+ * out, and callers only wait on the condition variable: one more thread
+ * hop per reply, paid only where TLS's own costs dwarf it.
+ *
  * When the connection breaks (a coordinator restart), whichever caller
  * notices dials again (backing off from 20 to 500 ms) and every waiting
  * call sends its request again, with the same request id, so the
@@ -86,6 +95,8 @@ static int tls_failure(int rv)
     return rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO;
 }
 
+static void rx_arm(c10di_conn *c);
+
 /* Dials once (mu held, returns with it held). */
 static void dial(c10di_conn *c, int64_t deadline)
 {
@@ -113,6 +124,8 @@ static void dial(c10di_conn *c, int64_t deadline)
         c->last_err = 0;
         c->dial_failures = 0;
         atomic_store(&c->pipes, 1);
+        if (c->rx_async)
+            rx_arm(c);
     } else {
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
@@ -209,6 +222,45 @@ static int make_room(c10di_conn *c)
     return 0;
 }
 
+/* TLS: arms the connection's one receive on c->stream (mu held). The
+ * armed receive counts as a user of the stream, so a redial waits for its
+ * callback before freeing it. */
+static void rx_arm(c10di_conn *c)
+{
+    if (make_room(c) != 0) {
+        broken(c, c->stream, NNG_ENOMEM);
+        return;
+    }
+    c->rx_stream = c->stream;
+    c->users++;
+    nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+    nng_aio_set_iov(c->rx_aio, 1, &iov);
+    nng_aio_set_timeout(c->rx_aio, NNG_DURATION_INFINITE);
+    /* NNG completes it on its own threads, never inside this call. */
+    nng_stream_recv(c->stream, c->rx_aio);
+}
+
+static void rx_done(void *arg)
+{
+    c10di_conn *c = arg;
+    int rv = nng_aio_result(c->rx_aio);
+    size_t got = nng_aio_count(c->rx_aio);
+    pthread_mutex_lock(&c->mu);
+    nng_stream *s = c->rx_stream;
+    c->users--;
+    if (rv != 0) {
+        broken(c, s, rv); /* does nothing if the stream was replaced */
+    } else if (c->stream == s) {
+        c->rlen += got;
+        if (dispatch(c) != 0)
+            broken(c, s, NNG_EPROTO);
+        else if (!c->closing)
+            rx_arm(c);
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* Reads as the connection's reader until w's reply came, its deadline
  * passed, someone asked for the reading, or the connection broke (mu held;
  * returns with it held). */
@@ -303,6 +355,10 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             else
                 broken(c, s, srv);
             pthread_cond_broadcast(&c->cv);
+            continue;
+        }
+        if (c->rx_async) {
+            wait_until(c, deadline); /* rx_done wakes us */
             continue;
         }
         if (!c->reading) {
@@ -457,13 +513,15 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
     c10di_resolve_url(url, c->url, sizeof c->url);
+    c->rx_async = c10dc_url_is_tls(c->url);
     if (token && *token && !(c->token = strdup(token))) {
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto fail;
     }
     if (nng_aio_alloc(&c->send_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
-        nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0) {
+        nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0 ||
+        nng_aio_alloc(&c->rx_aio, rx_done, c) != 0) {
         st = c10di_error(C10D_ENOMEM, "out of memory for NNG aios");
         goto fail;
     }
@@ -516,6 +574,7 @@ void c10di_conn_unref(c10di_conn *c)
     nng_aio_free(c->send_aio);
     nng_aio_free(c->recv_aio);
     nng_aio_free(c->dial_aio);
+    nng_aio_free(c->rx_aio); /* waits for rx_done, which takes mu */
     if (c->stream)
         nng_stream_free(c->stream);
     if (c->retired)

@@ -50,10 +50,14 @@ typedef struct c10di_conn {
     int dial_failures;
     int last_err;        /* the last dial or I/O error (NNG's) */
     c10di_waiter *waiters;
-    /* the reader's (one thread at a time, handed over under mu) */
+    /* the reader's (one thread at a time, handed over under mu; or, on
+     * TLS, the armed receive's callback) */
     uint8_t *rbuf;
     size_t rcap, rlen;
     nng_aio *recv_aio, *dial_aio;
+    int rx_async;          /* TLS: replies come by callback (conn.c says why) */
+    nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
+    nng_stream *rx_stream; /* the stream it reads */
     /* sending: one frame at a time */
     pthread_mutex_t send_mu;
     nng_aio *send_aio;

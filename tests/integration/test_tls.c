@@ -10,6 +10,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,31 @@ START_TEST(a_job_runs_over_tls)
 }
 END_TEST
 
+START_TEST(a_client_rides_through_a_restart_over_tls)
+{
+    /* The handshake is redone on the new connection and the waiting call
+     * is sent again; with the watch of a job parked on the same
+     * connection, a_job_runs_over_tls covers the other TLS receive path. */
+    c10d_store *s = NULL;
+    OK(connect_with(certs.ca, "s3cret", &s));
+    int64_t x;
+    OK(c10d_store_add(s, "n", 1, &x));
+    char url[256];
+    snprintf(url, sizeof url, "%s", coord.url);
+    coord_stop(&coord, SIGKILL);
+    const char *args[] = {"--tls-cert", certs.cert, "--tls-key", certs.key,
+                          "--token-file", token_file, NULL};
+    ck_assert_int_eq(coord_start(&coord, url, args, NULL), 0);
+    OK(c10d_store_add(s, "n", 1, &x));
+    ck_assert_int_eq(x, 2); /* the database kept the first */
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "n", &v, &n, 0));
+    c10d_free(v);
+    c10d_store_close(s);
+}
+END_TEST
+
 static int ctl(const char *ca, char *out, size_t outlen)
 {
     char cmd[2048];
@@ -179,6 +205,7 @@ int main(void)
     tcase_add_test(tc, a_client_without_the_right_ca_is_told_why);
     tcase_add_test(tc, a_plain_tcp_client_does_not_hurt_the_coordinator);
     tcase_add_test(tc, a_job_runs_over_tls);
+    tcase_add_test(tc, a_client_rides_through_a_restart_over_tls);
     tcase_add_test(tc, c10d_ctl_speaks_tls);
     tcase_add_test(tc, a_tls_listener_needs_a_certificate);
     suite_add_tcase(s, tc);

@@ -221,6 +221,9 @@ int c10ds_verify_member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, con
         if (g->entered[idx])
             snprintf(when, sizeof when, "after collective #%llu",
                      (unsigned long long)g->entered[idx]);
+        else if (g->completed[idx]) /* its watch said so (after a coordinator restart) */
+            snprintf(when, sizeof when, "after completing collective #%llu",
+                     (unsigned long long)g->completed[idx]);
         else
             snprintf(when, sizeof when, "before its first collective");
         snprintf(report, sizeof report, "%s (host %s, pid %d) %s %s of group %s (job %s): %s; "
@@ -769,29 +772,50 @@ static void on_watch_done(C10dpb__WatchReply *w)
     w->n_alerts = 0;
 }
 
-/* A heartbeat's ",group=seq," of completed collectives. */
+/* The next "name=seq" of a ",world=57,world.1=3," list: returns where
+ * to go on from, or NULL at the end. */
+static const char *next_group_seq(const char *p, char *name, size_t cap, uint64_t *seq)
+{
+    while (p && *p == ',')
+        p++;
+    if (!p || !*p)
+        return NULL;
+    const char *eq = strchr(p, '='), *end = strchr(p, ',');
+    if (!eq || (end && end < eq))
+        return NULL;
+    int n = (int)(eq - p) < (int)cap - 1 ? (int)(eq - p) : (int)cap - 1;
+    snprintf(name, cap, "%.*s", n, p);
+    *seq = strtoull(eq + 1, NULL, 10);
+    return end ? end + 1 : eq + strlen(eq);
+}
+
+/* A watch says what its rank completed, and which checks it was told had
+ * passed. The second matters after a restart: this coordinator starts
+ * with no verification state, and a rank its predecessor let into #N is
+ * in the data plane, never to report #N again, while the others send
+ * their #N check here. Having passed, #N was entered alike by every
+ * member: everyone is moved on to it, releasing their checks. */
 static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
 {
-    const char *job = m->job;
-    uint64_t gen = m->generation;
-    int rank = m->rank;
-    for (const char *p = m->completed; p && *p;) {
-        if (*p == ',') {
-            p++;
+    char name[64];
+    uint64_t seq;
+    for (const char *p = m->completed; (p = next_group_seq(p, name, sizeof name, &seq));) {
+        if (!seq)
             continue;
-        }
-        const char *eq = strchr(p, '='), *end = strchr(p, ',');
-        if (!eq || (end && end < eq))
-            break;
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(eq - p) < 63 ? (int)(eq - p) : 63, p);
-        uint64_t seq = strtoull(eq + 1, NULL, 10);
-        for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-            if (g->gen == gen && !strcmp(g->name, name) && !strcmp(g->job, job) && rank >= 0 &&
-                rank < g->world && g->index_of[rank] >= 0 &&
-                seq > g->completed[g->index_of[rank]])
-                g->completed[g->index_of[rank]] = seq;
-        p = end ? end + 1 : NULL;
+        /* made here too, so a restarted coordinator knows where a rank is
+         * before it reports anything */
+        c10ds_vgroup *g = c10ds_verify_group(e, m->job, m->generation, name);
+        if (g && m->rank >= 0 && m->rank < g->world && g->index_of[m->rank] >= 0 &&
+            seq > g->completed[g->index_of[m->rank]])
+            g->completed[g->index_of[m->rank]] = seq;
+    }
+    for (const char *p = m->verified; (p = next_group_seq(p, name, sizeof name, &seq));) {
+        c10ds_vgroup *g = c10ds_verify_group(e, m->job, m->generation, name);
+        if (!g || g->status || seq <= g->min_entered || m->rank < 0 || m->rank >= g->world ||
+            g->index_of[m->rank] < 0)
+            continue;
+        for (int i = 0; i < g->size; i++)
+            c10ds_verify_skip_to(e, g, i, seq);
     }
 }
 

@@ -314,7 +314,7 @@ static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
 /* Sends frame (len bytes) as request id and waits for its reply until
  * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
 static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
-                    int64_t deadline, uint8_t **reply, size_t *reply_len)
+                    int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
 {
     c10di_waiter w = {.id = id};
     int rv = 0;
@@ -329,6 +329,10 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
         }
         if (now >= deadline) {
             rv = NNG_ETIMEDOUT;
+            break;
+        }
+        if (!resend && w.sent_epoch && (!c->stream || w.sent_epoch != c->epoch)) {
+            rv = NNG_ECONNRESET; /* sent on a connection that broke */
             break;
         }
         if (!c->stream) {
@@ -388,8 +392,8 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
     return rv;
 }
 
-c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
-                       C10dpb__Reply **rep)
+static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+                        int resend, C10dpb__Reply **rep)
 {
     C10dpb__Identity who = C10DPB__IDENTITY__INIT;
     who.has_client_id = 1;
@@ -422,7 +426,7 @@ c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, 
     uint8_t *body = NULL;
     size_t body_len = 0;
     int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, server_wait_ms > 0,
-                      deadline, &body, &body_len);
+                      resend, deadline, &body, &body_len);
     free(frame);
     if (rv != 0) {
         long long waited = (long long)(c10d_now_ms() - start);
@@ -463,6 +467,18 @@ c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, 
     }
     *rep = r;
     return C10D_OK;
+}
+
+c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+                       C10dpb__Reply **rep)
+{
+    return call(c, req, server_wait_ms, timeout_ms, 1, rep);
+}
+
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms, C10dpb__Reply **rep)
+{
+    return call(c, req, server_wait_ms, timeout_ms, 0, rep);
 }
 
 static uint64_t random_id(void)

@@ -78,6 +78,11 @@ void c10di_conn_unref(c10di_conn *c);
  * c10dpb__reply__free_unpacked); on error c10d_errmsg() says why. */
 c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
                        C10dpb__Reply **rep);
+/* The same, but a request the connection broke under is not sent again:
+ * the call fails with C10D_EUNAVAIL (for requests that are better packed
+ * afresh, like the watch, which says where the rank is now). */
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms, C10dpb__Reply **rep);
 
 /* --- store.c --- */
 c10di_conn *c10di_store_conn(c10d_store *s);

@@ -168,6 +168,7 @@ struct c10d_pg {
     void *gpu_state;
     uint64_t seq;       /* collectives issued on this group */
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
+    atomic_uint_least64_t verified;  /* the last whose SYNC check passed (the watcher reads it) */
     c10d_pg *next_in_world;          /* the world's live groups (w->mu) */
     uint64_t p2p_seq;   /* send/recv, counted apart: only two ranks take part */
     /* c10di_pg_check's memo: nothing lost applied at w->lost_version ==

@@ -244,6 +244,10 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     c10d_status st = c10di_call(w->conn, &req, left > 0 ? (int)left : 1, 30000, &rep);
     if (st == C10D_OK) {
         c10dpb__reply__free_unpacked(rep, NULL);
+        /* The watch passes this on: a coordinator that restarts while this
+         * rank is in the data plane learns the check passed. */
+        if (wait && c->seq > atomic_load(&pg->verified))
+            atomic_store(&pg->verified, c->seq);
         return C10D_OK;
     }
     if (st == C10D_EDESYNC || st == C10D_EPEERLOST || st == C10D_ETIMEDOUT) {

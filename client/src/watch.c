@@ -95,17 +95,24 @@ static void *watch_main(void *arg)
     uint64_t known = 0;
     char last[sizeof w->act_text + 16] = "";
     while (!atomic_load(&w->stopping)) {
-        char activity[sizeof w->act_text + 16], completed[1024];
-        size_t off = 0;
+        char activity[sizeof w->act_text + 16], completed[1024], verified[1024];
+        size_t off = 0, voff = 0;
         c10di_activity_read(w, activity, sizeof activity);
         pthread_mutex_lock(&w->mu);
         /* what each live group completed: a stall report can then say a
          * rank finished #5 rather than that it is still in it */
-        completed[0] = '\0';
+        completed[0] = verified[0] = '\0';
         for (c10d_pg *g = w->groups; g && off + 48 < sizeof completed; g = g->next_in_world)
             off += (size_t)snprintf(completed + off, sizeof completed - off, "%s%s=%llu,",
                                     off ? "" : ",", g->name,
                                     (unsigned long long)atomic_load(&g->completed));
+        /* and which checks passed: a restarted coordinator must not wait
+         * for this rank to enter a collective it is already running */
+        for (c10d_pg *g = w->groups; g && voff + 48 < sizeof verified; g = g->next_in_world)
+            if (atomic_load(&g->verified))
+                voff += (size_t)snprintf(verified + voff, sizeof verified - voff, "%s%s=%llu,",
+                                         voff ? "" : ",", g->name,
+                                         (unsigned long long)atomic_load(&g->verified));
         pthread_mutex_unlock(&w->mu);
         int busy = strcmp(activity, last) != 0;
         memcpy(last, activity, sizeof last);
@@ -118,6 +125,7 @@ static void *watch_main(void *arg)
         m.wait_ms = busy ? WATCH_BUSY_MS : WATCH_WAIT_MS;
         m.activity = activity;
         m.completed = completed;
+        m.verified = verified;
         /* the join states applied so far: the coordinator hands a joined
          * rank nothing this rank might count or divide wrongly */
         m.n_join_known = c10di_join_acks(w, &m.join_known);
@@ -125,7 +133,9 @@ static void *watch_main(void *arg)
         req.op_case = C10DPB__REQUEST__OP_WATCH;
         req.watch = &m;
         C10dpb__Reply *rep = NULL;
-        c10d_status st = c10di_call(w->conn, &req, m.wait_ms, 5000, &rep);
+        /* Not resent after a reconnect: the next one, packed afresh, tells
+         * a restarted coordinator where this rank is now. */
+        c10d_status st = c10di_call_once(w->conn, &req, m.wait_ms, 5000, &rep);
         c10di_join_acks_free(m.join_known, m.n_join_known);
         if (st != C10D_OK) {
             /* The coordinator is unreachable or restarting: that is not a

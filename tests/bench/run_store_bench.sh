@@ -17,7 +17,7 @@ fi
 for round in 1 2; do
     for n in 1 8; do
         echo "== round $round, $n client(s), $ops ops each"
-        [ "$n" = 1 ] && "$build/tests/bench/bench_nng_rtt" "$ops"
+        [ "$n" = 1 ] && "$build/tests/bench/bench_rtt" "$ops" 1
         "$build/tests/bench/bench_store" -c "$n" -n "$ops"
         if [ $have_torch = 1 ]; then
             /usr/bin/python3 "$anchor" "$n" "$ops" | grep -v '^counter'

@@ -1,0 +1,284 @@
+/* bench_rtt: the floor under everything the coordinator does, measured
+ * side by side in one run. A 40-byte round trip between two processes on
+ * loopback, alternating kinds over several rounds (the minimum of each
+ * round's median is printed):
+ *
+ *   raw TCP           blocking read/write ping-pong, TCP_NODELAY
+ *   nng req/rep       an echoing rep socket (the transport c10d used first)
+ *   c10d control      a real c10d-coord answering Hello through its engine,
+ *                     over our framed NNG streams (client: libc10dclient)
+ *
+ * on tcp://, ipc:// and tls+tcp:// (TLS with a throwaway openssl CA).
+ *   bench_rtt [N] [ROUNDS] */
+#include "coord_proc.h"
+#include "internal.h"
+#include "tls.h"
+#include "tls_certs.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef int (*trip_fn)(void *ctx);
+
+/* The median of n round trips (after 100 to warm up), in us; -1 on error. */
+static double median(trip_fn f, void *ctx, int n)
+{
+    double *lat = malloc(sizeof(double) * (size_t)n), m;
+    for (int i = -100; i < n; i++) {
+        double a = now_us();
+        if (f(ctx) != 0) {
+            free(lat);
+            return -1;
+        }
+        if (i >= 0)
+            lat[i] = now_us() - a;
+    }
+    qsort(lat, (size_t)n, sizeof *lat, cmp);
+    m = lat[n / 2];
+    free(lat);
+    return m;
+}
+
+/* --- raw TCP --- */
+
+static int full_io(int fd, char *buf, size_t len, int wr)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t k = wr ? write(fd, buf + off, len - off) : read(fd, buf + off, len - off);
+        if (k <= 0)
+            return -1;
+        off += (size_t)k;
+    }
+    return 0;
+}
+
+static pid_t raw_server(int *port)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t al = sizeof a;
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr *)&a, &al))
+        return -1;
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = accept(l, NULL, NULL);
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        char buf[40];
+        while (full_io(fd, buf, sizeof buf, 0) == 0 && full_io(fd, buf, sizeof buf, 1) == 0)
+            ;
+        _exit(0);
+    }
+    close(l);
+    return pid;
+}
+
+static int raw_trip(void *ctx)
+{
+    int fd = *(int *)ctx;
+    char buf[40] = "a request of about forty bytes.........";
+    return full_io(fd, buf, sizeof buf, 1) || full_io(fd, buf, sizeof buf, 0);
+}
+
+/* --- NNG req/rep --- */
+
+static nng_tls_config *tls_for(const char *url, const tls_certs *c, int server)
+{
+    nng_tls_config *cfg = NULL;
+    char err[512];
+    if (!c10dc_url_is_tls(url))
+        return NULL;
+    if ((server ? c10dc_tls_server(&cfg, c->cert, c->key, NULL, err, sizeof err)
+                : c10dc_tls_client(&cfg, url, c->ca, err, sizeof err)) != 0)
+        fprintf(stderr, "bench_rtt: %s\n", err);
+    return cfg;
+}
+
+/* The echoing rep socket runs in a fresh program: NNG refuses to run in
+ * a child forked after the parent used it. */
+static int reqrep_serve(const char *url, const char *cert, const char *key)
+{
+    nng_socket rep;
+    nng_listener l;
+    tls_certs c = {0};
+    snprintf(c.cert, sizeof c.cert, "%s", cert);
+    snprintf(c.key, sizeof c.key, "%s", key);
+    nng_rep0_open(&rep);
+    nng_listener_create(&l, rep, url);
+    nng_tls_config *cfg = tls_for(url, &c, 1);
+    if (cfg)
+        nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
+    nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true);
+    if (nng_listener_start(l, 0) != 0)
+        return 1;
+    for (;;) {
+        nng_msg *m;
+        if (nng_recvmsg(rep, &m, 0) != 0)
+            return 0;
+        if (nng_sendmsg(rep, m, 0) != 0)
+            nng_msg_free(m);
+    }
+}
+
+static const char *self;
+
+static pid_t reqrep_server(const char *url, const tls_certs *c)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(self, self, "--rep", url, c->cert, c->key, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int reqrep_trip(void *ctx)
+{
+    nng_socket req = *(nng_socket *)ctx;
+    char payload[40] = "a request of about forty bytes.........", *buf;
+    size_t len;
+    if (nng_send(req, payload, sizeof payload, 0) || nng_recv(req, &buf, &len, NNG_FLAG_ALLOC))
+        return -1;
+    nng_free(buf, len);
+    return 0;
+}
+
+/* --- the c10d control plane --- */
+
+static int c10d_trip(void *ctx)
+{
+    C10dpb__Hello hello = C10DPB__HELLO__INIT;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_HELLO;
+    req.hello = &hello;
+    C10dpb__Reply *rep = NULL;
+    if (c10di_call(ctx, &req, 0, 10000, &rep) != C10D_OK)
+        return -1;
+    c10dpb__reply__free_unpacked(rep, NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    self = "/proc/self/exe";
+    if (argc == 5 && strcmp(argv[1], "--rep") == 0)
+        return reqrep_serve(argv[2], argv[3], argv[4]);
+    int n = argc > 1 ? atoi(argv[1]) : 3000, rounds = argc > 2 ? atoi(argv[2]) : 3;
+    signal(SIGPIPE, SIG_IGN);
+    coord_proc dirs;
+    coord_init(&dirs); /* a temporary directory for the certificates and sockets */
+    tls_certs certs;
+    int have_tls = tls_make_certs(dirs.dir, &certs) == 0;
+    const char *schemes[] = {"tcp", "ipc", "tls+tcp"};
+    double best[7];
+    for (int k = 0; k < 7; k++)
+        best[k] = 1e18;
+    const char *names[7] = {"raw TCP ping-pong",      "nng req/rep tcp://",
+                            "nng req/rep ipc://",     "nng req/rep tls+tcp://",
+                            "c10d control tcp://",    "c10d control ipc://",
+                            "c10d control tls+tcp://"};
+    for (int round = 0; round < rounds; round++) {
+        /* raw TCP */
+        int port = 0, one = 1;
+        pid_t pid = raw_server(&port);
+        /* after the fork: a copy in the server would keep it from seeing EOF */
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (pid < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            fprintf(stderr, "bench_rtt: raw TCP setup failed\n");
+            return 1;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        double m = median(raw_trip, &fd, n);
+        best[0] = m >= 0 && m < best[0] ? m : best[0];
+        close(fd);
+        waitpid(pid, NULL, 0);
+        for (int s = 0; s < 3; s++) {
+            if (s == 2 && !have_tls)
+                continue;
+            char url[600];
+            if (s == 1)
+                snprintf(url, sizeof url, "ipc://%s/rr.sock", dirs.dir);
+            else
+                snprintf(url, sizeof url, "%s://127.0.0.1:%d", schemes[s], 31000 + round * 10 + s);
+            /* NNG req/rep */
+            pid = reqrep_server(url, &certs);
+            nng_socket req;
+            nng_dialer d;
+            nng_req0_open(&req);
+            nng_dialer_create(&d, req, url);
+            nng_tls_config *cfg = tls_for(url, &certs, 0);
+            if (cfg)
+                nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+            nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+            for (int tries = 0; nng_dialer_start(d, 0) != 0 && tries < 200; tries++)
+                usleep(10000);
+            nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, 5000);
+            m = median(reqrep_trip, &req, n);
+            best[1 + s] = m >= 0 && m < best[1 + s] ? m : best[1 + s];
+            nng_close(req);
+            if (cfg)
+                nng_tls_config_free(cfg);
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            /* c10d-coord */
+            coord_proc coord;
+            coord_init(&coord);
+            char listen[600];
+            if (s == 1)
+                snprintf(listen, sizeof listen, "ipc://%s/coord.sock", coord.dir);
+            else
+                snprintf(listen, sizeof listen, "%s://127.0.0.1:0", schemes[s]);
+            const char *tls_args[] = {"--tls-cert", certs.cert, "--tls-key", certs.key, NULL};
+            const char *db_mem[] = {NULL};
+            if (coord_start(&coord, listen, s == 2 ? tls_args : db_mem, NULL) != 0) {
+                fprintf(stderr, "bench_rtt: c10d-coord did not start on %s\n", listen);
+                return 1;
+            }
+            c10di_conn *conn;
+            if (c10di_conn_open(&conn, coord.url, NULL, s == 2 ? certs.ca : NULL, 10000) !=
+                C10D_OK) {
+                fprintf(stderr, "bench_rtt: %s\n", c10d_errmsg());
+                return 1;
+            }
+            m = median(c10d_trip, conn, n);
+            best[4 + s] = m >= 0 && m < best[4 + s] ? m : best[4 + s];
+            c10di_conn_unref(conn);
+            coord_cleanup(&coord);
+        }
+    }
+    printf("round trip, 40 B, loopback, two processes (median; best of %d rounds of %d):\n",
+           rounds, n);
+    for (int k = 0; k < 7; k++)
+        if (best[k] < 1e17)
+            printf("  %-26s %8.1f us  %5.2fx raw TCP\n", names[k], best[k], best[k] / best[0]);
+    coord_cleanup(&dirs);
+    return 0;
+}

@@ -28,7 +28,8 @@ if [ "${C10D_SKIP_SANITIZE:-0}" != 1 ]; then
 fi
 if [ "${C10D_TSAN:-0}" = 1 ]; then
     # Optional (not in CI): the threaded tests under ThreadSanitizer.
-    TSAN_OPTIONS=halt_on_error=1 run_suite build-tsan -DC10D_SANITIZE=thread \
+    TSAN_OPTIONS="halt_on_error=1 suppressions=$root/tests/tsan.supp" \
+        run_suite build-tsan -DC10D_SANITIZE=thread \
         -DCMAKE_BUILD_TYPE=Debug
 fi
 echo "== all tests passed"

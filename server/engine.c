@@ -195,8 +195,13 @@ static void answered(c10ds_engine *e, c10ds_request *r)
 static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     if (!r->pb) {
-        if (r->event == C10DS_EV_PIPE_CLOSED)
+        if (r->event == C10DS_EV_PIPE_CLOSED) {
+            /* Its parked requests go first: they hold the connection's
+             * memory, and a rank's dead connection must not leave a SYNC
+             * check or a long get behind until its deadline. */
+            c10ds_waiters_drop_pipe(e->waiters, r->pipe, c10ds_request_free);
             c10ds_groups_pipe_closed(e, r->pipe);
+        }
         c10ds_request_free(r);
         return;
     }
@@ -292,12 +297,41 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     }
 }
 
+/* Runs queued work as long as there is some, then marks the engine idle
+ * (mu held on entry and return; busy set by the caller). Bounded when
+ * called from a submitter: a network thread should not become the engine
+ * for good while its other connections wait. */
+static void drain(c10ds_engine *e, c10ds_request *batch, int rounds)
+{
+    for (;;) {
+        pthread_mutex_unlock(&e->mu);
+        c10ds_engine_run_batch(e, batch);
+        pthread_mutex_lock(&e->mu);
+        batch = e->q_head;
+        if (!batch || e->stopping || --rounds == 0)
+            break;
+        e->q_head = e->q_tail = NULL;
+    }
+    e->busy = 0;
+    /* The engine thread takes what is left, and its timers, from here. */
+    if (e->thread_waits || e->q_head)
+        pthread_cond_signal(&e->cv);
+}
+
 static void *engine_main(void *arg)
 {
     c10ds_engine *e = arg;
+    pthread_mutex_lock(&e->mu);
     for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (!e->q_head && !e->stopping) {
+        for (;;) {
+            if (e->busy) { /* a submitter runs a batch: wait for it */
+                e->thread_waits = 1;
+                pthread_cond_wait(&e->cv, &e->mu);
+                e->thread_waits = 0;
+                continue;
+            }
+            if (e->q_head || e->stopping)
+                break;
             int64_t due = c10ds_waiters_next_deadline(e->waiters);
             if (e->next_sweep_ms < due)
                 due = e->next_sweep_ms;
@@ -317,23 +351,17 @@ static void *engine_main(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000;
             }
-            if (pthread_cond_timedwait(&e->cv, &e->mu, &ts) == ETIMEDOUT)
-                break;
+            pthread_cond_timedwait(&e->cv, &e->mu, &ts);
         }
         c10ds_request *batch = e->q_head;
         e->q_head = e->q_tail = NULL;
         int stopping = e->stopping;
-        pthread_mutex_unlock(&e->mu);
-
-        c10ds_engine_run_batch(e, batch);
-        if (stopping) {
-            pthread_mutex_lock(&e->mu);
-            int empty = e->q_head == NULL;
-            pthread_mutex_unlock(&e->mu);
-            if (empty)
-                break;
-        }
+        e->busy = 1;
+        drain(e, batch, 1 << 30);
+        if (stopping && !e->q_head)
+            break;
     }
+    pthread_mutex_unlock(&e->mu);
     return NULL;
 }
 
@@ -347,7 +375,10 @@ int c10ds_engine_start(c10ds_engine *e)
     pthread_condattr_destroy(&ca);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
         return -1;
+    /* under mu: the listener may already submit (and run inline) */
+    pthread_mutex_lock(&e->mu);
     e->started = 1;
+    pthread_mutex_unlock(&e->mu);
     return 0;
 }
 
@@ -359,6 +390,15 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
         pthread_mutex_unlock(&e->mu);
         return -1;
     }
+    if (!e->busy && !e->q_head && e->started) {
+        /* Idle: run it here. Handing it to the engine thread would cost a
+         * thread wake-up on the path of every reply (about a raw TCP round
+         * trip on a loaded 2-core machine). */
+        e->busy = 1;
+        drain(e, r, 8);
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
     if (e->q_tail)
         e->q_tail->next = r;
     else
@@ -366,7 +406,7 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
     e->q_tail = r;
     /* Wake the engine only on the first request of a batch: while it is
      * busy, requests pile up and ride the next commit together. */
-    int wake = e->q_head == r;
+    int wake = e->q_head == r && !e->busy;
     pthread_mutex_unlock(&e->mu);
     if (wake)
         pthread_cond_signal(&e->cv);

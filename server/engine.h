@@ -83,6 +83,8 @@ struct c10ds_engine {
     pthread_cond_t cv;
     c10ds_request *q_head, *q_tail; /* guarded by mu */
     int stopping;                   /* guarded by mu */
+    int busy;          /* guarded by mu: a batch is running (on any thread) */
+    int thread_waits;  /* guarded by mu: the engine thread waits for busy */
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
 
@@ -96,7 +98,9 @@ struct c10ds_engine {
 c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,
                                void *send_arg, char *err, size_t errlen);
 int c10ds_engine_start(c10ds_engine *e);
-/* Queues r (thread-safe). Returns -1 once the engine is stopping. */
+/* Hands r to the engine (thread-safe). An idle engine runs it at once on
+ * the calling thread (and whatever arrives meanwhile); a busy one queues
+ * it for its thread. Returns -1 once the engine is stopping. */
 int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
 /* Answers everything queued, commits, and stops the thread. Parked
  * requests are dropped unanswered: their clients resend them to the next

@@ -215,6 +215,24 @@ c10ds_request *c10ds_waiters_pop_expired(c10ds_waiters *w, int64_t now_ms)
     return r;
 }
 
+void c10ds_waiters_drop_pipe(c10ds_waiters *w, uint32_t pipe, void (*drop)(c10ds_request *))
+{
+    /* A scan: connections close rarely, and parked requests are few. The
+     * matches are chained first (through ->next, unused while parked):
+     * unparking reorders the heap under a scan. */
+    c10ds_request *found = NULL;
+    for (size_t i = 0; i < w->heap_len; i++)
+        if (w->heap[i]->pipe == pipe && w->heap[i]->pb) {
+            w->heap[i]->next = found;
+            found = w->heap[i];
+        }
+    for (c10ds_request *r = found, *n; r; r = n) {
+        n = r->next;
+        unpark(w, r);
+        drop(r);
+    }
+}
+
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w)
 {
     return w->heap_len ? w->heap[0]->deadline_ms : INT64_MAX;

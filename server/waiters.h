@@ -24,6 +24,9 @@ void c10ds_waiters_touch(c10ds_waiters *w, const char *key);
 c10ds_request *c10ds_waiters_take_ready(c10ds_waiters *w);
 /* Unparks and returns one request whose deadline is <= now, or NULL. */
 c10ds_request *c10ds_waiters_pop_expired(c10ds_waiters *w, int64_t now_ms);
+/* Unparks the requests that came on connection pipe (it closed: nobody
+ * will read their replies) and hands each to drop(). */
+void c10ds_waiters_drop_pipe(c10ds_waiters *w, uint32_t pipe, void (*drop)(c10ds_request *));
 /* The earliest deadline, or INT64_MAX when nothing is parked. */
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w);
 size_t c10ds_waiters_count(const c10ds_waiters *w);

@@ -261,6 +261,37 @@ START_TEST(blocked_get_wakes_on_set_from_another_client)
 }
 END_TEST
 
+START_TEST(a_parked_get_goes_with_its_connection)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        c10d_store *s = NULL;
+        void *v;
+        size_t n;
+        if (c10d_store_connect(&s, coord.url, NULL) == C10D_OK)
+            c10d_store_get(s, "never", &v, &n, 600000);
+        _exit(1);
+    }
+    c10d_store *s = connect_store();
+    c10d_coord_info info;
+    long long t0 = test_now_ms();
+    do {
+        OK(c10d_store_coord_info(s, &info));
+    } while (info.parked != 1 && test_now_ms() - t0 < 10000 && usleep(1000) == 0);
+    ck_assert_int_eq(info.parked, 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* Not kept for ten minutes, holding the dead connection. */
+    t0 = test_now_ms();
+    do {
+        OK(c10d_store_coord_info(s, &info));
+    } while (info.parked != 0 && test_now_ms() - t0 < 10000 && usleep(1000) == 0);
+    ck_assert_int_eq(info.parked, 0);
+    ck_assert_int_lt(test_now_ms() - t0, 2000);
+    c10d_store_close(s);
+}
+END_TEST
+
 START_TEST(wait_timeout_names_the_missing_keys)
 {
     c10d_store *s = connect_store();
@@ -640,6 +671,7 @@ int main(void)
     tcase_add_test(tc, concurrent_adds_from_processes_are_exact);
     tcase_add_test(tc, one_handle_many_threads);
     tcase_add_test(tc, blocked_get_wakes_on_set_from_another_client);
+    tcase_add_test(tc, a_parked_get_goes_with_its_connection);
     tcase_add_test(tc, wait_timeout_names_the_missing_keys);
     tcase_add_test(tc, prefix_stores_are_isolated);
     tcase_add_test(tc, oversized_values_are_refused_and_the_coordinator_carries_on);

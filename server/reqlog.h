@@ -1,7 +1,15 @@
 /* The applied-request log: a resent non-idempotent request is answered
  * with the reply it got the first time instead of being applied again.
  * Records are written in the engine's transaction, with the effect they
- * describe, so the log is exactly as durable as the data. */
+ * describe, so the log is exactly as durable as the data.
+ *
+ * Records are kept per client (a connection's random id) and pruned by
+ * the table's primary key, so a record costs one B-tree page at commit:
+ * a client's records more than C10DS_REQLOG_KEEP_IDS requests behind its
+ * newest are dropped (a resend comes right after a reconnect, never that
+ * late), and all of a client's once it has been quiet for the dedup
+ * window. When each client was last seen is kept in memory, rebuilt from
+ * the table at start. */
 #ifndef C10DS_REQLOG_H
 #define C10DS_REQLOG_H
 
@@ -10,11 +18,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define C10DS_REQLOG_KEEP_IDS 65536u
+#define C10DS_REQLOG_TRIM_EVERY 4096u /* records of a client between trims */
+
+typedef struct c10ds_reqlog_client {
+    uint64_t id;         /* 0: a free slot */
+    uint64_t newest;     /* its highest recorded request id */
+    int64_t last_ms;     /* wall clock of its last record */
+    uint32_t since_trim; /* records since its old ones were last dropped */
+} c10ds_reqlog_client;
+
 typedef struct c10ds_reqlog {
     c10ds_db *db;
-    sqlite3_stmt *st_find, *st_insert, *st_prune;
+    sqlite3_stmt *st_find, *st_insert, *st_trim, *st_forget;
     int64_t window_ms;
     int64_t last_prune_ms;
+    c10ds_reqlog_client *clients; /* open addressing on id */
+    size_t nclients, cap;
 } c10ds_reqlog;
 
 int c10ds_reqlog_init(c10ds_reqlog *rl, c10ds_db *db, int window_s);
@@ -24,7 +44,10 @@ int c10ds_reqlog_find(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
                       size_t *len);
 int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
                         const void *reply, size_t len);
-/* Forgets records older than the window; cheap to call often. */
+/* Forgets the clients quiet for longer than the window; cheap to call
+ * often (it looks once a second). */
 void c10ds_reqlog_prune(c10ds_reqlog *rl);
+/* How many clients have records (for tests and status). */
+size_t c10ds_reqlog_clients(const c10ds_reqlog *rl);
 
 #endif

@@ -281,6 +281,61 @@ static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
     return req(&pb, 2, id);
 }
 
+/* --- the applied-request log (reqlog.c) --- */
+
+static int logged(c10ds_reqlog *rl, uint64_t client, uint64_t id)
+{
+    void *reply = NULL;
+    size_t len = 0;
+    int found = c10ds_reqlog_find(rl, client, id, &reply, &len);
+    free(reply);
+    return found;
+}
+
+START_TEST(reqlog_keeps_a_clients_recent_requests_and_trims_the_rest)
+{
+    c10ds_reqlog rl;
+    ck_assert_int_eq(c10ds_reqlog_init(&rl, &db, 600), 0);
+    uint64_t last = C10DS_REQLOG_KEEP_IDS + 2 * C10DS_REQLOG_TRIM_EVERY;
+    ck_assert_int_eq(c10ds_db_begin(&db), 0);
+    for (uint64_t id = 1; id <= last; id++)
+        ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, id, "r", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 8, 1, "other", 5), 0);
+    ck_assert_int_eq(c10ds_db_commit(&db), 0);
+    /* the newest KEEP_IDS of client 7 stay; the oldest went; client 8's
+     * one record is not touched by 7's trims */
+    ck_assert(logged(&rl, 7, last));
+    ck_assert(logged(&rl, 7, last - C10DS_REQLOG_KEEP_IDS + C10DS_REQLOG_TRIM_EVERY));
+    ck_assert(!logged(&rl, 7, 1));
+    ck_assert(logged(&rl, 8, 1));
+    ck_assert_uint_eq(c10ds_reqlog_clients(&rl), 2);
+    c10ds_reqlog_fini(&rl);
+    /* a restarted coordinator knows its clients again, from the table */
+    ck_assert_int_eq(c10ds_reqlog_init(&rl, &db, 600), 0);
+    ck_assert_uint_eq(c10ds_reqlog_clients(&rl), 2);
+    ck_assert(logged(&rl, 7, last));
+    c10ds_reqlog_fini(&rl);
+}
+END_TEST
+
+START_TEST(reqlog_forgets_a_client_quiet_for_the_window)
+{
+    c10ds_reqlog rl;
+    ck_assert_int_eq(c10ds_reqlog_init(&rl, &db, 0), 0); /* a window of 0 s */
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 1, "r", 1), 0);
+    ck_assert(logged(&rl, 7, 1));
+    usleep(5000);
+    rl.last_prune_ms = 0; /* prune looks once a second: make it look now */
+    c10ds_reqlog_prune(&rl);
+    ck_assert(!logged(&rl, 7, 1));
+    ck_assert_uint_eq(c10ds_reqlog_clients(&rl), 0);
+    /* the client may come back */
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 2, "r", 1), 0);
+    ck_assert(logged(&rl, 7, 2));
+    c10ds_reqlog_fini(&rl);
+}
+END_TEST
+
 static c10ds_engine *eng;
 
 static void engine_setup(void)
@@ -396,6 +451,8 @@ int main(void)
     tcase_add_test(tc, append_creates_and_concatenates_bytes);
     tcase_add_test(tc, delete_and_counts_follow);
     tcase_add_test(tc, prefix_ranges_are_exact);
+    tcase_add_test(tc, reqlog_keeps_a_clients_recent_requests_and_trims_the_rest);
+    tcase_add_test(tc, reqlog_forgets_a_client_quiet_for_the_window);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("waiters");
     tcase_add_test(tw, waiters_wake_by_key_and_expire_by_deadline);

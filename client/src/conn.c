@@ -9,10 +9,14 @@
  * the stream itself when nobody else is, hands every other reply to its
  * caller, and passes the reading on once its own reply has come. So the
  * common case, one caller, wakes once per reply, straight from NNG's
- * poller (an aio without a callback). A caller that is only waiting for
- * news (a parked request, like the watch) gives the reading up to a caller
- * that arrives: the newcomer's reply should not need a second thread to
- * wake it.
+ * poller (an aio without a callback). A caller only waiting for news (the
+ * watch) gives the reading up to a caller that arrives: the newcomer's
+ * reply should not need a second thread to wake it. And it leaves the
+ * reading alone for NEWS_GRACE_MS after such a caller stopped: a rank
+ * between two SYNC collectives is back within microseconds, and taking the
+ * reading back from the watch each time would cost a cancelled receive.
+ * It waits on its own condition variable, which a reply for another
+ * caller does not signal.
  *
  * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
  * cancelled or timed-out recv aborts the TCP read beneath it, which tears
@@ -47,10 +51,12 @@
  * stream is taken to be corrupt. */
 #define MAX_REPLY_BYTES (1u << 30)
 #define RBUF_MIN (64u * 1024)
+#define NEWS_GRACE_MS 10
 
 struct c10di_waiter {
     c10di_waiter *next;
     uint64_t id;
+    int news;            /* only waiting for news: woken on news_cv */
     uint64_t sent_epoch; /* the connection it was last sent on; 0 = none */
     uint8_t *reply;      /* the reply's protobuf, once it came */
     size_t reply_len;
@@ -64,11 +70,24 @@ static const char *op_name(const C10dpb__Request *req)
     return f ? f->name : "request";
 }
 
-/* Waits on c->cv (mu held) until the monotonic time until_ms. */
-static void wait_until(c10di_conn *c, int64_t until_ms)
+/* Waits on c->cv, or c->news_cv for a caller only waiting for news (mu
+ * held), until the monotonic time until_ms. */
+static void wait_for(c10di_conn *c, int news, int64_t until_ms)
 {
     struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000};
-    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    pthread_cond_timedwait(news ? &c->news_cv : &c->cv, &c->mu, &ts);
+}
+
+static void wait_until(c10di_conn *c, int64_t until_ms)
+{
+    wait_for(c, 0, until_ms);
+}
+
+/* The connection changed (mu held): everyone looks again. */
+static void wake_all(c10di_conn *c)
+{
+    pthread_cond_broadcast(&c->cv);
+    pthread_cond_broadcast(&c->news_cv);
 }
 
 static int64_t min64(int64_t a, int64_t b)
@@ -87,7 +106,7 @@ static void broken(c10di_conn *c, nng_stream *s, int rv)
     c->last_err = rv;
     atomic_store(&c->pipes, 0);
     nng_stream_close(s);
-    pthread_cond_broadcast(&c->cv);
+    wake_all(c);
 }
 
 static int tls_failure(int rv)
@@ -135,7 +154,7 @@ static void dial(c10di_conn *c, int64_t deadline)
         int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
         c->next_dial_ms = c10d_now_ms() + backoff[k];
     }
-    pthread_cond_broadcast(&c->cv);
+    wake_all(c);
 }
 
 /* Sends one frame on s (mu not held). Returns 0 or NNG's error; a
@@ -168,7 +187,7 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
 static int dispatch(c10di_conn *c)
 {
     size_t off = 0;
-    int woke = 0;
+    int woke = 0, woke_news = 0;
     while (c->rlen - off >= C10DC_FRAME_HDR) {
         uint32_t n = c10dc_get_u32(c->rbuf + off);
         if (n < 8 || n > MAX_REPLY_BYTES)
@@ -187,7 +206,10 @@ static int dispatch(c10di_conn *c)
                 w->reply_len = body;
             }
             w->done = 1;
-            woke = 1;
+            if (w->news)
+                woke_news = 1;
+            else
+                woke = 1;
             break;
         }
         off += 4 + (size_t)n;
@@ -198,6 +220,8 @@ static int dispatch(c10di_conn *c)
     }
     if (woke)
         pthread_cond_broadcast(&c->cv);
+    if (woke_news)
+        pthread_cond_broadcast(&c->news_cv);
     return 0;
 }
 
@@ -257,7 +281,6 @@ static void rx_done(void *arg)
         else if (!c->closing)
             rx_arm(c);
     }
-    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -298,8 +321,12 @@ static void read_for(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
     }
     c->users--;
     c->reading = 0;
+    if (!parked)
+        c->reader_left_ms = c10d_now_ms();
     c->reader_parked = 0;
     pthread_cond_broadcast(&c->cv); /* another waiter takes the reading */
+    if (parked)
+        pthread_cond_broadcast(&c->news_cv);
 }
 
 static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
@@ -316,7 +343,7 @@ static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
 static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
                     int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
 {
-    c10di_waiter w = {.id = id};
+    c10di_waiter w = {.id = id, .news = parked};
     int rv = 0;
     pthread_mutex_lock(&c->mu);
     w.next = c->waiters;
@@ -343,7 +370,7 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             if (!c->dialing && now >= c->next_dial_ms)
                 dial(c, deadline);
             else
-                wait_until(c, min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
+                wait_for(c, parked, min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
             continue;
         }
         if (w.sent_epoch != c->epoch) {
@@ -362,10 +389,16 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             continue;
         }
         if (c->rx_async) {
-            wait_until(c, deadline); /* rx_done wakes us */
+            wait_for(c, parked, deadline); /* rx_done wakes us */
             continue;
         }
         if (!c->reading) {
+            if (parked && now < c->reader_left_ms + NEWS_GRACE_MS) {
+                /* a caller wanting an answer read just now: it is likely
+                 * back at once (see the top of this file) */
+                wait_for(c, 1, min64(deadline, c->reader_left_ms + NEWS_GRACE_MS));
+                continue;
+            }
             read_for(c, &w, parked, deadline);
             continue;
         }
@@ -376,6 +409,9 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             /* A reader between its checks and its recv misses the cancel:
              * ask again shortly. */
             wait_until(c, min64(deadline, now + 1));
+        } else if (parked) {
+            /* look again when the reader may have left */
+            wait_for(c, 1, min64(deadline, now + NEWS_GRACE_MS));
         } else {
             wait_until(c, min64(deadline, now + 1000));
         }
@@ -425,7 +461,10 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
     int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
     uint8_t *body = NULL;
     size_t body_len = 0;
-    int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, server_wait_ms > 0,
+    /* Only the watch waits for news; every other caller, a SYNC check or a
+     * get parked on a key included, wants its answer as soon as it comes. */
+    int news = req->op_case == C10DPB__REQUEST__OP_WATCH;
+    int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, news,
                       resend, deadline, &body, &body_len);
     free(frame);
     if (rv != 0) {
@@ -522,6 +561,7 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cv, &ca);
+    pthread_cond_init(&c->news_cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->send_mu, NULL);
@@ -584,7 +624,7 @@ void c10di_conn_unref(c10di_conn *c)
     c->closing = 1;
     if (c->stream)
         nng_stream_close(c->stream);
-    pthread_cond_broadcast(&c->cv);
+    wake_all(c);
     pthread_mutex_unlock(&c->mu);
     /* Each waits for its operation to end: nobody else is left calling. */
     nng_aio_free(c->send_aio);
@@ -598,6 +638,7 @@ void c10di_conn_unref(c10di_conn *c)
     if (c->dialer)
         nng_stream_dialer_free(c->dialer);
     pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->send_mu);
     free(c->rbuf);

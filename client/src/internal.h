@@ -40,6 +40,9 @@ typedef struct c10di_conn {
 
     pthread_mutex_t mu;  /* guards what follows, except where noted */
     pthread_cond_t cv;   /* any change: a reply, the connection, the reader */
+    pthread_cond_t news_cv; /* the same, for callers only waiting for news
+                             * (the watch): not woken by every reply */
+    int64_t reader_left_ms; /* when a caller wanting an answer last read */
     nng_stream_dialer *dialer;
     nng_stream *stream;  /* NULL while not connected */
     nng_stream *retired; /* closed, freed once no thread uses it */

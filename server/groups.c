@@ -205,7 +205,15 @@ int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int r
     sqlite3_bind_int(s, 3, rank);
     sqlite3_bind_text(s, 4, state, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, reason, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, c10d_wall_ms());
+    /* Strictly after the previous change, even within a millisecond: the
+     * order of the stamps is the order the coordinator saw ranks go, which
+     * is how c10d-run (and an operator) tells a rank that failed from the
+     * peers that failed because of it a few hundred microseconds later. */
+    int64_t now = c10d_wall_ms();
+    if (now <= g->last_change_ms)
+        now = g->last_change_ms + 1;
+    g->last_change_ms = now;
+    sqlite3_bind_int64(s, 6, now);
     if (final_seqs)
         sqlite3_bind_text(s, 7, final_seqs, -1, SQLITE_STATIC);
     if (step_done(s) != 0 || sqlite3_changes(g->db->h) != 1)

@@ -50,6 +50,7 @@ typedef struct c10ds_endpoints {
 } c10ds_endpoints;
 
 typedef struct c10ds_groups {
+    int64_t last_change_ms; /* the latest state change stamped (see set_state) */
     c10ds_db *db;
     sqlite3_stmt *st[GS_COUNT];
     c10ds_endpoints formed;

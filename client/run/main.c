@@ -8,7 +8,15 @@
  * and exits with the status of the first rank that failed, saying which.
  * The other ranks get a moment to fail on their own (they learn of a dead
  * peer from the coordinator within about a second) before they are
- * stopped. */
+ * stopped.
+ *
+ * Which rank failed first is asked of the coordinator when several did:
+ * it saw each rank's connection close, in order. The order the launcher
+ * reaps them in is no guide: a rank's peers fail a few hundred
+ * microseconds after it, and the rank itself may take longer than that to
+ * finish exiting. */
+#include <c10d/c10d.h>
+
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -66,8 +74,9 @@ static void usage(FILE *f)
             "\n"
             "Each rank gets C10D_COORD, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and\n"
             "C10D_JOB (and keeps C10D_TOKEN, C10D_TIMEOUT_MS from this environment).\n"
-            "Exit status: 0 when every rank exited 0; else the first failing rank's exit\n"
-            "status (128+N if killed by signal N); 2 bad usage; 1 launch failure.\n");
+            "Exit status: 0 when every rank exited 0; else the exit status of the rank\n"
+            "that failed first, as the coordinator saw them go (128+N if killed by\n"
+            "signal N); 2 bad usage; 1 launch failure.\n");
 }
 
 static long long now_ms(void)
@@ -127,6 +136,41 @@ static pid_t start_coord(const char *bin, const char *db, const char *dir, char 
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     return -1;
+}
+
+/* Of the ranks in failed[] (n_failed of them), the one the coordinator
+ * saw go first (dead or left, earliest), or -1 if it cannot say. */
+static int first_to_go(const char *coord, const char *job, const int *failed, int n_failed,
+                       char *why, size_t cap)
+{
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 2000;
+    if (c10d_store_connect(&s, coord, &o) != C10D_OK)
+        return -1;
+    c10d_job_info *jobs = NULL;
+    size_t nj = 0;
+    int best = -1;
+    int64_t best_ms = 0;
+    if (c10d_store_jobs(s, job, &jobs, &nj) == C10D_OK) {
+        for (size_t j = 0; j < nj; j++)
+            for (size_t m = 0; m < jobs[j].n_members; m++) {
+                const c10d_member_info *mi = &jobs[j].members[m];
+                int was_failed = 0;
+                for (int k = 0; k < n_failed; k++)
+                    was_failed |= failed[k] == mi->rank;
+                if (!was_failed || !mi->state || strcmp(mi->state, "alive") == 0)
+                    continue;
+                if (best < 0 || mi->changed_ms < best_ms) {
+                    best = mi->rank;
+                    best_ms = mi->changed_ms;
+                    snprintf(why, cap, "%s: %s", mi->state, mi->reason ? mi->reason : "");
+                }
+            }
+        c10d_jobs_free(jobs, nj);
+    }
+    c10d_store_close(s);
+    return best;
 }
 
 static void describe_status(int st, char *out, size_t cap, int *code)
@@ -241,7 +285,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "c10d-run: job %s, %d rank%s of %s\n", job, n, n == 1 ? "" : "s",
                 prog[0]);
 
-    int left = n, code = 0, first_failed = -1, forwarded = 0;
+    int left = n, code = 0, first_failed = -1, forwarded = 0, n_failed = 0;
+    int *failed = calloc((size_t)n, sizeof *failed), *codes = calloc((size_t)n, sizeof *codes);
+    if (!failed || !codes)
+        return 1;
     long long fail_at = 0;
     int stage = 0; /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
     while (left > 0) {
@@ -267,6 +314,9 @@ int main(int argc, char **argv)
                 int rc;
                 char how[128];
                 describe_status(st, how, sizeof how, &rc);
+                codes[r] = rc;
+                if (rc != 0 && stage == 0)
+                    failed[n_failed++] = r;
                 if (rc != 0 && first_failed < 0 && stage == 0) {
                     first_failed = r;
                     code = rc;
@@ -295,6 +345,18 @@ int main(int argc, char **argv)
     }
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &off, NULL);
+    if (n_failed > 1) {
+        char why[512] = "";
+        int r = first_to_go(coord, job, failed, n_failed, why, sizeof why);
+        if (r >= 0 && r < n && r != first_failed) {
+            fprintf(stderr, "c10d-run: rank %d failed first (the coordinator saw it %s)\n", r,
+                    why);
+            first_failed = r;
+            code = codes[r];
+        }
+    }
+    free(failed);
+    free(codes);
     if (coord_pid > 0) {
         kill(coord_pid, SIGTERM);
         waitpid(coord_pid, NULL, 0);

@@ -22,8 +22,9 @@ void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void 
                          size_t len);
 /* Waits up to timeout_ms for replies handed to NNG to be sent. */
 void c10ds_listener_drain(c10ds_listener *l, int timeout_ms);
-/* Closes the socket and frees l. Returns -1, leaving l allocated, when NNG
- * did not finish closing within timeout_ms (see common/nng_close.h). */
+/* Closes the listener and every connection and frees l. Returns -1,
+ * leaving l allocated, when a connection is still held (by the engine or
+ * an NNG callback) after timeout_ms. */
 int c10ds_listener_close(c10ds_listener *l, int timeout_ms);
 
 #endif

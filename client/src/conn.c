@@ -116,6 +116,25 @@ static int tls_failure(int rv)
 
 static void rx_arm(c10di_conn *c);
 
+/* TCP lets a connection to a free port on this host open to itself, when
+ * the port the kernel picks for our end is that same port (simultaneous
+ * open). A coordinator bound to a port in the ephemeral range and being
+ * restarted is exactly that case, and the client would then hold the port
+ * the coordinator needs. Such a connection counts as refused. */
+static int connected_to_itself(nng_stream *s)
+{
+    nng_sockaddr a, b;
+    if (nng_stream_get_addr(s, NNG_OPT_LOCADDR, &a) != 0 ||
+        nng_stream_get_addr(s, NNG_OPT_REMADDR, &b) != 0 || a.s_family != b.s_family)
+        return 0;
+    if (a.s_family == NNG_AF_INET)
+        return a.s_in.sa_port == b.s_in.sa_port && a.s_in.sa_addr == b.s_in.sa_addr;
+    if (a.s_family == NNG_AF_INET6)
+        return a.s_in6.sa_port == b.s_in6.sa_port &&
+               memcmp(a.s_in6.sa_addr, b.s_in6.sa_addr, sizeof a.s_in6.sa_addr) == 0;
+    return 0;
+}
+
 /* Dials once (mu held, returns with it held). */
 static void dial(c10di_conn *c, int64_t deadline)
 {
@@ -134,6 +153,10 @@ static void dial(c10di_conn *c, int64_t deadline)
     nng_stream_dialer_dial(c->dialer, c->dial_aio);
     nng_aio_wait(c->dial_aio);
     int rv = nng_aio_result(c->dial_aio);
+    if (rv == 0 && connected_to_itself(nng_aio_get_output(c->dial_aio, 0))) {
+        nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
+        rv = NNG_ECONNREFUSED;
+    }
     pthread_mutex_lock(&c->mu);
     c->dialing = 0;
     if (rv == 0 && !c->closing) {

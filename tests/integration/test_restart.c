@@ -124,7 +124,12 @@ START_TEST(the_job_rides_through_restarts)
             break;
         }
         coord_stop(&coord, SIGKILL);
-        ck_assert_int_eq(coord_start(&coord, url, NULL, NULL), 0);
+        int st = 0;
+        if (coord_start(&coord, url, NULL, &st) != 0) {
+            snprintf(failure, sizeof failure, "%s: restart %d: the coordinator did not come back "
+                     "on %s (wait status %d; its log follows)", names[_i], k, url, st);
+            break;
+        }
         /* every rank moves on, well past anything in flight at the kill */
         long long at = 0;
         for (int r = 0; r < WORLD; r++)

@@ -313,8 +313,11 @@ static void drain(c10ds_engine *e, c10ds_request *batch, int rounds)
         e->q_head = e->q_tail = NULL;
     }
     e->busy = 0;
-    /* The engine thread takes what is left, and its timers, from here. */
-    if (e->thread_waits || e->q_head)
+    /* The engine thread takes what is left, and its timers, from here: it
+     * must wake earlier than it planned if this batch parked a request
+     * with a nearer deadline. */
+    if (e->thread_waits || e->q_head || c10ds_waiters_next_deadline(e->waiters) < e->thread_due ||
+        e->next_sweep_ms < e->thread_due)
         pthread_cond_signal(&e->cv);
 }
 
@@ -335,6 +338,7 @@ static void *engine_main(void *arg)
             int64_t due = c10ds_waiters_next_deadline(e->waiters);
             if (e->next_sweep_ms < due)
                 due = e->next_sweep_ms;
+            e->thread_due = due;
             if (due == INT64_MAX) {
                 pthread_cond_wait(&e->cv, &e->mu);
                 continue;

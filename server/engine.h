@@ -1,12 +1,15 @@
-/* The engine: the coordinator's one state thread.
+/* The engine: the coordinator's state, one batch at a time.
  *
- * Requests from every connection queue here. The engine takes everything
- * queued as one batch, runs it inside one SQLite transaction (group
- * commit: under load, hundreds of writes share a commit), and only after
- * the commit sends the replies, so an acknowledged write is a committed
- * write. Requests that must wait (a get of a missing key) are parked and
- * run again when the key is written or their deadline passes; they never
- * hold up anyone else, and nothing here blocks an NNG callback.
+ * Requests from every connection come here. The engine runs them in
+ * batches, each inside one SQLite transaction (group commit: under load,
+ * hundreds of writes share a commit), and only after the commit sends the
+ * replies, so an acknowledged write is a committed write. An idle engine
+ * runs a request at once on the network thread that received it (an NNG
+ * callback: a batch is short, and handing it to the engine thread would
+ * cost a thread wake-up per reply); requests that arrive meanwhile queue
+ * for the engine thread, which also runs the timers. Requests that must
+ * wait (a get of a missing key) are parked and run again when the key is
+ * written or their deadline passes; they never hold up anyone else.
  *
  * Operations plug in through tables of c10ds_op (store_ops.c,
  * admin_ops.c, group_ops.c, verify_ops.c, join_ops.c): one handler per
@@ -85,6 +88,7 @@ struct c10ds_engine {
     int stopping;                   /* guarded by mu */
     int busy;          /* guarded by mu: a batch is running (on any thread) */
     int thread_waits;  /* guarded by mu: the engine thread waits for busy */
+    int64_t thread_due; /* guarded by mu: when the idle engine thread wakes next */
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
 

@@ -294,7 +294,8 @@ static void rx_done(void *arg)
     size_t got = nng_aio_count(c->rx_aio);
     pthread_mutex_lock(&c->mu);
     nng_stream *s = c->rx_stream;
-    c->users--;
+    if (--c->users == 0 && c->dialing)
+        pthread_cond_broadcast(&c->cv); /* dial() waits for the old stream's users */
     if (rv != 0) {
         broken(c, s, rv); /* does nothing if the stream was replaced */
     } else if (c->stream == s) {
@@ -344,7 +345,10 @@ static void read_for(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
     }
     c->users--;
     c->reading = 0;
-    if (!parked)
+    /* A caller wanting an answer read, or asked for the reading: either
+     * way a parked reader keeps away for the grace period (else it would
+     * take the reading straight back, before the asker gets mu). */
+    if (!parked || c->handoff)
         c->reader_left_ms = c10d_now_ms();
     c->reader_parked = 0;
     pthread_cond_broadcast(&c->cv); /* another waiter takes the reading */

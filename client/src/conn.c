@@ -140,10 +140,13 @@ static void dial(c10di_conn *c, int64_t deadline)
 {
     c->dialing = 1;
     /* The old stream is freed once nobody uses it: closing it ended their
-     * operations, so this is short. */
-    while (c->users > 0)
+     * operations, so this is short. Should NNG never finish one of them,
+     * the stream is left allocated rather than freed under its user, and
+     * the dial goes on. */
+    int64_t give_up = c10d_now_ms() + 2000;
+    while (c->retired && c->users > 0 && c10d_now_ms() < give_up && !c->closing)
         wait_until(c, c10d_now_ms() + 50);
-    nng_stream *old = c->retired;
+    nng_stream *old = c->users > 0 ? NULL : c->retired;
     c->retired = NULL;
     pthread_mutex_unlock(&c->mu);
     if (old)

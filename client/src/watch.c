@@ -89,6 +89,15 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Appends "name=seq," to a ",world=57,world.1=3," list (what ends up
+ * too long for buf is left out). */
+static void group_seq(char *buf, size_t cap, size_t *off, const char *name, uint64_t seq)
+{
+    if (*off + 48 < cap)
+        *off += (size_t)snprintf(buf + *off, cap - *off, "%s%s=%llu,", *off ? "" : ",", name,
+                                 (unsigned long long)seq);
+}
+
 static void *watch_main(void *arg)
 {
     c10di_world *w = arg;
@@ -102,17 +111,13 @@ static void *watch_main(void *arg)
         /* what each live group completed: a stall report can then say a
          * rank finished #5 rather than that it is still in it */
         completed[0] = verified[0] = '\0';
-        for (c10d_pg *g = w->groups; g && off + 48 < sizeof completed; g = g->next_in_world)
-            off += (size_t)snprintf(completed + off, sizeof completed - off, "%s%s=%llu,",
-                                    off ? "" : ",", g->name,
-                                    (unsigned long long)atomic_load(&g->completed));
         /* and which checks passed: a restarted coordinator must not wait
          * for this rank to enter a collective it is already running */
-        for (c10d_pg *g = w->groups; g && voff + 48 < sizeof verified; g = g->next_in_world)
+        for (c10d_pg *g = w->groups; g; g = g->next_in_world) {
+            group_seq(completed, sizeof completed, &off, g->name, atomic_load(&g->completed));
             if (atomic_load(&g->verified))
-                voff += (size_t)snprintf(verified + voff, sizeof verified - voff, "%s%s=%llu,",
-                                         voff ? "" : ",", g->name,
-                                         (unsigned long long)atomic_load(&g->verified));
+                group_seq(verified, sizeof verified, &voff, g->name, atomic_load(&g->verified));
+        }
         pthread_mutex_unlock(&w->mu);
         int busy = strcmp(activity, last) != 0;
         memcpy(last, activity, sizeof last);

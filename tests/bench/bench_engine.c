@@ -13,6 +13,7 @@
  *
  *   bench_engine [N] */
 #include "engine.h"
+#include "engine_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +33,6 @@ static void drop_reply(void *arg, void *slot, uint64_t id, const void *reply, si
     (void)arg, (void)slot, (void)id, (void)reply, (void)len;
 }
 
-/* A request as the listener builds it: packed, then decoded. */
-static c10ds_request *req(C10dpb__Request *pb, uint64_t client, uint64_t id)
-{
-    C10dpb__Identity who = C10DPB__IDENTITY__INIT;
-    who.has_client_id = client != 0;
-    who.client_id = client;
-    pb->who = &who;
-    pb->request_id = id;
-    size_t n = c10dpb__request__get_packed_size(pb);
-    uint8_t *buf = malloc(n);
-    c10dpb__request__pack(pb, buf);
-    c10ds_request *r = c10ds_request_new(c10dpb__request__unpack(NULL, n, buf), NULL);
-    free(buf);
-    return r;
-}
 
 typedef enum { EMPTY, GET, ADD_NO_RECORD, ADD, SET } kind;
 
@@ -61,14 +47,14 @@ static c10ds_request *make(kind k, uint64_t id)
         g.key = "counter";
         pb.op_case = C10DPB__REQUEST__OP_GET;
         pb.get = &g;
-        return req(&pb, 1, id);
+        return engine_request(&pb, 1, id);
     case ADD_NO_RECORD:
     case ADD:
         a.key = "counter";
         a.delta = 1;
         pb.op_case = C10DPB__REQUEST__OP_ADD;
         pb.add = &a;
-        return req(&pb, k == ADD ? 1 : 0, id);
+        return engine_request(&pb, k == ADD ? 1 : 0, id);
     case SET: {
         char v[32]; /* a new value each time, as a real write */
         s.key = "k";
@@ -76,7 +62,7 @@ static c10ds_request *make(kind k, uint64_t id)
         s.value.data = (uint8_t *)v;
         pb.op_case = C10DPB__REQUEST__OP_SET;
         pb.set = &s;
-        return req(&pb, 1, id);
+        return engine_request(&pb, 1, id);
     }
     default:
         return NULL;

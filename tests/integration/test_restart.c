@@ -224,16 +224,24 @@ static void restart_when_ready(after_shared *sh)
     ck_assert_int_eq(coord_start(&coord, url, NULL, NULL), 0);
 }
 
-START_TEST(a_desync_after_a_restart_names_the_collective)
+/* Shared state for two ranks running body; restarts the coordinator once
+ * both finished their BEFORE all_reduces on the first one. */
+static after_shared *start_then_restart(const char *base, rank_fn body, pid_t *pids)
 {
     after_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(sh, MAP_FAILED);
     memset((void *)sh, 0, sizeof *sh);
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("desync"));
-    pid_t pids[2];
-    world_spawn(2, desync_body, sh, pids);
+    snprintf(sh->job, sizeof sh->job, "%s", world_job(base));
+    world_spawn(2, body, sh, pids);
     restart_when_ready(sh);
+    return sh;
+}
+
+START_TEST(a_desync_after_a_restart_names_the_collective)
+{
+    pid_t pids[2];
+    after_shared *sh = start_then_restart("desync", desync_body, pids);
     sh->restarted = 1;
     ck_assert_int_eq(world_wait(2, pids, 60), 0);
     munmap((void *)sh, sizeof *sh);
@@ -286,14 +294,8 @@ static int knows_rank1_completed(const char *job)
 
 START_TEST(a_rank_lost_after_a_restart_is_named_with_its_last_collective)
 {
-    after_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset((void *)sh, 0, sizeof *sh);
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("lost"));
     pid_t pids[2];
-    world_spawn(2, lost_body, sh, pids);
-    restart_when_ready(sh);
+    after_shared *sh = start_then_restart("lost", lost_body, pids);
     long long t0 = test_now_ms();
     while (!knows_rank1_completed(sh->job) && test_now_ms() - t0 < 10000)
         usleep(10000);

@@ -2,6 +2,7 @@
  * and the engine's batch (engine.c): dedup, parking, wake-ups, expiry,
  * limits — on a real SQLite database, without the network. */
 #include "engine.h"
+#include "engine_request.h"
 
 #include "check_main.h"
 
@@ -230,21 +231,6 @@ static void free_replies(void)
     nreplies = 0;
 }
 
-/* A request as the listener would build it: packed, then decoded. */
-static c10ds_request *req(C10dpb__Request *pb, uint64_t client, uint64_t id)
-{
-    C10dpb__Identity who = C10DPB__IDENTITY__INIT;
-    who.has_client_id = 1;
-    who.client_id = client;
-    pb->who = &who;
-    pb->request_id = id;
-    size_t n = c10dpb__request__get_packed_size(pb);
-    uint8_t *buf = malloc(n);
-    c10dpb__request__pack(pb, buf);
-    c10ds_request *r = c10ds_request_new(c10dpb__request__unpack(NULL, n, buf), NULL);
-    free(buf);
-    return r;
-}
 
 static c10ds_request *add_req(uint64_t client, uint64_t id, const char *key, int64_t delta)
 {
@@ -254,7 +240,7 @@ static c10ds_request *add_req(uint64_t client, uint64_t id, const char *key, int
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_ADD;
     pb.add = &m;
-    return req(&pb, client, id);
+    return engine_request(&pb, client, id);
 }
 
 static c10ds_request *get_req(uint64_t id, const char *key, int timeout_ms)
@@ -266,7 +252,7 @@ static c10ds_request *get_req(uint64_t id, const char *key, int timeout_ms)
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_GET;
     pb.get = &m;
-    return req(&pb, 1, id);
+    return engine_request(&pb, 1, id);
 }
 
 static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
@@ -278,7 +264,7 @@ static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_SET;
     pb.set = &m;
-    return req(&pb, 2, id);
+    return engine_request(&pb, 2, id);
 }
 
 /* --- the applied-request log (reqlog.c) --- */

@@ -1,0 +1,14 @@
+/* Requests for driving the coordinator's engine without the network (unit
+ * tests, bench_engine): built the way the listener builds them. */
+#ifndef C10D_TEST_ENGINE_REQUEST_H
+#define C10D_TEST_ENGINE_REQUEST_H
+
+#include "engine.h"
+
+#include <stdint.h>
+
+/* pb packed and decoded again, with who.client_id = client (none when 0)
+ * and request_id = id. */
+c10ds_request *engine_request(C10dpb__Request *pb, uint64_t client, uint64_t id);
+
+#endif

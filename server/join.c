@@ -318,30 +318,11 @@ const char *c10ds_join_unshadowable(const c10ds_jregion *r, const c10dc_fp *fp, 
             *culprit = i;
     if (*culprit < 0)
         return NULL;
-    switch ((c10dc_kind)fp->kind) {
-    case C10DC_ALL_REDUCE:
-    case C10DC_REDUCE_SCATTER:
-    case C10DC_BARRIER:
-    case C10DC_MONITORED_BARRIER:
-        return NULL;
-    case C10DC_BROADCAST:
-    case C10DC_REDUCE:
-        if (fp->root >= 0 && fp->root < r->size && c10ds_join_shadows(r, fp->root, s)) {
-            *culprit = fp->root;
-            return "is rooted at a rank that joined";
-        }
-        return NULL;
-    case C10DC_ALL_GATHER:
-    case C10DC_GATHER:
-    case C10DC_SCATTER:
-    case C10DC_ALL_TO_ALL:
-        return "needs data from (or for) every member, and a joined rank has none";
-    case C10DC_SEND:
-    case C10DC_RECV:
-    case C10DC_KIND_COUNT:
-        break;
-    }
-    return "is not a collective a joined rank can shadow";
+    int root_joined = (fp->kind == C10DC_BROADCAST || fp->kind == C10DC_REDUCE) &&
+                      fp->root >= 0 && fp->root < r->size && c10ds_join_shadows(r, fp->root, s);
+    if (root_joined)
+        *culprit = fp->root;
+    return c10dc_join_unshadowable(fp, root_joined);
 }
 
 /* --- released runs --- */
@@ -381,7 +362,7 @@ void c10ds_join_trim(c10ds_jregion *r)
 {
     uint64_t min = UINT64_MAX;
     for (int i = 0; i < r->size; i++)
-        if (r->m[i].order && r->m[i].asked < min)
+        if (r->m[i].order && !r->m[i].inband && r->m[i].asked < min)
             min = r->m[i].asked;
     while (r->run_count && r->runs[r->run_head].last <= min) {
         r->run_head = (r->run_head + 1) % r->run_cap;

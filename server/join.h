@@ -32,6 +32,8 @@ typedef struct c10ds_jmember {
     int64_t joined_ms;
     int begun;       /* called c10d_join_begin */
     int told_done;   /* heard that the region is over */
+    int inband;      /* joined, learns what to shadow from its peers' data plane: it
+                        needs no released runs (docs/join.md) */
 } c10ds_jmember;
 
 /* Released collectives first..last, all the same call, with `active`

@@ -90,6 +90,15 @@ static void cannot_shadow(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, u
     c10ds_verify_finding(e, g, s, C10D_EJOINED, report);
 }
 
+/* Every joined rank of the region learns what to shadow in-band. */
+static int inband_only(const c10ds_jregion *jr)
+{
+    for (int i = 0; i < jr->size; i++)
+        if (jr->m[i].order && !jr->m[i].inband)
+            return 0;
+    return 1;
+}
+
 /* Releases to the joined ranks every collective the active ranks allow
  * (join.h): enters it for them, so verification moves on, and logs it
  * for their join_shadow. */
@@ -115,6 +124,16 @@ static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
         if (!active || end < s)
             break;
         const c10ds_vrun *run = c10ds_verify_ref(g, s);
+        if (!run && inband_only(jr)) {
+            /* Ranks that shadow in-band need nothing from here, and their
+             * watches say what they completed: verification may have
+             * passed s already. The bookkeeping just follows. */
+            jr->released = end;
+            for (int i = 0; i < jr->size; i++)
+                if (c10ds_join_shadows(jr, i, s))
+                    c10ds_verify_skip_to(e, g, i, end);
+            continue;
+        }
         if (!run) {
             char report[512];
             snprintf(report, sizeof report, "join in group %s (job %s): the coordinator does not "
@@ -139,6 +158,7 @@ static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
         }
         jr->released = end;
         jr->last_fp = fp;
+        c10ds_join_trim(jr); /* in-band joined ranks never ask for the runs */
         for (int i = 0; i < jr->size; i++)
             if (c10ds_join_shadows(jr, i, s))
                 c10ds_verify_enter(e, g, i, s, end, &fp);
@@ -340,6 +360,51 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
     return o;
 }
 
+/* A joined rank (in-band) saw nothing to shadow for the group's timeout:
+ * the stall is the group's finding, worded with where every rank is. */
+static c10ds_outcome stalled(c10ds_engine *e, c10ds_request *r, c10ds_jregion *jr,
+                             c10ds_vgroup *g, int idx)
+{
+    C10dpb__JoinShadow *m = r->pb->join_shadow;
+    char w[64], where[640], report[1200];
+    c10ds_verify_whereabouts(g, where, sizeof where);
+    snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s (joined "
+             "after #%llu) waited %d ms to shadow #%llu, and no other rank began it; %s", g->name,
+             g->job, (unsigned long long)m->next_seq, c10ds_verify_who(g, idx, w, sizeof w),
+             (unsigned long long)jr->m[idx].after, m->timeout_ms,
+             (unsigned long long)m->next_seq, where);
+    c10ds_verify_finding(e, g, m->next_seq, C10D_ETIMEDOUT, report);
+    return c10ds_fail(r, C10D_ETIMEDOUT, "%s", report);
+}
+
+/* A rank that shadows in-band is answered at once: the end of the region
+ * once it is over and the rank has shadowed up to its last collective,
+ * else nothing (it hears of the end on its watch, JoinState.done). */
+static c10ds_outcome answer_inband(c10ds_engine *e, c10ds_request *r, c10ds_jregion *jr,
+                                   c10ds_vgroup *g, int idx)
+{
+    C10dpb__JoinShadow *m = r->pb->join_shadow;
+    if (g->status)
+        return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
+    C10dpb__JoinShadowReply out = C10DPB__JOIN_SHADOW_REPLY__INIT;
+    if (m->next_seq - 1 > jr->m[idx].asked)
+        jr->m[idx].asked = m->next_seq - 1;
+    if (jr->done && m->next_seq > jr->final_seq) {
+        out.has_done = out.has_last_joiner = out.has_final_seq = 1;
+        out.done = 1;
+        out.last_joiner = jr->last_joiner;
+        out.final_seq = jr->final_seq;
+        jr->m[idx].told_done = 1;
+    }
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_JOIN_SHADOW;
+    rep.join_shadow = &out;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    if (out.done)
+        c10ds_join_prune(&e->join, g->job, g->gen);
+    return o;
+}
+
 static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__JoinShadow *m = r->pb->join_shadow;
@@ -355,12 +420,18 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
         return c10ds_fail(r, C10D_EINVAL, "join_shadow: next_seq counts from 1");
     uint64_t upto = m->next_seq - 1;
     if (ph == C10DS_FIRST && m->has_failed && m->failed != C10D_OK && !g->status) {
-        char w[64], report[1024];
-        snprintf(report, sizeof report, "join in group %s (job %s) at collective #%llu: %s, "
-                 "which joined, could not take part in it (%s: %s)", g->name, g->job,
-                 (unsigned long long)m->next_seq, c10ds_verify_who(g, idx, w, sizeof w),
-                 status_name(m->failed), m->failure ? m->failure : "");
-        c10ds_verify_finding(e, g, m->next_seq, C10D_EABORTED, report);
+        char w[64], report[1200];
+        if (m->failed == C10D_ETIMEDOUT && m->inband)
+            return stalled(e, r, jr, g, idx);
+        if (m->failed == C10D_EJOINED) /* it saw a call it cannot shadow: its words stand */
+            snprintf(report, sizeof report, "%s", m->failure ? m->failure : "");
+        else
+            snprintf(report, sizeof report, "join in group %s (job %s) at collective #%llu: %s, "
+                     "which joined, could not take part in it (%s: %s)", g->name, g->job,
+                     (unsigned long long)m->next_seq, c10ds_verify_who(g, idx, w, sizeof w),
+                     status_name(m->failed), m->failure ? m->failure : "");
+        c10ds_verify_finding(e, g, m->next_seq,
+                             m->failed == C10D_EJOINED ? C10D_EJOINED : C10D_EABORTED, report);
     }
     if (ph == C10DS_FIRST) {
         c10ds_jmember *me = &jr->m[idx];
@@ -377,9 +448,13 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
             me->asked = upto;
         if (jr->restored && upto > jr->released)
             jr->released = upto;
+        if (m->inband)
+            me->inband = 1;
         c10ds_join_trim(jr);
         release(e, jr, g);
     }
+    if (m->inband)
+        return answer_inband(e, r, jr, g, idx);
     return answer(e, r, ph, jr, g, idx);
 }
 
@@ -472,8 +547,9 @@ static C10dpb__JoinState *state_of(const c10ds_jregion *jr)
     s->released = jr->released;
     s->done = jr->done;
     if (jr->done) {
-        s->has_last_joiner = 1;
+        s->has_last_joiner = s->has_final_seq = 1;
         s->last_joiner = jr->last_joiner;
+        s->final_seq = jr->final_seq;
     }
     for (int i = 0; i < jr->size; i++)
         s->begun += jr->m[i].begun;
@@ -518,17 +594,22 @@ static void state_free(C10dpb__JoinState *s)
 }
 
 /* The active ranks learn of joins on their watch (and acknowledge them on
- * the next one). */
+ * the next one); ranks that shadow in-band learn there that the region is
+ * over (kept until every member was told). */
+static int announced(const c10ds_jregion *jr, const char *job, uint64_t gen)
+{
+    return jr->gen == gen && jr->joins && !strcmp(jr->job, job);
+}
+
 static void on_watch_reply(c10ds_engine *e, const char *job, uint64_t gen, C10dpb__WatchReply *w)
 {
     size_t n = 0;
     for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        n += jr->gen == gen && jr->joins && !jr->done && !strcmp(jr->job, job);
+        n += announced(jr, job, gen);
     if (!n || !(w->joins = calloc(n, sizeof *w->joins)))
         return;
     for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        if (jr->gen == gen && jr->joins && !jr->done && !strcmp(jr->job, job) &&
-            (w->joins[w->n_joins] = state_of(jr)))
+        if (announced(jr, job, gen) && (w->joins[w->n_joins] = state_of(jr)))
             w->n_joins++;
 }
 

@@ -16,9 +16,11 @@
 
 #include "c10d_time.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOT_JOINED UINT64_MAX
 
@@ -45,39 +47,85 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
            !pg->join.opts.divide_by_initial_world_size;
 }
 
+/* Whether a region begun now has its joined ranks shadow in-band: every
+ * collective of the group runs on a data plane whose transfers name the
+ * collective (the host backend's). CUDA buffers carry no such header, so
+ * where NCCL can serve the group the coordinator tells joined ranks what
+ * to shadow. */
+static int inband_capable(c10d_pg *pg)
+{
+    return pg->be && pg->be->peek && pg->be->announce &&
+           (pg->backend == C10D_BACKEND_HOST || c10di_nccl_available() != C10D_OK);
+}
+
 c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c)
 {
     c10d_verify mode = pg->w->verify;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c10di_join_known(pg);
-    if (!p2p && (mode == C10D_VERIFY_SYNC || known || c10di_join_avg_by_active(pg, c)))
-        return C10DI_REPORT_SYNC;
-    if (mode == C10D_VERIFY_OFF && !known && !in_region(pg))
+    int region = in_region(pg), inband = region && pg->join.inband;
+    if (!p2p) {
+        if (mode == C10D_VERIFY_SYNC || c10di_join_avg_by_active(pg, c))
+            return C10DI_REPORT_SYNC;
+        /* The coordinator tells the joined ranks what to shadow: it must
+         * hear of every collective at once. In-band they read it from the
+         * data plane, and the mode stands. */
+        if (known && !inband)
+            return C10DI_REPORT_SYNC;
+        if (mode == C10D_VERIFY_OFF) /* held only where the coordinator may need them */
+            return region && !inband ? C10DI_REPORT_QUEUE : C10DI_REPORT_NONE;
+        return C10DI_REPORT_QUEUE;
+    }
+    if (mode == C10D_VERIFY_OFF && !known && !region)
         return C10DI_REPORT_NONE;
     return C10DI_REPORT_QUEUE;
+}
+
+static int anyone_joined(c10d_pg *pg)
+{
+    return c10di_join_known(pg) || atomic_load_explicit(&pg->join.heard, memory_order_acquire);
 }
 
 /* Ranks that contribute data to collective seq of pg. */
 static int active_at(c10d_pg *pg, uint64_t seq)
 {
-    if (!c10di_join_known(pg))
+    if (!anyone_joined(pg))
         return pg->size;
+    c10di_join *j = &pg->join;
+    unsigned epoch = atomic_load_explicit(&j->epoch, memory_order_acquire);
+    if (epoch == j->stable_epoch && seq >= j->stable_from)
+        return j->stable_active; /* every step of a shadowed loop: no lock */
     int active = pg->size;
+    uint64_t top = 0;
     pthread_mutex_lock(&pg->w->mu);
-    for (int i = 0; i < pg->size; i++)
-        active -= pg->join.after[i] < seq;
+    for (int i = 0; i < pg->size; i++) {
+        active -= j->after[i] < seq;
+        if (j->after[i] != NOT_JOINED && j->after[i] > top)
+            top = j->after[i];
+    }
     pthread_mutex_unlock(&pg->w->mu);
+    if (seq > top) { /* every join known counts from here on */
+        j->stable_epoch = epoch;
+        j->stable_from = top + 1;
+        j->stable_active = active;
+    }
     return active;
+}
+
+/* after[] changed (w->mu held): active_at's memo is stale. */
+static void joins_changed(c10di_join *j)
+{
+    atomic_fetch_add_explicit(&j->epoch, 1, memory_order_release);
 }
 
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
 {
-    if (c->shadow) /* its divisor came from the coordinator with the call */
+    if (c->shadow) /* its divisor came with the call */
         return C10D_OK;
     if (!c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
         if (c10di_join_avg_by_active(pg, c))
             c->divisor = active_at(pg, c->seq);
-        return C10D_OK;
+        return c10di_join_check(pg, c);
     }
     pthread_mutex_lock(&pg->w->mu);
     uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
@@ -92,6 +140,93 @@ c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
                        "joined after collective #%llu (out of inputs) and will never %s it",
                        c->what, c->tag, pg->name, pg->rank, c->root, (unsigned long long)after,
                        send ? "receive" : "send");
+}
+
+/* "rank 0 joined after collective #5, rank 2 after #7" (at most 8 named):
+ * the members that joined before collective seq (w->mu held). */
+static void joined_list(c10d_pg *pg, uint64_t seq, char *buf, size_t cap)
+{
+    size_t off = 0;
+    int named = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < pg->size && off + 64 < cap; i++) {
+        if (pg->join.after[i] >= seq)
+            continue;
+        if (named++ == 8) {
+            snprintf(buf + off, cap - off, " and others");
+            return;
+        }
+        off += (size_t)snprintf(buf + off, cap - off, "%srank %d joined after %s#%llu",
+                                named > 1 ? ", " : "", i, named > 1 ? "" : "collective ",
+                                (unsigned long long)pg->join.after[i]);
+    }
+}
+
+/* Why collective seq (fp, called by group rank `caller`) cannot run while
+ * members have joined, in the coordinator's words, into report; 0 if it
+ * can. Reads after[] (w->mu held). */
+static int unshadowable_report(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int caller,
+                               char *report, size_t cap)
+{
+    int rooted = fp->kind == C10DC_BROADCAST || fp->kind == C10DC_REDUCE;
+    int root_joined = rooted && fp->root >= 0 && fp->root < pg->size &&
+                      pg->join.after[fp->root] < seq;
+    const char *why = c10dc_join_unshadowable(fp, root_joined);
+    if (!why)
+        return 0;
+    char f[160], joined[512];
+    joined_list(pg, seq, joined, sizeof joined);
+    snprintf(report, cap, "join in group %s (job %s) at collective #%llu: rank %d called %s, "
+             "which %s; %s (out of inputs). Only all_reduce, reduce, reduce_scatter, barrier and "
+             "broadcast from an active rank can run while a member has joined", pg->name,
+             pg->w->job, (unsigned long long)seq, caller, c10dc_fp_format(fp, f, sizeof f), why,
+             joined);
+    return 1;
+}
+
+c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
+{
+    if (c->shadow || !in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
+        c->kind == C10DC_SEND || c->kind == C10DC_RECV)
+        return C10D_OK;
+    int meet = c->kind == C10DC_MONITORED_BARRIER;
+    if (!meet && !c10dc_join_unshadowable(&c->fp, 1))
+        return C10D_OK; /* runs whoever joined (an all_reduce, a barrier) */
+    char report[1024];
+    int *tell = malloc((size_t)pg->size * sizeof *tell), n_tell = 0, bad = 0;
+    if (!tell)
+        return C10D_OK;
+    pthread_mutex_lock(&pg->w->mu);
+    bad = !meet && unshadowable_report(pg, c->seq, &c->fp, pg->rank, report, sizeof report);
+    for (int i = 0; i < pg->size && (meet || bad); i++)
+        if (pg->join.after[i] < c->seq && pg->join.told[i] < c->seq) {
+            pg->join.told[i] = c->seq;
+            tell[n_tell++] = i;
+        }
+    pthread_mutex_unlock(&pg->w->mu);
+    /* The joined ranks wait in join_end for a header: this one tells them
+     * to meet the barrier, or that the group failed. */
+    for (int k = 0; k < n_tell; k++) /* the host backend's links (a monitored barrier has no be) */
+        pg->be->announce(pg, pg->be_state, c, tell[k]);
+    free(tell);
+    if (!bad)
+        return C10D_OK;
+    c10di_record_alert(pg->w, pg->name, C10D_EJOINED, report);
+    return c10di_error(C10D_EJOINED, "%s of group %s (rank %d) did not run: %s", c->what,
+                       pg->name, pg->rank, report);
+}
+
+void c10di_join_heard(c10d_pg *pg, int peer, uint64_t after)
+{
+    if (peer < 0 || peer >= pg->size || !in_region(pg))
+        return;
+    pthread_mutex_lock(&pg->w->mu);
+    if (pg->join.after[peer] == NOT_JOINED) {
+        pg->join.after[peer] = after;
+        joins_changed(&pg->join);
+    }
+    atomic_store_explicit(&pg->join.heard, 1, memory_order_release);
+    pthread_mutex_unlock(&pg->w->mu);
 }
 
 void c10di_join_ran(c10d_pg *pg, const c10di_coll *c)
@@ -116,8 +251,21 @@ int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js)
             continue;
         c10di_join *j = &pg->join;
         unsigned version = atomic_load(&j->version);
-        /* A region this rank already ended, an older one, or nothing new. */
-        if (js->region <= j->ended || js->region < j->state_region ||
+        if (js->region <= j->ended)
+            break; /* a region this rank already ended */
+        /* The end of the region this rank is in (not ended, over: it
+         * joined it), for its in-band shadowing. Even when the same reply
+         * carries the next region too, which a rank that returned from
+         * this one at once may have joined already. */
+        if (js->has_done && js->done && js->has_final_seq &&
+            atomic_load(&j->done_region) != js->region) {
+            j->done_final = js->final_seq;
+            j->done_last = js->last_joiner;
+            atomic_store_explicit(&j->done_region, js->region, memory_order_release);
+            news = 1;
+        }
+        /* An older region than the one described, or nothing new. */
+        if (js->region < j->state_region ||
             (js->region == j->state_region && js->version <= version))
             break;
         if (js->region != j->state_region)
@@ -129,6 +277,7 @@ int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js)
             if (r >= 0 && r < pg->size)
                 j->after[r] = js->joined[k]->after_seq;
         }
+        joins_changed(j);
         atomic_store_explicit(&j->version, js->version, memory_order_release);
         news = 1;
         break;
@@ -264,6 +413,7 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     c10dpb__reply__free_unpacked(rep, NULL);
     j->region++;
     j->opts = opts;
+    j->inband = inband_capable(pg);
     atomic_store_explicit(&j->in_region, 1, memory_order_release);
     return C10D_OK;
 }
@@ -281,34 +431,68 @@ static void leave_region(c10d_pg *pg)
         atomic_store(&j->version, 0);
         for (int i = 0; i < pg->size; i++)
             j->after[i] = NOT_JOINED;
+        joins_changed(j);
     }
+    atomic_store(&j->heard, 0);
+    for (int i = 0; i < pg->size; i++)
+        j->told[i] = 0;
     pthread_mutex_unlock(&pg->w->mu);
 }
 
-/* Collective seq, as the others called it, with this rank's identities. */
-static c10d_status shadow(c10d_pg *pg, uint64_t seq, const C10dpb__CollEntry *call, int active)
+/* "#7 ALL_REDUCE float32[4] SUM (shadowed: this rank joined)". A joined
+ * rank reacts to a peer's header and the peer waits meanwhile, so a
+ * repeated call reuses the text of its description. */
+static void describe_shadow(c10d_pg *pg, c10di_coll *c)
+{
+    c10di_join *j = &pg->join;
+    if (!j->fp_text[0] || memcmp(&j->fp_last, &c->fp, sizeof c->fp) != 0) {
+        c10dc_fp_format(&c->fp, j->fp_text, sizeof j->fp_text);
+        j->fp_last = c->fp;
+    }
+    char num[24];
+    size_t n = 0;
+    uint64_t v = c->seq;
+    do
+        num[sizeof num - 1 - n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < sizeof num - 1);
+    static const char tail[] = " (shadowed: this rank joined)";
+    size_t tl = strlen(j->fp_text), at = 0, cap = sizeof c->what;
+    c->what[at++] = '#';
+    memcpy(c->what + at, num + sizeof num - n, n);
+    at += n;
+    c->what[at++] = ' ';
+    if (at + tl + sizeof tail <= cap) {
+        memcpy(c->what + at, j->fp_text, tl);
+        memcpy(c->what + at + tl, tail, sizeof tail);
+    } else {
+        c->what[at] = '\0';
+    }
+}
+
+/* Collective seq, as the others called it (fp), with this rank's
+ * identities; an AVG divides by divisor (0: the group's size). */
+static c10d_status shadow(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int divisor)
 {
     c10di_coll c;
     memset(&c, 0, sizeof c);
-    c.kind = (c10dc_kind)call->kind;
-    c.dtype = (c10d_dtype)call->dtype;
-    c.op = (c10d_reduce_op)call->op;
-    c.root = call->root;
+    c.kind = (c10dc_kind)fp->kind;
+    c.dtype = (c10d_dtype)fp->dtype;
+    c.op = (c10d_reduce_op)fp->op;
+    c.root = fp->root;
     c.seq = seq;
-    c.fp = (c10dc_fp){call->kind, call->dtype, call->count, call->root, call->op, call->device, 0};
+    c.fp = *fp;
+    c.fp.spare = 0;
     c.shadow = 1;
-    c.divisor = pg->join.opts.divide_by_initial_world_size ? 0 : active;
+    c.divisor = divisor;
     c.timeout_ms = pg->timeout_ms;
     c.deadline_ms = c10d_now_ms() + c.timeout_ms;
-    char f[128];
-    snprintf(c.what, sizeof c.what, "#%llu %s (shadowed: this rank joined)",
-             (unsigned long long)seq, c10dc_fp_format(&c.fp, f, sizeof f));
+    describe_shadow(pg, &c);
     int data = c.kind != C10DC_BARRIER && c.kind != C10DC_MONITORED_BARRIER;
-    if (call->kind >= C10DC_KIND_COUNT || call->count < 0 ||
+    if (fp->kind >= C10DC_KIND_COUNT || fp->count < 0 ||
         (data && c10d_dtype_size(c.dtype) == 0))
-        return c10di_error(C10D_EPROTO, "join_end of group %s: the coordinator asked to shadow "
-                           "%s, which this library does not know", pg->name, c.what);
-    c.count = (size_t)call->count;
+        return c10di_error(C10D_EPROTO, "join_end of group %s: asked to shadow %s, which this "
+                           "library does not know", pg->name, c.what);
+    c.count = (size_t)fp->count;
     c10d_status st;
     pg->seq = seq; /* the group's numbering goes on as if this rank had called it */
     if (c.kind == C10DC_MONITORED_BARRIER) {
@@ -316,7 +500,7 @@ static c10d_status shadow(c10d_pg *pg, uint64_t seq, const C10dpb__CollEntry *ca
         if (st == C10D_OK)
             c10di_pg_completed(pg, seq);
     } else {
-        st = c10di_route(pg, &c, call->device == C10DC_DEV_CUDA ? C10DI_ANY_CUDA : C10D_CPU,
+        st = c10di_route(pg, &c, fp->device == C10DC_DEV_CUDA ? C10DI_ANY_CUDA : C10D_CPU,
                          "join_end");
         if (st == C10D_OK && c.be->prepare)
             st = c.be->prepare(pg, c.be_state, &c);
@@ -325,7 +509,6 @@ static c10d_status shadow(c10d_pg *pg, uint64_t seq, const C10dpb__CollEntry *ca
         if (c.be && c.be->forget)
             c.be->forget(&c);
     }
-    pg->join.active_last = active;
     return st;
 }
 
@@ -358,43 +541,35 @@ static void report_failure(c10d_pg *pg, uint64_t seq, c10d_status st)
     c10di_error(st, "%s", why);
 }
 
-c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
+static void shadow_request(c10d_pg *pg, C10dpb__JoinShadow *m, uint64_t next, int first)
 {
-    if (!pg)
-        return c10di_error(C10D_EINVAL, "join_end: NULL process group");
     c10di_join *j = &pg->join;
-    if (!in_region(pg))
-        return c10di_error(C10D_EINVAL, "join_end: group %s is not in a join region (call "
-                           "c10d_join_begin on every rank first)", pg->name);
+    c10dpb__join_shadow__init(m);
+    m->job = pg->w->job;
+    m->generation = pg->w->generation;
+    m->group = pg->name;
+    m->rank = pg->w->rank;
+    m->region = j->region;
+    m->next_seq = next;
+    m->has_first = m->has_timeout_ms = 1;
+    m->first = first;
+    m->timeout_ms = pg->timeout_ms;
+    m->has_throw_on_early_termination = m->has_divide_by_initial_world_size = 1;
+    m->throw_on_early_termination = j->opts.throw_on_early_termination != 0;
+    m->divide_by_initial_world_size = j->opts.divide_by_initial_world_size != 0;
+}
+
+/* The coordinator tells this rank, one reply at a time, what the others
+ * called (join_shadow, parked until something is released). */
+static c10d_status shadow_by_coordinator(c10d_pg *pg, int *last_joiner)
+{
     c10di_world *w = pg->w;
-    /* This rank's own collectives run first, and the coordinator hears of
-     * every one it queued: it joins after the last of them. */
-    c10di_lane_drain(pg);
-    c10di_verify_flush(w);
+    c10di_join *j = &pg->join;
     c10d_status st = C10D_OK;
-    if (pg->broken) {
-        st = c10di_error(C10D_EABORTED, "join_end of group %s: the group is unusable after an "
-                         "earlier failure: %s", pg->name, pg->broken_msg);
-        goto out;
-    }
-    char after[32];
-    snprintf(after, sizeof after, " after #%llu", (unsigned long long)pg->seq);
-    c10di_activity(w, "join_end of group ", pg->name, after, " (shadowing)");
     uint64_t next = pg->seq + 1;
     for (int first = 1;; first = 0) {
-        C10dpb__JoinShadow m = C10DPB__JOIN_SHADOW__INIT;
-        m.job = w->job;
-        m.generation = w->generation;
-        m.group = pg->name;
-        m.rank = w->rank;
-        m.region = j->region;
-        m.next_seq = next;
-        m.has_first = m.has_timeout_ms = 1;
-        m.first = first;
-        m.timeout_ms = pg->timeout_ms;
-        m.has_throw_on_early_termination = m.has_divide_by_initial_world_size = 1;
-        m.throw_on_early_termination = j->opts.throw_on_early_termination != 0;
-        m.divide_by_initial_world_size = j->opts.divide_by_initial_world_size != 0;
+        C10dpb__JoinShadow m;
+        shadow_request(pg, &m, next, first);
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
         req.join_shadow = &m;
@@ -421,8 +596,13 @@ c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
                                  "shadow #%llu..#%llu", pg->name, (unsigned long long)next,
                                  (unsigned long long)x->first_seq,
                                  (unsigned long long)x->last_seq);
+            const C10dpb__CollEntry *call = x->call;
+            c10dc_fp fp = {call->kind, call->dtype, call->count, call->root, call->op,
+                           call->device, 0};
+            int divisor = j->opts.divide_by_initial_world_size ? 0 : x->active;
             for (uint64_t s = next; st == C10D_OK && s <= x->last_seq; s++, next++)
-                st = shadow(pg, s, x->call, x->active);
+                st = shadow(pg, s, &fp, divisor);
+            j->active_last = x->active;
         }
         int done = st == C10D_OK && r && r->done;
         if (done && last_joiner)
@@ -433,6 +613,220 @@ c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
         if (done || st != C10D_OK)
             break;
     }
+    return st;
+}
+
+/* In-band: tells the coordinator that this rank shadows from next on
+ * (first: it joined), or that it failed to (failed, failure); the answer
+ * comes at once: *done and *last once the region is over and this rank
+ * has shadowed all of it. */
+static c10d_status ask_inband(c10d_pg *pg, uint64_t next, int first, c10d_status failed,
+                              const char *failure, int *done, int *last)
+{
+    c10di_world *w = pg->w;
+    C10dpb__JoinShadow m;
+    shadow_request(pg, &m, next, first);
+    m.has_inband = m.inband = 1;
+    if (failed != C10D_OK) {
+        m.has_failed = 1;
+        m.failed = failed;
+        m.failure = (char *)failure;
+    }
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
+    req.join_shadow = &m;
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(w->conn, &req, 0, 30000, &rep);
+    if (st != C10D_OK) {
+        char report[1024];
+        snprintf(report, sizeof report, "%s", c10d_errmsg());
+        if (st == C10D_EJOINED || st == C10D_EDESYNC || st == C10D_EPEERLOST ||
+            st == C10D_ETIMEDOUT || st == C10D_EABORTED)
+            c10di_record_alert(w, pg->name, st, report);
+        return c10di_error(st, "join_end of group %s (rank %d, joined after #%llu): %s",
+                           pg->name, pg->rank, (unsigned long long)(pg->join.shadow_after1 - 1),
+                           report);
+    }
+    const C10dpb__JoinShadowReply *r =
+        rep->result_case == C10DPB__REPLY__RESULT_JOIN_SHADOW ? rep->join_shadow : NULL;
+    if (!r)
+        st = c10di_error(C10D_EPROTO, "join_end of group %s: the coordinator answered with "
+                         "something else", pg->name);
+    else if (r->done) {
+        *done = 1;
+        *last = r->last_joiner;
+    }
+    c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
+}
+
+/* Collective seq, as peer `from` began it: shadowed, unless a joined rank
+ * cannot take part in it; then every rank must fail rather than wait. */
+static c10d_status shadow_peeked(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int divisor,
+                                 int from)
+{
+    if (!c10dc_join_unshadowable(fp, 1)) /* an all_reduce, a barrier: whoever joined */
+        return shadow(pg, seq, fp, divisor);
+    char report[1024];
+    pthread_mutex_lock(&pg->w->mu);
+    int bad = unshadowable_report(pg, seq, fp, from, report, sizeof report);
+    pthread_mutex_unlock(&pg->w->mu);
+    if (!bad)
+        return shadow(pg, seq, fp, divisor);
+    int done = 0, last;
+    /* The coordinator makes it the group's finding: the others hear of it
+     * on their watch, whatever they are waiting in. */
+    ask_inband(pg, seq, 0, C10D_EJOINED, report, &done, &last);
+    c10di_record_alert(pg->w, pg->name, C10D_EJOINED, report);
+    return c10di_error(C10D_EJOINED, "join_end of group %s (rank %d): %s", pg->name, pg->rank,
+                       report);
+}
+
+static uint64_t conn_epoch(c10di_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t e = c->epoch;
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* In-band (docs/join.md): the next collective to shadow is read from the
+ * header a peer's transfer of it starts with, on the data plane itself, so
+ * a shadowed step costs what a normal one does and the others keep their
+ * verification mode. The coordinator records the join, and its watch says
+ * when the region is over. Waiting spins, yields, then sleeps, as the
+ * data plane does, and looks for a finding or a lost member meanwhile. */
+static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
+{
+    c10di_join *j = &pg->join;
+    uint64_t next = pg->seq + 1;
+    int done = 0, last = -1;
+    c10d_status st = ask_inband(pg, next, 1, C10D_OK, NULL, &done, &last);
+    c10di_coll probe;
+    memset(&probe, 0, sizeof probe);
+    probe.deadline_ms = INT64_MAX;
+    int64_t since = c10d_now_ms(), asked_done = 0;
+    unsigned idle = 0;
+    int over = 0;
+    uint64_t asked_epoch = conn_epoch(pg->w->conn);
+    while (st == C10D_OK && !done) {
+        if (atomic_load_explicit(&j->done_region, memory_order_acquire) == j->region &&
+            next > j->done_final && c10d_now_ms() - asked_done > 100) {
+            asked_done = c10d_now_ms(); /* over, and all of it shadowed */
+            st = ask_inband(pg, next, 0, C10D_OK, NULL, &done, &last);
+            continue;
+        }
+        int found = 0;
+        c10di_peeked pk;
+        if (!over && (st = pg->be->peek(pg, pg->be_state, next, &found, &pk)) != C10D_OK)
+            break;
+        /* A peer out of this region (the last joiner, already on to what
+         * follows it): the region is over, its end on the way. */
+        if (found && pk.region != j->region)
+            over = 1;
+        else if (found) {
+            if ((st = shadow_peeked(pg, next, &pk.fp, pk.divisor, pk.from)) != C10D_OK)
+                break;
+            next++;
+            idle = 0;
+            continue;
+        }
+        if (!idle)
+            since = c10d_now_ms(); /* not on every step: the peer waits for this one */
+        if (++idle < 256) {
+            cpu_relax();
+            continue;
+        } else if (idle < 4096) {
+            sched_yield();
+            if (idle % 64)
+                continue;
+        } else {
+            struct timespec ts = {0, idle < 8192 ? 20000 : 200000};
+            nanosleep(&ts, NULL);
+        }
+        probe.seq = next;
+        snprintf(probe.what, sizeof probe.what, "join_end (waiting to shadow #%llu)",
+                 (unsigned long long)next);
+        if ((st = c10di_pg_check(pg, &probe, -1)) != C10D_OK) {
+            /* The last joiner may be gone already, the region over before
+             * this rank's watch said so: the coordinator knows. */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", c10d_errmsg());
+            if (ask_inband(pg, next, 0, C10D_OK, NULL, &done, &last) == C10D_OK && done)
+                st = C10D_OK;
+            else
+                c10di_error(st, "%s", why);
+            break;
+        }
+        uint64_t epoch = conn_epoch(pg->w->conn);
+        if (epoch != asked_epoch) {
+            /* A new connection, perhaps a restarted coordinator: it learns
+             * of this join again (from its database) and that this rank
+             * shadows in-band. */
+            asked_epoch = epoch;
+            if ((st = ask_inband(pg, next, 0, C10D_OK, NULL, &done, &last)) != C10D_OK)
+                break;
+        }
+        if (c10d_now_ms() - since > pg->timeout_ms) {
+            char why[256];
+            snprintf(why, sizeof why, "waited %d ms to shadow #%llu", pg->timeout_ms,
+                     (unsigned long long)next);
+            st = ask_inband(pg, next, 0, C10D_ETIMEDOUT, why, &done, &last);
+            if (st == C10D_OK) /* the coordinator is out of reach: say it here */
+                st = c10di_error(C10D_ETIMEDOUT, "join_end of group %s (rank %d): %s, and no "
+                                 "other rank began it", pg->name, pg->rank, why);
+        }
+    }
+    if (st != C10D_OK && st != C10D_EJOINED && st != C10D_ETIMEDOUT) {
+        /* The others may wait for this rank's part: the coordinator tells them. */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", c10d_errmsg());
+        int d = 0, l;
+        ask_inband(pg, next, 0, st, why, &d, &l);
+        c10di_error(st, "%s", why);
+    }
+    if (st == C10D_OK && last_joiner)
+        *last_joiner = last;
+    j->active_last = active_at(pg, next - 1);
+    return st;
+}
+
+c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
+{
+    if (!pg)
+        return c10di_error(C10D_EINVAL, "join_end: NULL process group");
+    c10di_join *j = &pg->join;
+    if (!in_region(pg))
+        return c10di_error(C10D_EINVAL, "join_end: group %s is not in a join region (call "
+                           "c10d_join_begin on every rank first)", pg->name);
+    c10di_world *w = pg->w;
+    /* This rank's own collectives run first, and the coordinator hears of
+     * every one it queued: it joins after the last of them. */
+    c10di_lane_drain(pg);
+    c10di_verify_flush(w);
+    c10d_status st = C10D_OK;
+    if (pg->broken) {
+        st = c10di_error(C10D_EABORTED, "join_end of group %s: the group is unusable after an "
+                         "earlier failure: %s", pg->name, pg->broken_msg);
+        goto out;
+    }
+    char after[32];
+    snprintf(after, sizeof after, " after #%llu", (unsigned long long)pg->seq);
+    c10di_activity(w, "join_end of group ", pg->name, after, " (shadowing)");
+    pthread_mutex_lock(&w->mu);
+    j->after[pg->rank] = pg->seq;
+    joins_changed(j);
+    pthread_mutex_unlock(&w->mu);
+    /* What this rank sends from now on says it joined. */
+    j->shadow_after1 = pg->seq + 1;
+    st = j->inband ? shadow_inband(pg, last_joiner) : shadow_by_coordinator(pg, last_joiner);
+    j->shadow_after1 = 0;
 out:
     c10di_activity_done(w);
     leave_region(pg);

@@ -52,6 +52,7 @@ static void pg_free(c10d_pg *pg)
     c10di_world_unref(pg->w);
     free(pg->ranks);
     free(pg->join.after);
+    free(pg->join.told);
     free(pg);
 }
 
@@ -59,9 +60,12 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
 {
     c10d_pg *pg = calloc(1, sizeof *pg);
     if (!pg || !(pg->ranks = malloc((size_t)n * sizeof *pg->ranks)) ||
-        !(pg->join.after = malloc((size_t)n * sizeof *pg->join.after))) {
-        if (pg)
+        !(pg->join.after = malloc((size_t)n * sizeof *pg->join.after)) ||
+        !(pg->join.told = calloc((size_t)n, sizeof *pg->join.told))) {
+        if (pg) {
             free(pg->ranks);
+            free(pg->join.after);
+        }
         free(pg);
         return NULL;
     }

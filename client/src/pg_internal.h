@@ -46,6 +46,7 @@ typedef struct c10di_coll {
     int shadow;  /* this rank joined: contribute identities, discard results (the
                     backend uses buffers of its own; buf, ins, outs... are unset) */
     int divisor; /* AVG: divide by this; 0: the group's size */
+    int discard; /* the backend's shadow buffers: a result nobody reads may be skipped */
 } c10di_coll;
 
 /* A barrier runs where the group's default data plane is: its NCCL
@@ -53,6 +54,14 @@ typedef struct c10di_coll {
 #define C10DI_GROUP_DEVICE (-2)
 /* A joined rank's shadow of a CUDA collective: on the group's CUDA device. */
 #define C10DI_ANY_CUDA (-3)
+
+/* What a peer's transfer header says of the collective it began (join). */
+typedef struct c10di_peeked {
+    c10dc_fp fp;
+    int divisor;     /* what an AVG divides by (0: the group's size) */
+    int from;        /* the peer (group rank) */
+    uint32_t region; /* the join region it is in (0: none) */
+} c10di_peeked;
 
 /* --- the backend ops table --- */
 typedef struct c10di_backend_ops {
@@ -84,6 +93,15 @@ typedef struct c10di_backend_ops {
     /* A new group's communicator from its parent's (all of the parent's
      * members call it, in the same order; child is NULL on non-members). */
     c10d_status (*split)(c10d_pg *parent, void *parent_state, c10d_pg *child, void *child_state);
+    /* In-band join (docs/join.md), for data planes whose transfers carry a
+     * header naming the collective (the host backend; NULL for NCCL, whose
+     * joined ranks learn what to shadow from the coordinator). peek: has
+     * a peer begun collective seq, and what is it (*found, *out), without
+     * consuming anything. announce: c's header alone to group rank `to` (a joined
+     * rank), so that it learns of a call it cannot take part in. */
+    c10d_status (*peek)(c10d_pg *pg, void *state, uint64_t seq, int *found,
+                        struct c10di_peeked *out);
+    void (*announce)(c10d_pg *pg, void *state, const c10di_coll *c, int to);
 } c10di_backend_ops;
 
 extern const c10di_backend_ops c10di_host_backend;
@@ -151,6 +169,32 @@ typedef struct c10di_join {
     unsigned state_region; /* the region version and after[] describe */
     uint64_t *after;       /* per group rank: joined after this seq, or UINT64_MAX */
     int active_last;       /* c10d_active_ranks */
+    /* In-band (docs/join.md): the region's joined ranks learn what to
+     * shadow from their peers' transfer headers, not from the coordinator
+     * (every collective of the group runs on the host data plane). Set by
+     * c10d_join_begin. */
+    int inband;
+    /* Joins heard in-band, from a joined peer's header (written to after[]
+     * under w->mu), before or instead of the coordinator's JoinState. */
+    atomic_int heard;
+    /* While this rank shadows: 1 + the collective it joined after, in the
+     * header of everything it sends (0 while active). */
+    uint64_t shadow_after1;
+    /* The end of the region, from the watch (JoinState.done): done_region
+     * is written last (w->mu), so the rest is there once it is set. */
+    atomic_uint done_region;
+    uint64_t done_final; /* the group's last collective of the region */
+    int done_last;       /* its last joiner */
+    uint64_t *told;      /* per group rank: the last collective announced to it */
+    c10dc_fp fp_last;    /* the last call shadowed, and its description */
+    char fp_text[128];
+    /* active_at's memo: from collective stable_from on, stable_active
+     * ranks contribute, while epoch is what it was (bumped whenever
+     * after[] changes). */
+    atomic_uint epoch;
+    unsigned stable_epoch;
+    uint64_t stable_from;
+    int stable_active;
 } c10di_join;
 
 typedef struct c10di_lane c10di_lane;
@@ -240,6 +284,13 @@ unsigned c10di_join_known(c10d_pg *pg);
  * send/recv with it); sets c->divisor for an AVG that divides by the
  * active ranks. */
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c);
+/* Inside a region whose joined ranks shadow in-band, while c (not a
+ * shadow) runs or waits: C10D_EJOINED if a member joined before c and c
+ * needs it (c10dc_join_unshadowable), after telling the joined ranks on
+ * the data plane; a monitored barrier is announced to them. */
+c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c);
+/* A peer's transfer header said it joined after collective `after`. */
+void c10di_join_heard(c10d_pg *pg, int peer, uint64_t after);
 /* After c ran: what c10d_active_ranks says. */
 void c10di_join_ran(c10d_pg *pg, const c10di_coll *c);
 /* The watcher: applies a JoinState from the coordinator (1 if it told

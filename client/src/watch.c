@@ -258,6 +258,12 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
             return c10di_error(st, "%s of group %s (rank %d) failed: %s",
                                c ? c->what : "setup", pg->name, pg->rank, msg);
     }
+    if (c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed)) {
+        /* A member joined while this rank waits in a call it cannot shadow. */
+        c10d_status st = c10di_join_check(pg, c);
+        if (st != C10D_OK)
+            return st;
+    }
     if (c && c10d_now_ms() > c->deadline_ms) {
         if (waiting_for >= 0)
             return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "

@@ -32,7 +32,10 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     if (pg->broken)
         return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
                            "failure: %s", c->what, pg->name, pg->broken_msg);
-    c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+    /* A shadow runs inside join_end, which says so itself: a joined rank
+     * reacts to its peers' headers, and every step it saves is theirs. */
+    if (!c->shadow)
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
     /* A finding or a lost member, known already, fails the call at once.
      * When the call is reported as in SYNC the coordinator answers that
      * itself (and records it) on the report it makes anyway, so its
@@ -55,7 +58,8 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
         pg->broken = st;
         snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", c10d_errmsg());
     }
-    c10di_activity_done(pg->w);
+    if (!c->shadow)
+        c10di_activity_done(pg->w);
     return st;
 }
 

@@ -998,6 +998,133 @@ START_TEST(coordinator_restart_while_joined)
 }
 END_TEST
 
+/* --- in-band shadowing: what the joined rank learns from the data plane --- */
+
+static int64_t requests_served(void)
+{
+    c10d_store *s;
+    c10d_coord_info info;
+    if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+        return -1;
+    int64_t n = c10d_store_coord_info(s, &info) == C10D_OK ? info.requests : -1;
+    c10d_store_close(s);
+    return n;
+}
+
+/* Rank 0 joins at once; rank 1 runs 500 steps, each checked, and counts
+ * what the coordinator served meanwhile. A joined rank reads what to
+ * shadow from rank 1's transfer headers, and rank 1 keeps its mode: under
+ * ASYNC and OFF the steps cost the coordinator nothing per step (the
+ * coordinator path asked, or had rank 1 report, once a step). */
+static int no_round_trip_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {0, 500};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last = -1;
+    if (rank == 1) {
+        if ((rc = step(pg, rank, 0, batches, n)) != 0) /* rank 0 is known to have joined */
+            return rc;
+        int64_t before = requests_served();
+        for (int i = 1; i < batches[1]; i++)
+            if ((rc = step(pg, rank, i, batches, n)) != 0)
+                return rc;
+        int64_t during = requests_served() - before;
+        if (before < 0 || during > 100)
+            FAIL(12, "rank 1: the coordinator served %lld requests during 499 shadowed steps",
+                 (long long)during);
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(13, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(a_joined_rank_shadows_without_the_coordinator)
+{
+    scenario sc = {world_job("inband"), modes[1 + _i], 0, 0};
+    run_world(2, no_round_trip_body, &sc, 60);
+}
+END_TEST
+
+/* Region after region, the rank that joins first alternating, and right
+ * after each region a collective both ranks take part in with their data.
+ * The last joiner returns at once and issues it while the first joiner
+ * may still wait to hear that the region is over: it must not shadow it
+ * (the transfer header names the sender's region). */
+static int back_to_back_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    for (int r = 0; r < 20; r++) {
+        int first = r % 2, last = -1;
+        if (c10d_join_begin(pg, NULL) != C10D_OK)
+            FAIL(11, "rank %d region %d: join_begin: %s", rank, r, c10d_errmsg());
+        if (rank != first) { /* one step the other shadows */
+            float g = 1.0f;
+            c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+            if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK || g != 1.0f)
+                FAIL(12, "rank %d region %d: step: %s (%g)", rank, r, c10d_errmsg(), g);
+        }
+        if (c10d_join_end(pg, &last) != C10D_OK || last != 1 - first)
+            FAIL(13, "rank %d region %d: join_end: %s (last %d)", rank, r, c10d_errmsg(), last);
+        float v = (float)(rank + 1);
+        c10d_tensor t = c10d_tensor_1d(&v, C10D_FLOAT32, 1);
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK || v != 3.0f)
+            FAIL(14, "rank %d after region %d: all_reduce: %s (%g, want 3)", rank, r,
+                 c10d_errmsg(), v);
+    }
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(the_call_after_a_region_is_not_shadowed)
+{
+    scenario sc = {world_job("back2back"), modes[_i], 0, 0};
+    run_world(2, back_to_back_body, &sc, 60);
+}
+END_TEST
+
+/* A monitored barrier meets through the store, not the data plane: the
+ * active rank tells the joined one on the data plane to meet it. */
+static int monitored_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {0, 3};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last = -1;
+    for (int i = 0; i < batches[rank]; i++) {
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+        long long t0 = test_now_ms();
+        c10d_status st = c10d_monitored_barrier(pg, 5000, 1);
+        if (st != C10D_OK || test_now_ms() - t0 > 2000)
+            FAIL(12, "rank %d step %d: monitored_barrier: %s (%lld ms)", rank, i,
+                 st ? c10d_errmsg() : "ok", test_now_ms() - t0);
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(13, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(a_monitored_barrier_while_a_rank_is_joined)
+{
+    scenario sc = {world_job("monitored"), modes[_i], 0, 0};
+    run_world(2, monitored_body, &sc, 60);
+}
+END_TEST
+
 static Suite *join_suite(void)
 {
     Suite *s = suite_create("join");
@@ -1023,6 +1150,9 @@ static Suite *join_suite(void)
 #endif
     tcase_add_test(tc, ctl_status_shows_the_join);
     tcase_add_test(tc, coordinator_restart_while_joined);
+    tcase_add_loop_test(tc, a_joined_rank_shadows_without_the_coordinator, 0, 2);
+    tcase_add_loop_test(tc, the_call_after_a_region_is_not_shadowed, 0, 3);
+    tcase_add_loop_test(tc, a_monitored_barrier_while_a_rank_is_joined, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

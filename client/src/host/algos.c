@@ -73,6 +73,8 @@ static c10d_status all_reduce_exchange(c10di_host *h, const c10di_coll *c, void 
         if (st != C10D_OK)
             return st;
     }
+    if (c->discard) /* a joined rank's: every rank reduces for itself here */
+        return C10D_OK;
     memcpy(buf, tmp, bytes);
     for (int i = 1; i < n; i++)
         c10di_reduce(c->dtype, c->op, buf, tmp + (size_t)i * bytes, c->count);

@@ -61,6 +61,7 @@ typedef struct c10di_host {
     void *scratch;
     size_t scratch_cap;
     void *shadow; /* a joined rank's identity and discard buffers (shadow.c) */
+    uint64_t *heard_joined; /* per peer: the `joined` its headers said last (xfer.c) */
     size_t shadow_cap;
 } c10di_host;
 
@@ -71,6 +72,8 @@ c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name);
 void c10di_shm_detach(c10di_host *h);
 ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len);
 ssize_t c10di_ring_read(c10di_ring *r, void *p, size_t len);
+/* Copies up to len readable bytes without consuming them. */
+ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len);
 
 /* tcp.c */
 c10d_status c10di_tcp_listen(c10di_host *h);
@@ -83,6 +86,16 @@ void c10di_tcp_close(c10di_host *h);
  * C10D_EPEERLOST / C10D_ETIMEDOUT through c10di_pg_check. */
 c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
                        size_t slen, int from, void *rbuf, size_t rlen);
+/* Join (docs/join.md): whether a peer has begun collective seq, read from
+ * the header at the front of its collective channel without consuming it
+ * (*found; then *out).
+ * Headers of later collectives are passed over (another peer's comes
+ * first); anything else is C10D_EDESYNC, a closed link C10D_EPEERLOST. */
+c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeked *out);
+/* c's header alone to peer `to`, which waits in join_end for a header and
+ * so learns what it cannot take part in (or a monitored barrier to meet).
+ * Best effort. */
+void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to);
 /* Scratch memory owned by h, at least len bytes (valid until the next call). */
 void *c10di_scratch(c10di_host *h, size_t len);
 

@@ -71,6 +71,7 @@ static void host_close(void *state)
     free(h->peer_seg_len);
     free(h->scratch);
     free(h->shadow);
+    free(h->heard_joined);
     free(h);
 }
 
@@ -91,7 +92,8 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     h->links = calloc((size_t)h->n, sizeof *h->links);
     h->peer_seg = calloc((size_t)h->n, sizeof *h->peer_seg);
     h->peer_seg_len = calloc((size_t)h->n, sizeof *h->peer_seg_len);
-    if (!h->links || !h->peer_seg || !h->peer_seg_len) {
+    h->heard_joined = calloc((size_t)h->n, sizeof *h->heard_joined);
+    if (!h->links || !h->peer_seg || !h->peer_seg_len || !h->heard_joined) {
         host_close(h);
         return c10di_error(C10D_ENOMEM, "out of memory");
     }
@@ -196,10 +198,25 @@ static c10d_status host_run(c10d_pg *pg, void *state, c10di_coll *c)
     return c10di_host_run(state, c);
 }
 
+static c10d_status host_peek(c10d_pg *pg, void *state, uint64_t seq, int *found,
+                             c10di_peeked *out)
+{
+    (void)pg;
+    return c10di_host_peek(state, seq, found, out);
+}
+
+static void host_announce(c10d_pg *pg, void *state, const c10di_coll *c, int to)
+{
+    (void)pg;
+    c10di_host_announce(state, c, to);
+}
+
 const c10di_backend_ops c10di_host_backend = {
     .name = "host",
     .open = host_open,
     .connect = host_connect,
     .run = host_run,
     .close = host_close,
+    .peek = host_peek,
+    .announce = host_announce,
 };

@@ -27,6 +27,7 @@ c10d_status c10di_host_shadow(c10di_host *h, const c10di_coll *c)
     unsigned char elem[8];
     c10di_coll s = *c;
     s.shadow = 0;
+    s.discard = 1;
     c10d_status st = C10D_OK;
     switch (c->kind) {
     case C10DC_BARRIER:

@@ -18,6 +18,7 @@
 #include "c10d_time.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -48,7 +49,8 @@ void *c10di_scratch(c10di_host *h, size_t len)
 
 #define HDR_MAGIC 0xc10dc011u
 
-/* What a collective's transfer says it belongs to. */
+/* What a collective's transfer says it belongs to. Ranks compare the
+ * fields up to `joined` (HDR_SAME); the rest is news for the receiver. */
 typedef struct {
     uint32_t magic;
     uint8_t kind, dtype, op, device;
@@ -56,7 +58,16 @@ typedef struct {
     uint32_t group; /* the group name's hash */
     uint64_t seq;
     int64_t count;
+    /* Join (docs/join.md). joined: the sender has joined, after collective
+     * joined-1 (0: it is active), which tells the receiver how many ranks
+     * contributed. divisor: what an AVG divides by (0: the group's size),
+     * passed on to joined ranks, which learn the call from this header. */
+    uint64_t joined;
+    int32_t divisor;
+    uint32_t region; /* the sender's join region (0: none): a joined rank shadows only its own */
 } coll_hdr;
+
+#define HDR_SAME offsetof(coll_hdr, joined)
 
 static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
 {
@@ -71,7 +82,18 @@ static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
     x.group = h->group_hash;
     x.seq = c->seq;
     x.count = c->fp.count;
+    x.joined = h->pg->join.shadow_after1;
+    x.divisor = c->divisor;
+    x.region = atomic_load_explicit(&h->pg->join.in_region, memory_order_relaxed)
+                   ? h->pg->join.region
+                   : 0;
     return x;
+}
+
+static c10dc_fp fp_of(const coll_hdr *x)
+{
+    c10dc_fp fp = {x->kind, x->dtype, x->count, x->root, x->op, x->device, 0};
+    return fp;
 }
 
 /* The bytes of one direction: a header (may be empty), then the data. */
@@ -153,7 +175,7 @@ static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const 
             return c10di_error(st, "%s of group %s (rank %d) did not run: %s", c->what,
                                pg->name, h->me, report);
     }
-    c10dc_fp fp = {got->kind, got->dtype, got->count, got->root, got->op, got->device, 0};
+    c10dc_fp fp = fp_of(got);
     if (got->magic != HDR_MAGIC || got->group != h->group_hash)
         snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
                  "%d received bytes from rank %d that are not %s (the two are in "
@@ -237,8 +259,13 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             moved |= k > 0;
             if (!checked && in.done >= in.hlen) {
                 coll_hdr want = hdr_of(h, c);
-                if (memcmp(&theirs, &want, sizeof want) != 0)
+                if (memcmp(&theirs, &want, HDR_SAME) != 0)
                     return mismatch(h, c, from, &theirs);
+                if (theirs.joined != h->heard_joined[from]) {
+                    h->heard_joined[from] = theirs.joined;
+                    if (theirs.joined)
+                        c10di_join_heard(h->pg, from, theirs.joined - 1);
+                }
                 checked = 1;
             }
         }
@@ -271,4 +298,120 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             return st;
     }
     return C10D_OK;
+}
+
+/* --- join: what a joined rank waits for --- */
+
+/* The first bytes waiting on peer's collective channel, not consumed:
+ * how many (0: none yet), or -1 if the peer closed. */
+static ssize_t peek_link(c10di_link *l, void *p, size_t len)
+{
+    if (l->shm)
+        return c10di_ring_peek(&l->in[CH_COLL], p, len);
+    ssize_t k = recv(l->fd[CH_COLL], p, len, MSG_PEEK | MSG_DONTWAIT);
+    if (k == 0)
+        return -1;
+    if (k < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    return k;
+}
+
+/* A joined rank waiting to shadow collective seq found something else at
+ * the front of peer's channel. */
+static c10d_status stray(c10di_host *h, uint64_t seq, int peer, const coll_hdr *x)
+{
+    c10d_pg *pg = h->pg;
+    char f[160], report[1024];
+    c10dc_fp fp = fp_of(x);
+    if (x->magic != HDR_MAGIC || x->group != h->group_hash)
+        snprintf(report, sizeof report, "desync in group %s (job %s): rank %d, which joined, "
+                 "waits to shadow collective #%llu, but received bytes from rank %d that are not "
+                 "%s", pg->name, pg->w->job, h->me, (unsigned long long)seq, peer,
+                 x->magic != HDR_MAGIC ? "a collective's" : "this group's");
+    else
+        snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
+                 "%d, which joined, waits to shadow #%llu, but rank %d sent #%llu %s, which "
+                 "this rank has passed", pg->name, pg->w->job, (unsigned long long)x->seq,
+                 h->me, (unsigned long long)seq, peer, (unsigned long long)x->seq,
+                 c10dc_fp_format(&fp, f, sizeof f));
+    c10di_record_alert(pg->w, pg->name, C10D_EDESYNC, report);
+    return c10di_error(C10D_EDESYNC, "join_end of group %s (rank %d): %s", pg->name, h->me,
+                       report);
+}
+
+static c10d_status gone_while_peeking(c10di_host *h, uint64_t seq, int peer)
+{
+    c10di_coll probe;
+    memset(&probe, 0, sizeof probe);
+    probe.seq = seq;
+    probe.deadline_ms = INT64_MAX;
+    snprintf(probe.what, sizeof probe.what, "#%llu (shadowed: this rank joined)",
+             (unsigned long long)seq);
+    return peer_gone(h, &probe, peer);
+}
+
+c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeked *out)
+{
+    *found = 0;
+    for (int k = 1; k < h->n; k++) {
+        int peer = (h->me + h->n - k) % h->n; /* the left neighbour first: rings start there */
+        coll_hdr x;
+        ssize_t got = peek_link(&h->links[peer], &x, sizeof x);
+        if (got < 0)
+            return gone_while_peeking(h, seq, peer);
+        if ((size_t)got < sizeof x)
+            continue;
+        int ours = x.magic == HDR_MAGIC && x.group == h->group_hash;
+        if (ours && x.seq > seq)
+            continue; /* a later collective: another peer's header for seq comes first */
+        if (ours && x.kind == C10DC_MONITORED_BARRIER) {
+            /* Only ever announced (it meets through the store): taken now.
+             * Every active rank announces it; the copies of one already
+             * met are dropped. */
+            span sp = {&x, sizeof x, NULL, 0, 0};
+            while (sp.done < sizeof x) {
+                ssize_t r = try_recv(&h->links[peer], CH_COLL, &sp);
+                if (r < 0)
+                    return gone_while_peeking(h, seq, peer);
+                sp.done += (size_t)r;
+            }
+            if (x.seq < seq) {
+                k--; /* this peer again */
+                continue;
+            }
+        } else if (!ours || x.seq < seq) {
+            return stray(h, seq, peer, &x);
+        }
+        out->fp = fp_of(&x);
+        out->divisor = x.divisor;
+        out->from = peer;
+        out->region = x.region;
+        *found = 1;
+        if (x.joined != h->heard_joined[peer]) {
+            h->heard_joined[peer] = x.joined;
+            if (x.joined)
+                c10di_join_heard(h->pg, peer, x.joined - 1);
+        }
+        return C10D_OK;
+    }
+    return C10D_OK;
+}
+
+void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to)
+{
+    if (to < 0 || to >= h->n || to == h->me)
+        return;
+    coll_hdr x = hdr_of(h, c);
+    span sp = {&x, sizeof x, NULL, 0, 0};
+    /* A few tries: the channel is empty between collectives, so the
+     * header fits at once unless the peer stopped reading (then the group
+     * fails anyway). */
+    for (int i = 0; i < 100 && sp.done < sizeof x; i++) {
+        ssize_t k = try_send(&h->links[to], CH_COLL, &sp);
+        if (k < 0)
+            return;
+        sp.done += (size_t)k;
+        if (!k)
+            usleep(100);
+    }
 }

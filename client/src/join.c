@@ -216,16 +216,32 @@ c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
                        pg->name, pg->rank, report);
 }
 
+/* Group rank idx joined this region after collective `after`, as this
+ * rank saw for itself (w->mu held). */
+static void note_join(c10d_pg *pg, int idx, uint64_t after)
+{
+    c10di_join *j = &pg->join;
+    /* It describes this region: a JoinState of it from the watch, perhaps
+     * older than what was seen, adds to it and never wipes it. */
+    if (j->state_region < j->region) {
+        for (int i = 0; i < pg->size; i++)
+            j->after[i] = NOT_JOINED;
+        j->state_region = j->region;
+        atomic_store(&j->version, 0);
+    }
+    if (j->after[idx] == NOT_JOINED) {
+        j->after[idx] = after;
+        joins_changed(j);
+    }
+    atomic_store_explicit(&j->heard, 1, memory_order_release);
+}
+
 void c10di_join_heard(c10d_pg *pg, int peer, uint64_t after)
 {
     if (peer < 0 || peer >= pg->size || !in_region(pg))
         return;
     pthread_mutex_lock(&pg->w->mu);
-    if (pg->join.after[peer] == NOT_JOINED) {
-        pg->join.after[peer] = after;
-        joins_changed(&pg->join);
-    }
-    atomic_store_explicit(&pg->join.heard, 1, memory_order_release);
+    note_join(pg, peer, after);
     pthread_mutex_unlock(&pg->w->mu);
 }
 
@@ -783,8 +799,9 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
                                  "other rank began it", pg->name, pg->rank, why);
         }
     }
-    if (st != C10D_OK && st != C10D_EJOINED && st != C10D_ETIMEDOUT) {
-        /* The others may wait for this rank's part: the coordinator tells them. */
+    if (st != C10D_OK && st != C10D_EJOINED && st != C10D_ETIMEDOUT && st != C10D_EPEERLOST) {
+        /* The others may wait for this rank's part: the coordinator tells
+         * them (a lost member it tells them of itself, as that). */
         char why[1024];
         snprintf(why, sizeof why, "%s", c10d_errmsg());
         int d = 0, l;
@@ -820,8 +837,7 @@ c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
     snprintf(after, sizeof after, " after #%llu", (unsigned long long)pg->seq);
     c10di_activity(w, "join_end of group ", pg->name, after, " (shadowing)");
     pthread_mutex_lock(&w->mu);
-    j->after[pg->rank] = pg->seq;
-    joins_changed(j);
+    note_join(pg, pg->rank, pg->seq);
     pthread_mutex_unlock(&w->mu);
     /* What this rank sends from now on says it joined. */
     j->shadow_after1 = pg->seq + 1;

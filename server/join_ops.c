@@ -421,8 +421,9 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
     uint64_t upto = m->next_seq - 1;
     if (ph == C10DS_FIRST && m->has_failed && m->failed != C10D_OK && !g->status) {
         char w[64], report[1200];
-        if (m->failed == C10D_ETIMEDOUT && m->inband)
-            return stalled(e, r, jr, g, idx);
+        if (m->failed == C10D_ETIMEDOUT && m->inband) /* unless it is over: then it is told */
+            return jr->done && m->next_seq > jr->final_seq ? answer_inband(e, r, jr, g, idx)
+                                                           : stalled(e, r, jr, g, idx);
         if (m->failed == C10D_EJOINED) /* it saw a call it cannot shadow: its words stand */
             snprintf(report, sizeof report, "%s", m->failure ? m->failure : "");
         else

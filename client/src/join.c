@@ -195,10 +195,19 @@ c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
     char report[1024];
     int *tell = malloc((size_t)pg->size * sizeof *tell), n_tell = 0, bad = 0;
     if (!tell)
-        return C10D_OK;
+        return c10di_error(C10D_ENOMEM, "%s of group %s: out of memory checking it against the "
+                           "joined ranks", c->what, pg->name);
     pthread_mutex_lock(&pg->w->mu);
     bad = !meet && unshadowable_report(pg, c->seq, &c->fp, pg->rank, report, sizeof report);
-    for (int i = 0; i < pg->size && (meet || bad); i++)
+    /* A monitored barrier is announced by one rank, the lowest active one
+     * this rank knows of: a joined rank takes one header per barrier. */
+    int lowest = pg->rank;
+    for (int i = 0; i < pg->rank; i++)
+        if (pg->join.after[i] >= c->seq) {
+            lowest = i;
+            break;
+        }
+    for (int i = 0; i < pg->size && ((meet && lowest == pg->rank) || bad); i++)
         if (pg->join.after[i] < c->seq && pg->join.told[i] < c->seq) {
             pg->join.told[i] = c->seq;
             tell[n_tell++] = i;
@@ -410,6 +419,10 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     if (o)
         opts = *o;
     c10di_world *w = pg->w;
+    /* Async calls made before the region run outside it: their transfer
+     * headers name no region (a joined rank must not take them for one of
+     * its own), and the lane never sees the region number change. */
+    c10di_lane_drain(pg);
     C10dpb__JoinBegin m = C10DPB__JOIN_BEGIN__INIT;
     m.job = w->job;
     m.generation = w->generation;
@@ -712,6 +725,19 @@ static uint64_t conn_epoch(c10di_conn *c)
 #define cpu_relax() ((void)0)
 #endif
 
+/* A failure while waiting to shadow next: the last joiner may be gone
+ * already, the region over before this rank's watch said so. The
+ * coordinator knows; the failure's message stands otherwise. */
+static int over_after_all(c10d_pg *pg, uint64_t next, int *done, int *last)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", c10d_errmsg());
+    if (ask_inband(pg, next, 0, C10D_OK, NULL, done, last) == C10D_OK && *done)
+        return 1;
+    c10di_error(C10D_ERROR, "%s", why); /* the message of the failure, kept */
+    return 0;
+}
+
 /* In-band (docs/join.md): the next collective to shadow is read from the
  * header a peer's transfer of it starts with, on the data plane itself, so
  * a shadowed step costs what a normal one does and the others keep their
@@ -740,8 +766,12 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         }
         int found = 0;
         c10di_peeked pk;
-        if (!over && (st = pg->be->peek(pg, pg->be_state, next, &found, &pk)) != C10D_OK)
+        if (!over && (st = pg->be->peek(pg, pg->be_state, next, &found, &pk)) != C10D_OK) {
+            /* A peer gone: perhaps the last joiner, the region over. */
+            if (st == C10D_EPEERLOST && over_after_all(pg, next, &done, &last))
+                st = C10D_OK;
             break;
+        }
         /* A peer out of this region (the last joiner, already on to what
          * follows it): the region is over, its end on the way. */
         if (found && pk.region != j->region)
@@ -770,14 +800,8 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         snprintf(probe.what, sizeof probe.what, "join_end (waiting to shadow #%llu)",
                  (unsigned long long)next);
         if ((st = c10di_pg_check(pg, &probe, -1)) != C10D_OK) {
-            /* The last joiner may be gone already, the region over before
-             * this rank's watch said so: the coordinator knows. */
-            char why[1024];
-            snprintf(why, sizeof why, "%s", c10d_errmsg());
-            if (ask_inband(pg, next, 0, C10D_OK, NULL, &done, &last) == C10D_OK && done)
+            if (over_after_all(pg, next, &done, &last))
                 st = C10D_OK;
-            else
-                c10di_error(st, "%s", why);
             break;
         }
         uint64_t epoch = conn_epoch(pg->w->conn);

@@ -88,6 +88,10 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
         return c10di_error(C10D_EINVAL, "monitored_barrier: NULL process group");
     if (timeout_ms <= 0)
         timeout_ms = pg->timeout_ms;
+    /* In a join region its header goes to joined ranks on the data plane
+     * (c10di_join_check), which the lane's queued calls may be using. */
+    if (atomic_load(&pg->join.in_region))
+        c10di_lane_drain(pg);
     /* It is a collective of the group: numbered and verified like one. */
     c10di_coll c;
     memset(&c, 0, sizeof c);

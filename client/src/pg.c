@@ -26,6 +26,7 @@ void c10di_world_unref(c10di_world *w)
     }
     free(w->lost);
     free(w->lost_seqs);
+    free(w->lost_order);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->flush_mu);
     pthread_spin_destroy(&w->rmu);
@@ -184,9 +185,12 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
                            "backend serves CPU buffers)", c10d_errmsg());
     c10di_world *w = calloc(1, sizeof *w);
     if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
-        !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs))) {
-        if (w)
+        !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs)) ||
+        !(w->lost_order = calloc((size_t)size, sizeof *w->lost_order))) {
+        if (w) {
             free(w->lost);
+            free(w->lost_seqs);
+        }
         free(w);
         return c10di_error(C10D_ENOMEM, "out of memory");
     }

@@ -132,6 +132,8 @@ typedef struct c10di_world {
     atomic_uint lost_version; /* bumped whenever lost[] gains an entry */
     char **lost;              /* per global rank: why it is gone, or NULL (mu) */
     char **lost_seqs;         /* per global rank that left: its final_seqs (mu) */
+    unsigned *lost_order;     /* per global rank: 1 for the first heard lost, ... (mu) */
+    unsigned lost_count;      /* (mu) */
     char final_seqs[2048];    /* ",name=seq," of this rank's destroyed groups (mu) */
     /* What this rank is doing, for peers' reports: written on every
      * collective without a lock (a seqlock over atomic bytes), because a

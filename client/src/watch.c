@@ -82,6 +82,7 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
                      m->reason ? m->reason : "", (long long)(m->changed_ms - m->last_seen_ms),
                      what);
         w->lost[m->rank] = strdup(buf);
+        w->lost_order[m->rank] = ++w->lost_count;
         if (m->final_seqs && *m->final_seqs)
             w->lost_seqs[m->rank] = strdup(m->final_seqs);
         atomic_fetch_add(&w->lost_version, 1);
@@ -215,12 +216,19 @@ c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap)
             snprintf(msg, cap, "%s", a->report);
             st = a->status;
         }
+    /* The member heard lost first is named: a rank that fails because
+     * another went (a joined rank whose join_end failed, then left) is
+     * not the cause. */
+    int first = -1;
     for (int i = 0; i < pg->size && st == C10D_OK; i++) {
         int g = pg->ranks[i];
-        if (w->lost[g] && !left_after(w->lost_seqs[g], pg->name, seq)) {
-            snprintf(msg, cap, "%s", w->lost[g]);
-            st = C10D_EPEERLOST;
-        }
+        if (w->lost[g] && !left_after(w->lost_seqs[g], pg->name, seq) &&
+            (first < 0 || w->lost_order[g] < w->lost_order[first]))
+            first = g;
+    }
+    if (st == C10D_OK && first >= 0) {
+        snprintf(msg, cap, "%s", w->lost[first]);
+        st = C10D_EPEERLOST;
     }
     pthread_mutex_unlock(&w->mu);
     return st;
@@ -240,15 +248,19 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
                 snprintf(msg, sizeof msg, "%s", a->report);
                 st = a->status;
             }
+        int first = -1; /* the first heard lost, as in c10di_pg_failure */
         for (int i = 0; i < pg->size && !msg[0]; i++) {
             int g = pg->ranks[i];
-            if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq)))
-                snprintf(msg, sizeof msg, "%s", w->lost[g]);
-            else if (w->lost[g]) /* left after c: matters from its next seq */
+            if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq))) {
+                if (first < 0 || w->lost_order[g] < w->lost_order[first])
+                    first = g;
+            } else if (w->lost[g]) /* left after c: matters from its next seq */
                 recheck = final_seq(w->lost_seqs[g], pg->name) + 1 < recheck
                               ? final_seq(w->lost_seqs[g], pg->name) + 1
                               : recheck;
         }
+        if (!msg[0] && first >= 0)
+            snprintf(msg, sizeof msg, "%s", w->lost[first]);
         if (!msg[0] && c) {
             pg->lost_seen = version;
             pg->recheck_seq = recheck;

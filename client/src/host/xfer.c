@@ -84,7 +84,7 @@ static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
     x.count = c->fp.count;
     x.joined = h->pg->join.shadow_after1;
     x.divisor = c->divisor;
-    x.region = atomic_load_explicit(&h->pg->join.in_region, memory_order_relaxed)
+    x.region = atomic_load_explicit(&h->pg->join.in_region, memory_order_acquire)
                    ? h->pg->join.region
                    : 0;
     return x;

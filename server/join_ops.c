@@ -277,6 +277,30 @@ static c10ds_outcome op_join_begin(c10ds_engine *e, c10ds_request *r, c10ds_phas
     return c10ds_reply(r, &rep);
 }
 
+/* The region is over: member idx hears it (and its last joiner). */
+static void tell_done(c10ds_jregion *jr, int idx, C10dpb__JoinShadowReply *out)
+{
+    out->has_done = out->has_last_joiner = out->has_final_seq = 1;
+    out->done = 1;
+    out->last_joiner = jr->last_joiner;
+    out->final_seq = jr->final_seq;
+    jr->m[idx].told_done = 1;
+}
+
+/* Sends a join_shadow reply; a region every member heard the end of is
+ * forgotten. */
+static c10ds_outcome reply_shadow(c10ds_engine *e, c10ds_request *r, const c10ds_vgroup *g,
+                                  C10dpb__JoinShadowReply *out)
+{
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_JOIN_SHADOW;
+    rep.join_shadow = out;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    if (out->done)
+        c10ds_join_prune(&e->join, g->job, g->gen);
+    return o;
+}
+
 /* Answers a joined rank: the released collectives from next_seq, or the
  * end of the region, or why the group cannot go on; else parks it. */
 static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c10ds_jregion *jr,
@@ -317,11 +341,7 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
         out.n_runs = n;
         out.runs = ptrs;
     } else if (jr->done && next > jr->final_seq) {
-        out.has_done = out.has_last_joiner = out.has_final_seq = 1;
-        out.done = 1;
-        out.last_joiner = jr->last_joiner;
-        out.final_seq = jr->final_seq;
-        jr->m[idx].told_done = 1;
+        tell_done(jr, idx, &out);
     } else if (next <= jr->released) {
         /* Released once, but no longer logged: only after a restart. */
         char report[512];
@@ -351,13 +371,7 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
         return c10ds_park(e, r, ph, key, m->has_timeout_ms && m->timeout_ms > 0 ? m->timeout_ms
                                                                               : 600000);
     }
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    rep.result_case = C10DPB__REPLY__RESULT_JOIN_SHADOW;
-    rep.join_shadow = &out;
-    c10ds_outcome o = c10ds_reply(r, &rep);
-    if (out.done)
-        c10ds_join_prune(&e->join, g->job, g->gen);
-    return o;
+    return reply_shadow(e, r, g, &out);
 }
 
 /* A joined rank (in-band) saw nothing to shadow for the group's timeout:
@@ -389,20 +403,9 @@ static c10ds_outcome answer_inband(c10ds_engine *e, c10ds_request *r, c10ds_jreg
     C10dpb__JoinShadowReply out = C10DPB__JOIN_SHADOW_REPLY__INIT;
     if (m->next_seq - 1 > jr->m[idx].asked)
         jr->m[idx].asked = m->next_seq - 1;
-    if (jr->done && m->next_seq > jr->final_seq) {
-        out.has_done = out.has_last_joiner = out.has_final_seq = 1;
-        out.done = 1;
-        out.last_joiner = jr->last_joiner;
-        out.final_seq = jr->final_seq;
-        jr->m[idx].told_done = 1;
-    }
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    rep.result_case = C10DPB__REPLY__RESULT_JOIN_SHADOW;
-    rep.join_shadow = &out;
-    c10ds_outcome o = c10ds_reply(r, &rep);
-    if (out.done)
-        c10ds_join_prune(&e->join, g->job, g->gen);
-    return o;
+    if (jr->done && m->next_seq > jr->final_seq)
+        tell_done(jr, idx, &out);
+    return reply_shadow(e, r, g, &out);
 }
 
 static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)

@@ -11,6 +11,13 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+/* --- waiting for a peer (idle.c) --- */
+/* The idle-th wait in a row for another process on this host: spin
+ * briefly (a peer on another core answers in a microsecond), then yield
+ * (ranks may outnumber cores), then sleep. Returns 1 when the caller
+ * should look for a failure or a deadline (every so often), else 0. */
+int c10di_idle_wait(unsigned idle);
+
 /* --- errors.c --- */
 /* Records the detail for c10d_errmsg() on this thread; returns st. */
 c10d_status c10di_error(c10d_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -16,11 +16,9 @@
 
 #include "c10d_time.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define NOT_JOINED UINT64_MAX
 
@@ -285,7 +283,6 @@ int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js)
         if (js->has_done && js->done && js->has_final_seq &&
             atomic_load(&j->done_region) != js->region) {
             j->done_final = js->final_seq;
-            j->done_last = js->last_joiner;
             atomic_store_explicit(&j->done_region, js->region, memory_order_release);
             news = 1;
         }
@@ -719,12 +716,6 @@ static uint64_t conn_epoch(c10di_conn *c)
     return e;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 /* A failure while waiting to shadow next: the last joiner may be gone
  * already, the region over before this rank's watch said so. The
  * coordinator knows; the failure's message stands otherwise. */
@@ -785,17 +776,8 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         }
         if (!idle)
             since = c10d_now_ms(); /* not on every step: the peer waits for this one */
-        if (++idle < 256) {
-            cpu_relax();
+        if (!c10di_idle_wait(idle++))
             continue;
-        } else if (idle < 4096) {
-            sched_yield();
-            if (idle % 64)
-                continue;
-        } else {
-            struct timespec ts = {0, idle < 8192 ? 20000 : 200000};
-            nanosleep(&ts, NULL);
-        }
         probe.seq = next;
         snprintf(probe.what, sizeof probe.what, "join_end (waiting to shadow #%llu)",
                  (unsigned long long)next);

@@ -183,10 +183,10 @@ typedef struct c10di_join {
      * header of everything it sends (0 while active). */
     uint64_t shadow_after1;
     /* The end of the region, from the watch (JoinState.done): done_region
-     * is written last (w->mu), so the rest is there once it is set. */
+     * is written last (w->mu), so done_final is there once it is set (the
+     * last joiner comes from the coordinator's answer to the last ask). */
     atomic_uint done_region;
     uint64_t done_final; /* the group's last collective of the region */
-    int done_last;       /* its last joiner */
     uint64_t *told;      /* per group rank: the last collective announced to it */
     c10dc_fp fp_last;    /* the last call shadowed, and its description */
     char fp_text[128];

@@ -121,9 +121,10 @@ ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len)
     return (ssize_t)n;
 }
 
-ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len)
+/* Copies up to len readable bytes into p; the read position is left to
+ * the caller. */
+static size_t ring_copy(c10di_ring *r, uint64_t tail, void *p, size_t len)
 {
-    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
     size_t avail = (size_t)(head - tail);
     size_t n = len < avail ? len : avail;
@@ -132,20 +133,20 @@ ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len)
     size_t at = (size_t)tail & (r->cap - 1), first = r->cap - at < n ? r->cap - at : n;
     memcpy(p, r->data + at, first);
     memcpy((uint8_t *)p + first, r->data, n - first);
-    return (ssize_t)n;
+    return n;
+}
+
+ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len)
+{
+    return (ssize_t)ring_copy(r, atomic_load_explicit(&r->hdr->tail, memory_order_relaxed), p,
+                              len);
 }
 
 ssize_t c10di_ring_read(c10di_ring *r, void *p, size_t len)
 {
     uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_acquire);
-    size_t avail = (size_t)(head - tail);
-    size_t n = len < avail ? len : avail;
-    if (!n)
-        return 0;
-    size_t at = (size_t)tail & (r->cap - 1), first = r->cap - at < n ? r->cap - at : n;
-    memcpy(p, r->data + at, first);
-    memcpy((uint8_t *)p + first, r->data, n - first);
-    atomic_store_explicit(&r->hdr->tail, tail + n, memory_order_release);
+    size_t n = ring_copy(r, tail, p, len);
+    if (n)
+        atomic_store_explicit(&r->hdr->tail, tail + n, memory_order_release);
     return (ssize_t)n;
 }

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 void *c10di_scratch(c10di_host *h, size_t len)
 {
@@ -282,16 +276,8 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             if (in.done < recv_total)
                 p[np++] = (struct pollfd){lf->fd[ch], POLLIN, 0};
             poll(p, (nfds_t)np, 20);
-        } else if (idle < 256) {
-            cpu_relax();
+        } else if (!c10di_idle_wait(idle)) {
             continue;
-        } else if (idle < 4096) {
-            sched_yield();
-            if (idle % 64)
-                continue;
-        } else {
-            struct timespec ts = {0, idle < 8192 ? 20000 : 200000};
-            nanosleep(&ts, NULL);
         }
         c10d_status st = c10di_pg_check(h->pg, c, in.done < recv_total ? from : to);
         if (st != C10D_OK)

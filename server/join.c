@@ -89,6 +89,7 @@ static c10ds_jregion *region_new(const char *job, uint64_t gen, const char *name
         r->m[i].after = C10DS_ACTIVE;
     r->last_joiner = -1;
     r->last_fp.kind = C10DC_KIND_COUNT; /* nothing released yet */
+    r->inband = -1;
     return r;
 }
 

@@ -52,6 +52,8 @@ typedef struct c10ds_jregion {
     int size;
     int *ranks; /* global rank of each group rank */
     int throw_early, divide_initial;
+    int inband; /* as the first member to begin said it: 1 in-band, 0 not, -1 not known
+                   (reloaded after a restart: the next to begin says) */
     c10ds_jmember *m;
     uint32_t joins;    /* how many joined: the region's version */
     uint64_t released; /* every joined rank was entered up to here */

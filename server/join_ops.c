@@ -272,6 +272,20 @@ static c10ds_outcome op_join_begin(c10ds_engine *e, c10ds_request *r, c10ds_phas
                           m->throw_on_early_termination, m->divide_by_initial_world_size,
                           jr->throw_early, jr->divide_initial);
     }
+    if (m->has_inband && jr->inband < 0) {
+        jr->inband = m->inband;
+    } else if (m->has_inband && jr->inband != (int)m->inband) {
+        char w[64];
+        return c10ds_fail(r, C10D_EINVAL, "join region %u of group %s: %s would learn what to "
+                          "shadow %s, but the members that began the region before it would "
+                          "%s; every member must see the same data planes (NCCL available "
+                          "for the group on all ranks, or on none)", m->region, g->name,
+                          c10ds_verify_who(g, idx, w, sizeof w),
+                          m->inband ? "from the host data plane (no NCCL here)"
+                                    : "from the coordinator (NCCL here)",
+                          jr->inband ? "read it from the host data plane"
+                                     : "hear it from the coordinator");
+    }
     jr->m[idx].begun = 1;
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     return c10ds_reply(r, &rep);
@@ -602,7 +616,9 @@ static void state_free(C10dpb__JoinState *s)
  * over (kept until every member was told). */
 static int announced(const c10ds_jregion *jr, const char *job, uint64_t gen)
 {
-    return jr->gen == gen && jr->joins && !strcmp(jr->job, job);
+    /* Not a region that was over before a restart: its members returned
+     * already and will never say they heard it. */
+    return jr->gen == gen && jr->joins && !(jr->done && jr->restored) && !strcmp(jr->job, job);
 }
 
 static void on_watch_reply(c10ds_engine *e, const char *job, uint64_t gen, C10dpb__WatchReply *w)

@@ -52,6 +52,10 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
  * to shadow. */
 static int inband_capable(c10d_pg *pg)
 {
+    /* C10D_JOIN_INBAND=0: through the coordinator anyway (what NCCL groups
+     * do; for tests and comparisons). */
+    if (c10di_env_long("C10D_JOIN_INBAND", 1) == 0)
+        return 0;
     return pg->be && pg->be->peek && pg->be->announce &&
            (pg->backend == C10D_BACKEND_HOST || c10di_nccl_available() != C10D_OK);
 }
@@ -429,6 +433,9 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     m.has_throw_on_early_termination = m.has_divide_by_initial_world_size = 1;
     m.throw_on_early_termination = opts.throw_on_early_termination != 0;
     m.divide_by_initial_world_size = opts.divide_by_initial_world_size != 0;
+    int inband = inband_capable(pg);
+    m.has_inband = 1;
+    m.inband = inband; /* the coordinator checks that every member agrees */
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_JOIN_BEGIN;
     req.join_begin = &m;
@@ -439,7 +446,7 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     c10dpb__reply__free_unpacked(rep, NULL);
     j->region++;
     j->opts = opts;
-    j->inband = inband_capable(pg);
+    j->inband = inband;
     atomic_store_explicit(&j->in_region, 1, memory_order_release);
     return C10D_OK;
 }

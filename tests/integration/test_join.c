@@ -135,6 +135,8 @@ static int six_cases_body(int rank, int n, void *arg)
     static const int batches[2] = {5, 6};
     int kase = sc->kase, rc;
     int join = kase == CASE_JOIN || kase == CASE_JOIN_BARRIER || kase == CASE_JOIN_THEN_BARRIER;
+    if (sc->opt) /* the coordinator tells the joined rank what to shadow (as for NCCL) */
+        setenv("C10D_JOIN_INBAND", "0", 1);
     int barrier_each = kase == CASE_BARRIER_NO_JOIN || kase == CASE_JOIN_BARRIER;
     c10d_pg *pg = init_mode(sc, rank, n, 30000);
     if (!pg)
@@ -192,6 +194,14 @@ static int six_cases_body(int rank, int n, void *arg)
     c10d_destroy(pg);
     return 0;
 }
+
+START_TEST(six_cases_through_the_coordinator)
+{
+    scenario sc = {world_job("case-coord"), modes[_i % 3], 1 + _i / 3, 1};
+    fprintf(stderr, "case %d under %s, through the coordinator\n", sc.kase, mode_names[_i % 3]);
+    run_world(2, six_cases_body, &sc, 60);
+}
+END_TEST
 
 START_TEST(six_cases)
 {
@@ -1125,6 +1135,81 @@ START_TEST(a_monitored_barrier_while_a_rank_is_joined)
 }
 END_TEST
 
+/* A collective of no elements sends no data; a joined rank, which learns
+ * what to shadow from transfer headers, must still see it (it meets its
+ * peers with a header), or the next step waits for it until the timeout. */
+static int empty_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {0, 2};
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last = -1;
+    for (int i = 0; i < batches[rank]; i++) {
+        float none = 0;
+        c10d_tensor t = c10d_tensor_1d(&none, C10D_FLOAT32, 0);
+        long long t0 = test_now_ms();
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK)
+            FAIL(12, "rank %d: empty all_reduce: %s", rank, c10d_errmsg());
+        if ((rc = step(pg, rank, i, batches, n)) != 0)
+            return rc;
+        if (test_now_ms() - t0 > 2000)
+            FAIL(13, "rank %d step %d took %lld ms", rank, i, test_now_ms() - t0);
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(14, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(an_empty_collective_while_a_rank_is_joined)
+{
+    scenario sc = {world_job("empty"), modes[_i], 0, 0};
+    run_world(2, empty_body, &sc, 60);
+}
+END_TEST
+
+/* Whether joined ranks shadow in-band is each rank's own finding (no NCCL
+ * for the group); ranks that differ would mix the two paths and wait on
+ * each other, so the coordinator refuses the second kind at join_begin. */
+static int mixed_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    if (!pg)
+        return 10;
+    if (rank == 1) {
+        setenv("C10D_JOIN_INBAND", "0", 1);
+        float g = 0; /* rank 0 began first */
+        c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK)
+            FAIL(11, "rank 1: all_reduce: %s", c10d_errmsg());
+        c10d_status st = c10d_join_begin(pg, NULL);
+        if (st != C10D_EINVAL || !strstr(c10d_errmsg(), "same data planes"))
+            FAIL(12, "rank 1: join_begin: %s: %s (want EINVAL)", c10d_status_name(st),
+                 c10d_errmsg());
+    } else {
+        if (c10d_join_begin(pg, NULL) != C10D_OK)
+            FAIL(13, "rank 0: join_begin: %s", c10d_errmsg());
+        float g = 0;
+        c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK)
+            FAIL(14, "rank 0: all_reduce: %s", c10d_errmsg());
+    }
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(members_that_would_shadow_differently_are_refused)
+{
+    scenario sc = {world_job("mixed"), C10D_VERIFY_OFF, 0, 0};
+    run_world(2, mixed_body, &sc, 60);
+}
+END_TEST
+
 static Suite *join_suite(void)
 {
     Suite *s = suite_create("join");
@@ -1153,6 +1238,9 @@ static Suite *join_suite(void)
     tcase_add_loop_test(tc, a_joined_rank_shadows_without_the_coordinator, 0, 2);
     tcase_add_loop_test(tc, the_call_after_a_region_is_not_shadowed, 0, 3);
     tcase_add_loop_test(tc, a_monitored_barrier_while_a_rank_is_joined, 0, 3);
+    tcase_add_loop_test(tc, an_empty_collective_while_a_rank_is_joined, 0, 3);
+    tcase_add_loop_test(tc, six_cases_through_the_coordinator, 0, 18);
+    tcase_add_test(tc, members_that_would_shadow_differently_are_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -342,8 +342,28 @@ c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c)
     return C10D_OK;
 }
 
+/* Whether c moves no bytes at all (zero elements): it would send no
+ * header either. */
+static int moves_nothing(const c10di_host *h, const c10di_coll *c)
+{
+    switch (c->kind) {
+    case C10DC_ALL_REDUCE:
+    case C10DC_BROADCAST:
+    case C10DC_REDUCE:
+    case C10DC_ALL_GATHER:
+    case C10DC_REDUCE_SCATTER: return c->count == 0;
+    case C10DC_ALL_TO_ALL: return c->count / (size_t)h->n == 0;
+    default: return 0;
+    }
+}
+
 c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c)
 {
+    /* A collective of no elements still meets its peers, header and all:
+     * its number and call are checked like any other's, and a joined rank,
+     * which learns what to shadow from headers, sees it (docs/join.md). */
+    if (moves_nothing(h, c))
+        return c10di_host_barrier(h, c);
     if (c->shadow)
         return c10di_host_shadow(h, c);
     switch (c->kind) {

@@ -72,6 +72,8 @@ c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name);
 void c10di_shm_detach(c10di_host *h);
 ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len);
 ssize_t c10di_ring_read(c10di_ring *r, void *p, size_t len);
+/* Bytes that can be written now (producer side). */
+size_t c10di_ring_room(c10di_ring *r);
 /* Copies up to len readable bytes without consuming them. */
 ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len);
 

@@ -106,6 +106,13 @@ void c10di_shm_detach(c10di_host *h)
     h->shm_name[0] = '\0';
 }
 
+size_t c10di_ring_room(c10di_ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_acquire);
+    return r->cap - (size_t)(head - tail);
+}
+
 ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len)
 {
     uint64_t head = atomic_load_explicit(&r->hdr->head, memory_order_relaxed);

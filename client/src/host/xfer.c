@@ -389,11 +389,14 @@ void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to)
         return;
     coll_hdr x = hdr_of(h, c);
     span sp = {&x, sizeof x, NULL, 0, 0};
-    /* A few tries: the channel is empty between collectives, so the
-     * header fits at once unless the peer stopped reading (then the group
-     * fails anyway). */
-    for (int i = 0; i < 100 && sp.done < sizeof x; i++) {
-        ssize_t k = try_send(&h->links[to], CH_COLL, &sp);
+    c10di_link *l = &h->links[to];
+    /* Whole or not at all: half a header would leave the channel unreadable.
+     * A ring with no room, or a socket that takes nothing for a second,
+     * belongs to a peer that stopped reading (the group fails anyway). */
+    if (l->shm && c10di_ring_room(&l->out[CH_COLL]) < sizeof x)
+        return;
+    for (int i = 0; i < 10000 && sp.done < sizeof x; i++) {
+        ssize_t k = try_send(l, CH_COLL, &sp);
         if (k < 0)
             return;
         sp.done += (size_t)k;

@@ -36,8 +36,10 @@ int main(int argc, char **argv)
 {
     c10ds_config cfg;
     int rc = c10ds_config_parse(&cfg, argc, argv);
-    if (rc != 0)
+    if (rc != 0) {
+        c10ds_config_free(&cfg); /* what was parsed before the refusal */
         return rc > 0 ? 0 : 2;
+    }
     c10ds_log_set_level(cfg.log_level);
 
     /* Signals are taken synchronously by this thread (sigwait); every

@@ -120,6 +120,30 @@ static void joins_changed(c10di_join *j)
     atomic_fetch_add_explicit(&j->epoch, 1, memory_order_release);
 }
 
+/* In-band, every other member joined before c, and c is one a joined
+ * rank only contributes identities to or drops: this rank's result is its
+ * own data, and the joined ranks need no more than c's header (docs/join.md,
+ * "The last active rank"). after[] says only what was heard of the current
+ * region, and a join is never undone within it, so this holds once seen. */
+static int runs_alone(c10d_pg *pg, const c10di_coll *c)
+{
+    if (pg->size < 2 || !in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
+        c->be != &c10di_host_backend)
+        return 0;
+    switch (c->kind) {
+    case C10DC_ALL_REDUCE:
+    case C10DC_REDUCE_SCATTER:
+    case C10DC_BARRIER: break;
+    case C10DC_REDUCE:
+    case C10DC_BROADCAST:
+        if (c->root != pg->rank)
+            return 0;
+        break;
+    default: return 0;
+    }
+    return active_at(pg, c->seq) == 1;
+}
+
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
 {
     if (c->shadow) /* its divisor came with the call */
@@ -127,7 +151,9 @@ c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
     if (!c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
         if (c10di_join_avg_by_active(pg, c))
             c->divisor = active_at(pg, c->seq);
-        return c10di_join_check(pg, c);
+        c10d_status st = c10di_join_check(pg, c);
+        c->alone = st == C10D_OK && runs_alone(pg, c);
+        return st;
     }
     pthread_mutex_lock(&pg->w->mu);
     uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
@@ -503,8 +529,11 @@ static void describe_shadow(c10d_pg *pg, c10di_coll *c)
 }
 
 /* Collective seq, as the others called it (fp), with this rank's
- * identities; an AVG divides by divisor (0: the group's size). */
-static c10d_status shadow(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int divisor)
+ * identities; an AVG divides by divisor (0: the group's size). alone_from:
+ * the last active rank, which ran it by itself and sent its header alone
+ * (-1: the group runs it as usual). */
+static c10d_status shadow(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int divisor,
+                          int alone_from)
 {
     c10di_coll c;
     memset(&c, 0, sizeof c);
@@ -517,6 +546,8 @@ static c10d_status shadow(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int div
     c.fp.spare = 0;
     c.shadow = 1;
     c.divisor = divisor;
+    c.alone = alone_from >= 0;
+    c.alone_from = alone_from;
     c.timeout_ms = pg->timeout_ms;
     c.deadline_ms = c10d_now_ms() + c.timeout_ms;
     describe_shadow(pg, &c);
@@ -634,7 +665,7 @@ static c10d_status shadow_by_coordinator(c10d_pg *pg, int *last_joiner)
                            call->device, 0};
             int divisor = j->opts.divide_by_initial_world_size ? 0 : x->active;
             for (uint64_t s = next; st == C10D_OK && s <= x->last_seq; s++, next++)
-                st = shadow(pg, s, &fp, divisor);
+                st = shadow(pg, s, &fp, divisor, -1);
             j->active_last = x->active;
         }
         int done = st == C10D_OK && r && r->done;
@@ -695,17 +726,18 @@ static c10d_status ask_inband(c10d_pg *pg, uint64_t next, int first, c10d_status
 
 /* Collective seq, as peer `from` began it: shadowed, unless a joined rank
  * cannot take part in it; then every rank must fail rather than wait. */
-static c10d_status shadow_peeked(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int divisor,
-                                 int from)
+static c10d_status shadow_peeked(c10d_pg *pg, uint64_t seq, const c10di_peeked *pk)
 {
+    const c10dc_fp *fp = &pk->fp;
+    int from = pk->from, alone_from = pk->alone ? pk->from : -1;
     if (!c10dc_join_unshadowable(fp, 1)) /* an all_reduce, a barrier: whoever joined */
-        return shadow(pg, seq, fp, divisor);
+        return shadow(pg, seq, fp, pk->divisor, alone_from);
     char report[1024];
     pthread_mutex_lock(&pg->w->mu);
     int bad = unshadowable_report(pg, seq, fp, from, report, sizeof report);
     pthread_mutex_unlock(&pg->w->mu);
     if (!bad)
-        return shadow(pg, seq, fp, divisor);
+        return shadow(pg, seq, fp, pk->divisor, alone_from);
     int done = 0, last;
     /* The coordinator makes it the group's finding: the others hear of it
      * on their watch, whatever they are waiting in. */
@@ -775,7 +807,7 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         if (found && pk.region != j->region)
             over = 1;
         else if (found) {
-            if ((st = shadow_peeked(pg, next, &pk.fp, pk.divisor, pk.from)) != C10D_OK)
+            if ((st = shadow_peeked(pg, next, &pk)) != C10D_OK)
                 break;
             next++;
             idle = 0;

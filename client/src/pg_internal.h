@@ -47,6 +47,13 @@ typedef struct c10di_coll {
                     backend uses buffers of its own; buf, ins, outs... are unset) */
     int divisor; /* AVG: divide by this; 0: the group's size */
     int discard; /* the backend's shadow buffers: a result nobody reads may be skipped */
+    /* In-band join, every other member joined before c (docs/join.md,
+     * "The last active rank"): there is no data to move. The active rank
+     * computes its result by itself and sends each joined rank c's header
+     * alone; a joined rank (with shadow) takes that header from group rank
+     * alone_from and nothing else. */
+    int alone;
+    int alone_from;
 } c10di_coll;
 
 /* A barrier runs where the group's default data plane is: its NCCL
@@ -61,6 +68,7 @@ typedef struct c10di_peeked {
     int divisor;     /* what an AVG divides by (0: the group's size) */
     int from;        /* the peer (group rank) */
     uint32_t region; /* the join region it is in (0: none) */
+    int alone;       /* it runs c by itself: the header is all it sends (c10di_coll.alone) */
 } c10di_peeked;
 
 /* --- the backend ops table --- */

@@ -275,10 +275,27 @@ static double get(const void *buf, c10d_dtype dt, int k)
     return NAN;
 }
 
-/* World 3: rank 0 joins at once; ranks 1 and 2 run every reduce op on
- * every dtype (all_reduce, reduce to rank 1, reduce_scatter); the results
- * are those of ranks 1 and 2 alone. AVG divides by 3 (the initial size)
- * or, with opt, by 2 (the ranks that contributed). */
+/* op over element k of ranks 1..n-1 (rank 0 joined); AVG divides by div. */
+static double expected(c10d_reduce_op op, int n, int k, int div)
+{
+    double acc = value_of(1, k);
+    for (int r = 2; r < n; r++) {
+        double b = value_of(r, k);
+        switch (op) {
+        case C10D_PROD: acc *= b; break;
+        case C10D_MIN: acc = acc < b ? acc : b; break;
+        case C10D_MAX: acc = acc > b ? acc : b; break;
+        default: acc += b; break;
+        }
+    }
+    return op == C10D_AVG ? acc / div : acc;
+}
+
+/* Rank 0 joins at once; ranks 1..n-1 run every reduce op on every dtype
+ * (all_reduce, reduce to rank 1, reduce_scatter); the results are theirs
+ * alone. AVG divides by n (the initial size) or, with opt, by n-1 (the
+ * ranks that contributed). World 3: rank 0 shadows with identities. World
+ * 2: rank 1 is the last active rank and runs them by itself. */
 static int identities_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
@@ -294,24 +311,25 @@ static int identities_body(int rank, int n, void *arg)
         int last;
         if (c10d_join_end(pg, &last) != C10D_OK)
             FAIL(12, "rank 0: join_end: %s", c10d_errmsg());
-        if (last != 2)
-            FAIL(13, "rank 0: last joiner %d, want 2", last);
+        if (last != n - 1)
+            FAIL(13, "rank 0: last joiner %d, want %d", last, n - 1);
         c10d_destroy(pg);
         return 0;
     }
     static const c10d_dtype dts[] = {C10D_FLOAT32, C10D_FLOAT64, C10D_FLOAT16, C10D_BFLOAT16,
                                      C10D_INT8,    C10D_UINT8,   C10D_INT32,   C10D_INT64};
     static const c10d_reduce_op ops[] = {C10D_SUM, C10D_PROD, C10D_MIN, C10D_MAX, C10D_AVG};
-    int div = by_active ? 2 : 3;
+    int div = by_active ? n - 1 : n;
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
             c10d_dtype dt = dts[d];
             c10d_reduce_op op = ops[o];
-            uint64_t buf[6], in[12], out[6];
+            uint64_t buf[6], in[2 * 3], out[6];
             for (int kind = 0; kind < 3; kind++) {
                 for (int k = 0; k < 6; k++) {
                     put(buf, dt, k, value_of(rank, k));
-                    put(in, dt, k, value_of(rank, k)); /* reduce_scatter: 3 blocks of 2 */
+                    if (k < 2 * n)
+                        put(in, dt, k, value_of(rank, k)); /* reduce_scatter: n blocks of 2 */
                 }
                 c10d_tensor t = c10d_tensor_1d(buf, dt, 6);
                 c10d_status st;
@@ -322,7 +340,7 @@ static int identities_body(int rank, int n, void *arg)
                 } else if (kind == 1) {
                     st = c10d_reduce(pg, &t, 1, op, NULL, NULL);
                 } else {
-                    c10d_tensor ti = c10d_tensor_1d(in, dt, 6);
+                    c10d_tensor ti = c10d_tensor_1d(in, dt, 2 * n);
                     c10d_tensor to = c10d_tensor_1d(out, dt, 2);
                     st = c10d_reduce_scatter_tensor(pg, &to, &ti, op, NULL, NULL);
                     count = 2;
@@ -335,14 +353,7 @@ static int identities_body(int rank, int n, void *arg)
                     continue; /* only the root's tensor holds the result */
                 for (int k = 0; k < count; k++) {
                     int src = kind == 2 ? rank * 2 + k : k; /* this rank's block */
-                    double a = value_of(1, src), b = value_of(2, src), want;
-                    switch (op) {
-                    case C10D_SUM: want = a + b; break;
-                    case C10D_PROD: want = a * b; break;
-                    case C10D_MIN: want = a < b ? a : b; break;
-                    case C10D_MAX: want = a > b ? a : b; break;
-                    default: want = (a + b) / div; break;
-                    }
+                    double want = expected(op, n, src, div);
                     if (op == C10D_AVG && dt >= C10D_INT8)
                         want = (double)(long long)want; /* integers truncate */
                     double got = get(res, dt, k);
@@ -350,8 +361,9 @@ static int identities_body(int rank, int n, void *arg)
                         FAIL(15, "rank %d: %s %s kind %d element %d: %g, want %g", rank,
                              c10d_dtype_name(dt), c10d_reduce_op_name(op), kind, k, got, want);
                 }
-                if (c10d_active_ranks(pg) != 2)
-                    FAIL(16, "rank %d: active ranks %d, want 2", rank, c10d_active_ranks(pg));
+                if (c10d_active_ranks(pg) != n - 1)
+                    FAIL(16, "rank %d: active ranks %d, want %d", rank, c10d_active_ranks(pg),
+                         n - 1);
             }
         }
     /* Large enough for the ring algorithm, in which the joined rank
@@ -365,12 +377,7 @@ static int identities_body(int rank, int n, void *arg)
         if (c10d_all_reduce(pg, &t, ops[o], NULL, NULL) != C10D_OK)
             FAIL(18, "rank %d: ring %s: %s", rank, c10d_reduce_op_name(ops[o]), c10d_errmsg());
         for (int k = 0; k < BIG; k++) {
-            double a = value_of(1, k % 6), b = value_of(2, k % 6);
-            double want = ops[o] == C10D_SUM    ? a + b
-                          : ops[o] == C10D_PROD ? a * b
-                          : ops[o] == C10D_MIN  ? (a < b ? a : b)
-                          : ops[o] == C10D_MAX  ? (a > b ? a : b)
-                                                : (a + b) / div;
+            double want = expected(ops[o], n, k % 6, div);
             if (fabs(big[k] - want) > 1e-4 * fabs(want))
                 FAIL(19, "rank %d: ring %s element %d: %g, want %g", rank,
                      c10d_reduce_op_name(ops[o]), k, big[k], want);
@@ -378,7 +385,7 @@ static int identities_body(int rank, int n, void *arg)
     }
     free(big);
     int last;
-    if (c10d_join_end(pg, &last) != C10D_OK || last != 2)
+    if (c10d_join_end(pg, &last) != C10D_OK || last != n - 1)
         FAIL(17, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
     c10d_destroy(pg);
     return 0;
@@ -395,6 +402,14 @@ START_TEST(identities_avg_by_active_ranks)
 {
     scenario sc = {world_job("ident-active"), modes[_i], 0, 1};
     run_world(3, identities_body, &sc, 60);
+}
+END_TEST
+
+/* _i: mode * 2 + AVG by the active ranks */
+START_TEST(the_last_active_rank_runs_alone)
+{
+    scenario sc = {world_job("alone"), modes[_i / 2], 0, _i % 2};
+    run_world(2, identities_body, &sc, 60);
 }
 END_TEST
 
@@ -824,10 +839,11 @@ static int limit_memory(size_t more)
     return setrlimit(RLIMIT_DATA, &rl);
 }
 
-/* Rank 0 joins with too little memory left to shadow rank 1's 64 MiB
- * all_reduce: its join_end fails (ENOMEM), and rank 1, already in the
- * data plane, fails at once with the coordinator's finding instead of
- * waiting for its timeout. */
+/* Rank 0 joins with too little memory left to shadow ranks 1 and 2's
+ * 64 MiB all_reduce: its join_end fails (ENOMEM), and the others, already
+ * in the data plane, fail at once with the coordinator's finding instead
+ * of waiting for their timeout. World 3: with one active rank left, a
+ * joined rank needs no buffer at all (it takes the header alone). */
 static int failed_shadow_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
@@ -863,7 +879,7 @@ static int failed_shadow_body(int rank, int n, void *arg)
 START_TEST(a_joined_rank_that_cannot_shadow_fails_everyone)
 {
     scenario sc = {world_job("shadow-fails"), C10D_VERIFY_SYNC, 0, 0};
-    run_world(2, failed_shadow_body, &sc, 60);
+    run_world(3, failed_shadow_body, &sc, 60);
 }
 END_TEST
 #endif
@@ -1061,6 +1077,66 @@ START_TEST(a_joined_rank_shadows_without_the_coordinator)
 }
 END_TEST
 
+/* World 2, rank 0 joined: rank 1, the last active rank, does not wait for
+ * it. Rank 0 is stopped (SIGSTOP) while rank 1 runs 300 more steps, which
+ * complete with rank 1's data alone; rank 0 then goes on, takes the headers
+ * waiting for it and both leave the region. Waiting for a stopped peer
+ * would end in the collective timeout (3 s) or its loss. */
+static int stopped_joiner_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {1, 301};
+    c10d_pg *pg = init_mode(sc, rank, n, 3000);
+    c10d_store *s = NULL;
+    if (!pg || c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last = -1;
+    if ((rc = step(pg, rank, 0, batches, n)) != 0)
+        return rc;
+    char pid[32], key[160];
+    snprintf(key, sizeof key, "test/%s/pid0", sc->job);
+    if (rank == 0) {
+        int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
+        if (c10d_store_set(s, key, pid, (size_t)len) != C10D_OK)
+            FAIL(12, "rank 0: store: %s", c10d_errmsg());
+    } else {
+        void *v;
+        size_t len;
+        if ((rc = step(pg, rank, 1, batches, n)) != 0) /* rank 0 is heard to have joined */
+            return rc;
+        if (c10d_store_get(s, key, &v, &len, 10000) != C10D_OK)
+            FAIL(13, "rank 1: store: %s", c10d_errmsg());
+        snprintf(pid, sizeof pid, "%.*s", (int)len, (const char *)v);
+        c10d_free(v);
+        pid_t p0 = (pid_t)atoi(pid);
+        if (kill(p0, SIGSTOP) != 0)
+            FAIL(14, "rank 1: SIGSTOP");
+        long long t0 = test_now_ms();
+        for (int i = 2; i < batches[1] && rc == 0; i++)
+            rc = step(pg, rank, i, batches, n);
+        long long took = test_now_ms() - t0;
+        kill(p0, SIGCONT);
+        if (rc != 0)
+            return rc;
+        if (took > 2000)
+            FAIL(15, "rank 1: 299 steps with rank 0 stopped took %lld ms", took);
+    }
+    if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+        FAIL(16, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
+    c10d_store_close(s);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(the_last_active_rank_does_not_wait_for_a_joined_one)
+{
+    scenario sc = {world_job("stopped"), modes[_i], 0, 0};
+    run_world(2, stopped_joiner_body, &sc, 60);
+}
+END_TEST
+
 /* Region after region, the rank that joins first alternating, and right
  * after each region a collective both ranks take part in with their data.
  * The last joiner returns at once and issues it while the first joiner
@@ -1218,6 +1294,8 @@ static Suite *join_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, six_cases, 0, 18);
     tcase_add_loop_test(tc, identities_avg_by_initial_size, 0, 3);
+    tcase_add_loop_test(tc, the_last_active_rank_runs_alone, 0, 6);
+    tcase_add_loop_test(tc, the_last_active_rank_does_not_wait_for_a_joined_one, 0, 3);
     tcase_add_loop_test(tc, identities_avg_by_active_ranks, 0, 3);
     tcase_add_loop_test(tc, broadcast_from_a_joined_root, 0, 3);
     tcase_add_loop_test(tc, reduce_to_a_joined_root, 0, 3);

@@ -342,6 +342,57 @@ c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c)
     return C10D_OK;
 }
 
+/* --- the last active rank: every other member joined (docs/join.md) --- */
+
+/* An AVG's division on buf, by itself (16-bit floats widened). */
+static c10d_status avg_alone(c10di_host *h, const c10di_coll *c, void *buf)
+{
+    if (c->op != C10D_AVG || c->count == 0)
+        return C10D_OK;
+    if (!is_half(c->dtype)) {
+        c10di_reduce_avg_finish(c->dtype, buf, c->count, avg_divisor(h, c));
+        return C10D_OK;
+    }
+    float *wide = malloc(c->count * sizeof *wide);
+    if (!wide)
+        return oom(c, c->count * sizeof *wide);
+    c10di_half_to_f32(c->dtype, wide, buf, c->count);
+    c10di_reduce_avg_finish(C10D_FLOAT32, wide, c->count, avg_divisor(h, c));
+    c10di_f32_to_half(c->dtype, buf, wide, c->count);
+    free(wide);
+    return C10D_OK;
+}
+
+/* The others contribute identities and read nothing back (c10di_host_shadow),
+ * so this rank's result is its own data: nothing needs to move but the
+ * header each joined rank learns the call from. Not waiting for a joined
+ * rank's reaction is what makes such a step cost no more than a normal one. */
+static c10d_status run_alone(c10di_host *h, const c10di_coll *c)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (i == h->me)
+            continue;
+        c10d_status st = c10di_xfer(h, c, CH_COLL, i, NULL, 0, -1, NULL, 0);
+        if (st != C10D_OK)
+            return st;
+    }
+    switch (c->kind) {
+    case C10DC_ALL_REDUCE:
+    case C10DC_REDUCE: /* rooted here: a joined root is refused before it runs */
+        return avg_alone(h, c, c->buf);
+    case C10DC_REDUCE_SCATTER: {
+        size_t bytes = c->count * esize(c);
+        if (bytes && c->out != c->ins[h->me])
+            memmove(c->out, c->ins[h->me], bytes);
+        return avg_alone(h, c, c->out);
+    }
+    case C10DC_BROADCAST: /* from here: the joined ranks would drop it */
+    case C10DC_BARRIER: return C10D_OK;
+    default: break;
+    }
+    return c10di_error(C10D_EINVAL, "%s: cannot run without the joined ranks", c->what);
+}
+
 /* Whether c moves no bytes at all (zero elements): it would send no
  * header either. */
 static int moves_nothing(const c10di_host *h, const c10di_coll *c)
@@ -359,6 +410,8 @@ static int moves_nothing(const c10di_host *h, const c10di_coll *c)
 
 c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c)
 {
+    if (c->alone) /* whatever its size: one header to each joined rank */
+        return c->shadow ? c10di_host_shadow(h, c) : run_alone(h, c);
     /* A collective of no elements still meets its peers, header and all:
      * its number and call are checked like any other's, and a joined rank,
      * which learns what to shadow from headers, sees it (docs/join.md). */

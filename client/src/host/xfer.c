@@ -59,6 +59,8 @@ typedef struct {
     uint64_t joined;
     int32_t divisor;
     uint32_t region; /* the sender's join region (0: none): a joined rank shadows only its own */
+    uint32_t alone;  /* the sender, the last active rank, runs it by itself: no data follows */
+    uint32_t spare;
 } coll_hdr;
 
 #define HDR_SAME offsetof(coll_hdr, joined)
@@ -81,6 +83,7 @@ static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
     x.region = atomic_load_explicit(&h->pg->join.in_region, memory_order_acquire)
                    ? h->pg->join.region
                    : 0;
+    x.alone = c->alone && !c->shadow;
     return x;
 }
 
@@ -372,6 +375,7 @@ c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeke
         out->divisor = x.divisor;
         out->from = peer;
         out->region = x.region;
+        out->alone = x.alone != 0;
         *found = 1;
         if (x.joined != h->heard_joined[peer]) {
             h->heard_joined[peer] = x.joined;

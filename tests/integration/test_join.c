@@ -13,6 +13,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1077,10 +1078,33 @@ START_TEST(a_joined_rank_shadows_without_the_coordinator)
 }
 END_TEST
 
+/* Rank 0's pid, through the store, for rank 1 to stop or resume it. */
+static int publish_pid(c10d_store *s, const char *job)
+{
+    char key[160], pid[32];
+    snprintf(key, sizeof key, "test/%s/pid0", job);
+    int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    return c10d_store_set(s, key, pid, (size_t)len) == C10D_OK ? 0 : -1;
+}
+
+static pid_t rank0_pid(c10d_store *s, const char *job)
+{
+    char key[160], pid[32];
+    void *v;
+    size_t len;
+    snprintf(key, sizeof key, "test/%s/pid0", job);
+    if (c10d_store_get(s, key, &v, &len, 10000) != C10D_OK)
+        return -1;
+    snprintf(pid, sizeof pid, "%.*s", (int)len, (const char *)v);
+    c10d_free(v);
+    return (pid_t)atoi(pid);
+}
+
 /* World 2, rank 0 joined: rank 1, the last active rank, does not wait for
  * it. Rank 0 is stopped (SIGSTOP) while rank 1 runs 300 more steps, which
  * complete with rank 1's data alone; rank 0 then goes on, takes the headers
- * waiting for it and both leave the region. Waiting for a stopped peer
+ * waiting for it and both leave the region; a broadcast, barrier, reduce
+ * and reduce_scatter run alone too. Waiting for a stopped peer
  * would end in the collective timeout (3 s) or its loss. */
 static int stopped_joiner_body(int rank, int n, void *arg)
 {
@@ -1095,33 +1119,39 @@ static int stopped_joiner_body(int rank, int n, void *arg)
     int rc, last = -1;
     if ((rc = step(pg, rank, 0, batches, n)) != 0)
         return rc;
-    char pid[32], key[160];
-    snprintf(key, sizeof key, "test/%s/pid0", sc->job);
     if (rank == 0) {
-        int len = snprintf(pid, sizeof pid, "%d", (int)getpid());
-        if (c10d_store_set(s, key, pid, (size_t)len) != C10D_OK)
+        if (publish_pid(s, sc->job) != 0)
             FAIL(12, "rank 0: store: %s", c10d_errmsg());
     } else {
-        void *v;
-        size_t len;
         if ((rc = step(pg, rank, 1, batches, n)) != 0) /* rank 0 is heard to have joined */
             return rc;
-        if (c10d_store_get(s, key, &v, &len, 10000) != C10D_OK)
+        pid_t p0 = rank0_pid(s, sc->job);
+        if (p0 <= 0)
             FAIL(13, "rank 1: store: %s", c10d_errmsg());
-        snprintf(pid, sizeof pid, "%.*s", (int)len, (const char *)v);
-        c10d_free(v);
-        pid_t p0 = (pid_t)atoi(pid);
         if (kill(p0, SIGSTOP) != 0)
             FAIL(14, "rank 1: SIGSTOP");
         long long t0 = test_now_ms();
         for (int i = 2; i < batches[1] && rc == 0; i++)
             rc = step(pg, rank, i, batches, n);
+        /* The other calls a joined rank takes part in, run alone too. */
+        float b[4] = {1, 2, 3, 4}, rs[2];
+        c10d_tensor tb = c10d_tensor_1d(b, C10D_FLOAT32, 4), trs = c10d_tensor_1d(rs, C10D_FLOAT32, 2);
+        if (rc == 0 && (c10d_broadcast(pg, &tb, 1, NULL, NULL) != C10D_OK ||
+                        c10d_barrier(pg, NULL, NULL) != C10D_OK ||
+                        c10d_reduce(pg, &tb, 1, C10D_MAX, NULL, NULL) != C10D_OK ||
+                        c10d_reduce_scatter_tensor(pg, &trs, &tb, C10D_AVG, NULL, NULL) != C10D_OK))
+            rc = 17;
+        if (rc == 17)
+            fprintf(stderr, "rank 1: with rank 0 stopped: %s\n", c10d_errmsg());
+        else if (rc == 0 && (b[0] != 1 || b[3] != 4 || rs[0] != 1.5f || rs[1] != 2.0f))
+            FAIL(18, "rank 1: broadcast/reduce/reduce_scatter alone: %g %g, %g %g", b[0], b[3],
+                 rs[0], rs[1]);
         long long took = test_now_ms() - t0;
         kill(p0, SIGCONT);
         if (rc != 0)
             return rc;
         if (took > 2000)
-            FAIL(15, "rank 1: 299 steps with rank 0 stopped took %lld ms", took);
+            FAIL(15, "rank 1: 303 calls with rank 0 stopped took %lld ms", took);
     }
     if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
         FAIL(16, "rank %d: join_end: %s (last %d)", rank, c10d_errmsg(), last);
@@ -1134,6 +1164,129 @@ START_TEST(the_last_active_rank_does_not_wait_for_a_joined_one)
 {
     scenario sc = {world_job("stopped"), modes[_i], 0, 0};
     run_world(2, stopped_joiner_body, &sc, 60);
+}
+END_TEST
+
+/* World 2, rank 0 joined, rank 1 the last active rank, which waits for
+ * nobody. kase 0: rank 0 dies in its join_end; rank 1's next calls fail
+ * with EPEERLOST naming it within 2 s (nothing in a call run alone waits,
+ * so it must ask). kase 1 and 2: rank 0 is stopped while rank 1 fills the
+ * channel to it with the headers of calls run alone (1 MiB of 56-byte
+ * headers), then resumed after 0.5 s; the header rank 1 then sends it for
+ * a monitored barrier (kase 1) or a refused all_gather (kase 2) waits for
+ * room instead of being dropped, so the barrier meets and rank 0 hears of
+ * the all_gather (EJOINED on both) instead of waiting for its timeout. */
+static void *die_on_cue(void *arg)
+{
+    const scenario *sc = arg;
+    c10d_store *s;
+    void *v;
+    size_t len;
+    char key[160];
+    snprintf(key, sizeof key, "test/%s/die", sc->job);
+    if (c10d_store_connect(&s, coord.url, NULL) == C10D_OK &&
+        c10d_store_get(s, key, &v, &len, 30000) == C10D_OK)
+        _exit(0); /* died: its connections drop */
+    _exit(40);
+}
+
+static void *resume_later(void *arg)
+{
+    usleep(500000);
+    kill(*(pid_t *)arg, SIGCONT);
+    return NULL;
+}
+
+static int behind_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    static const int batches[2] = {1, 3};
+    c10d_pg *pg = init_mode(sc, rank, n, 8000);
+    c10d_store *s = NULL;
+    if (!pg || c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+        return 10;
+    if (c10d_join_begin(pg, NULL) != C10D_OK)
+        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
+    int rc, last = -1;
+    if ((rc = step(pg, rank, 0, batches, n)) != 0)
+        return rc;
+    if (rank == 0) {
+        pthread_t th;
+        if (publish_pid(s, sc->job) != 0 ||
+            (sc->kase == 0 && pthread_create(&th, NULL, die_on_cue, (void *)sc) != 0))
+            FAIL(12, "rank 0: %s", c10d_errmsg());
+        c10d_status st = c10d_join_end(pg, &last);
+        if (sc->kase == 2) {
+            rc = expect_failure(0, st, 0, C10D_EJOINED, C10D_EJOINED, "ALL_GATHER", NULL);
+            c10d_destroy(pg);
+            return rc;
+        }
+        if (st != C10D_OK || last != 1)
+            FAIL(13, "rank 0: join_end: %s (last %d)", c10d_errmsg(), last);
+        c10d_destroy(pg);
+        return 0;
+    }
+    if ((rc = step(pg, rank, 1, batches, n)) != 0) /* rank 0 is heard to have joined */
+        return rc;
+    pid_t p0 = rank0_pid(s, sc->job);
+    if (p0 <= 0)
+        FAIL(14, "rank 1: store: %s", c10d_errmsg());
+    float g = 1;
+    c10d_tensor t = c10d_tensor_1d(&g, C10D_FLOAT32, 1);
+    c10d_status st = C10D_OK;
+    if (sc->kase == 0) {
+        char key[160];
+        snprintf(key, sizeof key, "test/%s/die", sc->job);
+        if (c10d_store_set(s, key, "1", 1) != C10D_OK)
+            FAIL(15, "rank 1: store: %s", c10d_errmsg());
+        long long t0 = test_now_ms();
+        while (st == C10D_OK && test_now_ms() - t0 < 3000)
+            st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+        rc = expect_failure(1, st, test_now_ms() - t0, C10D_EPEERLOST, C10D_EPEERLOST, "rank 0",
+                            "died");
+        c10d_destroy(pg);
+        return rc;
+    }
+    if (kill(p0, SIGSTOP) != 0)
+        FAIL(16, "rank 1: SIGSTOP");
+    for (int i = 0; i < (1 << 20) / 56 && st == C10D_OK; i++)
+        st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, resume_later, &p0);
+    if (st != C10D_OK) {
+        pthread_join(th, NULL);
+        FAIL(17, "rank 1: a step with rank 0 stopped: %s", c10d_errmsg());
+    }
+    long long t0 = test_now_ms();
+    if (sc->kase == 1) {
+        st = c10d_monitored_barrier(pg, 5000, 1);
+        pthread_join(th, NULL);
+        if (st != C10D_OK)
+            FAIL(18, "rank 1: monitored_barrier: %s (%lld ms)", c10d_errmsg(),
+                 test_now_ms() - t0);
+        if (c10d_join_end(pg, &last) != C10D_OK || last != 1)
+            FAIL(19, "rank 1: join_end: %s (last %d)", c10d_errmsg(), last);
+        c10d_destroy(pg);
+        return 0;
+    }
+    float out[2];
+    c10d_tensor to = c10d_tensor_1d(out, C10D_FLOAT32, 2);
+    st = c10d_all_gather_into_tensor(pg, &to, &t, NULL, NULL);
+    pthread_join(th, NULL);
+    rc = expect_failure(1, st, test_now_ms() - t0, C10D_EJOINED, C10D_EJOINED, "ALL_GATHER",
+                        NULL);
+    c10d_destroy(pg);
+    return rc;
+}
+
+/* _i: SYNC, ASYNC and OFF for kase 0; then ASYNC and OFF for kases 1 and
+ * 2 (SYNC's round trip per step would keep rank 0 stopped for seconds). */
+START_TEST(a_joined_rank_behind_or_dead)
+{
+    static const int kases[] = {0, 0, 0, 1, 1, 2, 2};
+    static const int mode_of[] = {0, 1, 2, 1, 2, 1, 2};
+    scenario sc = {world_job("behind"), modes[mode_of[_i]], kases[_i], 0};
+    run_world(2, behind_body, &sc, 60);
 }
 END_TEST
 
@@ -1296,6 +1449,7 @@ static Suite *join_suite(void)
     tcase_add_loop_test(tc, identities_avg_by_initial_size, 0, 3);
     tcase_add_loop_test(tc, the_last_active_rank_runs_alone, 0, 6);
     tcase_add_loop_test(tc, the_last_active_rank_does_not_wait_for_a_joined_one, 0, 3);
+    tcase_add_loop_test(tc, a_joined_rank_behind_or_dead, 0, 7);
     tcase_add_loop_test(tc, identities_avg_by_active_ranks, 0, 3);
     tcase_add_loop_test(tc, broadcast_from_a_joined_root, 0, 3);
     tcase_add_loop_test(tc, reduce_to_a_joined_root, 0, 3);

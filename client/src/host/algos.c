@@ -369,6 +369,12 @@ static c10d_status avg_alone(c10di_host *h, const c10di_coll *c, void *buf)
  * rank's reaction is what makes such a step cost no more than a normal one. */
 static c10d_status run_alone(c10di_host *h, const c10di_coll *c)
 {
+    /* Nothing here waits, so nothing else would ask: a joined rank that
+     * died fails this call, not the one after a full channel (under SYNC
+     * the coordinator's OK does not cover members lost since they joined). */
+    c10d_status lost = c10di_pg_check(h->pg, c, -1);
+    if (lost != C10D_OK)
+        return lost;
     for (int i = 0; i < h->n; i++) {
         if (i == h->me)
             continue;

@@ -60,6 +60,7 @@ typedef struct c10di_host {
     c10di_unexpected *unexpected; /* p2p messages received before their recv */
     void *scratch;
     size_t scratch_cap;
+    int in_xfer; /* a c10di_xfer is under way on this group (announce's nesting test) */
     void *shadow; /* a joined rank's identity and discard buffers (shadow.c) */
     uint64_t *heard_joined; /* per peer: the `joined` its headers said last (xfer.c) */
     size_t shadow_cap;

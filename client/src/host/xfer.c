@@ -222,8 +222,8 @@ static c10d_status peer_gone(c10di_host *h, const c10di_coll *c, int peer)
                        h->links[peer].host, h->links[peer].pid);
 }
 
-c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
-                       size_t slen, int from, void *rbuf, size_t rlen)
+static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
+                        size_t slen, int from, void *rbuf, size_t rlen)
 {
     c10di_link *lt = to >= 0 ? &h->links[to] : NULL, *lf = from >= 0 ? &h->links[from] : NULL;
     coll_hdr mine, theirs;
@@ -258,6 +258,13 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
                 coll_hdr want = hdr_of(h, c);
                 if (memcmp(&theirs, &want, HDR_SAME) != 0)
                     return mismatch(h, c, from, &theirs);
+                if ((theirs.alone != 0) != (c->shadow && c->alone))
+                    return c10di_error(C10D_EPROTO, "%s of group %s (rank %d): rank %d %s (an "
+                                       "internal error of join: the two disagree on who "
+                                       "joined)", c->what, h->pg->name, h->me, from,
+                                       theirs.alone ? "ran it alone, taking this rank for joined"
+                                                    : "sent data where its header alone was due");
+
                 if (theirs.joined != h->heard_joined[from]) {
                     h->heard_joined[from] = theirs.joined;
                     if (theirs.joined)
@@ -287,6 +294,15 @@ c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const
             return st;
     }
     return C10D_OK;
+}
+
+c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
+                       size_t slen, int from, void *rbuf, size_t rlen)
+{
+    h->in_xfer++;
+    c10d_status st = xfer(h, c, ch, to, sbuf, slen, from, rbuf, rlen);
+    h->in_xfer--;
+    return st;
 }
 
 /* --- join: what a joined rank waits for --- */
@@ -391,20 +407,32 @@ void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to)
 {
     if (to < 0 || to >= h->n || to == h->me)
         return;
-    coll_hdr x = hdr_of(h, c);
-    span sp = {&x, sizeof x, NULL, 0, 0};
-    c10di_link *l = &h->links[to];
-    /* Whole or not at all: half a header would leave the channel unreadable.
-     * A ring with no room, or a socket that takes nothing for a second,
-     * belongs to a peer that stopped reading (the group fails anyway). */
-    if (l->shm && c10di_ring_room(&l->out[CH_COLL]) < sizeof x)
-        return;
-    for (int i = 0; i < 10000 && sp.done < sizeof x; i++) {
-        ssize_t k = try_send(l, CH_COLL, &sp);
-        if (k < 0)
+    if (h->in_xfer) {
+        /* Found while waiting in a transfer (c10di_pg_check): the link may
+         * hold half of that transfer's bytes, and the group fails anyway.
+         * Whole or not at all, without waiting for room. */
+        coll_hdr x = hdr_of(h, c);
+        span sp = {&x, sizeof x, NULL, 0, 0};
+        c10di_link *l = &h->links[to];
+        if (l->shm && c10di_ring_room(&l->out[CH_COLL]) < sizeof x)
             return;
-        sp.done += (size_t)k;
-        if (!k)
-            usleep(100);
+        for (int i = 0; i < 10000 && sp.done < sizeof x; i++) {
+            ssize_t k = try_send(l, CH_COLL, &sp);
+            if (k < 0)
+                return;
+            sp.done += (size_t)k;
+            if (!k)
+                usleep(100);
+        }
+        return;
     }
+    /* The header alone, whole, as any transfer: it waits for room (a
+     * joined rank may still be taking the headers of calls the last active
+     * rank ran alone) until the call's deadline or the peer's loss. As a
+     * shadow's wait, so that it does not check c against the joins again
+     * (that check is what refused c and called this). */
+    c10di_coll probe = *c;
+    probe.shadow = 1;
+    probe.alone = 0;
+    (void)c10di_xfer(h, &probe, CH_COLL, to, NULL, 0, -1, NULL, 0);
 }

@@ -10,7 +10,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-static c10d_status rank0(c10d_pg *pg, c10d_store *s, int timeout_ms, int wait_all)
+/* Waits until the n keys exist, up to timeout_ms. Inside a join region it
+ * waits in slices: a member this rank hears has joined while it waits (on
+ * its watch) is told of the barrier between them (c10di_join_check), or it
+ * would wait for the joined rank until the timeout. */
+static c10d_status wait_keys(c10d_pg *pg, const c10di_coll *c, c10d_store *s,
+                             const char *const *keys, size_t n, int timeout_ms)
+{
+    int64_t until = c10d_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = until - c10d_now_ms();
+        int region = atomic_load(&pg->join.in_region);
+        int slice = left < 1 ? 1 : region && left > 100 ? 100 : (int)left;
+        c10d_status st = c10d_store_wait(s, keys, n, slice);
+        if (st != C10D_ETIMEDOUT || !region || c10d_now_ms() >= until)
+            return st;
+        c10di_join_check(pg, c); /* OK for a barrier: it only announces */
+    }
+}
+
+static c10d_status rank0(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int timeout_ms,
+                         int wait_all)
 {
     int n = pg->size;
     char **keys = calloc((size_t)n, sizeof *keys);
@@ -25,7 +45,7 @@ static c10d_status rank0(c10d_pg *pg, c10d_store *s, int timeout_ms, int wait_al
             snprintf(keys[i], 32, "arrived/%d", i);
     }
     if (st == C10D_OK && n > 1)
-        st = c10d_store_wait(s, (const char *const *)keys + 1, (size_t)n - 1, timeout_ms);
+        st = wait_keys(pg, c, s, (const char *const *)keys + 1, (size_t)n - 1, timeout_ms);
     if (st == C10D_ETIMEDOUT) {
         char msg[1024];
         int off = snprintf(msg, sizeof msg, "monitored_barrier #%d of group %s: rank",
@@ -50,16 +70,18 @@ static c10d_status rank0(c10d_pg *pg, c10d_store *s, int timeout_ms, int wait_al
     return st;
 }
 
-static c10d_status other(c10d_pg *pg, c10d_store *s, int timeout_ms)
+static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int timeout_ms)
 {
     char key[32];
     snprintf(key, sizeof key, "arrived/%d", pg->rank);
     c10d_status st = c10d_store_set(s, key, "1", 1);
     void *v = NULL;
     size_t len = 0;
+    const char *done = "done";
     /* Rank 0 answers within its own timeout; allow for it being late. */
-    if (st == C10D_OK && (st = c10d_store_get(s, "done", &v, &len, 2 * timeout_ms + 5000)) ==
-                             C10D_OK) {
+    if (st == C10D_OK)
+        st = wait_keys(pg, c, s, &done, 1, 2 * timeout_ms + 5000);
+    if (st == C10D_OK && (st = c10d_store_get(s, done, &v, &len, 0)) == C10D_OK) {
         if (len != 2 || memcmp(v, "ok", 2) != 0)
             st = c10di_error(C10D_ETIMEDOUT, "%.*s", (int)len, (const char *)v);
         c10d_free(v);
@@ -76,8 +98,8 @@ c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int w
     c10d_status st = c10di_store_over(&s, pg->w->conn, prefix, c->timeout_ms);
     if (st != C10D_OK)
         return st;
-    st = pg->rank == 0 ? rank0(pg, s, c->timeout_ms, wait_all_ranks)
-                       : other(pg, s, c->timeout_ms);
+    st = pg->rank == 0 ? rank0(pg, c, s, c->timeout_ms, wait_all_ranks)
+                       : other(pg, c, s, c->timeout_ms);
     c10d_store_close(s);
     return st;
 }

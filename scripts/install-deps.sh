@@ -2,16 +2,19 @@
 # Installs the Debian 12 packages c10d-coord builds and tests with.
 # Idempotent and quiet when everything is already there, so the README's
 # commands and CI can call it every time.
-#   C10D_WITH_BENCH=1  also installs python3-torch (the PyTorch anchors the
-#                      benchmarks compare against).
+# PyTorch from Debian (python3-torch, libtorch-dev, pybind11-dev, pytest)
+# comes too: the torch backend (python/c10d_coord) is built and tested with
+# it, and the benchmarks' anchors run on it.
+#   C10D_NO_TORCH=1    leaves PyTorch out (the C build and tests need none
+#                      of it; the torch tests then skip, saying why).
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config
       libnng-dev libmbedtls-dev
       libprotobuf-c-dev protobuf-c-compiler
       libsqlite3-dev sqlite3 check openssl)
-if [ "${C10D_WITH_BENCH:-0}" = 1 ]; then
-    pkgs+=(python3-torch)
+if [ "${C10D_NO_TORCH:-0}" != 1 ]; then
+    pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build)
 fi
 
 missing=()

@@ -21,6 +21,11 @@ run_suite() { # build-dir, extra cmake args...
 }
 
 run_suite build
+# The torch backend, with PyTorch's DDP, against the plain build (skipped,
+# saying why, where PyTorch is missing).
+bash scripts/build-torch.sh build
+echo "== test python/c10d_coord (pytest)"
+/usr/bin/python3 -m pytest -q -rs tests/python
 if [ "${C10D_SKIP_SANITIZE:-0}" != 1 ]; then
     # detect_leaks: NNG keeps a few process-wide allocations until exit.
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -2,8 +2,8 @@
 # Collectives of the host backend beside PyTorch's gloo, alternating in one
 # run, at world sizes 2 and 4; then the rendezvous scale curve.
 # Usage: tests/bench/run_coll_bench.sh [BUILD_DIR]
-# Needs python3-torch for the anchor (scripts/install-deps.sh with
-# C10D_WITH_BENCH=1); without it only our figures are printed.
+# Needs python3-torch for the anchor (scripts/install-deps.sh
+# installs it unless C10D_NO_TORCH=1); without it only our figures are printed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Store benchmark beside PyTorch's TCPStore, alternating in one run, with 1
 # and 8 clients. Usage: tests/bench/run_store_bench.sh [BUILD_DIR] [OPS]
-# Needs python3-torch for the anchor (scripts/install-deps.sh with
-# C10D_WITH_BENCH=1); without it only our figures are printed.
+# Needs python3-torch for the anchor (scripts/install-deps.sh
+# installs it unless C10D_NO_TORCH=1); without it only our figures are printed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}

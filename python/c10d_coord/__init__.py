@@ -1,0 +1,122 @@
+"""c10d-coord for PyTorch (docs/pytorch.md).
+
+    import c10d_coord
+    dist.init_process_group("coord", rank=r, world_size=n)   # C10D_COORD set
+
+registers the backend "coord": every collective is checked by the
+coordinator (SYNC, ASYNC or OFF: C10D_VERIFY) and moves its data directly
+between ranks. A desync, a dead rank or a stall raises RuntimeError with
+the coordinator's report, naming ranks and collectives, instead of hanging.
+
+    with c10d_coord.join() as j:      # uneven inputs
+        for batch in my_batches: ...
+    j.last_joiner
+"""
+import os
+from contextlib import contextmanager
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import sys
+import torch.distributed.rendezvous  # noqa: F401 (the module; dist.rendezvous is its function)
+_rdzv = sys.modules["torch.distributed.rendezvous"]
+
+from . import _C
+
+__all__ = ["join", "active_ranks", "ProcessGroupCoord", "StoreCoord"]
+
+ProcessGroupCoord = _C.ProcessGroupCoord
+
+
+def _create(store, rank, size, timeout):
+    """The backend's creator (torch calls it from init_process_group and
+    new_group). The rendezvous is c10d-coord's, at C10D_COORD: torch's own
+    store is not used, and a server that is not a coordinator is refused at
+    once by the library rather than waited for."""
+    url = os.environ.get("C10D_COORD", "")
+    if not url:
+        raise RuntimeError(
+            "c10d_coord: set C10D_COORD to the coordinator's URL (tcp://HOST:PORT); "
+            "c10d-run sets it for every rank")
+    if size != int(os.environ.get("WORLD_SIZE", size)) and "C10D_SUBGROUP_OK" not in os.environ:
+        raise RuntimeError(
+            "c10d_coord: subgroups (new_group) are not supported by the coord backend yet")
+    ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
+    return _C.ProcessGroupCoord(rank, size, url, os.environ.get("C10D_JOB", ""), ms)
+
+
+dist.Backend.register_backend("coord", _create)
+
+StoreCoord = _C.StoreCoord
+
+
+def _coord_rendezvous(url, timeout=timedelta(minutes=5), **kwargs):
+    """coord://HOST:PORT?rank=R&world_size=N: torch's store is c10d-coord's
+    (no TCPStore on rank 0); the process group meets there too."""
+    from urllib.parse import urlparse, parse_qs
+    u = urlparse(url)
+    q = {k: v[0] for k, v in parse_qs(u.query).items()}
+    rank = int(q.get("rank", os.environ.get("RANK", -1)))
+    size = int(q.get("world_size", os.environ.get("WORLD_SIZE", -1)))
+    if rank < 0 or size < 1:
+        raise ValueError("c10d_coord: coord:// needs rank and world_size (arguments of "
+                         "init_process_group, or RANK and WORLD_SIZE)")
+    coord = "tcp://" + u.netloc
+    os.environ["C10D_COORD"] = coord  # the process group's rendezvous
+    ms = int(timeout.total_seconds() * 1000)
+    yield (_C.StoreCoord(coord, ms), rank, size)
+
+
+dist.register_rendezvous_handler("coord", _coord_rendezvous)
+
+# env:// with C10D_COORD set: the same, from the environment (torchrun,
+# c10d-run), so no MASTER_ADDR/MASTER_PORT and no TCPStore are needed.
+_env_handler = _rdzv._rendezvous_handlers["env"]
+
+
+def _env_or_coord(url, timeout=timedelta(minutes=5), **kwargs):
+    if os.environ.get("C10D_COORD") and not os.environ.get("MASTER_ADDR"):
+        from urllib.parse import urlparse
+        u = urlparse(os.environ["C10D_COORD"])
+        q = urlparse(url).query
+        yield from _coord_rendezvous("coord://" + u.netloc + ("?" + q if q else ""), timeout)
+        return
+    yield from _env_handler(url, timeout=timeout, **kwargs)
+
+
+_rdzv._rendezvous_handlers["env"] = _env_or_coord
+
+
+class _Joined:
+    last_joiner = -1
+
+
+@contextmanager
+def join(process_group=None, throw_on_early_termination=False,
+         divide_by_initial_world_size=True, modules=()):
+    """A join region for uneven inputs (docs/join.md). Ranks that run out of
+    data leave the block and shadow, through the coordinator's bookkeeping,
+    every collective the others still issue (DDP's gradient all_reduces,
+    barriers, ...), contributing identities, so no extra collective runs per
+    step. On leaving, j.last_joiner is the last rank to run out, and each of
+    `modules` (a DDP model, say) gets the last joiner's parameters and
+    buffers, as torch's Join does for DDP: a rank that joined early skipped
+    the last optimizer steps."""
+    pg = process_group or dist.distributed_c10d._get_default_group()
+    _C.join_begin(pg, bool(throw_on_early_termination), bool(divide_by_initial_world_size))
+    j = _Joined()
+    yield j
+    j.last_joiner = _C.join_end(pg)
+    src = dist.get_global_rank(pg, j.last_joiner) if process_group is not None \
+        else j.last_joiner
+    with torch.no_grad():
+        for m in modules:
+            for t in list(m.parameters()) + list(m.buffers()):
+                dist.broadcast(t, src=src, group=process_group)
+
+
+def active_ranks(process_group=None):
+    """How many ranks contributed to this rank's last collective."""
+    pg = process_group or dist.distributed_c10d._get_default_group()
+    return _C.active_ranks(pg)

@@ -1,0 +1,507 @@
+// c10d_coord._C: a torch.distributed backend over libc10dclient
+// (docs/pytorch.md). Each call converts torch tensors to c10d_tensor views
+// (no copies for contiguous CPU tensors), runs the collective, and returns
+// a completed Work: the C library has already checked the call with the
+// coordinator and moved the data. torch's bindings release the GIL around
+// these methods; the constructor releases it itself (c10d_init blocks).
+//
+// Written against the PyTorch 1.13 ProcessGroup API (Debian's); torch 2.x
+// derives backends from c10d::Backend instead (see the version checks).
+#include <torch/extension.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <c10d/c10d.h>
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Our report, as torch users see it: a RuntimeError with c10d's message.
+[[noreturn]] void fail(const char *what, c10d_status st)
+{
+    throw std::runtime_error(std::string("c10d_coord: ") + what + ": " +
+                             c10d_status_name(st) + ": " + c10d_errmsg());
+}
+
+void check(const char *what, c10d_status st)
+{
+    if (st != C10D_OK)
+        fail(what, st);
+}
+
+c10d_dtype dtype_of(const at::Tensor &t, bool *is_bool)
+{
+    *is_bool = false;
+    switch (t.scalar_type()) {
+    case at::kFloat: return C10D_FLOAT32;
+    case at::kDouble: return C10D_FLOAT64;
+    case at::kHalf: return C10D_FLOAT16;
+    case at::kBFloat16: return C10D_BFLOAT16;
+    case at::kChar: return C10D_INT8;
+    case at::kByte: return C10D_UINT8;
+    case at::kInt: return C10D_INT32;
+    case at::kLong: return C10D_INT64;
+    case at::kBool: *is_bool = true; return C10D_UINT8; // 0/1 bytes
+    default:
+        throw std::invalid_argument(std::string("c10d_coord: dtype ") +
+                                    c10::toString(t.scalar_type()) + " is not supported");
+    }
+}
+
+// A reduce op on a dtype; bool reduces as torch's backends do (SUM and MAX
+// are a logical or, PRODUCT and MIN a logical and).
+c10d_reduce_op op_of(const c10d::ReduceOp &op, bool is_bool)
+{
+    switch (op) {
+    case c10d::ReduceOp::SUM: return is_bool ? C10D_MAX : C10D_SUM;
+    case c10d::ReduceOp::PRODUCT: return is_bool ? C10D_MIN : C10D_PROD;
+    case c10d::ReduceOp::MIN: return C10D_MIN;
+    case c10d::ReduceOp::MAX: return C10D_MAX;
+    case c10d::ReduceOp::AVG: return C10D_AVG;
+    default: throw std::invalid_argument("c10d_coord: reduce op not supported (SUM, PRODUCT, "
+                                         "MIN, MAX and AVG are)");
+    }
+}
+
+// A tensor the C library can use in place: a contiguous CPU tensor is used
+// as it is; anything else through a contiguous copy written back after.
+struct View {
+    at::Tensor user, work;
+    c10d_tensor t;
+    bool is_bool = false;
+
+    explicit View(const at::Tensor &u) : user(u)
+    {
+        TORCH_CHECK(u.device().is_cpu(), "c10d_coord: CUDA tensors are not supported by this "
+                                         "build of the backend yet (CPU tensors are)");
+        work = u.is_contiguous() ? u : u.contiguous();
+        t.data = work.data_ptr();
+        t.dtype = dtype_of(work, &is_bool);
+        t.ndim = 1;
+        t.shape[0] = work.numel();
+        t.device = C10D_CPU;
+    }
+    void write_back()
+    {
+        if (!work.is_same(user))
+            user.copy_(work);
+    }
+};
+
+std::vector<View> views(const std::vector<at::Tensor> &ts)
+{
+    std::vector<View> v;
+    v.reserve(ts.size());
+    for (const auto &t : ts)
+        v.emplace_back(t);
+    return v;
+}
+
+std::vector<c10d_tensor> raw(std::vector<View> &v)
+{
+    std::vector<c10d_tensor> r;
+    r.reserve(v.size());
+    for (auto &x : v)
+        r.push_back(x.t);
+    return r;
+}
+
+void write_back(std::vector<View> &v)
+{
+    for (auto &x : v)
+        x.write_back();
+}
+
+// Done when returned: its future is completed with the output tensors, so
+// DDP's comm hooks and then() chains run at once on the caller's thread.
+class CoordWork : public c10d::Work {
+  public:
+    CoordWork(c10d::OpType op, std::vector<at::Tensor> out)
+        : c10d::Work(-1, op), out_(std::move(out))
+    {
+        fut_ = c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()));
+        fut_->markCompleted(c10::IValue(out_));
+        finish();
+    }
+    bool isCompleted() override { return true; }
+    bool isSuccess() const override { return true; }
+    bool wait(std::chrono::milliseconds) override { return true; }
+    std::vector<at::Tensor> result() override { return out_; }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
+
+  private:
+    std::vector<at::Tensor> out_;
+    c10::intrusive_ptr<c10::ivalue::Future> fut_;
+};
+
+c10::intrusive_ptr<c10d::Work> done(c10d::OpType op, std::vector<at::Tensor> out)
+{
+    return c10::make_intrusive<CoordWork>(op, std::move(out));
+}
+
+void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
+{
+    TORCH_CHECK(ts.size() == 1, "c10d_coord: ", what, " takes one tensor per rank (got ",
+                ts.size(), ")");
+}
+
+// torch's Store on c10d-coord's (durable, on the coordinator): what
+// coord:// rendezvous hands torch, so rank 0 hosts no TCPStore.
+class StoreCoord : public c10d::Store {
+  public:
+    StoreCoord(const std::string &url, std::chrono::milliseconds timeout)
+        : c10d::Store(timeout)
+    {
+        c10d_status st;
+        {
+            pybind11::gil_scoped_release nogil;
+            st = c10d_store_connect(&s_, url.c_str(), nullptr);
+        }
+        ::check("store", st);
+    }
+    ~StoreCoord() override { c10d_store_close(s_); }
+
+    void set(const std::string &key, const std::vector<uint8_t> &value) override
+    {
+        ::check("store set", c10d_store_set(s_, key.c_str(), value.data(), value.size()));
+    }
+    std::vector<uint8_t> get(const std::string &key) override
+    {
+        void *v = nullptr;
+        size_t len = 0;
+        ::check("store get", c10d_store_get(s_, key.c_str(), &v, &len, (int)timeout_.count()));
+        std::vector<uint8_t> out((uint8_t *)v, (uint8_t *)v + len);
+        c10d_free(v);
+        return out;
+    }
+    std::vector<uint8_t> compareSet(const std::string &key, const std::vector<uint8_t> &expected,
+                                    const std::vector<uint8_t> &desired) override
+    {
+        void *cur = nullptr;
+        size_t len = 0;
+        c10d_status st = c10d_store_compare_set(s_, key.c_str(), expected.data(), expected.size(),
+                                                desired.data(), desired.size(), &cur, &len);
+        if (st == C10D_ENOTFOUND) /* as TCPStore: a missing key answers `expected` */
+            return expected;
+        ::check("store compare_set", st);
+        std::vector<uint8_t> out((uint8_t *)cur, (uint8_t *)cur + len);
+        c10d_free(cur);
+        return out;
+    }
+    int64_t add(const std::string &key, int64_t value) override
+    {
+        int64_t r = 0;
+        ::check("store add", c10d_store_add(s_, key.c_str(), value, &r));
+        return r;
+    }
+    bool deleteKey(const std::string &key) override
+    {
+        int deleted = 0;
+        ::check("store delete_key", c10d_store_delete_key(s_, key.c_str(), &deleted));
+        return deleted != 0;
+    }
+    bool check(const std::vector<std::string> &keys) override
+    {
+        auto k = cstrs(keys);
+        int all = 0;
+        ::check("store check", c10d_store_check(s_, k.data(), k.size(), &all));
+        return all != 0;
+    }
+    int64_t getNumKeys() override
+    {
+        int64_t n = 0;
+        ::check("store num_keys", c10d_store_num_keys(s_, &n));
+        return n;
+    }
+    void wait(const std::vector<std::string> &keys) override { wait(keys, timeout_); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override
+    {
+        auto k = cstrs(keys);
+        ::check("store wait", c10d_store_wait(s_, k.data(), k.size(), (int)t.count()));
+    }
+
+  private:
+    static std::vector<const char *> cstrs(const std::vector<std::string> &keys)
+    {
+        std::vector<const char *> k;
+        for (const auto &x : keys)
+            k.push_back(x.c_str());
+        return k;
+    }
+    c10d_store *s_ = nullptr;
+};
+
+class ProcessGroupCoord : public c10d::ProcessGroup {
+  public:
+    ProcessGroupCoord(int rank, int size, const std::string &url, const std::string &job,
+                      int timeout_ms)
+        : c10d::ProcessGroup(rank, size)
+    {
+        c10d_init_opts o = C10D_INIT_OPTS_INIT;
+        o.coord_url = url.empty() ? nullptr : url.c_str();
+        o.rank = rank;
+        o.world_size = size;
+        o.job = job.empty() ? nullptr : job.c_str();
+        o.timeout_ms = timeout_ms;
+        o.backend = C10D_BACKEND_HOST;
+        c10d_status st;
+        {
+            pybind11::gil_scoped_release nogil;
+            st = c10d_init(&pg_, &o);
+        }
+        check("init_process_group", st);
+    }
+    ~ProcessGroupCoord() override
+    {
+        if (pg_)
+            c10d_destroy(pg_);
+    }
+    const std::string getBackendName() const override { return "coord"; }
+    c10d_pg *pg() const { return pg_; }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
+                                             const c10d::BroadcastOptions &o) override
+    {
+        one_tensor(ts, "broadcast");
+        auto v = views(ts);
+        check("broadcast", c10d_broadcast(pg_, &v[0].t, (int)o.rootRank, nullptr, nullptr));
+        write_back(v);
+        return done(c10d::OpType::BROADCAST, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &ts,
+                                             const c10d::AllreduceOptions &o) override
+    {
+        one_tensor(ts, "allreduce");
+        auto v = views(ts);
+        check("allreduce", c10d_all_reduce(pg_, &v[0].t, op_of(o.reduceOp, v[0].is_bool),
+                                           nullptr, nullptr));
+        write_back(v);
+        return done(c10d::OpType::ALLREDUCE, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor> &ts, const c10d::AllreduceCoalescedOptions &o) override
+    {
+        for (auto &t : ts) {
+            View v(t);
+            check("allreduce_coalesced",
+                  c10d_all_reduce(pg_, &v.t, op_of(o.reduceOp, v.is_bool), nullptr, nullptr));
+            v.write_back();
+        }
+        return done(c10d::OpType::ALLREDUCE_COALESCED, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &ts,
+                                          const c10d::ReduceOptions &o) override
+    {
+        one_tensor(ts, "reduce");
+        auto v = views(ts);
+        check("reduce", c10d_reduce(pg_, &v[0].t, (int)o.rootRank,
+                                    op_of(o.reduceOp, v[0].is_bool), nullptr, nullptr));
+        write_back(v);
+        return done(c10d::OpType::REDUCE, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outs,
+                                             std::vector<at::Tensor> &ins,
+                                             const c10d::AllgatherOptions &) override
+    {
+        one_tensor(ins, "allgather");
+        TORCH_CHECK(outs.size() == 1 && (int)outs[0].size() == getSize(),
+                    "c10d_coord: allgather wants one list of ", getSize(), " tensors");
+        auto in = views(ins);
+        auto out = views(outs[0]);
+        auto r = raw(out);
+        check("allgather", c10d_all_gather(pg_, r.data(), &in[0].t, nullptr, nullptr));
+        write_back(out);
+        return done(c10d::OpType::ALLGATHER, outs[0]);
+    }
+
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
+                                                   const c10d::AllgatherOptions &) override
+    {
+        View o(out), i(in);
+        check("all_gather_into_tensor",
+              c10d_all_gather_into_tensor(pg_, &o.t, &i.t, nullptr, nullptr));
+        o.write_back();
+        return done(c10d::OpType::_ALLGATHER_BASE, {out});
+    }
+
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outs,
+                                          std::vector<at::Tensor> &ins,
+                                          const c10d::GatherOptions &o) override
+    {
+        one_tensor(ins, "gather");
+        auto in = views(ins);
+        std::vector<View> out;
+        std::vector<c10d_tensor> r;
+        if (getRank() == o.rootRank) {
+            TORCH_CHECK(outs.size() == 1 && (int)outs[0].size() == getSize(),
+                        "c10d_coord: gather wants one list of ", getSize(),
+                        " tensors on the root");
+            out = views(outs[0]);
+            r = raw(out);
+        }
+        check("gather", c10d_gather(pg_, r.empty() ? nullptr : r.data(), &in[0].t,
+                                    (int)o.rootRank, nullptr, nullptr));
+        write_back(out);
+        return done(c10d::OpType::GATHER, outs.empty() ? std::vector<at::Tensor>() : outs[0]);
+    }
+
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outs,
+                                           std::vector<std::vector<at::Tensor>> &ins,
+                                           const c10d::ScatterOptions &o) override
+    {
+        one_tensor(outs, "scatter");
+        auto out = views(outs);
+        std::vector<View> in;
+        std::vector<c10d_tensor> r;
+        if (getRank() == o.rootRank) {
+            TORCH_CHECK(ins.size() == 1 && (int)ins[0].size() == getSize(),
+                        "c10d_coord: scatter wants one list of ", getSize(),
+                        " tensors on the root");
+            in = views(ins[0]);
+            r = raw(in);
+        }
+        check("scatter", c10d_scatter(pg_, &out[0].t, r.empty() ? nullptr : r.data(),
+                                      (int)o.rootRank, nullptr, nullptr));
+        write_back(out);
+        return done(c10d::OpType::SCATTER, outs);
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outs,
+                                                  std::vector<std::vector<at::Tensor>> &ins,
+                                                  const c10d::ReduceScatterOptions &o) override
+    {
+        one_tensor(outs, "reduce_scatter");
+        TORCH_CHECK(ins.size() == 1 && (int)ins[0].size() == getSize(),
+                    "c10d_coord: reduce_scatter wants one list of ", getSize(), " tensors");
+        auto out = views(outs);
+        auto in = views(ins[0]);
+        auto r = raw(in);
+        check("reduce_scatter", c10d_reduce_scatter(pg_, &out[0].t, r.data(),
+                                                    op_of(o.reduceOp, out[0].is_bool), nullptr,
+                                                    nullptr));
+        write_back(out);
+        return done(c10d::OpType::REDUCE_SCATTER, outs);
+    }
+
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor &out, at::Tensor &in, const c10d::ReduceScatterOptions &o) override
+    {
+        View vo(out), vi(in);
+        check("reduce_scatter_tensor",
+              c10d_reduce_scatter_tensor(pg_, &vo.t, &vi.t, op_of(o.reduceOp, vo.is_bool),
+                                         nullptr, nullptr));
+        vo.write_back();
+        return done(c10d::OpType::_REDUCE_SCATTER_BASE, {out});
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in,
+                                                 std::vector<int64_t> &out_splits,
+                                                 std::vector<int64_t> &in_splits,
+                                                 const c10d::AllToAllOptions &) override
+    {
+        TORCH_CHECK(out_splits.empty() && in_splits.empty(),
+                    "c10d_coord: all_to_all_single with split sizes is not supported yet "
+                    "(equal splits are)");
+        View vo(out), vi(in);
+        check("all_to_all_single", c10d_all_to_all_single(pg_, &vo.t, &vi.t, nullptr, nullptr));
+        vo.write_back();
+        return done(c10d::OpType::ALLTOALL_BASE, {out});
+    }
+
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override
+    {
+        one_tensor(ts, "send");
+        auto v = views(ts);
+        check("send", c10d_send(pg_, &v[0].t, dst, tag, nullptr, nullptr));
+        return done(c10d::OpType::SEND, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &ts, int src, int tag) override
+    {
+        one_tensor(ts, "recv");
+        auto v = views(ts);
+        check("recv", c10d_recv(pg_, &v[0].t, src, tag, nullptr, nullptr));
+        write_back(v);
+        return done(c10d::OpType::RECV, ts);
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
+    {
+        check("barrier", c10d_barrier(pg_, nullptr, nullptr));
+        return done(c10d::OpType::BARRIER, {});
+    }
+
+  private:
+    c10d_pg *pg_ = nullptr;
+};
+
+void join_begin(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, bool throw_early,
+                bool divide_initial)
+{
+    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
+    TORCH_CHECK(p, "c10d_coord.join: the process group is not a 'coord' one");
+    c10d_join_opts o = C10D_JOIN_OPTS_INIT;
+    o.throw_on_early_termination = throw_early;
+    o.divide_by_initial_world_size = divide_initial;
+    c10d_status st;
+    {
+        pybind11::gil_scoped_release nogil;
+        st = c10d_join_begin(p->pg(), &o);
+    }
+    check("join_begin", st);
+}
+
+int join_end(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
+    TORCH_CHECK(p, "c10d_coord.join: the process group is not a 'coord' one");
+    int last = -1;
+    c10d_status st;
+    {
+        pybind11::gil_scoped_release nogil;
+        st = c10d_join_end(p->pg(), &last);
+    }
+    check("join_end", st);
+    return last;
+}
+
+int active_ranks(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
+{
+    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
+    TORCH_CHECK(p, "c10d_coord: the process group is not a 'coord' one");
+    return c10d_active_ranks(p->pg());
+}
+
+} // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
+{
+    m.doc() = "c10d-coord's torch.distributed backend (docs/pytorch.md)";
+    py::class_<ProcessGroupCoord, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupCoord>>(
+        m, "ProcessGroupCoord")
+        .def(py::init<int, int, const std::string &, const std::string &, int>(),
+             py::arg("rank"), py::arg("size"), py::arg("url") = "", py::arg("job") = "",
+             py::arg("timeout_ms") = 0);
+    py::class_<StoreCoord, c10d::Store, c10::intrusive_ptr<StoreCoord>>(m, "StoreCoord")
+        .def(py::init([](const std::string &url, int timeout_ms) {
+                 return c10::make_intrusive<StoreCoord>(url,
+                                                        std::chrono::milliseconds(timeout_ms));
+             }),
+             py::arg("url"), py::arg("timeout_ms") = 300000);
+    m.def("join_begin", &join_begin, py::arg("pg"), py::arg("throw_on_early_termination"),
+          py::arg("divide_by_initial_world_size"));
+    m.def("join_end", &join_end, py::arg("pg"));
+    m.def("active_ranks", &active_ranks, py::arg("pg"));
+}

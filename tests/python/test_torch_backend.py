@@ -1,0 +1,73 @@
+"""The torch.distributed backend "coord" (python/c10d_coord) with PyTorch's
+own DDP, against a real coordinator started by c10d-run, ranks as real
+processes (tests/python/worker.py). Skipped, with the reason, where PyTorch
+or the built extension is missing; scripts/test.sh builds it first."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
+RUN = os.path.join(BUILD, "client", "c10d-run")
+WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
+try:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import c10d_coord  # noqa: F401
+except ImportError as e:  # pragma: no cover
+    pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",
+                allow_module_level=True)
+
+
+def run(case, n=2, timeout=180, env=None):
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    e.pop("MASTER_ADDR", None)
+    e.update(env or {})
+    p = subprocess.run([RUN, "-q", "-n", str(n), "--", sys.executable, WORKER, case],
+                       env=e, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+def test_ddp_matches_gloo(mode):
+    rc, out = run("ddp", env={"C10D_VERIFY": mode})
+    assert rc == 0, out
+
+
+def test_ddp_world4_matches_gloo():
+    rc, out = run("ddp", n=4)
+    assert rc == 0, out
+
+
+def test_ddp_powersgd_hook_matches_gloo():
+    rc, out = run("powersgd")
+    assert rc == 0, out
+
+
+def test_collectives_match_gloo():
+    rc, out = run("collectives")
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+def test_join_with_a_barrier_every_step(mode):
+    """The hang report's case 4: DDP, uneven inputs, a barrier each step."""
+    rc, out = run("join", env={"C10D_VERIFY": mode})
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+def test_a_desync_raises_on_every_rank(mode):
+    rc, out = run("desync", env={"C10D_VERIFY": mode})
+    assert rc == 0, out
+    assert out.count("raised as expected") == 2, out
+
+
+def test_a_killed_rank_is_named():
+    rc, out = run("killed")
+    assert rc == 128 + 9, out  # c10d-run reports the rank that went first
+    assert "rank 0: raised as expected" in out, out

@@ -1,0 +1,192 @@
+"""One rank of a torch job on the coord backend, run by test_torch_backend.py
+through c10d-run (which sets C10D_COORD, RANK, WORLD_SIZE). argv[1] names
+the case; a rank exits 0 when its checks held and prints why otherwise."""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import c10d_coord
+
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+
+
+def fail(msg):
+    print(f"rank {rank}: {msg}", flush=True)
+    sys.exit(3)
+
+
+def train(pg, steps, hook=None):
+    """A small DDP model, the same seed everywhere and different data per
+    rank; returns the flattened weights after `steps` steps."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    ddp = DDP(model, process_group=pg)
+    if hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as P
+        state = P.PowerSGDState(process_group=pg, matrix_approximation_rank=1,
+                                start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(state, P.powerSGD_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=g)
+        loss = ddp(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def case_ddp(hook=None):
+    gloo = dist.new_group(backend="gloo")  # over the coord store: checks it too
+    ours = train(None, 6, hook)
+    theirs = train(gloo, 6, hook)
+    if not torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
+        fail(f"DDP weights differ from gloo's: max |diff| {(ours - theirs).abs().max().item()}")
+    every = [torch.empty_like(ours) for _ in range(world)]
+    dist.all_gather(every, ours)
+    if any(not torch.equal(every[0], w) for w in every):
+        fail("DDP weights differ between ranks")
+
+
+def case_collectives():
+    gloo = dist.new_group(backend="gloo")
+    for dt in (torch.float32, torch.float64, torch.int32, torch.int64, torch.uint8, torch.int8):
+        base = (torch.arange(6, dtype=torch.float64) + rank * 3 + 1).to(dt)
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+            a, b = base.clone(), base.clone()
+            dist.all_reduce(a, op=op)
+            dist.all_reduce(b, op=op, group=gloo)
+            if not torch.equal(a, b):
+                fail(f"all_reduce {dt} {op}: {a.tolist()} vs gloo {b.tolist()}")
+        a, b = base.clone(), base.clone()
+        dist.broadcast(a, src=world - 1)
+        dist.broadcast(b, src=world - 1, group=gloo)
+        if not torch.equal(a, b):
+            fail(f"broadcast {dt}")
+        outs_a = [torch.empty_like(base) for _ in range(world)]
+        outs_b = [torch.empty_like(base) for _ in range(world)]
+        dist.all_gather(outs_a, base)
+        dist.all_gather(outs_b, base, group=gloo)
+        if any(not torch.equal(x, y) for x, y in zip(outs_a, outs_b)):
+            fail(f"all_gather {dt}")
+    flags = torch.tensor([rank == 0, True, False])
+    dist.all_reduce(flags)  # bool SUM: a logical or
+    if flags.tolist() != [True, True, False]:
+        fail(f"bool all_reduce: {flags.tolist()}")
+    # non-contiguous: a column of a matrix
+    m = torch.arange(12, dtype=torch.float32).reshape(4, 3) * (rank + 1)
+    col = m[:, 1]
+    dist.all_reduce(col)
+    want = torch.arange(12, dtype=torch.float32).reshape(4, 3)[:, 1] * sum(range(1, world + 1))
+    if not torch.equal(m[:, 1], want):
+        fail(f"non-contiguous all_reduce: {m[:, 1].tolist()} vs {want.tolist()}")
+    out = torch.empty(world * 2)
+    dist.all_gather_into_tensor(out, torch.full((2,), float(rank)))
+    if out.tolist() != [float(r) for r in range(world) for _ in range(2)]:
+        fail(f"all_gather_into_tensor: {out.tolist()}")
+    rs = torch.empty(2)
+    dist.reduce_scatter_tensor(rs, torch.arange(world * 2, dtype=torch.float32))
+    if rs.tolist() != [float(world * (rank * 2 + k)) for k in range(2)]:
+        fail(f"reduce_scatter_tensor: {rs.tolist()}")
+    w = dist.all_reduce(torch.ones(3), async_op=True)
+    w.wait()
+    if not w.is_completed() or w.get_future().value()[0].tolist() != [float(world)] * 3:
+        fail("async all_reduce: future")
+    if rank == 0:
+        dist.send(torch.tensor([7.0]), dst=1)
+    elif rank == 1:
+        t = torch.zeros(1)
+        dist.recv(t, src=0)
+        if t.item() != 7.0:
+            fail(f"recv: {t.item()}")
+    dist.barrier()
+
+
+def case_join():
+    """Uneven inputs with DDP and a barrier after every step (the hang
+    report's case 4): rank r has 5 + r batches; under c10d_coord.join() every
+    rank finishes, the last joiner is the last rank, weights agree."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    with c10d_coord.join(modules=[ddp]) as j:
+        for i in range(5 + rank):
+            loss = ddp(torch.full((3, 4), float(rank + i))).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            dist.barrier()
+    if j.last_joiner != world - 1:
+        fail(f"last joiner {j.last_joiner}")
+    w = torch.cat([p.detach().flatten() for p in model.parameters()])
+    every = [torch.empty_like(w) for _ in range(world)]
+    dist.all_gather(every, w)
+    if any(not torch.equal(every[0], x) for x in every):
+        fail("weights differ after the join region")
+
+
+def case_desync():
+    """Rank 0 calls barrier, the others all_reduce (case 3's kind of
+    mistake): every rank raises, naming the collectives, within 2 s."""
+    t0 = time.time()
+    try:
+        if rank == 0:
+            dist.barrier()
+        else:
+            dist.all_reduce(torch.ones(4))
+    except RuntimeError as e:
+        took = time.time() - t0
+        msg = str(e)
+        if "desync" not in msg or "BARRIER" not in msg or "ALL_REDUCE" not in msg:
+            fail(f"the report does not name the desync: {msg}")
+        if took > 2.0:
+            fail(f"raised after {took:.1f} s")
+        print(f"rank {rank}: raised as expected: {msg[:200]}", flush=True)
+        os._exit(0)  # the group is unusable now: leave without destroy
+    fail("the mismatched collective returned")
+
+
+def case_killed():
+    """Rank 1 is SIGKILLed in the middle of training: the others raise
+    within 2 s, naming it."""
+    if rank == 1:
+        dist.all_reduce(torch.ones(1))
+        os.kill(os.getpid(), 9)
+    dist.all_reduce(torch.ones(1))
+    t0 = time.time()
+    try:
+        for _ in range(1000):
+            dist.all_reduce(torch.ones(1))
+            time.sleep(0.001)
+    except RuntimeError as e:
+        took = time.time() - t0
+        if "rank 1" not in str(e):
+            fail(f"the report does not name rank 1: {e}")
+        if took > 2.0:
+            fail(f"raised after {took:.1f} s")
+        print(f"rank {rank}: raised as expected: {str(e)[:200]}", flush=True)
+        os._exit(0)
+    fail("no error after rank 1 died")
+
+
+def main():
+    case = sys.argv[1]
+    dist.init_process_group("coord")  # env:// with C10D_COORD: the coordinator's store
+    if dist.get_backend() != "coord":
+        fail(f"backend {dist.get_backend()}")
+    {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
+     "collectives": case_collectives, "join": case_join, "desync": case_desync,
+     "killed": case_killed}[case]()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

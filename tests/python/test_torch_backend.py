@@ -22,12 +22,12 @@ except ImportError as e:  # pragma: no cover
                 allow_module_level=True)
 
 
-def run(case, n=2, timeout=180, env=None):
+def run(case, n=2, timeout=180, env=None, args=()):
     e = dict(os.environ)
     e["PYTHONPATH"] = os.path.join(ROOT, "python")
     e.pop("MASTER_ADDR", None)
     e.update(env or {})
-    p = subprocess.run([RUN, "-q", "-n", str(n), "--", sys.executable, WORKER, case],
+    p = subprocess.run([RUN, "-q", "-n", str(n), "--", sys.executable, WORKER, case, *args],
                        env=e, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 
@@ -71,3 +71,20 @@ def test_a_killed_rank_is_named():
     rc, out = run("killed")
     assert rc == 128 + 9, out  # c10d-run reports the rank that went first
     assert "rank 0: raised as expected" in out, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+@pytest.mark.parametrize("kase", ["1", "4", "6"])
+def test_six_cases_that_join_finish(kase, mode):
+    rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+@pytest.mark.parametrize("kase", ["2", "3", "5", "4t"])
+def test_six_cases_without_our_join_raise(kase, mode):
+    """2, 3, 5: no join; 4t: torch's model.join() with a barrier each step,
+    where torch's extra all_reduces pair with the barrier."""
+    rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
+    assert rc == 0, out
+    assert "raised as expected" in out, out

@@ -177,6 +177,72 @@ def case_killed():
     fail("no error after rank 1 died")
 
 
+def case_six(kase):
+    """The DDP-join hang report, world 2: rank 0 has 5 batches, rank 1 has 6,
+    one gradient all_reduce per step (docs/join.md). With c10d_coord.join()
+    (cases 1, 4, 6) both ranks finish with the same weights and last joiner
+    1. Without it (2, 3, 5) and with torch's model.join() plus a barrier (4t),
+    every rank still waiting raises within 2 s, naming ranks and
+    collectives; gloo hangs in each until its timeout."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    batches = 5 + rank
+
+    def step(i, barrier_each):
+        loss = ddp(torch.full((3, 4), float(rank + i))).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if barrier_each:
+            dist.barrier()
+
+    if kase in ("1", "4", "6"):
+        with c10d_coord.join(modules=[ddp]) as j:
+            for i in range(batches):
+                step(i, kase == "4")
+        if kase == "6":
+            dist.barrier()
+        if j.last_joiner != 1:
+            fail(f"case {kase}: last joiner {j.last_joiner}")
+        w = torch.cat([p.detach().flatten() for p in model.parameters()])
+        every = [torch.empty_like(w) for _ in range(world)]
+        dist.all_gather(every, w)
+        if not torch.equal(every[0], every[1]):
+            fail(f"case {kase}: weights differ")
+        return
+    t0 = None
+    try:
+        if kase == "4t":  # torch's own Join, with a barrier each step
+            with ddp.join():
+                for i in range(batches):
+                    step(i, True)
+                    t0 = time.time()
+        else:
+            for i in range(batches):
+                step(i, kase == "3")
+                t0 = time.time()
+            if kase == "5":
+                dist.barrier()
+            t0 = time.time()
+    except RuntimeError as e:
+        took = time.time() - (t0 or time.time())
+        msg = str(e)
+        if "rank" not in msg or "#" not in msg:
+            fail(f"case {kase}: the report names no rank or collective: {msg}")
+        if took > 2.0:
+            fail(f"case {kase}: raised {took:.1f} s after the last step")
+        print(f"rank {rank}: case {kase} raised as expected: {msg[:240]}", flush=True)
+        os._exit(0)
+    if rank == 0 and kase in ("2", "3"):
+        # Rank 0 is done and leaves; rank 1's extra step must fail, not hang.
+        dist.destroy_process_group()
+        print(f"rank {rank}: case {kase} left after its last step", flush=True)
+        os._exit(0)
+    fail(f"case {kase}: finished, but rank 1 has one step more")
+
+
 def main():
     case = sys.argv[1]
     dist.init_process_group("coord")  # env:// with C10D_COORD: the coordinator's store
@@ -184,7 +250,8 @@ def main():
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
      "collectives": case_collectives, "join": case_join, "desync": case_desync,
-     "killed": case_killed}[case]()
+     "killed": case_killed,
+     "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()
 
 

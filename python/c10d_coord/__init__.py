@@ -24,7 +24,7 @@ _rdzv = sys.modules["torch.distributed.rendezvous"]
 
 from . import _C
 
-__all__ = ["join", "active_ranks", "ProcessGroupCoord", "StoreCoord"]
+__all__ = ["join", "active_ranks", "monitored_barrier", "ProcessGroupCoord", "StoreCoord"]
 
 ProcessGroupCoord = _C.ProcessGroupCoord
 
@@ -39,11 +39,16 @@ def _create(store, rank, size, timeout):
         raise RuntimeError(
             "c10d_coord: set C10D_COORD to the coordinator's URL (tcp://HOST:PORT); "
             "c10d-run sets it for every rank")
-    if size != int(os.environ.get("WORLD_SIZE", size)) and "C10D_SUBGROUP_OK" not in os.environ:
-        raise RuntimeError(
-            "c10d_coord: subgroups (new_group) are not supported by the coord backend yet")
     ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
-    return _C.ProcessGroupCoord(rank, size, url, os.environ.get("C10D_JOB", ""), ms)
+    job = os.environ.get("C10D_JOB", "") or "default"
+    # torch calls this on the members of a new group only, after numbering
+    # the group alike on every rank (_group_count): each subgroup meets as
+    # a job of its own on the coordinator, "<job>.g<N>", with its own
+    # verification and liveness. Group "0" is the default group.
+    name = dist.distributed_c10d._group_count - 1
+    if name > 0:
+        job = f"{job}.g{name}"
+    return _C.ProcessGroupCoord(rank, size, url, job, ms)
 
 
 dist.Backend.register_backend("coord", _create)
@@ -114,6 +119,15 @@ def join(process_group=None, throw_on_early_termination=False,
         for m in modules:
             for t in list(m.parameters()) + list(m.buffers()):
                 dist.broadcast(t, src=src, group=process_group)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch's monitored_barrier on a coord group (torch 1.13 refuses any
+    backend but gloo in dist.monitored_barrier): rank 0 names the ranks that
+    did not arrive within timeout."""
+    pg = group or dist.distributed_c10d._get_default_group()
+    t = timeout if timeout is not None else timedelta(minutes=30)
+    pg.monitored_barrier(t, wait_all_ranks=wait_all_ranks)
 
 
 def active_ranks(process_group=None):

@@ -420,6 +420,35 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         return done(c10d::OpType::ALLTOALL_BASE, {out});
     }
 
+    // Lists of equal tensors: one all_to_all_single over their concatenation.
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outs,
+                                            std::vector<at::Tensor> &ins,
+                                            const c10d::AllToAllOptions &) override
+    {
+        TORCH_CHECK((int)outs.size() == getSize() && (int)ins.size() == getSize(),
+                    "c10d_coord: all_to_all wants ", getSize(), " tensors in and out");
+        for (int i = 1; i < getSize(); i++)
+            TORCH_CHECK(ins[i].numel() == ins[0].numel() && outs[i].numel() == ins[0].numel(),
+                        "c10d_coord: all_to_all with tensors of different sizes is not "
+                        "supported yet");
+        std::vector<at::Tensor> flat_in;
+        for (auto &t : ins)
+            flat_in.push_back(t.reshape({-1}));
+        at::Tensor in = at::cat(flat_in), out = at::empty_like(in);
+        View vo(out), vi(in);
+        check("all_to_all", c10d_all_to_all_single(pg_, &vo.t, &vi.t, nullptr, nullptr));
+        auto parts = out.chunk(getSize());
+        for (int i = 0; i < getSize(); i++)
+            outs[i].copy_(parts[i].view(outs[i].sizes()));
+        return done(c10d::OpType::ALLTOALL, outs);
+    }
+
+    void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override
+    {
+        check("monitored_barrier",
+              c10d_monitored_barrier(pg_, (int)o.timeout.count(), wait_all_ranks));
+    }
+
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override
     {
         one_tensor(ts, "send");

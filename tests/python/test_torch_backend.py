@@ -48,6 +48,11 @@ def test_ddp_powersgd_hook_matches_gloo():
     assert rc == 0, out
 
 
+def test_subgroups_all_to_all_and_monitored_barrier():
+    rc, out = run("subgroups", n=4)
+    assert rc == 0, out
+
+
 def test_collectives_match_gloo():
     rc, out = run("collectives")
     assert rc == 0, out

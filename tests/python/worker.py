@@ -4,6 +4,7 @@ the case; a rank exits 0 when its checks held and prints why otherwise."""
 import os
 import sys
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -107,6 +108,26 @@ def case_collectives():
         if t.item() != 7.0:
             fail(f"recv: {t.item()}")
     dist.barrier()
+
+
+def case_subgroups():
+    """new_group with the coord backend: the even ranks and the odd ones
+    (world 4), each its own group; all_to_all of lists; monitored_barrier."""
+    evens = dist.new_group(ranks=[0, 2], backend="coord")
+    odds = dist.new_group(ranks=[1, 3], backend="coord")
+    mine = evens if rank % 2 == 0 else odds
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t, group=mine)
+    want = 2.0 if rank % 2 == 0 else 4.0
+    if t.item() != want:
+        fail(f"subgroup all_reduce: {t.item()}, want {want}")
+    dist.barrier(group=mine)
+    ins = [torch.full((2,), float(rank * 10 + i)) for i in range(world)]
+    outs = [torch.empty(2) for _ in range(world)]
+    dist.all_to_all(outs, ins)
+    if [o[0].item() for o in outs] != [float(r * 10 + rank) for r in range(world)]:
+        fail(f"all_to_all: {[o.tolist() for o in outs]}")
+    c10d_coord.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
 
 
 def case_join():
@@ -249,7 +270,7 @@ def main():
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

@@ -168,6 +168,7 @@ class StoreCoord : public c10d::Store {
         ::check("store", st);
     }
     ~StoreCoord() override { c10d_store_close(s_); }
+    c10d_store *raw_store() const { return s_; }
 
     void set(const std::string &key, const std::vector<uint8_t> &value) override
     {
@@ -476,6 +477,120 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10d_pg *pg_ = nullptr;
 };
 
+// What c10d-ctl shows (c10d/jobs.h), as Python lists of dicts, for scripts.
+const char *opt(const std::string &s)
+{
+    return s.empty() ? nullptr : s.c_str();
+}
+
+py::list jobs_of(StoreCoord &st, const std::string &job)
+{
+    c10d_job_info *jobs = nullptr;
+    size_t n = 0;
+    c10d_status rc;
+    {
+        py::gil_scoped_release nogil;
+        rc = c10d_store_jobs(st.raw_store(), opt(job), &jobs, &n);
+    }
+    check("jobs", rc);
+    py::list out;
+    for (size_t i = 0; i < n; i++) {
+        const c10d_job_info &j = jobs[i];
+        py::list members, groups;
+        for (size_t k = 0; k < j.n_members; k++) {
+            const c10d_member_info &m = j.members[k];
+            py::dict d;
+            d["rank"] = m.rank;
+            d["state"] = m.state;
+            d["host"] = m.host;
+            d["pid"] = m.pid;
+            d["reason"] = m.reason;
+            d["activity"] = m.activity;
+            members.append(d);
+        }
+        for (size_t k = 0; k < j.n_groups; k++) {
+            const c10d_group_info &g = j.groups[k];
+            py::dict d;
+            d["name"] = g.name;
+            d["size"] = g.size;
+            d["ranks"] = std::vector<int>(g.ranks, g.ranks + g.size);
+            d["formed"] = g.formed != 0;
+            groups.append(d);
+        }
+        py::dict d;
+        d["job"] = j.job;
+        d["generation"] = j.generation;
+        d["world_size"] = j.world_size;
+        d["formed"] = j.formed != 0;
+        d["members"] = members;
+        d["groups"] = groups;
+        out.append(d);
+    }
+    c10d_jobs_free(jobs, n);
+    return out;
+}
+
+py::list health_of(StoreCoord &st, const std::string &job, const std::string &group)
+{
+    c10d_group_health *gs = nullptr;
+    size_t n = 0;
+    c10d_status rc;
+    {
+        py::gil_scoped_release nogil;
+        rc = c10d_store_health(st.raw_store(), opt(job), opt(group), &gs, &n);
+    }
+    check("health", rc);
+    py::list out;
+    for (size_t i = 0; i < n; i++) {
+        const c10d_group_health &g = gs[i];
+        py::list ranks;
+        for (size_t k = 0; k < g.n_ranks; k++) {
+            py::dict r;
+            r["rank"] = g.ranks[k].rank;
+            r["global_rank"] = g.ranks[k].global_rank;
+            r["entered"] = g.ranks[k].entered;
+            r["completed"] = g.ranks[k].completed;
+            r["last"] = g.ranks[k].last;
+            ranks.append(r);
+        }
+        py::dict d;
+        d["job"] = g.job;
+        d["generation"] = g.generation;
+        d["group"] = g.group;
+        d["size"] = g.size;
+        d["status"] = c10d_status_name(g.status);
+        d["report"] = g.report;
+        d["ranks"] = ranks;
+        out.append(d);
+    }
+    c10d_health_free(gs, n);
+    return out;
+}
+
+py::list trace_of(StoreCoord &st, const std::string &job, const std::string &group, int rank,
+                  unsigned limit)
+{
+    c10d_trace_row *rows = nullptr;
+    size_t n = 0;
+    c10d_status rc;
+    {
+        py::gil_scoped_release nogil;
+        rc = c10d_store_trace(st.raw_store(), opt(job), opt(group), rank, limit, &rows, &n);
+    }
+    check("trace", rc);
+    py::list out;
+    for (size_t i = 0; i < n; i++) {
+        py::dict d;
+        d["first_seq"] = rows[i].first_seq;
+        d["last_seq"] = rows[i].last_seq;
+        d["what"] = rows[i].what;
+        d["state"] = rows[i].state;
+        out.append(d);
+    }
+    c10d_trace_free(rows, n);
+    return out;
+}
+
 void join_begin(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, bool throw_early,
                 bool divide_initial)
 {
@@ -528,7 +643,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
                  return c10::make_intrusive<StoreCoord>(url,
                                                         std::chrono::milliseconds(timeout_ms));
              }),
-             py::arg("url"), py::arg("timeout_ms") = 300000);
+             py::arg("url"), py::arg("timeout_ms") = 300000)
+        .def("jobs", &jobs_of, py::arg("job") = "",
+             "Jobs on the coordinator: members (state, host, pid, reason, activity) and groups")
+        .def("health", &health_of, py::arg("job") = "", py::arg("group") = "",
+             "Verification state per group: status, the finding's report, each rank's progress")
+        .def("trace", &trace_of, py::arg("job"), py::arg("group"), py::arg("rank"),
+             py::arg("limit") = 50, "A rank's recent collectives, as runs of the same call");
     m.def("join_begin", &join_begin, py::arg("pg"), py::arg("throw_on_early_termination"),
           py::arg("divide_by_initial_world_size"));
     m.def("join_end", &join_end, py::arg("pg"));

@@ -53,6 +53,11 @@ def test_subgroups_all_to_all_and_monitored_barrier():
     assert rc == 0, out
 
 
+def test_store_jobs_health_and_trace_from_python():
+    rc, out = run("ops")
+    assert rc == 0, out
+
+
 def test_collectives_match_gloo():
     rc, out = run("collectives")
     assert rc == 0, out

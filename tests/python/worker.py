@@ -130,6 +130,29 @@ def case_subgroups():
     c10d_coord.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
 
 
+def case_ops():
+    """The store and what c10d-ctl shows, from Python."""
+    s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
+    s.set(f"test/{rank}", b"x")
+    if s.add("test/count", 1) < 1:
+        fail("store add")
+    s.wait([f"test/{r}" for r in range(world)])
+    dist.all_reduce(torch.ones(1))
+    dist.barrier()
+    job = os.environ["C10D_JOB"]
+    jobs = s.jobs(job)
+    if len(jobs) != 1 or jobs[0]["world_size"] != world or \
+            any(m["state"] != "alive" for m in jobs[0]["members"]):
+        fail(f"jobs: {jobs}")
+    h = s.health(job, "world")
+    if not h or h[0]["status"] != "OK" or len(h[0]["ranks"]) != world:
+        fail(f"health: {h}")
+    t = s.trace(job, "world", rank)
+    if not any("ALL_REDUCE" in r["what"] for r in t):
+        fail(f"trace: {t}")
+    dist.barrier()
+
+
 def case_join():
     """Uneven inputs with DDP and a barrier after every step (the hang
     report's case 4): rank r has 5 + r batches; under c10d_coord.join() every
@@ -270,7 +293,7 @@ def main():
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "subgroups": case_subgroups, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

@@ -412,12 +412,60 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                                  std::vector<int64_t> &in_splits,
                                                  const c10d::AllToAllOptions &) override
     {
-        TORCH_CHECK(out_splits.empty() && in_splits.empty(),
-                    "c10d_coord: all_to_all_single with split sizes is not supported yet "
-                    "(equal splits are)");
+        if (!out_splits.empty() || !in_splits.empty())
+            return alltoall_splits(out, in, out_splits, in_splits);
         View vo(out), vi(in);
         check("all_to_all_single", c10d_all_to_all_single(pg_, &vo.t, &vi.t, nullptr, nullptr));
         vo.write_back();
+        return done(c10d::OpType::ALLTOALL_BASE, {out});
+    }
+
+    // Split sizes (rows of dim 0): every block is padded to the largest
+    // any rank sends (agreed by an all_reduce MAX), so the exchange is one
+    // verified all_to_all_single of equal blocks; then unpacked.
+    c10::intrusive_ptr<c10d::Work> alltoall_splits(at::Tensor &out, at::Tensor &in,
+                                                   std::vector<int64_t> out_splits,
+                                                   std::vector<int64_t> in_splits)
+    {
+        int n = getSize();
+        auto even = [n](std::vector<int64_t> &sp, const at::Tensor &t) {
+            if (sp.empty())
+                sp.assign(n, t.size(0) / n);
+        };
+        even(out_splits, out);
+        even(in_splits, in);
+        TORCH_CHECK((int)out_splits.size() == n && (int)in_splits.size() == n,
+                    "c10d_coord: all_to_all_single wants ", n, " split sizes");
+        int64_t row = in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1, mine = 0;
+        for (auto v : in_splits)
+            mine = std::max(mine, v);
+        for (auto v : out_splits)
+            mine = std::max(mine, v);
+        at::Tensor m = at::full({1}, (double)mine, at::kLong);
+        View vm(m);
+        check("all_to_all_single (split sizes)",
+              c10d_all_reduce(pg_, &vm.t, C10D_MAX, nullptr, nullptr));
+        int64_t pad = m.item<int64_t>();
+        at::Tensor flat_in = in.reshape({-1}), flat_out = out.reshape({-1});
+        at::Tensor send = at::zeros({n * pad * row}, in.options());
+        at::Tensor recv = at::empty({n * pad * row}, in.options());
+        int64_t off = 0;
+        for (int i = 0; i < n; i++) {
+            send.narrow(0, i * pad * row, in_splits[i] * row)
+                .copy_(flat_in.narrow(0, off, in_splits[i] * row));
+            off += in_splits[i] * row;
+        }
+        View vs(send), vr(recv);
+        check("all_to_all_single (split sizes)",
+              c10d_all_to_all_single(pg_, &vr.t, &vs.t, nullptr, nullptr));
+        at::Tensor packed = at::empty({flat_out.numel()}, out.options());
+        off = 0;
+        for (int i = 0; i < n; i++) {
+            packed.narrow(0, off, out_splits[i] * row)
+                .copy_(recv.narrow(0, i * pad * row, out_splits[i] * row));
+            off += out_splits[i] * row;
+        }
+        out.copy_(packed.view(out.sizes()));
         return done(c10d::OpType::ALLTOALL_BASE, {out});
     }
 

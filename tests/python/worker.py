@@ -127,6 +127,15 @@ def case_subgroups():
     dist.all_to_all(outs, ins)
     if [o[0].item() for o in outs] != [float(r * 10 + rank) for r in range(world)]:
         fail(f"all_to_all: {[o.tolist() for o in outs]}")
+    # split sizes: rank r sends r+1+i rows to rank i
+    ins_sizes = [rank + 1 + i for i in range(world)]
+    outs_sizes = [r + 1 + rank for r in range(world)]
+    inp = torch.cat([torch.full((k, 3), float(rank * 100 + i)) for i, k in enumerate(ins_sizes)])
+    out = torch.empty(sum(outs_sizes), 3)
+    dist.all_to_all_single(out, inp, outs_sizes, ins_sizes)
+    want = torch.cat([torch.full((k, 3), float(r * 100 + rank)) for r, k in enumerate(outs_sizes)])
+    if not torch.equal(out, want):
+        fail(f"all_to_all_single with split sizes: {out[:, 0].tolist()}")
     c10d_coord.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
 
 

@@ -16,8 +16,13 @@
 
 #include <c10d/c10d.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -147,6 +152,116 @@ c10::intrusive_ptr<c10d::Work> done(c10d::OpType op, std::vector<at::Tensor> out
     return c10::make_intrusive<CoordWork>(op, std::move(out));
 }
 
+// --- async calls (C10D_TORCH_ASYNC=1; docs/pytorch.md) ---
+//
+// The call is queued on the group's lane in the C library and returns; a
+// finisher thread waits for it, writes non-contiguous results back and
+// completes the future. A future's then() callbacks run on the thread that
+// completes it, and one may issue a collective and wait for its future
+// (PowerSGD does): so no finisher is ever the only one left. When none is
+// idle, another starts (the pool only grows to what nesting needs).
+
+struct Pending {
+    c10d_work *w = nullptr;
+    std::vector<View> wb, keep; // written back after; kept alive until done
+    std::vector<at::Tensor> out;
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    std::string what;
+};
+
+class Finishers {
+  public:
+    ~Finishers()
+    {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto &t : threads_)
+            t.join();
+    }
+    void push(std::unique_ptr<Pending> p)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        q_.push_back(std::move(p));
+        if (idle_ == 0 && threads_.size() < 64)
+            threads_.emplace_back([this] { loop(); });
+        else
+            cv_.notify_one();
+    }
+
+  private:
+    void loop()
+    {
+        std::unique_lock<std::mutex> g(mu_);
+        for (;;) {
+            idle_++;
+            cv_.wait(g, [this] { return stop_ || !q_.empty(); });
+            idle_--;
+            if (q_.empty())
+                return; /* stopping, nothing left */
+            std::unique_ptr<Pending> p = std::move(q_.front());
+            q_.pop_front();
+            g.unlock();
+            finish(*p);
+            p.reset(); /* the tensors go before the lock is taken again */
+            g.lock();
+        }
+    }
+    static void finish(Pending &p)
+    {
+        c10d_status st = c10d_work_wait(p.w, 0);
+        std::string msg = st == C10D_OK ? "" : c10d_errmsg();
+        c10d_work_free(p.w);
+        if (st != C10D_OK) {
+            p.fut->setError(std::make_exception_ptr(std::runtime_error(
+                std::string("c10d_coord: ") + p.what + ": " + c10d_status_name(st) + ": " +
+                msg)));
+            return;
+        }
+        for (auto &v : p.wb)
+            v.write_back();
+        p.fut->markCompleted(c10::IValue(p.out));
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::unique_ptr<Pending>> q_;
+    std::vector<std::thread> threads_;
+    int idle_ = 0;
+    bool stop_ = false;
+};
+
+// A call still running: wait() and the future block until a finisher
+// completes it; errors come back as the library's message.
+class AsyncWork : public c10d::Work {
+  public:
+    AsyncWork(c10d::OpType op, c10::intrusive_ptr<c10::ivalue::Future> fut,
+              std::vector<at::Tensor> out)
+        : c10d::Work(-1, op), fut_(std::move(fut)), out_(std::move(out))
+    {
+    }
+    bool isCompleted() override { return fut_->completed(); }
+    bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
+    bool wait(std::chrono::milliseconds) override
+    {
+        fut_->wait();
+        if (fut_->hasError())
+            std::rethrow_exception(fut_->exception_ptr());
+        return true;
+    }
+    std::vector<at::Tensor> result() override
+    {
+        wait(kNoTimeout);
+        return out_;
+    }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return fut_; }
+
+  private:
+    c10::intrusive_ptr<c10::ivalue::Future> fut_;
+    std::vector<at::Tensor> out_;
+};
+
 void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
 {
     TORCH_CHECK(ts.size() == 1, "c10d_coord: ", what, " takes one tensor per rank (got ",
@@ -259,11 +374,24 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             st = c10d_init(&pg_, &o);
         }
         check("init_process_group", st);
+        const char *a = std::getenv("C10D_TORCH_ASYNC");
+        async_ = a && *a && std::string(a) != "0";
     }
     ~ProcessGroupCoord() override
     {
-        if (pg_)
-            c10d_destroy(pg_);
+        /* Every queued call finishes first. A finisher may need the GIL
+         * (dropping the last reference to a tensor made in Python, a
+         * Python then() callback): never wait for it while holding it. */
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release nogil;
+            finishers_.reset();
+            if (pg_)
+                c10d_destroy(pg_);
+        } else {
+            finishers_.reset();
+            if (pg_)
+                c10d_destroy(pg_);
+        }
     }
     const std::string getBackendName() const override { return "coord"; }
     c10d_pg *pg() const { return pg_; }
@@ -273,9 +401,13 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     {
         one_tensor(ts, "broadcast");
         auto v = views(ts);
-        check("broadcast", c10d_broadcast(pg_, &v[0].t, (int)o.rootRank, nullptr, nullptr));
-        write_back(v);
-        return done(c10d::OpType::BROADCAST, ts);
+        std::vector<View> none;
+        c10d_tensor *t = &v[0].t;
+        int root = (int)o.rootRank;
+        return submit("broadcast", c10d::OpType::BROADCAST, v, none, ts,
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_broadcast(pg_, t, root, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &ts,
@@ -283,10 +415,13 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     {
         one_tensor(ts, "allreduce");
         auto v = views(ts);
-        check("allreduce", c10d_all_reduce(pg_, &v[0].t, op_of(o.reduceOp, v[0].is_bool),
-                                           nullptr, nullptr));
-        write_back(v);
-        return done(c10d::OpType::ALLREDUCE, ts);
+        std::vector<View> none;
+        c10d_tensor *t = &v[0].t;
+        c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
+        return submit("allreduce", c10d::OpType::ALLREDUCE, v, none, ts,
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_all_reduce(pg_, t, op, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -306,10 +441,14 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     {
         one_tensor(ts, "reduce");
         auto v = views(ts);
-        check("reduce", c10d_reduce(pg_, &v[0].t, (int)o.rootRank,
-                                    op_of(o.reduceOp, v[0].is_bool), nullptr, nullptr));
-        write_back(v);
-        return done(c10d::OpType::REDUCE, ts);
+        std::vector<View> none;
+        c10d_tensor *t = &v[0].t;
+        c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
+        int root = (int)o.rootRank;
+        return submit("reduce", c10d::OpType::REDUCE, v, none, ts,
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_reduce(pg_, t, root, op, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outs,
@@ -322,19 +461,24 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         auto in = views(ins);
         auto out = views(outs[0]);
         auto r = raw(out);
-        check("allgather", c10d_all_gather(pg_, r.data(), &in[0].t, nullptr, nullptr));
-        write_back(out);
-        return done(c10d::OpType::ALLGATHER, outs[0]);
+        c10d_tensor *ti = &in[0].t;
+        return submit("allgather", c10d::OpType::ALLGATHER, out, in, outs[0],
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_all_gather(pg_, r.data(), ti, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
                                                    const c10d::AllgatherOptions &) override
     {
-        View o(out), i(in);
-        check("all_gather_into_tensor",
-              c10d_all_gather_into_tensor(pg_, &o.t, &i.t, nullptr, nullptr));
-        o.write_back();
-        return done(c10d::OpType::_ALLGATHER_BASE, {out});
+        std::vector<View> o, i;
+        o.emplace_back(out);
+        i.emplace_back(in);
+        c10d_tensor *to = &o[0].t, *ti = &i[0].t;
+        return submit("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, o, i, {out},
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_all_gather_into_tensor(pg_, to, ti, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outs,
@@ -399,12 +543,15 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
         at::Tensor &out, at::Tensor &in, const c10d::ReduceScatterOptions &o) override
     {
-        View vo(out), vi(in);
-        check("reduce_scatter_tensor",
-              c10d_reduce_scatter_tensor(pg_, &vo.t, &vi.t, op_of(o.reduceOp, vo.is_bool),
-                                         nullptr, nullptr));
-        vo.write_back();
-        return done(c10d::OpType::_REDUCE_SCATTER_BASE, {out});
+        std::vector<View> vo, vi;
+        vo.emplace_back(out);
+        vi.emplace_back(in);
+        c10d_tensor *to = &vo[0].t, *ti = &vi[0].t;
+        c10d_reduce_op op = op_of(o.reduceOp, vo[0].is_bool);
+        return submit("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, vo, vi, {out},
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_reduce_scatter_tensor(pg_, to, ti, op, co, w);
+                      });
     }
 
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in,
@@ -517,12 +664,49 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
     {
-        check("barrier", c10d_barrier(pg_, nullptr, nullptr));
-        return done(c10d::OpType::BARRIER, {});
+        std::vector<View> none, none2;
+        return submit("barrier", c10d::OpType::BARRIER, none, none2, {},
+                      [&](const c10d_coll_opts *co, c10d_work **w) {
+                          return c10d_barrier(pg_, co, w);
+                      });
     }
 
   private:
+    // Runs call (a C collective given its opts and a place for the work
+    // handle) now, or queued with C10D_TORCH_ASYNC; wb are written back
+    // and keep kept alive until it finished.
+    template <typename F>
+    c10::intrusive_ptr<c10d::Work> submit(const char *what, c10d::OpType op,
+                                          std::vector<View> &wb, std::vector<View> &keep,
+                                          std::vector<at::Tensor> out, F call)
+    {
+        if (!async_) {
+            check(what, call(nullptr, nullptr));
+            write_back(wb);
+            return done(op, std::move(out));
+        }
+        c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+        o.async_op = 1;
+        c10d_work *w = nullptr;
+        check(what, call(&o, &w));
+        auto p = std::unique_ptr<Pending>(new Pending());
+        p->w = w;
+        p->wb = std::move(wb);
+        p->keep = std::move(keep);
+        p->out = out;
+        p->what = what;
+        p->fut = c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()));
+        auto fut = p->fut;
+        if (!finishers_)
+            finishers_.reset(new Finishers());
+        finishers_->push(std::move(p));
+        return c10::make_intrusive<AsyncWork>(op, fut, std::move(out));
+    }
+
     c10d_pg *pg_ = nullptr;
+    bool async_ = false;
+    std::unique_ptr<Finishers> finishers_;
 };
 
 // What c10d-ctl shows (c10d/jobs.h), as Python lists of dicts, for scripts.

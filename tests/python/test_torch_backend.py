@@ -98,3 +98,12 @@ def test_six_cases_without_our_join_raise(kase, mode):
     rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
     assert rc == 0, out
     assert "raised as expected" in out, out
+
+
+@pytest.mark.parametrize("case", ["powersgd", "collectives", "join", "desync"])
+def test_queued_calls(case):
+    """C10D_TORCH_ASYNC=1: calls are queued and completed by finisher
+    threads. PowerSGD waits on a collective's future inside a then()
+    callback: with one completion thread that deadlocks."""
+    rc, out = run(case, env={"C10D_TORCH_ASYNC": "1", "C10D_VERIFY": "async"})
+    assert rc == 0, out

@@ -14,6 +14,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import c10d_coord
 
 rank = int(os.environ["RANK"])
+if os.environ.get("WORKER_DUMP_AFTER"):  # debugging a hang: every thread's stack
+    import faulthandler
+    faulthandler.dump_traceback_later(int(os.environ["WORKER_DUMP_AFTER"]), exit=True)
 world = int(os.environ["WORLD_SIZE"])
 
 

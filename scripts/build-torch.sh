@@ -5,12 +5,12 @@
 #   bash scripts/build-torch.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build}" && pwd)
 py=/usr/bin/python3
 if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
     echo "build-torch: PyTorch is not installed: skipping the c10d_coord package"
     exit 0
 fi
+build=$(cd "${1:-$root/build}" && pwd)
 cd "$root/python"
 C10D_BUILD_DIR="$build" "$py" setup.py -q build_ext --inplace -b "$root/python" \
     -t "$build/python-tmp" >"$build/python-build.log" 2>&1 ||

@@ -56,36 +56,42 @@ dist.Backend.register_backend("coord", _create)
 StoreCoord = _C.StoreCoord
 
 
-def _coord_rendezvous(url, timeout=timedelta(minutes=5), **kwargs):
-    """coord://HOST:PORT?rank=R&world_size=N: torch's store is c10d-coord's
-    (no TCPStore on rank 0); the process group meets there too."""
-    from urllib.parse import urlparse, parse_qs
-    u = urlparse(url)
-    q = {k: v[0] for k, v in parse_qs(u.query).items()}
+def _meet(coord, query, timeout):
+    """torch's store and this rank's identity, on the coordinator at
+    `coord` (any URL the library takes: tcp://, ipc://, tls+tcp://)."""
+    from urllib.parse import parse_qs
+    q = {k: v[0] for k, v in parse_qs(query).items()}
     rank = int(q.get("rank", os.environ.get("RANK", -1)))
     size = int(q.get("world_size", os.environ.get("WORLD_SIZE", -1)))
     if rank < 0 or size < 1:
-        raise ValueError("c10d_coord: coord:// needs rank and world_size (arguments of "
+        raise ValueError("c10d_coord: the rendezvous needs rank and world_size (arguments of "
                          "init_process_group, or RANK and WORLD_SIZE)")
-    coord = "tcp://" + u.netloc
-    os.environ["C10D_COORD"] = coord  # the process group's rendezvous
+    os.environ["C10D_COORD"] = coord  # where the process group meets too
     ms = int(timeout.total_seconds() * 1000)
-    yield (_C.StoreCoord(coord, ms), rank, size)
+    return (_C.StoreCoord(coord, ms), rank, size)
+
+
+def _coord_rendezvous(url, timeout=timedelta(minutes=5), **kwargs):
+    """coord://HOST:PORT?rank=R&world_size=N: torch's store is c10d-coord's
+    (no TCPStore on rank 0); the process group meets there too. For ipc://
+    or tls+tcp:// coordinators, use env:// with C10D_COORD."""
+    from urllib.parse import urlparse
+    u = urlparse(url)
+    yield _meet("tcp://" + u.netloc, u.query, timeout)
 
 
 dist.register_rendezvous_handler("coord", _coord_rendezvous)
 
 # env:// with C10D_COORD set: the same, from the environment (torchrun,
 # c10d-run), so no MASTER_ADDR/MASTER_PORT and no TCPStore are needed.
+# C10D_COORD is used as it is (tls+tcp:// and ipc:// too).
 _env_handler = _rdzv._rendezvous_handlers["env"]
 
 
 def _env_or_coord(url, timeout=timedelta(minutes=5), **kwargs):
     if os.environ.get("C10D_COORD") and not os.environ.get("MASTER_ADDR"):
         from urllib.parse import urlparse
-        u = urlparse(os.environ["C10D_COORD"])
-        q = urlparse(url).query
-        yield from _coord_rendezvous("coord://" + u.netloc + ("?" + q if q else ""), timeout)
+        yield _meet(os.environ["C10D_COORD"], urlparse(url).query, timeout)
         return
     yield from _env_handler(url, timeout=timeout, **kwargs)
 

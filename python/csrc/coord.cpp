@@ -1,8 +1,8 @@
 // c10d_coord._C: a torch.distributed backend over libc10dclient
 // (docs/pytorch.md). Each call converts torch tensors to c10d_tensor views
-// (no copies for contiguous CPU tensors), runs the collective, and returns
-// a completed Work: the C library has already checked the call with the
-// coordinator and moved the data. torch's bindings release the GIL around
+// (no copies for contiguous CPU tensors) and runs the collective; the Work
+// it returns is done (or, with C10D_TORCH_ASYNC=1, completed later by a
+// finisher thread). The C library checks each call with the coordinator. torch's bindings release the GIL around
 // these methods; the constructor releases it itself (c10d_init blocks).
 //
 // Written against the PyTorch 1.13 ProcessGroup API (Debian's); torch 2.x
@@ -17,6 +17,7 @@
 #include <c10d/c10d.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -69,7 +70,10 @@ c10d_reduce_op op_of(const c10d::ReduceOp &op, bool is_bool)
     case c10d::ReduceOp::PRODUCT: return is_bool ? C10D_MIN : C10D_PROD;
     case c10d::ReduceOp::MIN: return C10D_MIN;
     case c10d::ReduceOp::MAX: return C10D_MAX;
-    case c10d::ReduceOp::AVG: return C10D_AVG;
+    case c10d::ReduceOp::AVG:
+        if (is_bool)
+            throw std::invalid_argument("c10d_coord: AVG is not defined on bool tensors");
+        return C10D_AVG;
     default: throw std::invalid_argument("c10d_coord: reduce op not supported (SUM, PRODUCT, "
                                          "MIN, MAX and AVG are)");
     }
@@ -95,8 +99,8 @@ struct View {
     }
     void write_back()
     {
-        if (!work.is_same(user))
-            user.copy_(work);
+        if (!work.is_same(user)) /* the data only, as gloo writes it: not through autograd */
+            user.detach().copy_(work);
     }
 };
 
@@ -211,6 +215,16 @@ class Finishers {
     }
     static void finish(Pending &p)
     {
+        try {
+            finish_or_throw(p);
+        } catch (const std::exception &e) { /* nothing may leave a std::thread */
+            if (!p.fut->completed())
+                p.fut->setError(std::make_exception_ptr(std::runtime_error(
+                    std::string("c10d_coord: ") + p.what + ": " + e.what())));
+        }
+    }
+    static void finish_or_throw(Pending &p)
+    {
         c10d_status st = c10d_work_wait(p.w, 0);
         std::string msg = st == C10D_OK ? "" : c10d_errmsg();
         c10d_work_free(p.w);
@@ -245,7 +259,12 @@ class AsyncWork : public c10d::Work {
     bool isSuccess() const override { return fut_->completed() && !fut_->hasError(); }
     bool wait(std::chrono::milliseconds) override
     {
-        fut_->wait();
+        if (Py_IsInitialized() && PyGILState_Check()) { /* a finisher may need it */
+            pybind11::gil_scoped_release nogil;
+            fut_->wait();
+        } else {
+            fut_->wait();
+        }
         if (fut_->hasError())
             std::rethrow_exception(fut_->exception_ptr());
         return true;
@@ -293,7 +312,7 @@ class StoreCoord : public c10d::Store {
     {
         void *v = nullptr;
         size_t len = 0;
-        ::check("store get", c10d_store_get(s_, key.c_str(), &v, &len, (int)timeout_.count()));
+        ::check("store get", c10d_store_get(s_, key.c_str(), &v, &len, ms(timeout_)));
         std::vector<uint8_t> out((uint8_t *)v, (uint8_t *)v + len);
         c10d_free(v);
         return out;
@@ -341,10 +360,15 @@ class StoreCoord : public c10d::Store {
     void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override
     {
         auto k = cstrs(keys);
-        ::check("store wait", c10d_store_wait(s_, k.data(), k.size(), (int)t.count()));
+        ::check("store wait", c10d_store_wait(s_, k.data(), k.size(), ms(t)));
     }
 
   private:
+    /* torch's 0 (kNoTimeout) waits for ever; the C API's 0 does not wait */
+    static int ms(std::chrono::milliseconds t)
+    {
+        return t.count() <= 0 || t.count() > INT32_MAX ? -1 : (int)t.count();
+    }
     static std::vector<const char *> cstrs(const std::vector<std::string> &keys)
     {
         std::vector<const char *> k;
@@ -376,6 +400,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         check("init_process_group", st);
         const char *a = std::getenv("C10D_TORCH_ASYNC");
         async_ = a && *a && std::string(a) != "0";
+        if (async_)
+            finishers_.reset(new Finishers());
     }
     ~ProcessGroupCoord() override
     {
@@ -583,7 +609,19 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         even(in_splits, in);
         TORCH_CHECK((int)out_splits.size() == n && (int)in_splits.size() == n,
                     "c10d_coord: all_to_all_single wants ", n, " split sizes");
-        int64_t row = in.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1, mine = 0;
+        TORCH_CHECK(in.dim() >= 1 && out.dim() >= 1,
+                    "c10d_coord: all_to_all_single with split sizes wants tensors of 1+ dims");
+        int64_t row = 1, mine = 0, sum_in = 0, sum_out = 0;
+        for (int64_t d = 1; d < in.dim(); d++)
+            row *= in.size(d);
+        for (auto v : in_splits)
+            sum_in += v;
+        for (auto v : out_splits)
+            sum_out += v;
+        /* Checked before any collective: a bad split must not strand the peers. */
+        TORCH_CHECK(sum_in == in.size(0) && sum_out == out.size(0),
+                    "c10d_coord: all_to_all_single: split sizes add up to ", sum_in, " and ",
+                    sum_out, ", the tensors have ", in.size(0), " and ", out.size(0), " rows");
         for (auto v : in_splits)
             mine = std::max(mine, v);
         for (auto v : out_splits)
@@ -698,8 +736,6 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         p->fut = c10::make_intrusive<c10::ivalue::Future>(
             c10::ListType::create(c10::TensorType::get()));
         auto fut = p->fut;
-        if (!finishers_)
-            finishers_.reset(new Finishers());
         finishers_->push(std::move(p));
         return c10::make_intrusive<AsyncWork>(op, fut, std::move(out));
     }

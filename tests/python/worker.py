@@ -139,6 +139,14 @@ def case_subgroups():
     want = torch.cat([torch.full((k, 3), float(r * 100 + rank)) for r, k in enumerate(outs_sizes)])
     if not torch.equal(out, want):
         fail(f"all_to_all_single with split sizes: {out[:, 0].tolist()}")
+    # rank 0 sends nothing at all (its input has no rows)
+    ins_sizes = [0 if rank == 0 else 2] * world
+    outs_sizes = [0 if r == 0 else 2 for r in range(world)]
+    inp = torch.full((sum(ins_sizes), 3), float(rank))
+    out = torch.empty(sum(outs_sizes), 3)
+    dist.all_to_all_single(out, inp, outs_sizes, ins_sizes)
+    if out[:, 0].tolist() != [float(r) for r in range(1, world) for _ in range(2)]:
+        fail(f"all_to_all_single, rank 0 sending nothing: {out[:, 0].tolist()}")
     c10d_coord.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
 
 

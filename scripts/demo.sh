@@ -3,7 +3,8 @@
 # SQLite file (./c10d-coord.db under _work/), a data-parallel training job
 # of 4 ranks launched with c10d-run (gradients averaged with all_reduce on
 # the host backend), the same with uneven inputs under join (ranks with 12
-# to 27 batches an epoch), a 4-rank store demo, and c10d-ctl showing the
+# to 27 batches an epoch), PyTorch's DDP on the coord backend where PyTorch
+# is installed (docs/examples/train_ddp.py), a 4-rank store demo, and c10d-ctl showing the
 # jobs' members, join regions and what the ranks left in the store.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +29,13 @@ echo "== c10d-run: a 4-rank data-parallel training job (docs/examples/train_line
 
 echo "== c10d-run: uneven inputs, 12 to 27 batches a rank, under join (docs/examples/train_uneven.c)"
 ../build/client/c10d-run -n 4 --coord "$url" --job uneven -- ../build/docs/examples/train_uneven 3
+
+if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+    bash ../scripts/build-torch.sh ../build >/dev/null
+    echo "== PyTorch DDP on the coord backend, uneven inputs under c10d_coord.join() (docs/examples/train_ddp.py)"
+    PYTHONPATH=../python ../build/client/c10d-run -n 4 --coord "$url" --job torch-ddp -- \
+        /usr/bin/python3 ../docs/examples/train_ddp.py
+fi
 
 echo "== a job of 4 ranks meets through the store"
 world=4

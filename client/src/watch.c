@@ -90,6 +90,29 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* One reply may carry several lost members (a rank died and another left
+ * because of it, within one watch): they are recorded in the order they
+ * went, so a report names the one that went first, not the lowest rank. */
+static void record_lost_in_order(c10di_world *w, C10dpb__MemberInfo **lost, size_t n)
+{
+    C10dpb__MemberInfo *small[16], **m = n <= 16 ? small : malloc(n * sizeof *m);
+    if (!m) { /* out of memory: in the reply's order */
+        for (size_t i = 0; i < n; i++)
+            record_lost(w, lost[i]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) { /* insertion sort by changed_ms, stable */
+        size_t j = i;
+        for (; j > 0 && m[j - 1]->changed_ms > lost[i]->changed_ms; j--)
+            m[j] = m[j - 1];
+        m[j] = lost[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        record_lost(w, m[i]);
+    if (m != small)
+        free(m);
+}
+
 /* Appends "name=seq," to a ",world=57,world.1=3," list (what ends up
  * too long for buf is left out). */
 static void group_seq(char *buf, size_t cap, size_t *off, const char *name, uint64_t seq)
@@ -152,8 +175,7 @@ static void *watch_main(void *arg)
         }
         if (rep->result_case == C10DPB__REPLY__RESULT_WATCH) {
             known = rep->watch->version;
-            for (size_t i = 0; i < rep->watch->n_lost; i++)
-                record_lost(w, rep->watch->lost[i]);
+            record_lost_in_order(w, rep->watch->lost, rep->watch->n_lost);
             for (size_t i = 0; i < rep->watch->n_alerts; i++)
                 c10di_record_alert(w, rep->watch->alerts[i]->group,
                                    (c10d_status)rep->watch->alerts[i]->status,

@@ -51,6 +51,19 @@ static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
     return world_init_verify(coord.url, sc->job, rank, n, timeout_ms, sc->mode);
 }
 
+/* A world in sc's mode whose ranks have all begun a join region (default
+ * options); NULL, having said why, if either failed. */
+static c10d_pg *region_start(const scenario *sc, int rank, int n, int timeout_ms)
+{
+    c10d_pg *pg = init_mode(sc, rank, n, timeout_ms);
+    if (pg && c10d_join_begin(pg, NULL) != C10D_OK) {
+        fprintf(stderr, "rank %d: join_begin: %s\n", rank, c10d_errmsg());
+        c10d_destroy(pg);
+        return NULL;
+    }
+    return pg;
+}
+
 static void dump_log_if(int failed)
 {
     if (!failed)
@@ -424,11 +437,9 @@ static int cannot_shadow_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[2] = {2, 3};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc;
     for (int i = 0; i < 2; i++)
         if ((rc = step(pg, rank, i, batches, n)) != 0)
@@ -577,11 +588,9 @@ static int staggered_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[4] = {3, 5, 7, 9};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc;
     for (int i = 0; i < batches[rank]; i++) {
         if ((rc = step(pg, rank, i, batches, n)) != 0)
@@ -664,11 +673,9 @@ static int lost_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[3] = {2, 10, 3};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc;
     for (int i = 0; i < batches[rank] && (rank != 1 || i < 3); i++)
         if ((rc = step(pg, rank, i, batches, n)) != 0)
@@ -732,11 +739,9 @@ END_TEST
 static int async_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int steps = rank == 0 ? 2 : 6;
     float g[6][N_ELEMS];
     c10d_tensor t[6];
@@ -848,11 +853,9 @@ static int limit_memory(size_t more)
 static int failed_shadow_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
-    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    c10d_pg *pg = region_start(sc, rank, n, 60000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     c10d_status st;
     long long t0 = test_now_ms();
     if (rank == 0) {
@@ -893,11 +896,9 @@ static int status_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[2] = {1, 4};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc, last;
     for (int i = 0; i < batches[rank]; i++)
         if ((rc = step(pg, rank, i, batches, n)) != 0)
@@ -1047,11 +1048,9 @@ static int no_round_trip_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[2] = {0, 500};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc, last = -1;
     if (rank == 1) {
         if ((rc = step(pg, rank, 0, batches, n)) != 0) /* rank 0 is known to have joined */
@@ -1339,11 +1338,9 @@ static int monitored_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[2] = {0, 3};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc, last = -1;
     if (rank == 0)
         usleep(300000);
@@ -1376,11 +1373,9 @@ static int empty_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
     static const int batches[2] = {0, 2};
-    c10d_pg *pg = init_mode(sc, rank, n, 30000);
+    c10d_pg *pg = region_start(sc, rank, n, 30000);
     if (!pg)
         return 10;
-    if (c10d_join_begin(pg, NULL) != C10D_OK)
-        FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc, last = -1;
     for (int i = 0; i < batches[rank]; i++) {
         float none = 0;

@@ -287,6 +287,16 @@ void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
                 ts.size(), ")");
 }
 
+// A call's options: torch's per-call timeout where its options set one,
+// else the group's (init_process_group's timeout, given to c10d_init).
+c10d_coll_opts copts(std::chrono::milliseconds t)
+{
+    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+    if (t.count() > 0)
+        o.timeout_ms = t.count() > INT32_MAX ? INT32_MAX : (int)t.count();
+    return o;
+}
+
 // torch's Store on c10d-coord's (durable, on the coordinator): what
 // coord:// rendezvous hands torch, so rank 0 hosts no TCPStore.
 class StoreCoord : public c10d::Store {
@@ -430,7 +440,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         std::vector<View> none;
         c10d_tensor *t = &v[0].t;
         int root = (int)o.rootRank;
-        return submit("broadcast", c10d::OpType::BROADCAST, v, none, ts,
+        return submit("broadcast", c10d::OpType::BROADCAST, v, none, ts, o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_broadcast(pg_, t, root, co, w);
                       });
@@ -444,7 +454,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         std::vector<View> none;
         c10d_tensor *t = &v[0].t;
         c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
-        return submit("allreduce", c10d::OpType::ALLREDUCE, v, none, ts,
+        return submit("allreduce", c10d::OpType::ALLREDUCE, v, none, ts, o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_reduce(pg_, t, op, co, w);
                       });
@@ -453,10 +463,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
         std::vector<at::Tensor> &ts, const c10d::AllreduceCoalescedOptions &o) override
     {
+        c10d_coll_opts co = copts(o.timeout);
         for (auto &t : ts) {
             View v(t);
             check("allreduce_coalesced",
-                  c10d_all_reduce(pg_, &v.t, op_of(o.reduceOp, v.is_bool), nullptr, nullptr));
+                  c10d_all_reduce(pg_, &v.t, op_of(o.reduceOp, v.is_bool), &co, nullptr));
             v.write_back();
         }
         return done(c10d::OpType::ALLREDUCE_COALESCED, ts);
@@ -471,7 +482,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         c10d_tensor *t = &v[0].t;
         c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
         int root = (int)o.rootRank;
-        return submit("reduce", c10d::OpType::REDUCE, v, none, ts,
+        return submit("reduce", c10d::OpType::REDUCE, v, none, ts, o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_reduce(pg_, t, root, op, co, w);
                       });
@@ -479,7 +490,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outs,
                                              std::vector<at::Tensor> &ins,
-                                             const c10d::AllgatherOptions &) override
+                                             const c10d::AllgatherOptions &o) override
     {
         one_tensor(ins, "allgather");
         TORCH_CHECK(outs.size() == 1 && (int)outs[0].size() == getSize(),
@@ -488,20 +499,21 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         auto out = views(outs[0]);
         auto r = raw(out);
         c10d_tensor *ti = &in[0].t;
-        return submit("allgather", c10d::OpType::ALLGATHER, out, in, outs[0],
+        return submit("allgather", c10d::OpType::ALLGATHER, out, in, outs[0], o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_gather(pg_, r.data(), ti, co, w);
                       });
     }
 
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &out, at::Tensor &in,
-                                                   const c10d::AllgatherOptions &) override
+                                                   const c10d::AllgatherOptions &opt) override
     {
         std::vector<View> o, i;
         o.emplace_back(out);
         i.emplace_back(in);
         c10d_tensor *to = &o[0].t, *ti = &i[0].t;
         return submit("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, o, i, {out},
+                      opt.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_gather_into_tensor(pg_, to, ti, co, w);
                       });
@@ -522,8 +534,9 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             out = views(outs[0]);
             r = raw(out);
         }
+        c10d_coll_opts co = copts(o.timeout);
         check("gather", c10d_gather(pg_, r.empty() ? nullptr : r.data(), &in[0].t,
-                                    (int)o.rootRank, nullptr, nullptr));
+                                    (int)o.rootRank, &co, nullptr));
         write_back(out);
         return done(c10d::OpType::GATHER, outs.empty() ? std::vector<at::Tensor>() : outs[0]);
     }
@@ -543,8 +556,9 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             in = views(ins[0]);
             r = raw(in);
         }
+        c10d_coll_opts co = copts(o.timeout);
         check("scatter", c10d_scatter(pg_, &out[0].t, r.empty() ? nullptr : r.data(),
-                                      (int)o.rootRank, nullptr, nullptr));
+                                      (int)o.rootRank, &co, nullptr));
         write_back(out);
         return done(c10d::OpType::SCATTER, outs);
     }
@@ -559,8 +573,9 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         auto out = views(outs);
         auto in = views(ins[0]);
         auto r = raw(in);
+        c10d_coll_opts co = copts(o.timeout);
         check("reduce_scatter", c10d_reduce_scatter(pg_, &out[0].t, r.data(),
-                                                    op_of(o.reduceOp, out[0].is_bool), nullptr,
+                                                    op_of(o.reduceOp, out[0].is_bool), &co,
                                                     nullptr));
         write_back(out);
         return done(c10d::OpType::REDUCE_SCATTER, outs);
@@ -575,6 +590,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         c10d_tensor *to = &vo[0].t, *ti = &vi[0].t;
         c10d_reduce_op op = op_of(o.reduceOp, vo[0].is_bool);
         return submit("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, vo, vi, {out},
+                      o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_reduce_scatter_tensor(pg_, to, ti, op, co, w);
                       });
@@ -583,22 +599,22 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &out, at::Tensor &in,
                                                  std::vector<int64_t> &out_splits,
                                                  std::vector<int64_t> &in_splits,
-                                                 const c10d::AllToAllOptions &) override
+                                                 const c10d::AllToAllOptions &o) override
     {
+        c10d_coll_opts co = copts(o.timeout);
         if (!out_splits.empty() || !in_splits.empty())
-            return alltoall_splits(out, in, out_splits, in_splits);
+            return alltoall_splits(out, in, out_splits, in_splits, co);
         View vo(out), vi(in);
-        check("all_to_all_single", c10d_all_to_all_single(pg_, &vo.t, &vi.t, nullptr, nullptr));
+        check("all_to_all_single", c10d_all_to_all_single(pg_, &vo.t, &vi.t, &co, nullptr));
         vo.write_back();
         return done(c10d::OpType::ALLTOALL_BASE, {out});
     }
 
-    // Split sizes (rows of dim 0): every block is padded to the largest
-    // any rank sends (agreed by an all_reduce MAX), so the exchange is one
-    // verified all_to_all_single of equal blocks; then unpacked.
+    // Split sizes (rows of dim 0): blocks of rows, exchanged padded.
     c10::intrusive_ptr<c10d::Work> alltoall_splits(at::Tensor &out, at::Tensor &in,
                                                    std::vector<int64_t> out_splits,
-                                                   std::vector<int64_t> in_splits)
+                                                   std::vector<int64_t> in_splits,
+                                                   const c10d_coll_opts &co)
     {
         int n = getSize();
         auto even = [n](std::vector<int64_t> &sp, const at::Tensor &t) {
@@ -611,7 +627,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                     "c10d_coord: all_to_all_single wants ", n, " split sizes");
         TORCH_CHECK(in.dim() >= 1 && out.dim() >= 1,
                     "c10d_coord: all_to_all_single with split sizes wants tensors of 1+ dims");
-        int64_t row = 1, mine = 0, sum_in = 0, sum_out = 0;
+        int64_t row = 1, sum_in = 0, sum_out = 0;
         for (int64_t d = 1; d < in.dim(); d++)
             row *= in.size(d);
         for (auto v : in_splits)
@@ -622,59 +638,85 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         TORCH_CHECK(sum_in == in.size(0) && sum_out == out.size(0),
                     "c10d_coord: all_to_all_single: split sizes add up to ", sum_in, " and ",
                     sum_out, ", the tensors have ", in.size(0), " and ", out.size(0), " rows");
-        for (auto v : in_splits)
-            mine = std::max(mine, v);
-        for (auto v : out_splits)
-            mine = std::max(mine, v);
-        at::Tensor m = at::full({1}, (double)mine, at::kLong);
-        View vm(m);
-        check("all_to_all_single (split sizes)",
-              c10d_all_reduce(pg_, &vm.t, C10D_MAX, nullptr, nullptr));
-        int64_t pad = m.item<int64_t>();
-        at::Tensor flat_in = in.reshape({-1}), flat_out = out.reshape({-1});
-        at::Tensor send = at::zeros({n * pad * row}, in.options());
-        at::Tensor recv = at::empty({n * pad * row}, in.options());
+        at::Tensor flat_in = in.reshape({-1});
+        std::vector<at::Tensor> blocks;
+        std::vector<int64_t> want;
         int64_t off = 0;
         for (int i = 0; i < n; i++) {
-            send.narrow(0, i * pad * row, in_splits[i] * row)
-                .copy_(flat_in.narrow(0, off, in_splits[i] * row));
+            blocks.push_back(flat_in.narrow(0, off, in_splits[i] * row));
             off += in_splits[i] * row;
+            want.push_back(out_splits[i] * row);
         }
-        View vs(send), vr(recv);
-        check("all_to_all_single (split sizes)",
-              c10d_all_to_all_single(pg_, &vr.t, &vs.t, nullptr, nullptr));
-        at::Tensor packed = at::empty({flat_out.numel()}, out.options());
-        off = 0;
-        for (int i = 0; i < n; i++) {
-            packed.narrow(0, off, out_splits[i] * row)
-                .copy_(recv.narrow(0, i * pad * row, out_splits[i] * row));
-            off += out_splits[i] * row;
-        }
-        out.copy_(packed.view(out.sizes()));
+        auto got = exchange_padded("all_to_all_single (split sizes)", blocks, want, in.options(),
+                                   co);
+        out.detach().copy_(at::cat(got).view(out.sizes()));
         return done(c10d::OpType::ALLTOALL_BASE, {out});
     }
 
-    // Lists of equal tensors: one all_to_all_single over their concatenation.
+    // Lists: ins[i] goes to rank i, outs[i] comes from it; sizes may differ
+    // (each outs[i] as large as rank i's ins[this rank]).
     c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outs,
                                             std::vector<at::Tensor> &ins,
-                                            const c10d::AllToAllOptions &) override
+                                            const c10d::AllToAllOptions &o) override
     {
-        TORCH_CHECK((int)outs.size() == getSize() && (int)ins.size() == getSize(),
-                    "c10d_coord: all_to_all wants ", getSize(), " tensors in and out");
-        for (int i = 1; i < getSize(); i++)
-            TORCH_CHECK(ins[i].numel() == ins[0].numel() && outs[i].numel() == ins[0].numel(),
-                        "c10d_coord: all_to_all with tensors of different sizes is not "
-                        "supported yet");
-        std::vector<at::Tensor> flat_in;
-        for (auto &t : ins)
-            flat_in.push_back(t.reshape({-1}));
-        at::Tensor in = at::cat(flat_in), out = at::empty_like(in);
-        View vo(out), vi(in);
-        check("all_to_all", c10d_all_to_all_single(pg_, &vo.t, &vi.t, nullptr, nullptr));
-        auto parts = out.chunk(getSize());
-        for (int i = 0; i < getSize(); i++)
-            outs[i].copy_(parts[i].view(outs[i].sizes()));
+        int n = getSize();
+        TORCH_CHECK((int)outs.size() == n && (int)ins.size() == n, "c10d_coord: all_to_all wants ",
+                    n, " tensors in and out");
+        for (int i = 0; i < n; i++)
+            TORCH_CHECK(ins[i].scalar_type() == ins[0].scalar_type() &&
+                            outs[i].scalar_type() == ins[0].scalar_type(),
+                        "c10d_coord: all_to_all wants one dtype in every tensor (",
+                        c10::toString(ins[0].scalar_type()), ")");
+        std::vector<at::Tensor> blocks;
+        std::vector<int64_t> want;
+        for (int i = 0; i < n; i++) {
+            blocks.push_back(ins[i].reshape({-1}));
+            want.push_back(outs[i].numel());
+        }
+        auto got = exchange_padded("all_to_all", blocks, want, ins[0].options(), copts(o.timeout));
+        for (int i = 0; i < n; i++)
+            outs[i].detach().copy_(got[i].view(outs[i].sizes()));
         return done(c10d::OpType::ALLTOALL, outs);
+    }
+
+    // Blocks of any sizes, blocks[i] to rank i, and want[i] elements from
+    // rank i. First each rank tells every other what it sends it and the
+    // largest block it has (an all_to_all of sizes): so every rank pads to
+    // the same size, and a rank expecting another size than its peer sends
+    // learns it. Then one verified all_to_all_single of equal padded blocks.
+    // A size mismatch is raised after the exchange, on the rank that sees
+    // it: its peers' calls complete rather than being stranded.
+    std::vector<at::Tensor> exchange_padded(const char *what, const std::vector<at::Tensor> &blocks,
+                                            const std::vector<int64_t> &want,
+                                            const at::TensorOptions &to, const c10d_coll_opts &co)
+    {
+        int n = getSize();
+        int64_t mine = 0;
+        for (int i = 0; i < n; i++)
+            mine = std::max({mine, blocks[i].numel(), want[i]});
+        at::Tensor told = at::empty({2 * n}, at::kLong), heard = at::empty({2 * n}, at::kLong);
+        for (int i = 0; i < n; i++) {
+            told[2 * i] = blocks[i].numel();
+            told[2 * i + 1] = mine;
+        }
+        View vt(told), vh(heard);
+        check(what, c10d_all_to_all_single(pg_, &vh.t, &vt.t, &co, nullptr));
+        int64_t pad = 0;
+        for (int i = 0; i < n; i++)
+            pad = std::max(pad, heard[2 * i + 1].item<int64_t>());
+        at::Tensor send = at::zeros({n * pad}, to), recv = at::empty({n * pad}, to);
+        for (int i = 0; i < n; i++)
+            send.narrow(0, i * pad, blocks[i].numel()).copy_(blocks[i]);
+        View vs(send), vr(recv);
+        check(what, c10d_all_to_all_single(pg_, &vr.t, &vs.t, &co, nullptr));
+        std::vector<at::Tensor> got;
+        for (int i = 0; i < n; i++) {
+            int64_t sent = heard[2 * i].item<int64_t>();
+            TORCH_CHECK(sent == want[i], "c10d_coord: ", what, ": rank ", i, " sent ", sent,
+                        " elements to rank ", getRank(), ", which expected ", want[i]);
+            got.push_back(recv.narrow(0, i * pad, want[i]));
+        }
+        return got;
     }
 
     void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override
@@ -700,10 +742,10 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         return done(c10d::OpType::RECV, ts);
     }
 
-    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &) override
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override
     {
         std::vector<View> none, none2;
-        return submit("barrier", c10d::OpType::BARRIER, none, none2, {},
+        return submit("barrier", c10d::OpType::BARRIER, none, none2, {}, o.timeout,
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_barrier(pg_, co, w);
                       });
@@ -716,14 +758,15 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     template <typename F>
     c10::intrusive_ptr<c10d::Work> submit(const char *what, c10d::OpType op,
                                           std::vector<View> &wb, std::vector<View> &keep,
-                                          std::vector<at::Tensor> out, F call)
+                                          std::vector<at::Tensor> out,
+                                          std::chrono::milliseconds timeout, F call)
     {
+        c10d_coll_opts o = copts(timeout);
         if (!async_) {
-            check(what, call(nullptr, nullptr));
+            check(what, call(&o, nullptr));
             write_back(wb);
             return done(op, std::move(out));
         }
-        c10d_coll_opts o = C10D_COLL_OPTS_INIT;
         o.async_op = 1;
         c10d_work *w = nullptr;
         check(what, call(&o, &w));

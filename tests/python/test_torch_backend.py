@@ -53,6 +53,20 @@ def test_subgroups_all_to_all_and_monitored_barrier():
     assert rc == 0, out
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_all_to_all_of_different_sizes(n):
+    rc, out = run("alltoall", n=n)
+    assert rc == 0, out
+    assert out.count("raised as expected") == 1, out
+
+
+@pytest.mark.parametrize("which", ["group", "call"])
+def test_timeouts_of_the_group_and_of_a_call(which):
+    rc, out = run("timeout", args=(which,))
+    assert rc == 0, out
+    assert f"{which} timeout raised" in out and "rank 1: raised as expected" in out, out
+
+
 def test_store_jobs_health_and_trace_from_python():
     rc, out = run("ops")
     assert rc == 0, out

@@ -150,6 +150,77 @@ def case_subgroups():
     c10d_coord.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=True)
 
 
+def case_alltoall():
+    """all_to_all of lists of different sizes (gloo has no all_to_all of
+    lists, so against what each rank sent): rank r sends (r + i + 1, 2)
+    elements of value 10r + i to rank i; then a rank that expects another
+    size than its peer sends is told which, and the peer completes."""
+    for dt in (torch.float32, torch.int64, torch.uint8, torch.bool):
+        ins = [torch.full((rank + i + 1, 2), rank * 10 + i).to(dt) for i in range(world)]
+        outs = [torch.empty((r + rank + 1, 2), dtype=dt) for r in range(world)]
+        dist.all_to_all(outs, ins)
+        want = [torch.full((r + rank + 1, 2), r * 10 + rank).to(dt) for r in range(world)]
+        if any(not torch.equal(a, b) for a, b in zip(outs, want)):
+            fail(f"all_to_all {dt}: {[o.tolist() for o in outs]}")
+    # a rank sending nothing to some peers, and a non-contiguous output
+    ins = [torch.arange(3.0) + rank if i != rank else torch.empty(0) for i in range(world)]
+    big = torch.empty(3, world)
+    outs = [big[:, r] if r != rank else torch.empty(0) for r in range(world)]
+    dist.all_to_all(outs, ins)
+    for r in range(world):
+        if r != rank and big[:, r].tolist() != (torch.arange(3.0) + r).tolist():
+            fail(f"all_to_all into columns: {big.tolist()}")
+    # rank 0 expects 3 elements from the last rank, which sends 2
+    last = world - 1
+    ins = [torch.ones(2) for _ in range(world)]
+    outs = [torch.empty(3 if rank == 0 and r == last else 2) for r in range(world)]
+    try:
+        dist.all_to_all(outs, ins)
+    except RuntimeError as e:
+        if rank != 0 or f"rank {last} sent 2 elements to rank 0, which expected 3" not in str(e):
+            fail(f"the size mismatch was reported as: {e}")
+        print(f"rank {rank}: raised as expected: {e}", flush=True)
+    else:
+        if rank == 0:
+            fail("rank 0 expected 3 elements and got 2 without an error")
+    dist.barrier()  # everyone's call completed: the group is still usable
+
+
+def case_timeout(which):
+    """Timeouts: the group's (init_process_group(timeout=2 s) here) or a
+    per-call one (an options struct's timeout, 1 s). Rank 1 arrives late;
+    rank 0 raises within the timeout (+1 s), naming rank 1 and the call.
+    The group is unusable after (as NCCL's after an abort): rank 1's late
+    call raises too."""
+    if rank == 1:
+        time.sleep(4)  # past the timeout: rank 0 has given up by now
+        try:
+            dist.all_reduce(torch.ones(1))
+        except RuntimeError as e:
+            print(f"rank {rank}: raised as expected: {str(e)[:200]}", flush=True)
+            os._exit(0)
+        fail("the late all_reduce returned after rank 0 timed out")
+    pg = dist.distributed_c10d._get_default_group()
+    opts = dist.AllreduceOptions()
+    opts.timeout = timedelta(seconds=1)
+    budget, call = {"call": (1.0, lambda: pg.allreduce([torch.ones(1)], opts).wait()),
+                    "group": (2.0, lambda: dist.all_reduce(torch.ones(1)))}[which]
+    t0 = time.time()
+    try:
+        call()
+    except RuntimeError as e:
+        took = time.time() - t0
+        msg = str(e)
+        if "rank 1" not in msg or "ALL_REDUCE" not in msg or "ETIMEDOUT" not in msg:
+            fail(f"{which} timeout: the report names no rank or call: {msg}")
+        if not budget - 0.05 <= took <= budget + 1.0:
+            fail(f"{which} timeout of {budget} s raised after {took:.2f} s: {msg}")
+        print(f"rank {rank}: {which} timeout raised after {took:.2f} s: {msg[:200]}",
+              flush=True)
+        os._exit(0)
+    fail(f"{which}: the all_reduce returned without rank 1")
+
+
 def case_ops():
     """The store and what c10d-ctl shows, from Python."""
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
@@ -309,11 +380,12 @@ def case_six(kase):
 
 def main():
     case = sys.argv[1]
-    dist.init_process_group("coord")  # env:// with C10D_COORD: the coordinator's store
+    timeout = {"timeout": timedelta(seconds=2)} if case == "timeout" else {}
+    dist.init_process_group("coord", **timeout)  # env:// with C10D_COORD: the coordinator's store
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "subgroups": case_subgroups, "ops": case_ops, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

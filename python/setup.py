@@ -8,13 +8,24 @@ at run time (rpath), so a build tree works without installing.
 """
 import os
 
+import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils import cpp_extension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 build = os.path.abspath(os.environ.get("C10D_BUILD_DIR", os.path.join(root, "build")))
 libdir = os.path.join(build, "client")
+
+# CUDA tensors (the C library's NCCL data plane) where torch was built with
+# CUDA and its toolkit's headers are here; C10D_TORCH_CUDA=0 leaves them out.
+# No nvcc is needed: the extension is C++ that asks torch for its streams.
+cuda = (torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None and
+        os.environ.get("C10D_TORCH_CUDA", "1") != "0")
+Extension = CUDAExtension if cuda else CppExtension
+print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
+      f"{'on (' + torch.version.cuda + ')' if cuda else 'off (CPU tensors only)'}")
 
 setup(
     name="c10d_coord",
@@ -22,14 +33,15 @@ setup(
     packages=["c10d_coord"],
     package_dir={"c10d_coord": os.path.join(here, "c10d_coord")},
     ext_modules=[
-        CppExtension(
+        Extension(
             "c10d_coord._C",
             [os.path.join(here, "csrc", "coord.cpp")],
             include_dirs=[os.path.join(root, "client", "include")],
             library_dirs=[libdir],
             libraries=["c10dclient"],
+            define_macros=[("C10D_TORCH_CUDA", "1")] if cuda else [],
             extra_link_args=["-Wl,-rpath," + libdir],
-            extra_compile_args=["-O2"],
+            extra_compile_args={"cxx": ["-O2"]} if cuda else ["-O2"],
         )
     ],
     cmdclass={"build_ext": BuildExtension},

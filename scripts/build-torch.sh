@@ -5,7 +5,9 @@
 #   bash scripts/build-torch.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-py=/usr/bin/python3
+# Debian's python3 (PyTorch 1.13 here and in CI); C10D_PYTHON names another
+# (the GPU machine's PyTorch 2.x: scripts/gpu-check.sh).
+py=${C10D_PYTHON:-/usr/bin/python3}
 if ! "$py" -c 'import torch.distributed' 2>/dev/null; then
     echo "build-torch: PyTorch is not installed: skipping the c10d_coord package"
     exit 0
@@ -15,4 +17,4 @@ cd "$root/python"
 C10D_BUILD_DIR="$build" "$py" setup.py -q build_ext --inplace -b "$root/python" \
     -t "$build/python-tmp" >"$build/python-build.log" 2>&1 ||
     { cat "$build/python-build.log" >&2; echo "build-torch: failed" >&2; exit 1; }
-echo "build-torch: python/c10d_coord built against $build"
+echo "build-torch: python/c10d_coord built against $build ($(grep -m1 "^c10d_coord: torch" "$build/python-build.log" || true))"

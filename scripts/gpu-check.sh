@@ -18,3 +18,17 @@ nvidia-smi -L || true
 "$build/tests/test_nccl"
 (cd "$build" && ctest -R 'test_collectives|test_verify|test_liveness' --output-on-failure) || true
 bash "$root/tests/bench/run_nccl_bench.sh" "$build"
+# The PyTorch backend on CUDA tensors, with the machine's own PyTorch 2.x
+# (its python3): built against this build, then its tests (the CUDA ones
+# skip nothing here; world 2 on one GPU needs NCCL_MULTI_RANK_GPU_ENABLE=1
+# and an NCCL >= 2.30, C10D_NCCL_LIBRARY).
+export C10D_PYTHON=${C10D_PYTHON:-python3}
+if bash "$root/scripts/build-torch.sh" "$build"; then
+    if "$C10D_PYTHON" -c 'import pytest' 2>/dev/null; then
+        C10D_BUILD_DIR=$build "$C10D_PYTHON" -m pytest -q -rs "$root/tests/python" || true
+    else
+        echo "gpu-check: no pytest for $C10D_PYTHON: the CUDA case alone, through c10d-run"
+        PYTHONPATH=$root/python "$build/client/c10d-run" -n 1 -- "$C10D_PYTHON" \
+            "$root/tests/python/worker.py" cuda || true
+    fi
+fi

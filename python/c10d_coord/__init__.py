@@ -51,7 +51,12 @@ def _create(store, rank, size, timeout):
     return _C.ProcessGroupCoord(rank, size, url, job, ms)
 
 
-dist.Backend.register_backend("coord", _create)
+# torch 2.x asks which devices a backend serves (and warns without).
+try:
+    dist.Backend.register_backend("coord", _create,
+                                  devices=["cpu", "cuda"] if _C.has_cuda else ["cpu"])
+except TypeError:  # torch 1.13: no `devices`
+    dist.Backend.register_backend("coord", _create)
 
 StoreCoord = _C.StoreCoord
 

@@ -2,12 +2,20 @@
 // (docs/pytorch.md). Each call converts torch tensors to c10d_tensor views
 // (no copies for contiguous CPU tensors) and runs the collective; the Work
 // it returns is done (or, with C10D_TORCH_ASYNC=1, completed later by a
-// finisher thread). The C library checks each call with the coordinator. torch's bindings release the GIL around
-// these methods; the constructor releases it itself (c10d_init blocks).
+// finisher thread). The C library checks each call with the coordinator.
+// torch's bindings release the GIL around these methods; the constructor
+// releases it itself (c10d_init blocks).
 //
-// Written against the PyTorch 1.13 ProcessGroup API (Debian's); torch 2.x
-// derives backends from c10d::Backend instead (see the version checks).
+// One source for PyTorch 1.13 (Debian 12's) and 2.x: both take a
+// c10d::ProcessGroup subclass from a backend's creator (2.x uses it as it
+// is), so the differences are few and marked TORCH_VERSION_MAJOR. CUDA
+// tensors go to the C library's NCCL data plane where torch was built with
+// CUDA (C10D_TORCH_CUDA, set by setup.py); elsewhere they are refused.
 #include <torch/extension.h>
+#include <torch/version.h>
+#ifdef C10D_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -29,11 +37,28 @@
 
 namespace {
 
-// Our report, as torch users see it: a RuntimeError with c10d's message.
+// Our report, as torch users see it: torch.distributed.DistBackendError
+// (a RuntimeError) where torch has it (2.1+), else a RuntimeError, with
+// c10d's message.
+std::exception_ptr backend_error(const std::string &msg)
+{
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+    return std::make_exception_ptr(
+        c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg));
+#else
+    return std::make_exception_ptr(std::runtime_error(msg));
+#endif
+}
+
+std::string report(const char *what, c10d_status st)
+{
+    return std::string("c10d_coord: ") + what + ": " + c10d_status_name(st) + ": " +
+           c10d_errmsg();
+}
+
 [[noreturn]] void fail(const char *what, c10d_status st)
 {
-    throw std::runtime_error(std::string("c10d_coord: ") + what + ": " +
-                             c10d_status_name(st) + ": " + c10d_errmsg());
+    std::rethrow_exception(backend_error(report(what, st)));
 }
 
 void check(const char *what, c10d_status st)
@@ -88,14 +113,24 @@ struct View {
 
     explicit View(const at::Tensor &u) : user(u)
     {
-        TORCH_CHECK(u.device().is_cpu(), "c10d_coord: CUDA tensors are not supported by this "
-                                         "build of the backend yet (CPU tensors are)");
+        t.device = C10D_CPU;
+        if (u.is_cuda()) {
+#ifdef C10D_TORCH_CUDA
+            t.device = u.device().index();
+#else
+            TORCH_CHECK(false, "c10d_coord: a tensor on ", u.device(), ": this build of the "
+                        "backend has no CUDA (the torch it was built against has none); it "
+                        "takes CPU tensors");
+#endif
+        } else {
+            TORCH_CHECK(u.device().is_cpu(), "c10d_coord: a tensor on ", u.device(),
+                        ": the backend takes CPU and CUDA tensors");
+        }
         work = u.is_contiguous() ? u : u.contiguous();
         t.data = work.data_ptr();
         t.dtype = dtype_of(work, &is_bool);
         t.ndim = 1;
         t.shape[0] = work.numel();
-        t.device = C10D_CPU;
     }
     void write_back()
     {
@@ -219,8 +254,8 @@ class Finishers {
             finish_or_throw(p);
         } catch (const std::exception &e) { /* nothing may leave a std::thread */
             if (!p.fut->completed())
-                p.fut->setError(std::make_exception_ptr(std::runtime_error(
-                    std::string("c10d_coord: ") + p.what + ": " + e.what())));
+                p.fut->setError(backend_error(std::string("c10d_coord: ") + p.what + ": " +
+                                              e.what()));
         }
     }
     static void finish_or_throw(Pending &p)
@@ -229,9 +264,8 @@ class Finishers {
         std::string msg = st == C10D_OK ? "" : c10d_errmsg();
         c10d_work_free(p.w);
         if (st != C10D_OK) {
-            p.fut->setError(std::make_exception_ptr(std::runtime_error(
-                std::string("c10d_coord: ") + p.what + ": " + c10d_status_name(st) + ": " +
-                msg)));
+            p.fut->setError(backend_error(std::string("c10d_coord: ") + p.what + ": " +
+                                          c10d_status_name(st) + ": " + msg));
             return;
         }
         for (auto &v : p.wb)
@@ -289,12 +323,25 @@ void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
 
 // A call's options: torch's per-call timeout where its options set one,
 // else the group's (init_process_group's timeout, given to c10d_init).
-c10d_coll_opts copts(std::chrono::milliseconds t)
+// A CUDA call is ordered after what torch's current stream on that device
+// has queued, as torch's NCCL backend does (`on`: the call's first tensor).
+c10d_coll_opts copts(std::chrono::milliseconds t, const at::Tensor *on = nullptr)
 {
     c10d_coll_opts o = C10D_COLL_OPTS_INIT;
     if (t.count() > 0)
         o.timeout_ms = t.count() > INT32_MAX ? INT32_MAX : (int)t.count();
+#ifdef C10D_TORCH_CUDA
+    if (on && on->is_cuda())
+        o.stream = c10::cuda::getCurrentCUDAStream(on->device().index()).stream();
+#else
+    (void)on;
+#endif
     return o;
+}
+
+const at::Tensor *first(const std::vector<at::Tensor> &ts)
+{
+    return ts.empty() ? nullptr : &ts[0];
 }
 
 // torch's Store on c10d-coord's (durable, on the coordinator): what
@@ -401,7 +448,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         o.world_size = size;
         o.job = job.empty() ? nullptr : job.c_str();
         o.timeout_ms = timeout_ms;
+#ifdef C10D_TORCH_CUDA
+        o.backend = C10D_BACKEND_AUTO; /* CUDA tensors on NCCL, CPU ones on the host's */
+#else
         o.backend = C10D_BACKEND_HOST;
+#endif
         c10d_status st;
         {
             pybind11::gil_scoped_release nogil;
@@ -463,7 +514,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
         std::vector<at::Tensor> &ts, const c10d::AllreduceCoalescedOptions &o) override
     {
-        c10d_coll_opts co = copts(o.timeout);
+        c10d_coll_opts co = copts(o.timeout, first(ts));
         for (auto &t : ts) {
             View v(t);
             check("allreduce_coalesced",
@@ -534,7 +585,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             out = views(outs[0]);
             r = raw(out);
         }
-        c10d_coll_opts co = copts(o.timeout);
+        c10d_coll_opts co = copts(o.timeout, first(ins));
         check("gather", c10d_gather(pg_, r.empty() ? nullptr : r.data(), &in[0].t,
                                     (int)o.rootRank, &co, nullptr));
         write_back(out);
@@ -556,7 +607,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             in = views(ins[0]);
             r = raw(in);
         }
-        c10d_coll_opts co = copts(o.timeout);
+        c10d_coll_opts co = copts(o.timeout, first(outs));
         check("scatter", c10d_scatter(pg_, &out[0].t, r.empty() ? nullptr : r.data(),
                                       (int)o.rootRank, &co, nullptr));
         write_back(out);
@@ -573,7 +624,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         auto out = views(outs);
         auto in = views(ins[0]);
         auto r = raw(in);
-        c10d_coll_opts co = copts(o.timeout);
+        c10d_coll_opts co = copts(o.timeout, first(outs));
         check("reduce_scatter", c10d_reduce_scatter(pg_, &out[0].t, r.data(),
                                                     op_of(o.reduceOp, out[0].is_bool), &co,
                                                     nullptr));
@@ -601,7 +652,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                                  std::vector<int64_t> &in_splits,
                                                  const c10d::AllToAllOptions &o) override
     {
-        c10d_coll_opts co = copts(o.timeout);
+        c10d_coll_opts co = copts(o.timeout, &in);
         if (!out_splits.empty() || !in_splits.empty())
             return alltoall_splits(out, in, out_splits, in_splits, co);
         View vo(out), vi(in);
@@ -673,7 +724,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             blocks.push_back(ins[i].reshape({-1}));
             want.push_back(outs[i].numel());
         }
-        auto got = exchange_padded("all_to_all", blocks, want, ins[0].options(), copts(o.timeout));
+        auto got = exchange_padded("all_to_all", blocks, want, ins[0].options(), copts(o.timeout, first(ins)));
         for (int i = 0; i < n; i++)
             outs[i].detach().copy_(got[i].view(outs[i].sizes()));
         return done(c10d::OpType::ALLTOALL, outs);
@@ -729,7 +780,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     {
         one_tensor(ts, "send");
         auto v = views(ts);
-        check("send", c10d_send(pg_, &v[0].t, dst, tag, nullptr, nullptr));
+        c10d_coll_opts co = copts(kNoTimeout, first(ts));
+        check("send", c10d_send(pg_, &v[0].t, dst, tag, &co, nullptr));
         return done(c10d::OpType::SEND, ts);
     }
 
@@ -737,7 +789,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     {
         one_tensor(ts, "recv");
         auto v = views(ts);
-        check("recv", c10d_recv(pg_, &v[0].t, src, tag, nullptr, nullptr));
+        c10d_coll_opts co = copts(kNoTimeout, first(ts));
+        check("recv", c10d_recv(pg_, &v[0].t, src, tag, &co, nullptr));
         write_back(v);
         return done(c10d::OpType::RECV, ts);
     }
@@ -761,7 +814,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                           std::vector<at::Tensor> out,
                                           std::chrono::milliseconds timeout, F call)
     {
-        c10d_coll_opts o = copts(timeout);
+        const at::Tensor *on = !wb.empty() ? &wb[0].user : !keep.empty() ? &keep[0].user : nullptr;
+        c10d_coll_opts o = copts(timeout, on);
         if (!async_) {
             check(what, call(&o, nullptr));
             write_back(wb);
@@ -944,6 +998,11 @@ int active_ranks(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
     m.doc() = "c10d-coord's torch.distributed backend (docs/pytorch.md)";
+#ifdef C10D_TORCH_CUDA
+    m.attr("has_cuda") = true;
+#else
+    m.attr("has_cuda") = false;
+#endif
     py::class_<ProcessGroupCoord, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupCoord>>(
         m, "ProcessGroupCoord")
         .def(py::init<int, int, const std::string &, const std::string &, int>(),

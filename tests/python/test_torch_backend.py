@@ -67,6 +67,22 @@ def test_timeouts_of_the_group_and_of_a_call(which):
     assert f"{which} timeout raised" in out and "rank 1: raised as expected" in out, out
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_cuda_collectives_and_ddp_match_nccl(n):
+    """On a GPU machine (scripts/gpu-check.sh): CUDA tensors through the C
+    library's NCCL data plane, equal to torch's nccl backend."""
+    if not c10d_coord._C.has_cuda:
+        pytest.skip(f"torch {torch.__version__} has no CUDA: c10d_coord takes CPU tensors only")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    if n > torch.cuda.device_count() and os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE") != "1":
+        pytest.skip(f"world {n} on {torch.cuda.device_count()} GPU(s) needs NCCL >= 2.30 "
+                    "with NCCL_MULTI_RANK_GPU_ENABLE=1")
+    rc, out = run("cuda", n=n)
+    assert rc == 0, out
+    assert out.count("equal nccl's") == n, out
+
+
 def test_store_jobs_health_and_trace_from_python():
     rc, out = run("ops")
     assert rc == 0, out

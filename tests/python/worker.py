@@ -221,6 +221,61 @@ def case_timeout(which):
     fail(f"{which}: the all_reduce returned without rank 1")
 
 
+def case_cuda():
+    """CUDA tensors (the NCCL data plane), against torch's nccl backend in
+    the same job: collectives with data checks, then DDP's weights. Each
+    rank uses GPU rank % device_count (one GPU with world 2 needs an NCCL
+    that allows several ranks per GPU)."""
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    nccl = dist.new_group(backend="nccl")
+    for dt in (torch.float32, torch.float16, torch.int64):
+        base = (torch.arange(8, dtype=torch.float64, device=dev) + rank + 1).to(dt)
+        a, b = base.clone(), base.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=nccl)
+        if not torch.equal(a, b):
+            fail(f"cuda all_reduce {dt}: {a.tolist()} vs nccl {b.tolist()}")
+        a, b = base.clone(), base.clone()
+        dist.broadcast(a, src=world - 1)
+        dist.broadcast(b, src=world - 1, group=nccl)
+        if not torch.equal(a, b):
+            fail(f"cuda broadcast {dt}")
+        oa = torch.empty(world * 8, dtype=dt, device=dev)
+        ob = torch.empty_like(oa)
+        dist.all_gather_into_tensor(oa, base)
+        dist.all_gather_into_tensor(ob, base, group=nccl)
+        if not torch.equal(oa, ob):
+            fail(f"cuda all_gather_into_tensor {dt}")
+        ra = torch.empty(8 // world if 8 % world == 0 else 0, dtype=dt, device=dev)
+        if ra.numel():
+            rb = torch.empty_like(ra)
+            dist.reduce_scatter_tensor(ra, base)
+            dist.reduce_scatter_tensor(rb, base, group=nccl)
+            if not torch.equal(ra, rb):
+                fail(f"cuda reduce_scatter_tensor {dt}")
+    w = dist.all_reduce(torch.ones(4, device=dev), async_op=True)
+    w.wait()
+    # DDP on CUDA: coord against nccl
+    def train(pg):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(dev)
+        ddp = DDP(model, device_ids=[dev], process_group=pg)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(100 + rank)
+        for _ in range(6):
+            loss = ddp(torch.randn(32, 8, generator=g).to(dev)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+    ours, theirs = train(None), train(nccl)
+    if not torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
+        fail(f"CUDA DDP weights differ from nccl's: max |diff| "
+             f"{(ours - theirs).abs().max().item()}")
+    print(f"rank {rank}: CUDA collectives and DDP equal nccl's", flush=True)
+
+
 def case_ops():
     """The store and what c10d-ctl shows, from Python."""
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
@@ -284,6 +339,8 @@ def case_desync():
             fail(f"the report does not name the desync: {msg}")
         if took > 2.0:
             fail(f"raised after {took:.1f} s")
+        if hasattr(dist, "DistBackendError") and not isinstance(e, dist.DistBackendError):
+            fail(f"torch {torch.__version__} has DistBackendError, but {type(e)} was raised")
         print(f"rank {rank}: raised as expected: {msg[:200]}", flush=True)
         os._exit(0)  # the group is unusable now: leave without destroy
     fail("the mismatched collective returned")
@@ -385,7 +442,7 @@ def main():
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

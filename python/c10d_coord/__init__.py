@@ -29,34 +29,35 @@ __all__ = ["join", "active_ranks", "monitored_barrier", "ProcessGroupCoord", "St
 ProcessGroupCoord = _C.ProcessGroupCoord
 
 
-def _create(store, rank, size, timeout):
+def _create(opts, pg_options=None):
     """The backend's creator (torch calls it from init_process_group and
-    new_group). The rendezvous is c10d-coord's, at C10D_COORD: torch's own
-    store is not used, and a server that is not a coordinator is refused at
-    once by the library rather than waited for."""
+    new_group, with the extended API's options). The rendezvous is
+    c10d-coord's, at C10D_COORD: torch's own store is not used, and a
+    server that is not a coordinator is refused at once by the library
+    rather than waited for."""
     url = os.environ.get("C10D_COORD", "")
     if not url:
         raise RuntimeError(
             "c10d_coord: set C10D_COORD to the coordinator's URL (tcp://HOST:PORT); "
             "c10d-run sets it for every rank")
+    timeout = opts.timeout
     ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
     job = os.environ.get("C10D_JOB", "") or "default"
-    # torch calls this on the members of a new group only, after numbering
-    # the group alike on every rank (_group_count): each subgroup meets as
-    # a job of its own on the coordinator, "<job>.g<N>", with its own
-    # verification and liveness. Group "0" is the default group.
-    name = dist.distributed_c10d._group_count - 1
-    if name > 0:
-        job = f"{job}.g{name}"
-    return _C.ProcessGroupCoord(rank, size, url, job, ms)
+    # The default group is the job's world; torch calls this for a new group
+    # on its members only, with the name torch gave it alike on every rank
+    # (group_id): each subgroup meets as a job of its own, "<job>.g<id>",
+    # with its own verification and liveness.
+    if opts.global_ranks_in_group:
+        job = f"{job}.g{opts.group_id}"
+    return _C.ProcessGroupCoord(opts.group_rank, opts.group_size, url, job, ms)
 
 
 # torch 2.x asks which devices a backend serves (and warns without).
 try:
-    dist.Backend.register_backend("coord", _create,
+    dist.Backend.register_backend("coord", _create, extended_api=True,
                                   devices=["cpu", "cuda"] if _C.has_cuda else ["cpu"])
 except TypeError:  # torch 1.13: no `devices`
-    dist.Backend.register_backend("coord", _create)
+    dist.Backend.register_backend("coord", _create, extended_api=True)
 
 StoreCoord = _C.StoreCoord
 

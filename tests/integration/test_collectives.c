@@ -399,6 +399,39 @@ static void check_p2p_barrier(c10d_pg *pg)
     CALL(r, c10d_monitored_barrier(pg, 20000, 1));
 }
 
+/* Each rank sends 2 MiB (more than a P2P link holds, shm or TCP) to the
+ * next, then a small message with another tag, and only then receives
+ * from the previous rank: the isend-then-recv ring of torch's
+ * batch_isend_irecv. Every send waits on a receiver that is itself
+ * sending, so it must read what comes in meanwhile. */
+static void check_p2p_ring_larger_than_a_link(c10d_pg *pg)
+{
+    int r = c10d_rank(pg), n = c10d_size(pg);
+    if (n < 2)
+        return;
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    size_t cnt = (2u << 20) / sizeof(int32_t);
+    int32_t *out = malloc(cnt * sizeof *out), *in = malloc(cnt * sizeof *in), small = r, got = -1;
+    for (size_t i = 0; i < cnt; i++)
+        out[i] = (int32_t)(r * 1000003 + (int)i);
+    c10d_tensor to = c10d_tensor_1d(out, C10D_INT32, (int64_t)cnt),
+                ti = c10d_tensor_1d(in, C10D_INT32, (int64_t)cnt),
+                ts = c10d_tensor_1d(&small, C10D_INT32, 1), tg = c10d_tensor_1d(&got, C10D_INT32, 1);
+    CALL(r, c10d_send(pg, &to, next, 3, NULL, NULL));
+    CALL(r, c10d_send(pg, &ts, next, 4, NULL, NULL));
+    CALL(r, c10d_recv(pg, &tg, prev, 4, NULL, NULL)); /* the later one first */
+    CALL(r, c10d_recv(pg, &ti, prev, 3, NULL, NULL));
+    if (got != prev)
+        FAIL("rank %d p2p ring: small message %d, want %d", r, got, prev);
+    for (size_t i = 0; i < cnt; i++)
+        if (in[i] != (int32_t)(prev * 1000003 + (int)i)) {
+            FAIL("rank %d p2p ring: element %zu is %d", r, i, in[i]);
+            break;
+        }
+    free(out);
+    free(in);
+}
+
 /* Several async operations in flight, then a sync one behind them. */
 static void check_async_order(c10d_pg *pg)
 {
@@ -502,6 +535,7 @@ static int battery(int rank, int n, void *arg)
     check_gathers(pg);
     check_reduce_scatter_all_to_all(pg);
     check_p2p_barrier(pg);
+    check_p2p_ring_larger_than_a_link(pg);
     check_async_order(pg);
     check_bad_arguments(pg);
     check_all_reduce(pg, 1);

@@ -83,6 +83,19 @@ def test_cuda_collectives_and_ddp_match_nccl(n):
     assert out.count("equal nccl's") == n, out
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_batch_isend_irecv_ring_of_large_messages(n):
+    rc, out = run("ring", n=n)
+    assert rc == 0, out
+
+
+def test_subgroups_of_a_named_default_group():
+    """A default group named by the user used to leave torch's group count
+    at 0, so the first subgroup met as the world's job."""
+    rc, out = run("named", n=3)
+    assert rc == 0, out
+
+
 def test_store_jobs_health_and_trace_from_python():
     rc, out = run("ops")
     assert rc == 0, out

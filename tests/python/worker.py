@@ -276,6 +276,48 @@ def case_cuda():
     print(f"rank {rank}: CUDA collectives and DDP equal nccl's", flush=True)
 
 
+def case_named():
+    """init_process_group(group_name="main"), then two subgroups: each
+    meets on the coordinator as its own job, named by torch's group name,
+    never the world's (the world is C10D_JOB itself)."""
+    a = dist.new_group(ranks=list(range(world)), backend="coord")
+    b = dist.new_group(ranks=[0, 1], backend="coord")
+    for g, want in ((None, world), (a, world), (b, 2)):
+        if g is b and rank > 1:
+            continue
+        t = torch.ones(1)
+        dist.all_reduce(t, group=g)
+        if t.item() != want:
+            fail(f"all_reduce in {g}: {t.item()}, want {want}")
+    dist.barrier()
+    job = os.environ["C10D_JOB"]
+    s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
+    names = sorted(j["job"] for j in s.jobs() if j["job"].startswith(job))
+    if len(names) != 3 or job not in names or \
+            any(not n.startswith(job + ".g") for n in names if n != job):
+        fail(f"jobs on the coordinator: {names}")
+    sizes = {j["job"]: j["world_size"] for j in s.jobs()}
+    if sorted(sizes[n] for n in names) != sorted([world, world, 2]):
+        fail(f"job sizes: {sizes}")
+    dist.barrier()
+
+
+def case_ring():
+    """batch_isend_irecv around a ring with messages larger than a link
+    holds: every isend waits on a rank that is itself sending (gloo's
+    don't deadlock; ours did before sends read while they wait)."""
+    for numel in (16, 1 << 16, 1 << 22):
+        out = torch.arange(numel, dtype=torch.float32) + rank
+        got = torch.empty(numel)
+        ops = [dist.P2POp(dist.isend, out, (rank + 1) % world),
+               dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        if not torch.equal(got, torch.arange(numel, dtype=torch.float32) + (rank - 1) % world):
+            fail(f"ring of {numel} floats: got {got[:4].tolist()}...")
+    dist.barrier()
+
+
 def case_ops():
     """The store and what c10d-ctl shows, from Python."""
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
@@ -437,12 +479,13 @@ def case_six(kase):
 
 def main():
     case = sys.argv[1]
-    timeout = {"timeout": timedelta(seconds=2)} if case == "timeout" else {}
-    dist.init_process_group("coord", **timeout)  # env:// with C10D_COORD: the coordinator's store
+    kw = {"timeout": {"timeout": timedelta(seconds=2)},
+          "named": {"group_name": "main"}}.get(case, {})
+    dist.init_process_group("coord", **kw)  # env:// with C10D_COORD: the coordinator's store
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

@@ -43,6 +43,15 @@ typedef struct c10di_unexpected {
     void *data;
 } c10di_unexpected;
 
+/* A p2p message from one peer, read while this rank's own send waited
+ * (p2p.c): its frame, then its bytes; whole, it joins `unexpected`. */
+typedef struct c10di_p2p_partial {
+    uint8_t frame[16]; /* p2p.c's frame: magic, tag, length */
+    size_t got;        /* bytes of frame read */
+    void *data;
+    size_t done;       /* bytes of data read */
+} c10di_p2p_partial;
+
 typedef struct c10di_host {
     c10d_pg *pg;
     int n, me;
@@ -58,6 +67,7 @@ typedef struct c10di_host {
     char addr[64];
     int port;
     c10di_unexpected *unexpected; /* p2p messages received before their recv */
+    c10di_p2p_partial *partial;   /* per peer (made at the first send that waits) */
     void *scratch;
     size_t scratch_cap;
     int in_xfer; /* a c10di_xfer is under way on this group (announce's nesting test) */
@@ -99,6 +109,9 @@ c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeke
  * so learns what it cannot take part in (or a monitored barrier to meet).
  * Best effort. */
 void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to);
+/* Reads up to len bytes from peer on channel ch without waiting: how many
+ * (0: none yet), -1 if the link closed. */
+ssize_t c10di_try_read(c10di_host *h, int peer, int ch, void *buf, size_t len);
 /* Scratch memory owned by h, at least len bytes (valid until the next call). */
 void *c10di_scratch(c10di_host *h, size_t len);
 
@@ -112,6 +125,9 @@ c10d_status c10di_host_shadow(c10di_host *h, const c10di_coll *c);
 /* p2p.c */
 c10d_status c10di_host_send(c10di_host *h, const c10di_coll *c);
 c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c);
+/* While a send waits for room: reads what peers are sending this rank,
+ * without waiting (1: bytes moved). */
+int c10di_p2p_drain(c10di_host *h);
 void c10di_p2p_free(c10di_host *h);
 
 #endif

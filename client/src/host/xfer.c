@@ -156,6 +156,12 @@ static ssize_t try_recv(c10di_link *l, int ch, const span *sp)
     return k;
 }
 
+ssize_t c10di_try_read(c10di_host *h, int peer, int ch, void *buf, size_t len)
+{
+    span sp = {NULL, 0, buf, len, 0};
+    return try_recv(&h->links[peer], ch, &sp);
+}
+
 /* The peer's header says it is in another collective: both are named the
  * way the coordinator names a desync, lower rank first. */
 static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const coll_hdr *got)
@@ -233,7 +239,10 @@ static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, cons
     span out = {&mine, lt ? hl : 0, (void *)sbuf, slen, lt ? 0 : slen + hl};
     span in = {&theirs, lf ? hl : 0, rbuf, rlen, lf ? 0 : rlen + hl};
     size_t send_total = out.hlen + slen, recv_total = in.hlen + rlen;
-    int tcp_only = (!lt || !lt->shm) && (!lf || !lf->shm), checked = !in.hlen;
+    /* A p2p send reads what peers send this rank while it waits for room:
+     * two ranks sending each other (an isend-then-recv ring) both go on. */
+    int drain = ch == CH_P2P && lt && !lf;
+    int tcp_only = !drain && (!lt || !lt->shm) && (!lf || !lf->shm), checked = !in.hlen;
     unsigned idle = 0;
     while (out.done < send_total || in.done < recv_total) {
         int moved = 0;
@@ -273,6 +282,8 @@ static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, cons
                 checked = 1;
             }
         }
+        if (!moved && drain)
+            moved = c10di_p2p_drain(h);
         if (moved) {
             idle = 0;
             continue;

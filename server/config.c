@@ -34,6 +34,7 @@ static const char usage[] =
     "      --max-message-bytes N largest request accepted on the wire\n"
     "                            (default max-value-bytes + 1 MiB)\n"
     "      --max-multi-keys N    most keys in one multi_get/multi_set/wait (default 4096)\n"
+    "      --max-world-size N    most ranks in one job (default 65536)\n"
     "      --max-connection-buffer N  bytes of replies queued for one client that\n"
     "                            does not read them before it is cut off\n"
     "                            (default 64 MiB)\n"
@@ -58,6 +59,7 @@ enum {
     OPT_MAX_VALUE,
     OPT_MAX_MSG,
     OPT_MAX_MULTI,
+    OPT_MAX_WORLD,
     OPT_CONN_BUFFER,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
@@ -112,6 +114,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-value-bytes", required_argument, 0, OPT_MAX_VALUE},
         {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
         {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
+        {"max-world-size", required_argument, 0, OPT_MAX_WORLD},
         {"max-connection-buffer", required_argument, 0, OPT_CONN_BUFFER},
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
@@ -128,14 +131,20 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_key_bytes = 4096;
     cfg->max_value_bytes = 16u << 20;
     cfg->max_multi_keys = 4096;
+    cfg->max_world_size = 65536;
     cfg->max_conn_buffer = 64u << 20;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->log_level = C10DS_LOG_INFO;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
     const char *env_log = getenv("C10D_LOG_LEVEL");
-    if (env_log && c10ds_log_parse_level(env_log) >= 0)
-        cfg->log_level = c10ds_log_parse_level(env_log);
+    if (env_log && *env_log) {
+        if ((cfg->log_level = c10ds_log_parse_level(env_log)) < 0) {
+            fprintf(stderr, "c10d-coord: C10D_LOG_LEVEL=%s: want error, warn, info or debug\n",
+                    env_log);
+            return -1;
+        }
+    }
     uint64_t v;
     int c;
     optind = 1;
@@ -166,6 +175,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("max-multi-keys", optarg, 1, 1u << 20, &v))
                 return -1;
             cfg->max_multi_keys = (uint32_t)v;
+            break;
+        case OPT_MAX_WORLD:
+            if (parse_u64("max-world-size", optarg, 1, 1u << 24, &v))
+                return -1;
+            cfg->max_world_size = (uint32_t)v;
             break;
         case OPT_CONN_BUFFER:
             if (parse_u64("max-connection-buffer", optarg, 1u << 16, 1ull << 40,

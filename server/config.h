@@ -17,6 +17,7 @@ typedef struct c10ds_config {
     uint64_t max_value_bytes;
     uint64_t max_message_bytes;
     uint32_t max_multi_keys;
+    uint32_t max_world_size;  /* most ranks in one job (group_join refuses more) */
     uint64_t max_conn_buffer; /* replies queued for one slow client before it is cut off */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */

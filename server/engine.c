@@ -192,6 +192,37 @@ static void answered(c10ds_engine *e, c10ds_request *r)
     e->outbox_tail = r;
 }
 
+static void begin_txn(c10ds_engine *e)
+{
+    e->in_txn = c10ds_db_begin(e->db) == 0;
+    e->txn_from = e->outbox_tail;
+}
+
+/* SQLite rolls a transaction back by itself on some errors (a full disk,
+ * an I/O error), and later statements would then run in autocommit. So
+ * every request answered since the transaction began (the one that failed
+ * included) is told, with the cause, that nothing of it was stored, which
+ * is now true, and a new transaction holds the rest of the batch. Called
+ * after each request, before its reply is recorded for retries. Returns 1
+ * when it happened. */
+static int txn_lost(c10ds_engine *e, c10ds_request *current)
+{
+    if (!e->in_txn || !sqlite3_get_autocommit(e->db->h))
+        return 0;
+    char why[512];
+    snprintf(why, sizeof why, "%s", sqlite3_errmsg(e->db->h));
+    c10ds_error("the database rolled back a transaction (%s): failing the requests in it", why);
+    for (c10ds_request *r = e->txn_from ? e->txn_from->next : e->outbox; r; r = r->next)
+        c10ds_fail(r, C10D_ERROR, "the coordinator's database rolled back the transaction "
+                   "holding this request (%s); nothing from this request was stored", why);
+    if (current)
+        c10ds_fail(current, C10D_ERROR, "the coordinator's database failed (%s); nothing from "
+                   "this request was stored", why);
+    c10ds_store_recount(&e->store); /* cached counts follow the rollback */
+    begin_txn(e);
+    return 1;
+}
+
 static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     if (!r->pb) {
@@ -233,9 +264,11 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             return;
         }
     }
-    if (op->fn(e, r, ph) == C10DS_PARKED)
+    c10ds_outcome o = op->fn(e, r, ph);
+    int lost = txn_lost(e, o == C10DS_PARKED ? NULL : r);
+    if (o == C10DS_PARKED)
         return;
-    if ((op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply)
+    if (!lost && (op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply)
         c10ds_reqlog_record(&e->reqlog, client_of(r), r->pb->request_id, r->reply, r->reply_len);
     answered(e, r);
 }
@@ -265,7 +298,7 @@ static void run_ready(c10ds_engine *e)
 
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
 {
-    int in_txn = c10ds_db_begin(e->db) == 0;
+    begin_txn(e);
     for (c10ds_request *r = batch, *n; r; r = n) {
         n = r->next;
         run(e, r, C10DS_FIRST);
@@ -277,13 +310,15 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
         c10ds_groups_sweep(e, c10d_wall_ms());
         c10ds_emit_sweep(e);
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
+        txn_lost(e, NULL);
         run_ready(e);
     }
     for (c10ds_request *r; (r = c10ds_waiters_pop_expired(e->waiters, c10d_now_ms())) != NULL;)
         run(e, r, C10DS_EXPIRED);
     c10ds_reqlog_prune(&e->reqlog);
-    if (in_txn && c10ds_db_commit(e->db) != 0)
+    if (e->in_txn && c10ds_db_commit(e->db) != 0)
         fail_batch_on_commit_error(e);
+    e->in_txn = 0;
     atomic_store(&e->parked, (long long)c10ds_waiters_count(e->waiters));
 
     c10ds_request *out = e->outbox;

@@ -91,6 +91,8 @@ struct c10ds_engine {
     int64_t thread_due; /* guarded by mu: when the idle engine thread wakes next */
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
+    int in_txn;             /* the batch's transaction is open */
+    c10ds_request *txn_from; /* the outbox entry before the transaction began (NULL: none) */
 
     int64_t start_ms;
     atomic_llong requests;

@@ -345,28 +345,47 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
     return gen;
 }
 
-static int validate_join(c10ds_request *r)
+static int validate_join(c10ds_engine *e, c10ds_request *r)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     if (!*m->job || !*m->name)
         return c10ds_fail(r, C10D_EINVAL, "rendezvous needs a job and a group name"), -1;
+    if (m->world_size > 0 && (uint32_t)m->world_size > e->cfg->max_world_size)
+        return c10ds_fail(r, C10D_ETOOBIG, "world size %d of job %s exceeds the coordinator's "
+                          "limit of %u ranks (--max-world-size)", m->world_size, m->job,
+                          e->cfg->max_world_size), -1;
     if (m->world_size < 1 || m->rank < 0 || m->rank >= m->world_size)
         return c10ds_fail(r, C10D_EINVAL, "rank %d is out of range for world size %d", m->rank,
                           m->world_size), -1;
     if (m->endpoint.len > MAX_ENDPOINT_BYTES)
         return c10ds_fail(r, C10D_ETOOBIG, "endpoint of %zu bytes (limit %d)", m->endpoint.len,
                           MAX_ENDPOINT_BYTES), -1;
-    int self = strcmp(m->name, "world") == 0;
-    for (size_t i = 0; i < m->n_members; i++) {
-        if (m->members[i] < 0 || m->members[i] >= m->world_size)
-            return c10ds_fail(r, C10D_EINVAL, "group %s names rank %d, outside the world of %d",
-                              m->name, m->members[i], m->world_size), -1;
-        for (size_t j = 0; j < i; j++)
-            if (m->members[j] == m->members[i])
-                return c10ds_fail(r, C10D_EINVAL, "group %s names rank %d twice", m->name,
-                                  m->members[i]), -1;
-        self |= m->members[i] == m->rank;
+    if (m->n_members > (size_t)m->world_size)
+        return c10ds_fail(r, C10D_EINVAL, "group %s names %zu ranks, more than the world of %d",
+                          m->name, m->n_members, m->world_size), -1;
+    /* No member list: the whole world, the caller included. A list must
+     * name the caller (op_group_join finds its index there), each rank of
+     * the world at most once: one pass, with a bitmap. */
+    if (!m->n_members)
+        return 0;
+    uint8_t *seen = calloc(((size_t)m->world_size + 7) / 8, 1);
+    if (!seen)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory"), -1;
+    int self = 0, bad = 0;
+    for (size_t i = 0; i < m->n_members && !bad; i++) {
+        int32_t x = m->members[i];
+        if ((bad = x < 0 || x >= m->world_size))
+            c10ds_fail(r, C10D_EINVAL, "group %s names rank %d, outside the world of %d",
+                       m->name, x, m->world_size);
+        else if ((bad = (seen[x / 8] & (1u << (x % 8))) != 0))
+            c10ds_fail(r, C10D_EINVAL, "group %s names rank %d twice", m->name, x);
+        else
+            seen[x / 8] |= (uint8_t)(1u << (x % 8));
+        self |= x == m->rank;
     }
+    free(seen);
+    if (bad)
+        return -1;
     if (!self)
         return c10ds_fail(r, C10D_EINVAL, "rank %d joins group %s but is not one of its members",
                           m->rank, m->name), -1;
@@ -380,7 +399,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     uint64_t gen = r->generation;
     char key[512];
     if (ph == C10DS_FIRST) {
-        if (validate_join(r) != 0)
+        if (validate_join(e, r) != 0)
             return C10DS_DONE;
         if (world) {
             if (!(gen = world_generation(e, r)))

@@ -147,13 +147,30 @@ static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase
     if (!vals)
         return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory in multi_get");
     c10ds_outcome res = C10DS_DONE;
-    size_t i;
+    size_t i, total = 0;
     for (i = 0; i < m->n_keys; i++) {
         const void *v;
         size_t n;
-        if (c10ds_store_get(&e->store, m->keys[i], &v, &n) != 1 || !(vals[i].data = malloc(n + 1))) {
+        if (c10ds_store_get(&e->store, m->keys[i], &v, &n) != 1) {
             c10ds_store_release(&e->store);
             res = c10ds_fail(r, C10D_ERROR, "could not read key '%s'", m->keys[i]);
+            goto cleanup;
+        }
+        /* A small request must not make a huge reply (one large key named
+         * many times): the reply is bounded like a request. */
+        total += n + 8;
+        if (total > e->cfg->max_message_bytes) {
+            c10ds_store_release(&e->store);
+            res = c10ds_fail(r, C10D_ETOOBIG, "the values of these %zu keys come to more than "
+                             "the coordinator's %llu-byte message limit (--max-message-bytes; "
+                             "over it at key %zu, '%s'): get them in smaller groups",
+                             m->n_keys, (unsigned long long)e->cfg->max_message_bytes, i,
+                             m->keys[i]);
+            goto cleanup;
+        }
+        if (!(vals[i].data = malloc(n + 1))) {
+            c10ds_store_release(&e->store);
+            res = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory in multi_get");
             goto cleanup;
         }
         if (n) /* SQLite gives NULL for an empty BLOB */

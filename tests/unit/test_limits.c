@@ -1,0 +1,270 @@
+/* What one request must not do to the coordinator (issue 12's findings),
+ * on the engine and a real SQLite database, without the network: crash it
+ * (a group_join naming members without the caller), hold it (a world of
+ * twenty million), blow up a reply (multi_get of one key many times), or
+ * make a reply lie about what was stored (a write that fails mid-batch). */
+#include "engine.h"
+#include "engine_request.h"
+
+#include "c10d_time.h"
+#include "check_main.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static c10ds_db db;
+static c10ds_config cfg;
+static c10ds_engine *eng;
+static char err[1024];
+static char dbpath[128];
+
+#define MAX_REPLIES 64
+static C10dpb__Reply *replies[MAX_REPLIES];
+static int nreplies;
+
+static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
+{
+    (void)arg, (void)slot, (void)request_id;
+    ck_assert_int_lt(nreplies, MAX_REPLIES);
+    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
+}
+
+static void setup(void)
+{
+    snprintf(dbpath, sizeof dbpath, "/tmp/c10d-limits-%d.db", (int)getpid());
+    unlink(dbpath);
+    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_key_bytes = 256;
+    cfg.max_value_bytes = 1 << 20;
+    cfg.max_message_bytes = 2 << 20;
+    cfg.max_multi_keys = 4096;
+    cfg.max_world_size = 65536;
+    cfg.dedup_window_s = 60;
+    cfg.heartbeat_timeout_ms = 10000;
+    cfg.listen_url = "test://";
+    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(eng);
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < nreplies; i++)
+        c10dpb__reply__free_unpacked(replies[i], NULL);
+    nreplies = 0;
+    c10ds_engine_free(eng);
+    c10ds_db_close(&db);
+    char p[160];
+    unlink(dbpath);
+    snprintf(p, sizeof p, "%s-wal", dbpath);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", dbpath);
+    unlink(p);
+}
+
+static void run1(c10ds_request *r)
+{
+    r->next = NULL;
+    c10ds_engine_run_batch(eng, r);
+}
+
+static c10ds_request *join_req(uint64_t id, const char *job, const char *name, int rank,
+                               int world, int32_t *members, size_t n_members)
+{
+    C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
+    m.job = (char *)job;
+    m.name = (char *)name;
+    m.rank = rank;
+    m.world_size = world;
+    m.members = members;
+    m.n_members = n_members;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = 50;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
+    pb.group_join = &m;
+    return engine_request(&pb, 100 + (uint64_t)rank, id);
+}
+
+static c10ds_request *set_req(uint64_t client, uint64_t id, const char *key, const void *val,
+                              size_t len)
+{
+    C10dpb__StoreSet m = C10DPB__STORE_SET__INIT;
+    m.key = (char *)key;
+    m.value.data = (uint8_t *)val;
+    m.value.len = len;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_SET;
+    pb.set = &m;
+    return engine_request(&pb, client, id);
+}
+
+static c10ds_request *add_req(uint64_t client, uint64_t id, const char *key, int64_t delta)
+{
+    C10dpb__StoreAdd m = C10DPB__STORE_ADD__INIT;
+    m.key = (char *)key;
+    m.delta = delta;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_ADD;
+    pb.add = &m;
+    return engine_request(&pb, client, id);
+}
+
+/* Finding 5: the member list of "world" lacked the caller's rank, and the
+ * coordinator read past it (heap overflow under ASan, a crash in release). */
+START_TEST(a_group_join_whose_members_lack_the_caller_is_refused)
+{
+    int32_t members[] = {1, 2};
+    run1(join_req(1, "j", "world", 0, 3, members, 2));
+    run1(join_req(2, "j", "sub", 0, 3, members, 2));
+    ck_assert_int_eq(nreplies, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(replies[i]->status, C10D_EINVAL);
+        ck_assert_ptr_nonnull(strstr(replies[i]->detail, "is not one of its members"));
+    }
+}
+END_TEST
+
+/* Finding 6: a world of 20,000,000 in a 50-byte request held the engine
+ * for seconds and wrote hundreds of MB. */
+START_TEST(a_world_larger_than_the_limit_is_refused_at_once)
+{
+    int64_t t0 = c10d_now_ms();
+    run1(join_req(1, "big", "world", 0, 20000000, NULL, 0));
+    ck_assert_int_eq(nreplies, 1);
+    ck_assert_int_eq(replies[0]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "--max-world-size"));
+    ck_assert_int_lt(c10d_now_ms() - t0, 100);
+}
+END_TEST
+
+/* Finding 6: checking a member list was quadratic (400,000 members held
+ * everyone for 30 s). A list at the limit, with a duplicate at its end,
+ * is checked in well under 100 ms. */
+START_TEST(a_long_member_list_is_checked_in_linear_time)
+{
+    int n = (int)cfg.max_world_size;
+    int32_t *members = malloc((size_t)n * sizeof *members);
+    for (int i = 0; i < n; i++)
+        members[i] = i;
+    members[n - 1] = 5; /* twice */
+    int64_t t0 = c10d_now_ms();
+    run1(join_req(1, "long", "sub", 0, n, members, (size_t)n));
+    int64_t took = c10d_now_ms() - t0;
+    ck_assert_int_eq(replies[0]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "names rank 5 twice"));
+    ck_assert_int_lt(took, 100);
+    free(members);
+}
+END_TEST
+
+/* Finding 7: a multi_get naming one large key thousands of times made a
+ * 1 GB reply from a 370-byte request. */
+START_TEST(a_multi_get_reply_larger_than_a_message_is_refused)
+{
+    size_t vlen = 512 << 10;
+    char *v = calloc(1, vlen);
+    run1(set_req(1, 1, "big", v, vlen));
+    ck_assert_int_eq(replies[0]->status, C10D_OK);
+    char *keys[8];
+    for (int i = 0; i < 8; i++)
+        keys[i] = "big";
+    C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
+    m.keys = keys;
+    m.n_keys = 8; /* 4 MiB of values against a 2 MiB message limit */
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_MULTI_GET;
+    pb.multi_get = &m;
+    run1(engine_request(&pb, 1, 2));
+    ck_assert_int_eq(replies[1]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "--max-message-bytes"));
+    m.n_keys = 3; /* 1.5 MiB: fits */
+    run1(engine_request(&pb, 1, 3));
+    ck_assert_int_eq(replies[2]->status, C10D_OK);
+    ck_assert_uint_eq(replies[2]->values->n_values, 3);
+    free(v);
+}
+END_TEST
+
+static int64_t stored_number(const char *key)
+{
+    C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
+    m.key = (char *)key;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GET;
+    pb.get = &m;
+    int i = nreplies;
+    run1(engine_request(&pb, 9, 1000 + (uint64_t)nreplies));
+    if (replies[i]->status != C10D_OK)
+        return -1;
+    char buf[32] = {0};
+    memcpy(buf, replies[i]->value.data, replies[i]->value.len < 31 ? replies[i]->value.len : 31);
+    return atoll(buf);
+}
+
+/* Finding 2: a write failing in the middle of a batch (the disk is full)
+ * rolled the batch's transaction back; the later requests ran in
+ * autocommit and were stored, yet every reply said nothing was stored,
+ * without the cause. Every reply must be true to what is stored and name
+ * the cause, and a retried add must count once. */
+START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
+{
+    run1(add_req(1, 1, "before", 1)); /* a committed key, and the file's pages */
+    ck_assert_int_eq(replies[0]->status, C10D_OK);
+    /* The disk fills up: no page beyond what the file has now. */
+    sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_stmt *s;
+    sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &s, NULL);
+    sqlite3_step(s);
+    int pages = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages + 2);
+    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+
+    size_t vlen = 256 << 10;
+    char *v = calloc(1, vlen);
+    c10ds_request *a = add_req(2, 1, "a", 1), *big = set_req(3, 1, "big", v, vlen),
+                  *b = add_req(4, 1, "b", 1);
+    a->next = big;
+    big->next = b;
+    b->next = NULL;
+    c10ds_engine_run_batch(eng, a);
+    ck_assert_int_eq(nreplies, 4);
+    C10dpb__Reply *ra = replies[1], *rbig = replies[2], *rb = replies[3];
+    ck_assert_int_ne(rbig->status, C10D_OK);
+    ck_assert_msg(strstr(rbig->detail, "full") != NULL, "the cause is not named: %s",
+                  rbig->detail);
+    /* What each reply says is what is stored. */
+    sqlite3_exec(db.h, "PRAGMA max_page_count=1000000", NULL, NULL, NULL);
+    int64_t got_a = stored_number("a"), got_b = stored_number("b");
+    ck_assert_int_eq(got_a, ra->status == C10D_OK ? 1 : -1);
+    ck_assert_int_eq(got_b, rb->status == C10D_OK ? 1 : -1);
+    if (ra->status != C10D_OK)
+        ck_assert_msg(strstr(ra->detail, "full") != NULL, "a: %s", ra->detail);
+    ck_assert_int_eq(stored_number("before"), 1);
+    /* Retries with the same ids count once. */
+    run1(add_req(2, 1, "a", 1));
+    run1(add_req(4, 1, "b", 1));
+    ck_assert_int_eq(stored_number("a"), 1);
+    ck_assert_int_eq(stored_number("b"), 1);
+    free(v);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("limits");
+    TCase *tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, a_group_join_whose_members_lack_the_caller_is_refused);
+    tcase_add_test(tc, a_world_larger_than_the_limit_is_refused_at_once);
+    tcase_add_test(tc, a_long_member_list_is_checked_in_linear_time);
+    tcase_add_test(tc, a_multi_get_reply_larger_than_a_message_is_refused);
+    tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -8,17 +8,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Takes an exclusive flock on "<path>.lock" and records who holds it, so
  * that a second coordinator on the same database is refused with a message
  * that names the first. flock (not SQLite's own locks) because WAL mode
- * lets several processes write, which is exactly what must not happen. */
+ * lets several processes write, which is exactly what must not happen.
+ * The path is resolved first (a symlink finds the holder's lock file);
+ * a hard link is caught by take_file_lock. */
 static int take_lock(const char *path, int *fd_out, char *err, size_t errlen)
 {
-    char lock_path[4096];
-    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    char lock_path[PATH_MAX + 8], real[PATH_MAX];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", realpath(path, real) ? real : path);
     int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open lock file %s: %s", lock_path, strerror(errno));
@@ -45,6 +49,33 @@ static int take_lock(const char *path, int *fd_out, char *err, size_t errlen)
     return 0;
 }
 
+/* An exclusive flock on the database file itself: one coordinator per
+ * file, whatever path (hard link, symlink, bind mount) names it. Two
+ * coordinators on one file through two names corrupt it (each keeps its
+ * own WAL, "<name>-wal"). On Linux flock and SQLite's POSIX locks do not
+ * meet; the descriptor stays open until after sqlite3_close, since
+ * closing a descriptor of the file would drop SQLite's POSIX locks. */
+static int take_file_lock(const char *path, int *fd_out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open database %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        struct stat sb;
+        fstat(fd, &sb);
+        snprintf(err, errlen, "database %s is in use by another c10d-coord through another path "
+                 "to the same file (device %llu, inode %llu: a hard link or a bind mount); "
+                 "stop it first or use another --db", path, (unsigned long long)sb.st_dev,
+                 (unsigned long long)sb.st_ino);
+        close(fd);
+        return -1;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
 static int exec(sqlite3 *h, const char *sql, char *err, size_t errlen)
 {
     char *msg = NULL;
@@ -54,6 +85,29 @@ static int exec(sqlite3 *h, const char *sql, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* SQLite's quick_check (every page and index entry, not the index
+ * contents against their tables; linear in the file's size). A damaged
+ * file must not be served: it answers existing keys "no such key" and
+ * fails writes. The first problem found goes into err. */
+static int check_intact(sqlite3 *h, char *err, size_t errlen)
+{
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &s, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "%s", sqlite3_errmsg(h));
+        return -1;
+    }
+    int rc = sqlite3_step(s), ok = 0;
+    if (rc == SQLITE_ROW) {
+        const char *r = (const char *)sqlite3_column_text(s, 0);
+        ok = r && strcmp(r, "ok") == 0;
+        snprintf(err, errlen, "%s", r ? r : "no answer from quick_check");
+    } else {
+        snprintf(err, errlen, "%s", sqlite3_errmsg(h));
+    }
+    sqlite3_finalize(s);
+    return ok ? 0 : -1;
 }
 
 static int user_version(sqlite3 *h)
@@ -107,10 +161,13 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
 int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
-    db->lock_fd = -1;
+    db->lock_fd = db->file_fd = -1;
     int memory = strcmp(path, ":memory:") == 0;
-    if (!memory && take_lock(path, &db->lock_fd, err, errlen) != 0)
+    if (!memory && (take_lock(path, &db->lock_fd, err, errlen) != 0 ||
+                    take_file_lock(path, &db->file_fd, err, errlen) != 0)) {
+        c10ds_db_close(db);
         return -1;
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open database %s: %s", path,
@@ -125,6 +182,12 @@ int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
                     "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY",
              why, sizeof why) != 0) {
         snprintf(err, errlen, "cannot configure database %s: %s", path, why);
+        goto fail;
+    }
+    if (check_intact(db->h, why, sizeof why) != 0) {
+        snprintf(err, errlen, "database %s is damaged (%s): restore it from a backup or move it "
+                 "aside and start on a new one (docs/operations.md, \"A damaged database\")",
+                 path, why);
         goto fail;
     }
     if (c10ds_db_migrate(db->h, &db->schema_version, why, sizeof why) != 0) {
@@ -146,6 +209,10 @@ void c10ds_db_close(c10ds_db *db)
             c10ds_warn("closing the database: %s", sqlite3_errmsg(db->h));
         db->h = NULL;
     }
+    if (db->file_fd >= 0) {
+        close(db->file_fd); /* after sqlite3_close: see take_file_lock */
+        db->file_fd = -1;
+    }
     if (db->lock_fd >= 0) {
         close(db->lock_fd); /* releases the flock */
         db->lock_fd = -1;
@@ -165,6 +232,17 @@ int c10ds_db_commit(c10ds_db *db)
         return 0;
     c10ds_error("commit failed: %s", sqlite3_errmsg(db->h));
     c10ds_db_rollback(db);
+    return -1;
+}
+
+int c10ds_db_checkpoint(c10ds_db *db)
+{
+    if (!db->path || strcmp(db->path, ":memory:") == 0)
+        return 0;
+    int rc = sqlite3_wal_checkpoint_v2(db->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    if (rc == SQLITE_OK)
+        return 0;
+    c10ds_warn("checkpointing the database's WAL: %s", sqlite3_errmsg(db->h));
     return -1;
 }
 

@@ -13,7 +13,8 @@
 typedef struct c10ds_db {
     sqlite3 *h;
     char *path;
-    int lock_fd; /* -1 for :memory: */
+    int lock_fd; /* "<path>.lock": who holds it; -1 for :memory: */
+    int file_fd; /* the database file itself, flocked: the same file by any path */
     int schema_version;
 } c10ds_db;
 
@@ -29,6 +30,11 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen);
 int c10ds_db_begin(c10ds_db *db);
 /* Commits; on failure rolls back and returns -1 (sqlite3_errmsg says why). */
 int c10ds_db_commit(c10ds_db *db);
+/* Copies the WAL into the database file and truncates the WAL to zero
+ * bytes (outside a transaction). SQLite's own checkpoints start at 4 MB
+ * of WAL and never shrink the file: after a full disk it would fill the
+ * disk again. Returns 0, or -1 (logged). */
+int c10ds_db_checkpoint(c10ds_db *db);
 void c10ds_db_rollback(c10ds_db *db);
 
 /* Prepares a statement once; returns NULL (and logs) on failure. */

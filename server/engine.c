@@ -13,6 +13,10 @@
 
 /* How often silent members are looked for (heartbeat timeouts). */
 #define SWEEP_INTERVAL_MS 500
+/* The WAL is copied into the database and truncated this often, after a
+ * batch (c10ds_db_checkpoint: a few ms for a few MB), and at once after a
+ * transaction was lost to a full disk, so the space comes back. */
+#define CHECKPOINT_INTERVAL_MS 10000
 
 static void on_key_written(void *arg, const char *key)
 {
@@ -219,6 +223,7 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
         c10ds_fail(current, C10D_ERROR, "the coordinator's database failed (%s); nothing from "
                    "this request was stored", why);
     c10ds_store_recount(&e->store); /* cached counts follow the rollback */
+    e->next_checkpoint_ms = 0; /* free the WAL's space after this batch */
     begin_txn(e);
     return 1;
 }
@@ -316,9 +321,15 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     for (c10ds_request *r; (r = c10ds_waiters_pop_expired(e->waiters, c10d_now_ms())) != NULL;)
         run(e, r, C10DS_EXPIRED);
     c10ds_reqlog_prune(&e->reqlog);
-    if (e->in_txn && c10ds_db_commit(e->db) != 0)
+    if (e->in_txn && c10ds_db_commit(e->db) != 0) {
         fail_batch_on_commit_error(e);
+        e->next_checkpoint_ms = 0;
+    }
     e->in_txn = 0;
+    if (c10d_now_ms() >= e->next_checkpoint_ms) {
+        c10ds_db_checkpoint(e->db);
+        e->next_checkpoint_ms = c10d_now_ms() + CHECKPOINT_INTERVAL_MS;
+    }
     atomic_store(&e->parked, (long long)c10ds_waiters_count(e->waiters));
 
     c10ds_request *out = e->outbox;

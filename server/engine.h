@@ -73,6 +73,7 @@ struct c10ds_engine {
     c10ds_verify verify;
     c10ds_join join;
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
+    int64_t next_checkpoint_ms; /* the WAL's next deliberate checkpoint (monotonic) */
     c10ds_waiters *waiters;
     const c10ds_op *ops[64]; /* by op_case */
 

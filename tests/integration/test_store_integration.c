@@ -8,6 +8,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <errno.h>
 #include "frame.h"
 #include <pthread.h>
@@ -605,6 +606,34 @@ START_TEST(second_coordinator_on_the_same_database_is_refused)
 }
 END_TEST
 
+/* Issue 12, finding 1: the lock was keyed on the path, so a hard link or
+ * a symlink to a live database started a second coordinator on the same
+ * file (2,000 writes through each corrupted it). */
+START_TEST(second_coordinator_through_a_link_is_refused)
+{
+    const char *kinds[] = {"hard link", "symlink"};
+    for (int k = 0; k < 2; k++) {
+        coord_proc second = coord;
+        second.pid = 0;
+        snprintf(second.db, sizeof second.db, "%s/other-name-%d.db", coord.dir, k);
+        snprintf(second.log, sizeof second.log, "%s/second-%d.log", coord.dir, k);
+        ck_assert_int_eq(k == 0 ? link(coord.db, second.db) : symlink(coord.db, second.db), 0);
+        int st = 0;
+        ck_assert_msg(coord_start(&second, NULL, NULL, &st) == -1,
+                      "a second coordinator started on the database through a %s", kinds[k]);
+        ck_assert(WIFEXITED(st));
+        ck_assert_int_eq(WEXITSTATUS(st), 1);
+        ck_assert_msg(coord_log_contains(&second, "in use by another c10d-coord"),
+                      "the %s: the second coordinator's log does not say why", kinds[k]);
+        unlink(second.db);
+    }
+    /* The first one still serves. */
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "still", "here", 4));
+    c10d_store_close(s);
+}
+END_TEST
+
 START_TEST(sigterm_is_a_clean_shutdown)
 {
     c10d_store *s = connect_store();
@@ -618,6 +647,38 @@ START_TEST(sigterm_is_a_clean_shutdown)
     char wal[600];
     snprintf(wal, sizeof wal, "%s-wal", coord.db);
     ck_assert_int_ne(access(wal, F_OK), 0);
+}
+END_TEST
+
+/* Issue 12, finding 3: a damaged database started silently ("-1 keys"),
+ * then answered existing keys "no such key". It must be refused at start
+ * with a message that says the file is damaged. */
+START_TEST(a_damaged_database_is_refused_at_start)
+{
+    c10d_store *s = connect_store();
+    char key[32], val[512];
+    memset(val, 'v', sizeof val);
+    for (int i = 0; i < 200; i++) { /* a few pages of keys */
+        snprintf(key, sizeof key, "key%03d", i);
+        OK(c10d_store_set(s, key, val, sizeof val));
+    }
+    c10d_store_close(s);
+    ck_assert(WIFEXITED(coord_stop(&coord, SIGTERM))); /* checkpointed into the file */
+    /* Garbage over pages 3 to 12 of the file (4 KiB pages), as a bad disk
+     * or a half-restored copy leaves it. */
+    int fd = open(coord.db, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    char junk[4096];
+    memset(junk, 0x5a, sizeof junk);
+    for (int p = 2; p < 12; p++)
+        ck_assert_int_eq(pwrite(fd, junk, sizeof junk, (off_t)p * 4096), (ssize_t)sizeof junk);
+    close(fd);
+    int st = 0;
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, &st), -1);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    ck_assert_msg(coord_log_contains(&coord, "is damaged"), "the log does not say the database "
+                  "is damaged");
 }
 END_TEST
 
@@ -683,6 +744,8 @@ int main(void)
     tcase_add_test(tc, concurrent_adds_from_processes_are_exact);
     tcase_add_test(tc, one_handle_many_threads);
     tcase_add_test(tc, blocked_get_wakes_on_set_from_another_client);
+    tcase_add_test(tc, second_coordinator_through_a_link_is_refused);
+    tcase_add_test(tc, a_damaged_database_is_refused_at_start);
     tcase_add_test(tc, a_parked_get_goes_with_its_connection);
     tcase_add_test(tc, wait_timeout_names_the_missing_keys);
     tcase_add_test(tc, prefix_stores_are_isolated);

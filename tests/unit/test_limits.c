@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static c10ds_db db;
@@ -255,6 +256,39 @@ START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
 }
 END_TEST
 
+static long long wal_bytes(void)
+{
+    char p[160];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s-wal", dbpath);
+    return stat(p, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+/* Finding 4: SQLite checkpoints at 4 MB of WAL and never shrinks it, so
+ * after a full disk the WAL filled it again. The engine checkpoints and
+ * truncates the WAL itself: every few seconds, and at once after a lost
+ * transaction. */
+START_TEST(the_wal_is_checkpointed_and_truncated)
+{
+    size_t vlen = 512 << 10;
+    char *v = calloc(1, vlen);
+    eng->next_checkpoint_ms = c10d_now_ms() + 60000; /* not during the writes */
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        run1(set_req(1, (uint64_t)i + 1, key, v, vlen));
+    }
+    ck_assert_int_gt(wal_bytes(), 2 << 20);
+    c10ds_engine_run_batch(eng, NULL); /* not due yet: kept */
+    ck_assert_int_gt(wal_bytes(), 2 << 20);
+    eng->next_checkpoint_ms = 0; /* due */
+    c10ds_engine_run_batch(eng, NULL);
+    ck_assert_int_eq(wal_bytes(), 0);
+    ck_assert_int_gt(eng->next_checkpoint_ms, c10d_now_ms()); /* and due again later */
+    free(v);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limits");
@@ -265,6 +299,7 @@ int main(void)
     tcase_add_test(tc, a_long_member_list_is_checked_in_linear_time);
     tcase_add_test(tc, a_multi_get_reply_larger_than_a_message_is_refused);
     tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);
+    tcase_add_test(tc, the_wal_is_checkpointed_and_truncated);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

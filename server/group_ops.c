@@ -14,6 +14,7 @@
 #include "c10d_time.h"
 #include "log.h"
 
+#include <c10d/pg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,6 +351,11 @@ static int validate_join(c10ds_engine *e, c10ds_request *r)
     C10dpb__GroupJoin *m = r->pb->group_join;
     if (!*m->job || !*m->name)
         return c10ds_fail(r, C10D_EINVAL, "rendezvous needs a job and a group name"), -1;
+    if (strlen(m->job) > C10D_MAX_JOB_BYTES || strlen(m->name) > C10D_MAX_JOB_BYTES)
+        return c10ds_fail(r, C10D_EINVAL, "a %s name of %zu bytes: the limit is %d "
+                          "(C10D_MAX_JOB_BYTES)", strlen(m->job) > C10D_MAX_JOB_BYTES ? "job" :
+                          "group", strlen(strlen(m->job) > C10D_MAX_JOB_BYTES ? m->job : m->name),
+                          C10D_MAX_JOB_BYTES), -1;
     if (m->world_size > 0 && (uint32_t)m->world_size > e->cfg->max_world_size)
         return c10ds_fail(r, C10D_ETOOBIG, "world size %d of job %s exceeds the coordinator's "
                           "limit of %u ranks (--max-world-size)", m->world_size, m->job,

@@ -1,5 +1,7 @@
 #include "internal.h"
 
+#include <errno.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,22 @@ long c10di_env_long(const char *name, long def)
     char *end;
     long x = strtol(v, &end, 10);
     return *end ? def : x;
+}
+
+c10d_status c10di_env_int(const char *name, long def, long min, long max, long *out)
+{
+    const char *v = getenv(name);
+    *out = def;
+    if (!v || !*v)
+        return C10D_OK;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < min || x > max)
+        return c10di_error(C10D_EINVAL, "%s=%s: want a whole number from %ld to %ld", name, v,
+                           min, max);
+    *out = x;
+    return C10D_OK;
 }
 
 void c10di_resolve_url(const char *url, char *out, size_t outlen)

@@ -27,8 +27,13 @@ c10d_status c10di_error(c10d_status st, const char *fmt, ...) __attribute__((for
  * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT,
  * else tcp://127.0.0.1:29500. */
 void c10di_resolve_url(const char *url, char *out, size_t outlen);
-/* An integer from the environment, or def when unset or malformed. */
+/* An integer from the environment, or def when unset or malformed (for
+ * switches whose garbage means "off"). */
 long c10di_env_long(const char *name, long def);
+/* An integer setting from the environment: def when unset or empty; a
+ * value that is not a whole number in [min, max] is C10D_EINVAL naming
+ * the variable (a typo must not silently become the default). */
+c10d_status c10di_env_int(const char *name, long def, long min, long max, long *out);
 
 /* --- conn.c: one byte-stream connection to the coordinator, shared by a
  * store, its prefix views, and a world's threads (see conn.c) --- */

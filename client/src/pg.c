@@ -6,6 +6,7 @@
 
 #include "c10d_time.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,19 +163,31 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     c10d_init_opts opts = C10D_INIT_OPTS_INIT;
     if (o)
         opts = *o;
-    int rank = opts.rank >= 0 ? opts.rank : (int)c10di_env_long("RANK", -1);
-    int size = opts.world_size > 0 ? opts.world_size : (int)c10di_env_long("WORLD_SIZE", 0);
-    const char *job = opts.job ? opts.job : getenv("C10D_JOB");
-    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms
-                                      : (int)c10di_env_long("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
-    int device = opts.device >= 0 ? opts.device : (int)c10di_env_long("LOCAL_RANK", -1);
+    long env_rank = -1, env_size = 0, env_timeout = DEFAULT_TIMEOUT_MS, env_device = -1;
     c10d_status st;
+    c10d_verify verify;
+    if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
+        (opts.world_size <= 0 && (st = c10di_env_int("WORLD_SIZE", 0, 1, INT_MAX, &env_size))) ||
+        (opts.timeout_ms <= 0 && (st = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1,
+                                                     INT_MAX, &env_timeout))) ||
+        (opts.device < 0 && (st = c10di_env_int("LOCAL_RANK", -1, 0, INT_MAX, &env_device))) ||
+        (st = c10di_verify_mode(opts.verify, &verify)))
+        return c10di_error(st, "c10d_init: %s", c10d_errmsg());
+    int rank = opts.rank >= 0 ? opts.rank : (int)env_rank;
+    int size = opts.world_size > 0 ? opts.world_size : (int)env_size;
+    const char *job = opts.job ? opts.job : getenv("C10D_JOB");
+    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms : (int)env_timeout;
+    int device = opts.device >= 0 ? opts.device : (int)env_device;
     if (size <= 0)
         return c10di_error(C10D_EINVAL, "c10d_init: no world size (set WORLD_SIZE or "
                            "opts.world_size)");
     if (rank < 0 || rank >= size)
         return c10di_error(C10D_EINVAL, "c10d_init: rank %d is out of range for world size %d "
                            "(set RANK or opts.rank)", rank, size);
+    if (job && strlen(job) > C10D_MAX_JOB_BYTES)
+        return c10di_error(C10D_EINVAL, "c10d_init: the job name (%s) is %zu bytes long, more "
+                           "than %d (C10D_MAX_JOB_BYTES)", opts.job ? "opts.job" : "C10D_JOB",
+                           strlen(job), C10D_MAX_JOB_BYTES);
     if (opts.backend != C10D_BACKEND_AUTO && opts.backend != C10D_BACKEND_HOST &&
         opts.backend != C10D_BACKEND_NCCL)
         return c10di_error(C10D_EINVAL, "c10d_init: unknown backend %d", (int)opts.backend);
@@ -207,7 +220,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->backend = opts.backend;
     w->device = device;
     c10di_activity(w, "c10d_init", NULL, NULL, NULL);
-    w->verify = c10di_verify_mode(opts.verify);
+    w->verify = verify;
     pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
     const char *token = getenv("C10D_TOKEN");
     if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, opts.tls_ca,

@@ -266,7 +266,9 @@ typedef struct c10di_alert {
     c10d_status status;
     char *report;
 } c10di_alert;
-c10d_verify c10di_verify_mode(c10d_verify asked);
+/* The mode asked for, else C10D_VERIFY's (sync, async, off; SYNC when
+ * unset); an unknown C10D_VERIFY is C10D_EINVAL. */
+c10d_status c10di_verify_mode(c10d_verify asked, c10d_verify *out);
 c10d_status c10di_verify_start(c10di_world *w);
 void c10di_verify_stop(c10di_world *w);
 void c10di_alerts_free(c10di_world *w);

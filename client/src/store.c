@@ -1,6 +1,7 @@
 /* The public store API: argument checks, prefixing, one request each. */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +48,12 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     c10d_store_opts opts = C10D_STORE_OPTS_INIT;
     if (o)
         opts = *o;
-    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms
-                                      : (int)c10di_env_long("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS);
-    if (timeout <= 0)
-        timeout = DEFAULT_TIMEOUT_MS;
+    long env_timeout = DEFAULT_TIMEOUT_MS;
+    c10d_status est;
+    if (opts.timeout_ms <= 0 &&
+        (est = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout)))
+        return c10di_error(est, "c10d_store_connect: %s", c10d_errmsg());
+    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms : (int)env_timeout;
     int connect_timeout = opts.connect_timeout_ms > 0 ? opts.connect_timeout_ms : timeout;
     const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
     c10di_conn *conn;

@@ -44,16 +44,22 @@ typedef struct c10di_pending {
     unsigned known; /* joins of its group's region known when queued */
 } c10di_pending;
 
-c10d_verify c10di_verify_mode(c10d_verify asked)
+c10d_status c10di_verify_mode(c10d_verify asked, c10d_verify *out)
 {
+    *out = asked;
     if (asked != C10D_VERIFY_DEFAULT)
-        return asked;
+        return C10D_OK;
     const char *v = getenv("C10D_VERIFY");
-    if (v && !strcasecmp(v, "off"))
-        return C10D_VERIFY_OFF;
-    if (v && !strcasecmp(v, "async"))
-        return C10D_VERIFY_ASYNC;
-    return C10D_VERIFY_SYNC;
+    *out = C10D_VERIFY_SYNC;
+    if (!v || !*v || !strcasecmp(v, "sync"))
+        return C10D_OK;
+    if (!strcasecmp(v, "off"))
+        *out = C10D_VERIFY_OFF;
+    else if (!strcasecmp(v, "async"))
+        *out = C10D_VERIFY_ASYNC;
+    else
+        return c10di_error(C10D_EINVAL, "C10D_VERIFY=%s: want sync, async or off", v);
+    return C10D_OK;
 }
 
 static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp *fp,

@@ -120,6 +120,45 @@ START_TEST(no_coordinator_is_eunavail_within_timeout)
 }
 END_TEST
 
+/* Issue 12, finding 28: a malformed setting became the default in
+ * silence (C10D_TIMEOUT_MS=12x, C10D_VERIFY=bogus became SYNC). Finding
+ * 10: a long C10D_JOB was cut to 127 bytes. Each is refused at once,
+ * naming the variable, before anything is sent. */
+START_TEST(bad_settings_are_refused_naming_them)
+{
+    c10d_pg *pg = NULL;
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.rank = 0;
+    o.world_size = 1;
+    o.coord_url = "tcp://127.0.0.1:1";
+    struct { const char *var, *val, *says; } cases[] = {
+        {"C10D_TIMEOUT_MS", "12x", "C10D_TIMEOUT_MS=12x"},
+        {"C10D_TIMEOUT_MS", "-5", "C10D_TIMEOUT_MS=-5"},
+        {"C10D_VERIFY", "bogus", "C10D_VERIFY=bogus: want sync, async or off"},
+        {"LOCAL_RANK", "one", "LOCAL_RANK=one"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].val, 1);
+        ck_assert_int_eq(c10d_init(&pg, &o), C10D_EINVAL);
+        ck_assert_msg(strstr(c10d_errmsg(), cases[i].says) != NULL, "%s=%s: %s", cases[i].var,
+                      cases[i].val, c10d_errmsg());
+        unsetenv(cases[i].var);
+    }
+    setenv("C10D_TIMEOUT_MS", "abc", 1);
+    c10d_store *s = NULL;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", NULL), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "C10D_TIMEOUT_MS=abc"));
+    unsetenv("C10D_TIMEOUT_MS");
+    char job[C10D_MAX_JOB_BYTES + 2];
+    memset(job, 'j', sizeof job - 1);
+    job[sizeof job - 1] = '\0';
+    setenv("C10D_JOB", job, 1);
+    ck_assert_int_eq(c10d_init(&pg, &o), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "C10D_MAX_JOB_BYTES"));
+    unsetenv("C10D_JOB");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client_basics");
@@ -132,6 +171,7 @@ int main(void)
     tcase_add_test(tc, null_handles_are_safe);
     tcase_add_test(tc, bad_url_is_einval);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
+    tcase_add_test(tc, bad_settings_are_refused_naming_them);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

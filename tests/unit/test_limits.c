@@ -6,6 +6,8 @@
 #include "engine.h"
 #include "engine_request.h"
 
+#include <c10d/pg.h>
+
 #include "c10d_time.h"
 #include "check_main.h"
 
@@ -126,6 +128,23 @@ START_TEST(a_group_join_whose_members_lack_the_caller_is_refused)
         ck_assert_int_eq(replies[i]->status, C10D_EINVAL);
         ck_assert_ptr_nonnull(strstr(replies[i]->detail, "is not one of its members"));
     }
+}
+END_TEST
+
+/* Finding 10: job names of 256+ bytes broke liveness (keys were cut);
+ * the library cut C10D_JOB at 127 bytes, so two long names became one
+ * job. One limit, C10D_MAX_JOB_BYTES, refused on both sides. */
+START_TEST(a_job_name_over_the_limit_is_refused)
+{
+    char job[C10D_MAX_JOB_BYTES + 2];
+    memset(job, 'j', sizeof job - 1);
+    job[sizeof job - 1] = '\0';
+    run1(join_req(1, job, "world", 0, 1, NULL, 0));
+    ck_assert_int_eq(replies[0]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "C10D_MAX_JOB_BYTES"));
+    job[sizeof job - 2] = '\0'; /* exactly the limit: served */
+    run1(join_req(2, job, "world", 0, 1, NULL, 0));
+    ck_assert_int_eq(replies[1]->status, C10D_OK);
 }
 END_TEST
 
@@ -296,6 +315,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_group_join_whose_members_lack_the_caller_is_refused);
     tcase_add_test(tc, a_world_larger_than_the_limit_is_refused_at_once);
+    tcase_add_test(tc, a_job_name_over_the_limit_is_refused);
     tcase_add_test(tc, a_long_member_list_is_checked_in_linear_time);
     tcase_add_test(tc, a_multi_get_reply_larger_than_a_message_is_refused);
     tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);

@@ -20,6 +20,11 @@
 extern "C" {
 #endif
 
+/* The longest job name (bytes) the library and the coordinator accept:
+ * longer ones are refused with C10D_EINVAL on both sides, never cut (two
+ * long names would become one job). */
+#define C10D_MAX_JOB_BYTES 127
+
 typedef struct c10d_pg c10d_pg;
 
 typedef enum {
@@ -39,7 +44,7 @@ typedef struct c10d_init_opts {
     const char *coord_url; /* NULL: C10D_COORD, or MASTER_ADDR + MASTER_PORT */
     int rank;              /* -1: RANK */
     int world_size;        /* 0: WORLD_SIZE */
-    const char *job;       /* NULL: C10D_JOB, else "default" */
+    const char *job;       /* NULL: C10D_JOB, else "default"; at most C10D_MAX_JOB_BYTES */
     c10d_backend backend;
     c10d_verify verify;
     int timeout_ms; /* rendezvous and collectives; 0: C10D_TIMEOUT_MS, else 600000 */

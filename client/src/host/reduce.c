@@ -2,8 +2,11 @@
 
 #include <string.h>
 
-/* One loop per (type, op); the compiler vectorises each. */
-#define REDUCE_LOOPS(T)                                                                          \
+/* One loop per (type, op); the compiler vectorises each. Integer SUM and
+ * PROD wrap around, as NCCL's and torch's do: the arithmetic is done in
+ * U, an unsigned type as wide as T, where overflow is defined (signed
+ * overflow is undefined behaviour). */
+#define REDUCE_LOOPS(T, U)                                                                       \
     do {                                                                                         \
         T *d = dst;                                                                              \
         const T *s = src;                                                                        \
@@ -11,11 +14,11 @@
         case C10D_SUM:                                                                           \
         case C10D_AVG:                                                                           \
             for (size_t i = 0; i < n; i++)                                                       \
-                d[i] = (T)(d[i] + s[i]);                                                         \
+                d[i] = (T)((U)d[i] + (U)s[i]);                                                   \
             break;                                                                               \
         case C10D_PROD:                                                                          \
             for (size_t i = 0; i < n; i++)                                                       \
-                d[i] = (T)(d[i] * s[i]);                                                         \
+                d[i] = (T)((U)d[i] * (U)s[i]);                                                   \
             break;                                                                               \
         case C10D_MIN:                                                                           \
             for (size_t i = 0; i < n; i++)                                                       \
@@ -31,33 +34,37 @@
 void c10di_reduce(c10d_dtype dt, c10d_reduce_op op, void *dst, const void *src, size_t n)
 {
     switch (dt) {
-    case C10D_FLOAT32: REDUCE_LOOPS(float); break;
-    case C10D_FLOAT64: REDUCE_LOOPS(double); break;
-    case C10D_INT8: REDUCE_LOOPS(int8_t); break;
-    case C10D_UINT8: REDUCE_LOOPS(uint8_t); break;
-    case C10D_INT32: REDUCE_LOOPS(int32_t); break;
-    case C10D_INT64: REDUCE_LOOPS(int64_t); break;
+    case C10D_FLOAT32: REDUCE_LOOPS(float, float); break;
+    case C10D_FLOAT64: REDUCE_LOOPS(double, double); break;
+    case C10D_INT8: REDUCE_LOOPS(int8_t, uint32_t); break;
+    case C10D_UINT8: REDUCE_LOOPS(uint8_t, uint32_t); break;
+    case C10D_INT32: REDUCE_LOOPS(int32_t, uint32_t); break;
+    case C10D_INT64: REDUCE_LOOPS(int64_t, uint64_t); break;
     case C10D_FLOAT16:
     case C10D_BFLOAT16: break; /* widened by the caller */
     }
 }
 
-#define AVG_LOOP(T)                                                                              \
+/* The divisor in W, not T: (uint8_t)256 is 0 (SIGFPE at 256 ranks) and
+ * (int8_t)128 is -128. Integer AVG is the wrapped sum divided, truncating. */
+#define AVG_LOOP(T, W)                                                                           \
     do {                                                                                         \
         T *d = dst;                                                                              \
         for (size_t i = 0; i < n; i++)                                                           \
-            d[i] = (T)(d[i] / (T)divisor);                                                       \
+            d[i] = (T)((W)d[i] / (W)divisor);                                                    \
     } while (0)
 
 void c10di_reduce_avg_finish(c10d_dtype dt, void *dst, size_t n, int divisor)
 {
+    if (divisor < 1)
+        return; /* nobody contributed: nothing to divide */
     switch (dt) {
-    case C10D_FLOAT32: AVG_LOOP(float); break;
-    case C10D_FLOAT64: AVG_LOOP(double); break;
-    case C10D_INT8: AVG_LOOP(int8_t); break;
-    case C10D_UINT8: AVG_LOOP(uint8_t); break;
-    case C10D_INT32: AVG_LOOP(int32_t); break;
-    case C10D_INT64: AVG_LOOP(int64_t); break;
+    case C10D_FLOAT32: AVG_LOOP(float, float); break;
+    case C10D_FLOAT64: AVG_LOOP(double, double); break;
+    case C10D_INT8: AVG_LOOP(int8_t, int32_t); break;
+    case C10D_UINT8: AVG_LOOP(uint8_t, int32_t); break;
+    case C10D_INT32: AVG_LOOP(int32_t, int64_t); break;
+    case C10D_INT64: AVG_LOOP(int64_t, int64_t); break;
     case C10D_FLOAT16:
     case C10D_BFLOAT16: break;
     }

@@ -21,11 +21,22 @@ static inline int64_t c10d_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Added to the wall clock: tests step it with this, as NTP or an operator
+ * would step the real one (0 otherwise). */
+extern int64_t c10d_wall_step_ms;
+
 static inline int64_t c10d_wall_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + c10d_wall_step_ms;
 }
+
+/* Wall-clock milliseconds that never step: the wall clock at the first
+ * call, advanced by the monotonic clock since. For times a process stores
+ * and compares (heartbeat staleness, the order members were lost, how
+ * long a rank has waited): a clock step must not make every live member
+ * look silent for an hour. Near the wall clock, so it reads as a date. */
+int64_t c10d_steady_wall_ms(void);
 
 #endif

@@ -312,7 +312,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
      * may not write, but loop in case a future op does. */
     run_ready(e);
     if (c10d_now_ms() >= e->next_sweep_ms) {
-        c10ds_groups_sweep(e, c10d_wall_ms());
+        c10ds_groups_sweep(e, c10d_steady_wall_ms());
         c10ds_emit_sweep(e);
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
         txn_lost(e, NULL);

@@ -122,7 +122,7 @@ void c10ds_engine_free(c10ds_engine *e);
 /* Liveness (group_ops.c): members that joined on a closed connection are
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
-void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms);
+void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms); /* now: c10d_steady_wall_ms() */
 /* The job's version goes up and its watchers are answered. */
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
 /* Members of a generation that are not alive (free with _lost_free). */

@@ -667,17 +667,17 @@ void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
     free(v);
 }
 
-void c10ds_groups_sweep(c10ds_engine *e, int64_t now_wall_ms)
+void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms)
 {
     int timeout = e->cfg->heartbeat_timeout_ms;
     size_t n;
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBERS_STALE);
-    sqlite3_bind_int64(s, 1, now_wall_ms - timeout);
+    sqlite3_bind_int64(s, 1, now_ms - timeout);
     member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++) {
         char why[128];
         snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",
-                 (long long)(now_wall_ms - v[i].seen), timeout);
+                 (long long)(now_ms - v[i].seen), timeout);
         mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL);
     }
     free(v);

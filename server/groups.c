@@ -77,7 +77,7 @@ int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
         }
     }
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_RESET_PIPES);
-    sqlite3_bind_int64(s, 1, c10d_wall_ms());
+    sqlite3_bind_int64(s, 1, c10d_steady_wall_ms());
     sqlite3_step(s);
     sqlite3_reset(s);
     return 0;
@@ -150,7 +150,7 @@ int c10ds_groups_new_generation(c10ds_groups *g, const char *job, uint64_t gen, 
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_JOB_PUT);
     bind_jg(s, job, gen);
     sqlite3_bind_int(s, 3, world_size);
-    sqlite3_bind_int64(s, 4, c10d_wall_ms());
+    sqlite3_bind_int64(s, 4, c10d_steady_wall_ms());
     if (step_done(s) != 0)
         return -1;
     s = c10ds_groups_stmt(g, GS_JOB_PRUNE_GM);
@@ -189,7 +189,7 @@ int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int 
     sqlite3_bind_int(s, 5, pid);
     sqlite3_bind_int64(s, 6, (sqlite3_int64)client_id);
     sqlite3_bind_int64(s, 7, pipe);
-    sqlite3_bind_int64(s, 8, c10d_wall_ms());
+    sqlite3_bind_int64(s, 8, c10d_steady_wall_ms());
     if (step_done(s) != 0)
         return -1;
     s = c10ds_groups_stmt(g, GS_JOB_BUMP);
@@ -209,7 +209,7 @@ int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int r
      * order of the stamps is the order the coordinator saw ranks go, which
      * is how c10d-run (and an operator) tells a rank that failed from the
      * peers that failed because of it a few hundred microseconds later. */
-    int64_t now = c10d_wall_ms();
+    int64_t now = c10d_steady_wall_ms();
     if (now <= g->last_change_ms)
         now = g->last_change_ms + 1;
     g->last_change_ms = now;
@@ -230,7 +230,7 @@ void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank,
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_SEEN);
     bind_jg(s, job, gen);
     sqlite3_bind_int(s, 3, rank);
-    sqlite3_bind_int64(s, 4, c10d_wall_ms());
+    sqlite3_bind_int64(s, 4, c10d_steady_wall_ms());
     sqlite3_bind_int64(s, 5, pipe);
     if (activity)
         sqlite3_bind_text(s, 6, activity, -1, SQLITE_STATIC);

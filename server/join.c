@@ -157,7 +157,7 @@ c10ds_jregion *c10ds_join_region(c10ds_join *j, const char *job, uint64_t gen, c
         return NULL;
     r->throw_early = throw_early;
     r->divide_initial = divide_initial;
-    r->begun_ms = c10d_wall_ms();
+    r->begun_ms = c10d_steady_wall_ms();
     sqlite3_stmt *s = stmt(j, JS_REGION_PUT, job, gen, name);
     sqlite3_bind_int64(s, 4, region);
     sqlite3_bind_int(s, 5, throw_early);
@@ -208,7 +208,7 @@ int c10ds_join_record(c10ds_join *j, c10ds_jregion *r, int idx, uint64_t after)
         return 0; /* a resent join */
     m->after = m->asked = after;
     m->order = ++r->joins;
-    m->joined_ms = c10d_wall_ms();
+    m->joined_ms = c10d_steady_wall_ms();
     m->begun = 1;
     /* The joined ranks shadow from the lowest `after` + 1 on. Usually the
      * first to join stopped earliest; but a rank whose collectives complete
@@ -236,7 +236,7 @@ int c10ds_join_record(c10ds_join *j, c10ds_jregion *r, int idx, uint64_t after)
     r->final_seq = r->m[r->last_joiner].after;
     s = stmt(j, JS_REGION_DONE, r->job, r->gen, r->name);
     sqlite3_bind_int64(s, 4, r->region);
-    sqlite3_bind_int64(s, 5, c10d_wall_ms());
+    sqlite3_bind_int64(s, 5, c10d_steady_wall_ms());
     sqlite3_bind_int(s, 6, r->last_joiner);
     sqlite3_bind_int64(s, 7, (sqlite3_int64)r->final_seq);
     rc = sqlite3_step(s);

@@ -141,7 +141,7 @@ int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_i
                         const void *reply, size_t len)
 {
     sqlite3_stmt *s = rl->st_insert;
-    int64_t now = c10d_wall_ms();
+    int64_t now = c10d_steady_wall_ms();
     sqlite3_reset(s);
     sqlite3_bind_int64(s, 1, (sqlite3_int64)client_id);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)request_id);
@@ -173,7 +173,7 @@ int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_i
 
 void c10ds_reqlog_prune(c10ds_reqlog *rl)
 {
-    int64_t now = c10d_wall_ms();
+    int64_t now = c10d_steady_wall_ms();
     if (now - rl->last_prune_ms < 1000)
         return;
     rl->last_prune_ms = now;

@@ -111,7 +111,7 @@ c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, s
 {
     /* UPDATE first, INSERT when nothing matched: one statement for an
      * existing key, and we learn whether the key is new (for num_keys). */
-    int64_t now = c10d_wall_ms();
+    int64_t now = c10d_steady_wall_ms();
     sqlite3_stmt *s = st->st_update;
     sqlite3_reset(s);
     bind_text(s, 1, key);

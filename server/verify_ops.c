@@ -143,7 +143,7 @@ void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int st
     sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
     sqlite3_bind_int(s, 5, status);
     sqlite3_bind_text(s, 6, report, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, c10d_wall_ms());
+    sqlite3_bind_int64(s, 7, c10d_steady_wall_ms());
     sqlite3_step(s);
     sqlite3_reset(s);
     c10ds_groups_bump(e, g->job, g->gen); /* ASYNC ranks learn it from their watch */
@@ -170,7 +170,7 @@ static void desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_v
 void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap)
 {
     size_t off = 0;
-    int64_t now = c10d_wall_ms();
+    int64_t now = c10d_steady_wall_ms();
     for (int i = 0; i < g->size && off + 64 < cap; i++) {
         char w[64], f[160];
         if (i == 24) {
@@ -285,7 +285,7 @@ static void advance(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t end)
 {
     int was_at_min = g->entered[idx] == g->min_entered;
     g->entered[idx] = end;
-    g->entered_ms[idx] = c10d_wall_ms();
+    g->entered_ms[idx] = c10d_steady_wall_ms();
     if (!was_at_min || --g->at_min > 0)
         return;
     uint64_t min = UINT64_MAX;
@@ -402,7 +402,7 @@ static void trace(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp 
         t->cap = cap;
         t->head = 0;
     }
-    *trace_at(t, t->count++) = (c10ds_tentry){first, last, *fp, c10d_wall_ms()};
+    *trace_at(t, t->count++) = (c10ds_tentry){first, last, *fp, c10d_steady_wall_ms()};
     t->dirty++;
 prune:
     while (t->count > 1 && t->ring[t->head].last + C10DS_TRACE_SEQS < last) {

@@ -275,6 +275,34 @@ START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
 }
 END_TEST
 
+static const char *member_state(const char *job, int rank, char *buf, size_t cap)
+{
+    sqlite3_stmt *s;
+    sqlite3_prepare_v2(db.h, "SELECT state FROM members WHERE job = ?1 AND rank = ?2", -1, &s,
+                       NULL);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, rank);
+    snprintf(buf, cap, "%s", sqlite3_step(s) == SQLITE_ROW ?
+             (const char *)sqlite3_column_text(s, 0) : "(none)");
+    sqlite3_finalize(s);
+    return buf;
+}
+
+/* Finding 17: heartbeat staleness was measured on the wall clock, so a
+ * clock step (NTP, an operator) declared every live member dead. */
+START_TEST(a_wall_clock_step_kills_no_member)
+{
+    run1(join_req(1, "steady", "world", 0, 2, NULL, 0)); /* parks: rank 1 is missing */
+    char st[32];
+    ck_assert_str_eq(member_state("steady", 0, st, sizeof st), "alive");
+    c10d_wall_step_ms = 3600 * 1000; /* the clock jumps an hour ahead */
+    eng->next_sweep_ms = 0;
+    c10ds_engine_run_batch(eng, NULL);
+    c10d_wall_step_ms = 0;
+    ck_assert_str_eq(member_state("steady", 0, st, sizeof st), "alive");
+}
+END_TEST
+
 static long long wal_bytes(void)
 {
     char p[160];
@@ -320,6 +348,7 @@ int main(void)
     tcase_add_test(tc, a_multi_get_reply_larger_than_a_message_is_refused);
     tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);
     tcase_add_test(tc, the_wal_is_checkpointed_and_truncated);
+    tcase_add_test(tc, a_wall_clock_step_kills_no_member);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -53,18 +53,48 @@ c10d_status c10di_tcp_listen(c10di_host *h)
     return C10D_OK;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+/* MSG_NOSIGNAL: a peer that closed must fail this call, not kill the
+ * user's process with SIGPIPE. The socket may be non-blocking. */
+static int write_all(int fd, const void *p, size_t n, int64_t deadline)
 {
     while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            int left = (int)(deadline - c10d_now_ms());
+            if (left <= 0)
+                return -1;
+            poll(&pf, 1, left > 100 ? 100 : left);
             continue;
+        }
         if (k <= 0)
             return -1;
         p = (const char *)p + k;
         n -= (size_t)k;
     }
     return 0;
+}
+
+/* One non-blocking connect, waiting at most ms: 0 or an errno
+ * (ETIMEDOUT when the peer did not answer within ms). */
+static int connect_within(int fd, const struct sockaddr_in *sa, int ms)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0)
+        return 0;
+    if (errno != EINPROGRESS)
+        return errno;
+    struct pollfd p = {fd, POLLOUT, 0};
+    int r = poll(&p, 1, ms);
+    if (r == 0)
+        return ETIMEDOUT;
+    if (r < 0)
+        return errno;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        return errno;
+    return err;
 }
 
 /* Reads a hello within deadline; 0 on success. */
@@ -107,32 +137,33 @@ c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *po
             if (inet_pton(AF_INET, addrs[j], &sa.sin_addr) != 1)
                 return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
                                    addrs[j]);
-            int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            /* In slices of 200 ms, each a fresh socket, so that the group's
+             * deadline and a peer's loss end the wait (a blocking connect
+             * to an address that drops packets waits minutes). */
+            int fd;
             for (;;) {
-                if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (fd < 0)
+                    return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
+                int err = connect_within(fd, &sa, 200);
+                if (err == 0)
                     break;
-                int err = errno;
-                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK) {
-                    if (fd >= 0)
-                        close(fd);
+                close(fd);
+                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK)
                     return st;
-                }
-                if (fd < 0 || err != ECONNREFUSED) {
-                    if (fd >= 0)
-                        close(fd);
+                if (err != ECONNREFUSED && err != ETIMEDOUT && err != EINTR)
                     return c10di_error(C10D_EBACKEND, "cannot connect to rank %d at %s:%d: %s",
                                        j, addrs[j], ports[j], strerror(err));
-                }
-                usleep(10000);
+                if (err == ECONNREFUSED)
+                    usleep(10000);
             }
             tune(fd);
             hello_msg m = {cookie, (uint32_t)h->me, (uint32_t)ch};
-            if (write_all(fd, &m, sizeof m) != 0) {
+            if (write_all(fd, &m, sizeof m, setup.deadline_ms) != 0) {
                 close(fd);
                 return c10di_error(C10D_EBACKEND, "rank %d at %s:%d closed the connection", j,
                                    addrs[j], ports[j]);
             }
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
             h->links[j].fd[ch] = fd;
         }
     }

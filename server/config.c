@@ -38,6 +38,13 @@ static const char usage[] =
     "      --max-connection-buffer N  bytes of replies queued for one client that\n"
     "                            does not read them before it is cut off\n"
     "                            (default 64 MiB)\n"
+    "      --max-pending-bytes N  bytes of unfinished requests held for all\n"
+    "                            connections together; a connection that would\n"
+    "                            go over is closed (default 256 MiB, at least\n"
+    "                            max-message-bytes)\n"
+    "      --frame-timeout MS    a connection that sends part of a request and\n"
+    "                            then nothing for this long is closed (default\n"
+    "                            30000)\n"
     "      --dedup-window S      seconds after a client's last add/append/\n"
     "                            compare_set/delete that a retry of it is still\n"
     "                            recognised (default 600)\n"
@@ -61,6 +68,8 @@ enum {
     OPT_MAX_MULTI,
     OPT_MAX_WORLD,
     OPT_CONN_BUFFER,
+    OPT_MAX_PENDING,
+    OPT_FRAME_TIMEOUT,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_CA,
@@ -116,6 +125,8 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
         {"max-world-size", required_argument, 0, OPT_MAX_WORLD},
         {"max-connection-buffer", required_argument, 0, OPT_CONN_BUFFER},
+        {"max-pending-bytes", required_argument, 0, OPT_MAX_PENDING},
+        {"frame-timeout", required_argument, 0, OPT_FRAME_TIMEOUT},
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
@@ -133,6 +144,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_multi_keys = 4096;
     cfg->max_world_size = 65536;
     cfg->max_conn_buffer = 64u << 20;
+    cfg->frame_timeout_ms = 30000;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->log_level = C10DS_LOG_INFO;
@@ -185,6 +197,16 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("max-connection-buffer", optarg, 1u << 16, 1ull << 40,
                           &cfg->max_conn_buffer))
                 return -1;
+            break;
+        case OPT_MAX_PENDING:
+            if (parse_u64("max-pending-bytes", optarg, 1u << 16, 1ull << 40,
+                          &cfg->max_pending_bytes))
+                return -1;
+            break;
+        case OPT_FRAME_TIMEOUT:
+            if (parse_u64("frame-timeout", optarg, 100, 3600000, &v))
+                return -1;
+            cfg->frame_timeout_ms = (int)v;
             break;
         case OPT_TLS_CERT:
             free(cfg->tls_cert);
@@ -253,6 +275,10 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     }
     if (cfg->max_message_bytes > cfg->max_conn_buffer)
         cfg->max_conn_buffer = cfg->max_message_bytes;
+    if (cfg->max_pending_bytes == 0)
+        cfg->max_pending_bytes = 256u << 20;
+    if (cfg->max_pending_bytes < cfg->max_message_bytes)
+        cfg->max_pending_bytes = cfg->max_message_bytes; /* one largest request always fits */
     if (token_file) {
         if (!(cfg->token = read_token_file(token_file)))
             return -1;

@@ -19,6 +19,8 @@ typedef struct c10ds_config {
     uint32_t max_multi_keys;
     uint32_t max_world_size;  /* most ranks in one job (group_join refuses more) */
     uint64_t max_conn_buffer; /* replies queued for one slow client before it is cut off */
+    uint64_t max_pending_bytes; /* unfinished requests held, all connections together */
+    int frame_timeout_ms;     /* a request left unfinished this long closes its connection */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */

@@ -38,6 +38,7 @@ typedef struct conn {
     nng_aio *recv_aio, *send_aio;
     uint8_t *rbuf;
     size_t rlen, rcap;
+    size_t held; /* bytes of an unfinished request counted in l->held */
 } conn;
 
 struct c10ds_listener {
@@ -52,6 +53,10 @@ struct c10ds_listener {
     int closing, reaper_stop, nlive;
     atomic_uint next_id;
     atomic_int sends_in_flight;
+    /* Bytes of unfinished requests, all connections together: a client
+     * (or forty) holding half-sent 16 MiB frames must not exhaust the
+     * coordinator's memory (--max-pending-bytes). */
+    atomic_size_t held;
 };
 
 static void conn_recv_cb(void *arg);
@@ -64,6 +69,7 @@ static void free_conns(conn *dead)
     for (conn *c = dead, *n; c; c = n) {
         n = c->next;
         nng_aio_free(c->recv_aio); /* waits for a callback still returning */
+        atomic_fetch_sub(&c->l->held, c->held);
         nng_aio_free(c->send_aio);
         nng_stream_free(c->s);
         nng_mtx_free(c->mu);
@@ -324,10 +330,33 @@ static int parse(conn *c)
     return 0;
 }
 
+/* Counts what c holds of an unfinished request (after parse) in the
+ * listener's total. Returns -1 when that total is over the limit and c
+ * holds part of it. */
+static int account(conn *c)
+{
+    size_t now = c->rlen, before = c->held;
+    c->held = now;
+    size_t total = now >= before ? atomic_fetch_add(&c->l->held, now - before) + (now - before)
+                                 : atomic_fetch_sub(&c->l->held, before - now) - (before - now);
+    if (now && total > c->l->cfg->max_pending_bytes) {
+        c10ds_warn("closing connection %u: it holds %zu bytes of an unfinished request, and "
+                   "unfinished requests come to %zu bytes (--max-pending-bytes %llu)", c->id,
+                   now, total, (unsigned long long)c->l->cfg->max_pending_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* Mid-request (part of a frame held), the next bytes must come within
+ * --frame-timeout: a client that stops half-way is cut off. Between
+ * requests a connection may stay quiet for ever. */
 static void start_recv(conn *c)
 {
     nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
     nng_aio_set_iov(c->recv_aio, 1, &iov);
+    nng_aio_set_timeout(c->recv_aio, c->rlen ? c->l->cfg->frame_timeout_ms
+                                             : NNG_DURATION_INFINITE);
     nng_stream_recv(c->s, c->recv_aio);
 }
 
@@ -337,11 +366,16 @@ static void conn_recv_cb(void *arg)
     int rv = nng_aio_result(c->recv_aio);
     if (rv == 0) {
         c->rlen += nng_aio_count(c->recv_aio);
-        if (parse(c) == 0) {
+        if (parse(c) == 0 && account(c) == 0) {
             start_recv(c);
             return;
         }
         conn_close(c, NULL);
+    } else if (rv == NNG_ETIMEDOUT) {
+        char why[160];
+        snprintf(why, sizeof why, "it sent %zu bytes of a request and then nothing for %d ms "
+                 "(--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);
+        conn_close(c, why);
     } else {
         if (rv != NNG_ECLOSED && rv != NNG_ECONNSHUT && rv != NNG_ECONNRESET)
             c10ds_debug("connection %u: %s", c->id, nng_strerror(rv));

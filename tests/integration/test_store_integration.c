@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <errno.h>
 #include "frame.h"
 #include <pthread.h>
@@ -434,6 +435,59 @@ START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
 }
 END_TEST
 
+/* Issue 12, finding 9: forty connections each holding 16 MiB of an
+ * unfinished frame took 645 MB, for ever. A frame left unfinished is cut
+ * off after --frame-timeout; unfinished frames together are capped by
+ * --max-pending-bytes; everyone else is served. */
+START_TEST(unfinished_requests_are_timed_out_and_capped)
+{
+    coord_stop(&coord, SIGTERM);
+    const char *args[] = {"--frame-timeout", "500", "--max-value-bytes", "1048576",
+                          "--max-pending-bytes", "4194304", NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    /* 1. half a request, then silence */
+    int fd = raw_connect();
+    uint8_t hdr[C10DC_FRAME_HDR];
+    c10dc_frame_header(hdr, 1, 1 << 20);
+    ck_assert_int_eq(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+    char part[1000] = {0};
+    ck_assert_int_eq(write(fd, part, sizeof part), (ssize_t)sizeof part);
+    long long t0 = test_now_ms();
+    ck_assert_msg(read_until_eof(fd) == 0, "a connection holding half a request was not closed");
+    long long took = test_now_ms() - t0;
+    ck_assert_msg(took >= 400 && took < 1900, "closed after %lld ms (--frame-timeout 500)", took);
+    ck_assert(coord_log_contains(&coord, "--frame-timeout"));
+    close(fd);
+    /* 2. eight connections each holding 1 MiB of a request of 1 MiB +
+     * 4 KiB: 8 MiB against a 4 MiB cap. Those over it are closed. */
+    int fds[8], closed = 0;
+    char *mib = calloc(1, 1 << 20);
+    for (int i = 0; i < 8; i++) {
+        fds[i] = raw_connect();
+        c10dc_frame_header(hdr, 1, (1 << 20) + 4096);
+        ck_assert_int_eq(write(fds[i], hdr, sizeof hdr), (ssize_t)sizeof hdr);
+        (void)!write(fds[i], mib, 1 << 20); /* may stop short: the coordinator hung up */
+    }
+    for (int i = 0; i < 8; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        if (poll(&p, 1, 300) == 1) {
+            char c;
+            closed += read(fds[i], &c, 1) <= 0;
+        }
+    }
+    ck_assert_msg(closed >= 4, "only %d of 8 connections over --max-pending-bytes were closed",
+                  closed);
+    ck_assert(coord_log_contains(&coord, "--max-pending-bytes"));
+    /* 3. everyone else is served meanwhile */
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+    free(mib);
+}
+END_TEST
+
 START_TEST(garbage_on_the_port_does_not_hurt_others)
 {
     c10d_store *s = connect_store();
@@ -751,6 +805,7 @@ int main(void)
     tcase_add_test(tc, prefix_stores_are_isolated);
     tcase_add_test(tc, oversized_values_are_refused_and_the_coordinator_carries_on);
     tcase_add_test(tc, garbage_on_the_port_does_not_hurt_others);
+    tcase_add_test(tc, unfinished_requests_are_timed_out_and_capped);
     tcase_add_test(tc, kill_9_keeps_every_acknowledged_write);
     tcase_add_test(tc, client_rides_through_a_coordinator_restart);
     tcase_add_test(tc, second_coordinator_on_the_same_database_is_refused);

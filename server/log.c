@@ -1,6 +1,8 @@
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -26,9 +28,54 @@ int c10ds_log_enabled(c10ds_log_level lvl)
     return lvl <= g_level;
 }
 
+/* Warnings and errors are limited per call site (its format string): at
+ * most BURST a second; the rest are counted and the count is said with the
+ * next line of that site that gets through. 6,000 refused tokens once made
+ * 6,084 lines; a client must not be able to flood the log. Info and debug
+ * lines are the operator's choice and are not limited. */
+#define BURST 10
+#define SITES 64
+
+static struct site {
+    const char *fmt;
+    time_t second;
+    unsigned count, dropped;
+} sites[SITES];
+static pthread_mutex_t sites_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether this line may go out, and how many of its site's were dropped
+ * since the last that did (*dropped). */
+static int admit(const char *fmt, time_t now, unsigned *dropped)
+{
+    *dropped = 0;
+    pthread_mutex_lock(&sites_mu);
+    struct site *x = &sites[((uintptr_t)fmt >> 4) % SITES];
+    if (x->fmt != fmt) { /* a new site (or a collision: start it afresh) */
+        x->fmt = fmt;
+        x->second = now;
+        x->count = x->dropped = 0;
+    }
+    if (x->second != now) {
+        x->second = now;
+        x->count = 0;
+    }
+    int ok = ++x->count <= BURST;
+    if (ok) {
+        *dropped = x->dropped;
+        x->dropped = 0;
+    } else {
+        x->dropped++;
+    }
+    pthread_mutex_unlock(&sites_mu);
+    return ok;
+}
+
 void c10ds_log(c10ds_log_level lvl, const char *fmt, ...)
 {
     if (lvl > g_level)
+        return;
+    unsigned dropped = 0;
+    if (lvl <= C10DS_LOG_WARN && !admit(fmt, time(NULL), &dropped))
         return;
     char line[2048];
     struct timespec ts;
@@ -40,8 +87,11 @@ void c10ds_log(c10ds_log_level lvl, const char *fmt, ...)
                   ts.tv_nsec / 1000000, g_names[lvl]);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
+    if (dropped && m >= 0 && (size_t)(n + m) < sizeof line)
+        snprintf(line + n + m, sizeof line - (size_t)(n + m),
+                 " (and %u more like it, not logged: at most %d a second)", dropped, BURST);
     /* One fputs per line so concurrent threads never interleave mid-line. */
     size_t len = strlen(line);
     if (len < sizeof line - 1) {

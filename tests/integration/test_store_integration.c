@@ -754,6 +754,21 @@ START_TEST(token_is_required_when_configured)
     o.token = "wrong";
     ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "does not match"));
+    /* Issue 12, finding 11: each refusal was a log line (6,000 refused
+     * tokens, 6,084 lines). Warnings of one kind are limited to 10 a
+     * second, the rest counted. */
+    long long t0 = test_now_ms();
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    long long secs = (test_now_ms() - t0) / 1000 + 2;
+    FILE *log = fopen(coord.log, "r");
+    char line[4096];
+    int refusals = 0;
+    while (fgets(line, sizeof line, log))
+        refusals += strstr(line, "token") != NULL && strstr(line, "refused") != NULL;
+    fclose(log);
+    ck_assert_msg(refusals <= 10 * secs, "%d log lines for 300 refused tokens in %lld s",
+                  refusals, secs);
     o.token = "s3cret";
     OK(c10d_store_connect(&s, coord.url, &o));
     OK(c10d_store_set(s, "k", "v", 1));

@@ -285,11 +285,9 @@ c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, c
 /* The smallest string greater than every string starting with prefix:
  * increment the last byte that is not 0xff, dropping what follows. Returns
  * 0 (no bound) when every byte is 0xff or the prefix is empty. */
-static int prefix_upper_bound(const char *prefix, char *out, size_t outlen)
+static int prefix_upper_bound(const char *prefix, char *out)
 {
     size_t n = strlen(prefix);
-    if (n + 1 > outlen)
-        return 0;
     memcpy(out, prefix, n + 1);
     while (n > 0) {
         unsigned char c = (unsigned char)out[n - 1];
@@ -303,23 +301,32 @@ static int prefix_upper_bound(const char *prefix, char *out, size_t outlen)
     return 0;
 }
 
-static void bind_range(sqlite3_stmt *s, const char *prefix, char *upper, size_t ulen)
+/* Binds [prefix, its upper bound) to s. *upper (free it after the
+ * statement ran) is as long as the prefix: a prefix of any length gets
+ * its bound (a fixed 8 KiB buffer once left longer ones unbounded, and
+ * num_keys counted every key after them). -1: out of memory. */
+static int bind_range(sqlite3_stmt *s, const char *prefix, char **upper)
 {
+    if (!(*upper = malloc(strlen(prefix) + 1)))
+        return -1;
     bind_text(s, 1, prefix);
-    if (prefix_upper_bound(prefix, upper, ulen))
-        bind_text(s, 2, upper);
+    if (prefix_upper_bound(prefix, *upper))
+        bind_text(s, 2, *upper);
     else
         sqlite3_bind_null(s, 2);
+    return 0;
 }
 
 static int64_t count_range(c10ds_store *st, const char *prefix)
 {
-    char upper[8192];
+    char *upper;
     sqlite3_stmt *s = st->st_count_range;
     sqlite3_reset(s);
-    bind_range(s, prefix, upper, sizeof upper);
+    if (bind_range(s, prefix, &upper) != 0)
+        return -1;
     int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_reset(s);
+    free(upper);
     return n;
 }
 
@@ -333,10 +340,11 @@ int64_t c10ds_store_count(c10ds_store *st, const char *prefix)
 int64_t c10ds_store_list(c10ds_store *st, const char *prefix, uint64_t limit, c10ds_list_fn fn,
                          void *arg, int *more)
 {
-    char upper[8192];
+    char *upper;
     sqlite3_stmt *s = st->st_list_range;
     sqlite3_reset(s);
-    bind_range(s, prefix ? prefix : "", upper, sizeof upper);
+    if (bind_range(s, prefix ? prefix : "", &upper) != 0)
+        return -1;
     sqlite3_bind_int64(s, 3, (sqlite3_int64)limit + 1); /* one more: were any left out? */
     int64_t n = 0;
     int rc;
@@ -353,5 +361,6 @@ int64_t c10ds_store_list(c10ds_store *st, const char *prefix, uint64_t limit, c1
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         n = -1;
     sqlite3_reset(s);
+    free(upper);
     return n;
 }

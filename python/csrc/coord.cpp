@@ -363,13 +363,13 @@ class StoreCoord : public c10d::Store {
 
     void set(const std::string &key, const std::vector<uint8_t> &value) override
     {
-        ::check("store set", c10d_store_set(s_, key.c_str(), value.data(), value.size()));
+        ::check("store set", c10d_store_set(s_, k(key), value.data(), value.size()));
     }
     std::vector<uint8_t> get(const std::string &key) override
     {
         void *v = nullptr;
         size_t len = 0;
-        ::check("store get", c10d_store_get(s_, key.c_str(), &v, &len, ms(timeout_)));
+        ::check("store get", c10d_store_get(s_, k(key), &v, &len, ms(timeout_)));
         std::vector<uint8_t> out((uint8_t *)v, (uint8_t *)v + len);
         c10d_free(v);
         return out;
@@ -379,7 +379,7 @@ class StoreCoord : public c10d::Store {
     {
         void *cur = nullptr;
         size_t len = 0;
-        c10d_status st = c10d_store_compare_set(s_, key.c_str(), expected.data(), expected.size(),
+        c10d_status st = c10d_store_compare_set(s_, k(key), expected.data(), expected.size(),
                                                 desired.data(), desired.size(), &cur, &len);
         if (st == C10D_ENOTFOUND) /* as TCPStore: a missing key answers `expected` */
             return expected;
@@ -391,13 +391,13 @@ class StoreCoord : public c10d::Store {
     int64_t add(const std::string &key, int64_t value) override
     {
         int64_t r = 0;
-        ::check("store add", c10d_store_add(s_, key.c_str(), value, &r));
+        ::check("store add", c10d_store_add(s_, k(key), value, &r));
         return r;
     }
     bool deleteKey(const std::string &key) override
     {
         int deleted = 0;
-        ::check("store delete_key", c10d_store_delete_key(s_, key.c_str(), &deleted));
+        ::check("store delete_key", c10d_store_delete_key(s_, k(key), &deleted));
         return deleted != 0;
     }
     bool check(const std::vector<std::string> &keys) override
@@ -421,6 +421,15 @@ class StoreCoord : public c10d::Store {
     }
 
   private:
+    /* Keys are C strings on c10d-coord: one with a NUL byte would be cut
+     * at it (setting "a\0b" overwrote "a"), so it is refused. */
+    static const char *k(const std::string &key)
+    {
+        if (key.find('\0') != std::string::npos)
+            throw std::invalid_argument("c10d_coord: store key contains a NUL byte (keys are C "
+                                        "strings on c10d-coord; NUL is refused)");
+        return key.c_str();
+    }
     /* torch's 0 (kNoTimeout) waits for ever; the C API's 0 does not wait */
     static int ms(std::chrono::milliseconds t)
     {
@@ -430,7 +439,7 @@ class StoreCoord : public c10d::Store {
     {
         std::vector<const char *> k;
         for (const auto &x : keys)
-            k.push_back(x.c_str());
+            k.push_back(StoreCoord::k(x));
         return k;
     }
     c10d_store *s_ = nullptr;

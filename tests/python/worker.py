@@ -322,6 +322,12 @@ def case_ops():
     """The store and what c10d-ctl shows, from Python."""
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
     s.set(f"test/{rank}", b"x")
+    try:  # a key with a NUL byte is refused, not cut at the NUL (issue 12, finding 22)
+        s.set("test/a\0b", b"y")
+        fail("a key with a NUL byte was taken")
+    except ValueError as e:
+        if "NUL" not in str(e):
+            fail(f"NUL key refused with: {e}")
     if s.add("test/count", 1) < 1:
         fail("store add")
     s.wait([f"test/{r}" for r in range(world)])

@@ -147,6 +147,15 @@ START_TEST(prefix_ranges_are_exact)
     out[0] = '\0';
     ck_assert_int_eq(c10ds_store_list(&st, "", 2, collect, out, &more), 2);
     ck_assert_int_eq(more, 1);
+    /* Issue 12, finding 22: a prefix over 8 KiB lost its upper bound and
+     * counted every key after it ("b/1" here). */
+    char *longp = malloc(10001);
+    memset(longp, 'a', 10000);
+    longp[10000] = '\0';
+    ck_assert_int_eq(c10ds_store_count(&st, longp), 0);
+    out[0] = '\0';
+    ck_assert_int_eq(c10ds_store_list(&st, longp, 10, collect, out, &more), 0);
+    free(longp);
 }
 END_TEST
 

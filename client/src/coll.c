@@ -131,6 +131,16 @@ static void describe(c10d_pg *pg, c10di_coll *c, int64_t numel)
              c10dc_fp_format(&c->fp, f, sizeof f));
 }
 
+/* A call refused after it was numbered (no memory for its work handle,
+ * no worker thread): its number is given back, so that this rank's count
+ * does not move on alone and its next call meets the peers' same one. */
+static void unnumber(c10d_pg *pg, const c10di_coll *c)
+{
+    uint64_t *count = c->kind == C10DC_SEND || c->kind == C10DC_RECV ? &pg->p2p_seq : &pg->seq;
+    if (*count == c->seq)
+        (*count)--;
+}
+
 /* Routes, numbers, then runs c now or on the lane. Takes c->outs and
  * c->ins. `device` is the tensors' (or C10DI_GROUP_DEVICE). */
 static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int device,
@@ -161,12 +171,14 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c10d_work *w = c10di_work_new(pg, c);
     if (!w) {
+        unnumber(pg, c);
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto out;
     }
     c->outs = NULL, c->ins = NULL; /* the work owns them now */
     c->ready = NULL;
     if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
+        unnumber(pg, c);
         c10di_work_destroy(w);
         return st;
     }

@@ -27,6 +27,7 @@ void c10di_world_unref(c10di_world *w)
     }
     free(w->lost);
     free(w->lost_seqs);
+    free(w->final_seqs);
     free(w->lost_order);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->flush_mu);
@@ -321,10 +322,17 @@ void c10d_destroy(c10d_pg *pg)
         return;
     c10di_lane_stop(pg); /* finishes what was queued */
     c10di_world *w = pg->w;
+    /* Every destroyed group is named, however many: a list cut short
+     * made peers of the groups left out fail with a false EPEERLOST. */
     pthread_mutex_lock(&w->mu);
-    size_t used = strlen(w->final_seqs);
-    snprintf(w->final_seqs + used, sizeof w->final_seqs - used, "%s%s=%llu,", used ? "" : ",",
-             pg->name, (unsigned long long)pg->seq);
+    size_t used = w->final_seqs ? strlen(w->final_seqs) : 0;
+    size_t need = used + strlen(pg->name) + 32;
+    char *grown = realloc(w->final_seqs, need);
+    if (grown) {
+        snprintf(grown + used, need - used, "%s%s=%llu,", used ? "" : ",", pg->name,
+                 (unsigned long long)pg->seq);
+        w->final_seqs = grown;
+    }
     pthread_mutex_unlock(&w->mu);
     if (strcmp(pg->name, "world") == 0) {
         c10di_verify_stop(w); /* flushes queued reports before we leave */

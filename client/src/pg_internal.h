@@ -142,7 +142,7 @@ typedef struct c10di_world {
     char **lost_seqs;         /* per global rank that left: its final_seqs (mu) */
     unsigned *lost_order;     /* per global rank: 1 for the first heard lost, ... (mu) */
     unsigned lost_count;      /* (mu) */
-    char final_seqs[2048];    /* ",name=seq," of this rank's destroyed groups (mu) */
+    char *final_seqs;         /* ",name=seq," of this rank's destroyed groups, grown (mu) */
     /* What this rank is doing, for peers' reports: written on every
      * collective without a lock (a seqlock over atomic bytes), because a
      * mutex taken millions of times a second starves the watcher. */

@@ -123,6 +123,15 @@ void c10ds_engine_free(c10ds_engine *e);
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
 void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms); /* now: c10d_steady_wall_ms() */
+/* Whether the member (job, gen, rank) was joined by the client that sent
+ * r (its who.client_id, random per client). Requests that speak for a
+ * member (leave, watch, collective reports, join) must come from it:
+ * another client must not mark it left, bind its liveness to another
+ * connection, or report collectives for it. Fails r with C10D_EAUTH and
+ * returns -1 when it was not; 0 when it was, or when there is no such
+ * member (the handler says so its own way). */
+int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job, uint64_t gen,
+                              int rank);
 /* The job's version goes up and its watchers are answered. */
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
 /* Members of a generation that are not alive (free with _lost_free). */

@@ -487,11 +487,29 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     return o;
 }
 
+int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job, uint64_t gen,
+                              int rank)
+{
+    c10ds_member mem;
+    uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
+    if (c10ds_groups_member(&e->groups, job, gen, rank, &mem) != 1 || mem.client_id == client)
+        return 0;
+    c10ds_warn("refused a request for rank %d of job %s from client %016llx: the rank was "
+               "joined by client %016llx (host %s pid %d)", rank, job,
+               (unsigned long long)client, (unsigned long long)mem.client_id, mem.host, mem.pid);
+    c10ds_fail(r, C10D_EAUTH, "rank %d of job %s generation %llu was joined by another client "
+               "(host %s pid %d); only that client may speak for it", rank, job,
+               (unsigned long long)gen, mem.host, mem.pid);
+    return -1;
+}
+
 /* --- leave, watch --- */
 
 static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__GroupLeave *m = r->pb->group_leave;
+    if (c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0)
+        return C10DS_DONE;
     if (m->activity)
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
     mark(e, m->job, m->generation, m->rank, "left", "called c10d_destroy", m->final_seqs);
@@ -527,6 +545,8 @@ static c10ds_outcome op_watch(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
         if (c10ds_groups_member(&e->groups, m->job, m->generation, m->rank, &mem) != 1)
             return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s generation "
                               "%llu", m->rank, m->job, (unsigned long long)m->generation);
+        if (c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0)
+            return C10DS_DONE;
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
         c10ds_emit_watch_request(e, m); /* progress, join acknowledgements */
         if (job.version <= m->known_version && m->wait_ms > 0) {

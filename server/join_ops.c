@@ -254,6 +254,8 @@ static c10ds_outcome op_join_begin(c10ds_engine *e, c10ds_request *r, c10ds_phas
     (void)ph;
     C10dpb__JoinBegin *m = r->pb->join_begin;
     int idx;
+    if (c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0)
+        return C10DS_DONE;
     c10ds_vgroup *g = group_for(e, r, m->job, m->generation, m->group, m->rank, &idx);
     if (!g)
         return C10DS_DONE;
@@ -426,6 +428,8 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
 {
     C10dpb__JoinShadow *m = r->pb->join_shadow;
     int idx;
+    if (ph == C10DS_FIRST && c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0)
+        return C10DS_DONE;
     c10ds_vgroup *g = group_for(e, r, m->job, m->generation, m->group, m->rank, &idx);
     if (!g)
         return C10DS_DONE;

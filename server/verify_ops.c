@@ -526,7 +526,8 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
     }
     C10dpb__CollEntry *last = m->entries[m->n_entries - 1];
     if (ph == C10DS_FIRST) {
-        if (apply_entries(e, r) != 0)
+        if (c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0 ||
+            apply_entries(e, r) != 0)
             return C10DS_DONE;
         if (!m->sync) {
             C10dpb__Reply rep = C10DPB__REPLY__INIT;

@@ -303,6 +303,54 @@ START_TEST(a_wall_clock_step_kills_no_member)
 }
 END_TEST
 
+static c10ds_request *leave_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
+                                int rank)
+{
+    C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
+    m.job = (char *)job;
+    m.generation = gen;
+    m.rank = rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
+    pb.group_leave = &m;
+    return engine_request(&pb, client, id);
+}
+
+static c10ds_request *watch_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
+                                int rank)
+{
+    C10dpb__Watch m = C10DPB__WATCH__INIT;
+    m.job = (char *)job;
+    m.generation = gen;
+    m.rank = rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_WATCH;
+    pb.watch = &m;
+    return engine_request(&pb, client, id);
+}
+
+/* Finding 13: leave, watch and collective reports took (job, generation,
+ * rank) from the message: any client could mark a member left or bind its
+ * liveness to its own connection. Each member is bound to the client that
+ * joined it. */
+START_TEST(only_the_client_that_joined_a_member_speaks_for_it)
+{
+    run1(join_req(1, "mine", "world", 0, 1, NULL, 0)); /* client 100 */
+    ck_assert_int_eq(replies[0]->status, C10D_OK);
+    uint64_t gen = replies[0]->group_join->generation;
+    run1(leave_req(999, 2, "mine", gen, 0));
+    ck_assert_int_eq(replies[1]->status, C10D_EAUTH);
+    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "joined by another client"));
+    run1(watch_req(999, 3, "mine", gen, 0));
+    ck_assert_int_eq(replies[2]->status, C10D_EAUTH);
+    char st[32];
+    ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "alive");
+    run1(leave_req(100, 4, "mine", gen, 0)); /* its own client */
+    ck_assert_int_eq(replies[3]->status, C10D_OK);
+    ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "left");
+}
+END_TEST
+
 static long long wal_bytes(void)
 {
     char p[160];
@@ -349,6 +397,7 @@ int main(void)
     tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);
     tcase_add_test(tc, the_wal_is_checkpointed_and_truncated);
     tcase_add_test(tc, a_wall_clock_step_kills_no_member);
+    tcase_add_test(tc, only_the_client_that_joined_a_member_speaks_for_it);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

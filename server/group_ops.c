@@ -213,7 +213,7 @@ static const ProtobufCBinaryData *formed_endpoints(c10ds_engine *e, const char *
 }
 
 static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char *name,
-                                  uint64_t gen, int size)
+                                  uint64_t gen, int size, uint64_t secret)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     const ProtobufCBinaryData *eps = formed_endpoints(e, m->job, gen, name, size);
@@ -223,6 +223,8 @@ static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char 
     gj.has_generation = 1;
     gj.generation = gen;
     gj.n_endpoints = (size_t)size;
+    gj.has_secret = secret != 0;
+    gj.secret = secret;
     gj.endpoints = (ProtobufCBinaryData *)eps;
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_GROUP_JOIN;
@@ -437,11 +439,14 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
             return o;
         }
         if (have != 1) {
-            if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, want, size) != 0) {
+            uint64_t secret;
+            if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, want, size, &secret) !=
+                0) {
                 free(want);
                 return c10ds_fail(r, C10D_ERROR, "database error creating group %s", m->name);
             }
             grp.ranks = want, grp.size = size, grp.joined = 0, grp.formed = 0;
+            grp.secret = secret;
         } else {
             free(want);
         }
@@ -474,7 +479,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     }
     c10ds_outcome o;
     if (grp.formed)
-        o = reply_formed(e, r, m->name, gen, grp.size);
+        o = reply_formed(e, r, m->name, gen, grp.size, grp.secret);
     else if (fail_if_member_lost(e, r, gen, &grp))
         o = C10DS_DONE;
     else if (ph == C10DS_EXPIRED)

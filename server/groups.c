@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 static const char *const sql[GS_COUNT] = {
     [GS_JOB_GET] = "SELECT generation, world_size, formed, version FROM jobs WHERE job = ?1",
@@ -41,10 +42,10 @@ static const char *const sql[GS_COUNT] = {
                         "coalesce(activity, ''), changed_ms, last_seen_ms, "
                         "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
                         "generation = ?2 AND state != 'alive' ORDER BY rank",
-    [GS_GROUP_GET] = "SELECT ranks, size, joined, formed FROM groups WHERE job = ?1 AND "
+    [GS_GROUP_GET] = "SELECT ranks, size, joined, formed, secret FROM groups WHERE job = ?1 AND "
                      "generation = ?2 AND name = ?3",
-    [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks, size) "
-                     "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks, size, secret) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [GS_GROUP_JOINED] = "UPDATE groups SET joined = joined + 1, formed = (joined + 1 = size) "
                         "WHERE job = ?1 AND generation = ?2 AND name = ?3",
     [GS_GROUPS_OF_GEN] = "SELECT name, ranks, size, joined, formed FROM groups WHERE job = ?1 "
@@ -250,6 +251,7 @@ int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const cha
         out->size = sqlite3_column_int(s, 1);
         out->joined = sqlite3_column_int(s, 2);
         out->formed = sqlite3_column_int(s, 3);
+        out->secret = (uint64_t)sqlite3_column_int64(s, 4);
         if (!out->ranks)
             found = 0, rc = SQLITE_NOMEM;
     }
@@ -264,13 +266,19 @@ void c10ds_groups_group_free(c10ds_group *grp)
 }
 
 int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
-                           const char *ranks, int size)
+                           const char *ranks, int size, uint64_t *secret)
 {
+    /* The group's data-plane secret: random, never 0 (0 means "none"). */
+    *secret = 0;
+    while (*secret == 0)
+        if (getrandom(secret, sizeof *secret, 0) != (ssize_t)sizeof *secret)
+            return -1;
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_PUT);
     bind_jg(s, job, gen);
     sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 4, ranks, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 5, size);
+    sqlite3_bind_int64(s, 6, (sqlite3_int64)*secret);
     return step_done(s);
 }
 

@@ -78,6 +78,7 @@ typedef struct c10ds_member {
 typedef struct c10ds_group {
     char *ranks; /* comma-separated global ranks (malloc'd) */
     int size, joined, formed;
+    uint64_t secret; /* data-plane admission, handed to members in the rendezvous reply */
 } c10ds_group;
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db);
@@ -102,8 +103,9 @@ void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank,
 int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
                        c10ds_group *out);
 void c10ds_groups_group_free(c10ds_group *grp);
+/* Creates the group with a fresh random secret (*secret). */
 int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
-                           const char *ranks, int size);
+                           const char *ranks, int size, uint64_t *secret);
 /* Records a member's arrival; 1 if new (the group's joined count grew). */
 int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,
                         int rank, const void *endpoint, size_t len);

@@ -144,6 +144,7 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
             return st;
         }
     }
+    pg->secret = rep->group_join->has_secret ? rep->group_join->secret : 0;
     st = pg->be->connect(pg, pg->be_state, rep->group_join->endpoints);
     /* NCCL publishes nothing in the rendezvous: it bootstraps through the
      * store, at setup (C10D_BACKEND_NCCL) or at the first CUDA call. */

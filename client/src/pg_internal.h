@@ -220,6 +220,7 @@ struct c10d_pg {
     void *be_state;
     const c10di_backend_ops *gpu_be; /* CUDA buffers: NCCL, or NULL (not built) */
     void *gpu_state;
+    uint64_t secret;    /* the group's data-plane admission secret, from the rendezvous (0: none) */
     uint64_t seq;       /* collectives issued on this group */
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
     atomic_uint_least64_t verified;  /* the last whose SYNC check passed (the watcher reads it) */

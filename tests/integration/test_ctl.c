@@ -72,7 +72,7 @@ START_TEST(json_output)
     ck_assert_str_eq(out, "{\"ok\":true,\"key\":\"k\",\"size\":16,\"value\":\"a \\\"quoted\\\" "
                           "value\"}\n");
     ck_assert_int_eq(ctl("--json status"), 0);
-    ck_assert_ptr_nonnull(strstr(out, "\"schema_version\":5"));
+    ck_assert_ptr_nonnull(strstr(out, "\"schema_version\":6"));
     ck_assert_ptr_nonnull(strstr(out, "\"keys\":1"));
     ck_assert_int_eq(ctl("--json keys"), 0);
     ck_assert_ptr_nonnull(strstr(out, "{\"key\":\"k\",\"size\":16,"));

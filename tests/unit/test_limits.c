@@ -351,6 +351,24 @@ START_TEST(only_the_client_that_joined_a_member_speaks_for_it)
 }
 END_TEST
 
+/* Finding 12: data-plane admission was a hash of job, generation and
+ * group name, which anyone can compute. Each group now gets a random
+ * secret in the rendezvous reply (the TCP hello carries it). */
+START_TEST(each_group_gets_its_own_random_secret)
+{
+    run1(join_req(1, "s1", "world", 0, 1, NULL, 0));
+    run1(join_req(2, "s2", "world", 0, 1, NULL, 0));
+    run1(join_req(3, "s1", "world", 0, 1, NULL, 0)); /* the same join resent: the same group */
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(replies[i]->status, C10D_OK);
+        ck_assert(replies[i]->group_join->has_secret);
+        ck_assert(replies[i]->group_join->secret != 0);
+    }
+    ck_assert(replies[0]->group_join->secret != replies[1]->group_join->secret);
+    ck_assert(replies[0]->group_join->secret == replies[2]->group_join->secret);
+}
+END_TEST
+
 static long long wal_bytes(void)
 {
     char p[160];
@@ -398,6 +416,7 @@ int main(void)
     tcase_add_test(tc, the_wal_is_checkpointed_and_truncated);
     tcase_add_test(tc, a_wall_clock_step_kills_no_member);
     tcase_add_test(tc, only_the_client_that_joined_a_member_speaks_for_it);
+    tcase_add_test(tc, each_group_gets_its_own_random_secret);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

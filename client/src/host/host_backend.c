@@ -33,8 +33,10 @@ static void local_addr(const char *coord_url, char *out, size_t cap)
         snprintf(out, cap, "%s", env);
         return;
     }
+    /* The address this host reaches the coordinator from: tcp:// and
+     * tls+tcp:// alike (an ipc:// coordinator is on this host). */
     const char *p = strstr(coord_url, "://");
-    if (!p || strncmp(coord_url, "tcp", 3) != 0)
+    if (!p || !strstr(coord_url, "tcp") || strstr(coord_url, "tcp") > p)
         return;
     char host[256];
     snprintf(host, sizeof host, "%s", p + 3);
@@ -99,6 +101,7 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     }
     for (int i = 0; i < h->n; i++)
         h->links[i].fd[0] = h->links[i].fd[1] = -1;
+    local_addr(pg->w->conn->url, h->addr, sizeof h->addr); /* what peers are told */
     if ((st = c10di_tcp_listen(h)) != C10D_OK) {
         host_close(h);
         return st;
@@ -111,7 +114,6 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
         host_close(h);
         return st;
     }
-    local_addr(pg->w->conn->url, h->addr, sizeof h->addr);
     int k = snprintf(buf, cap, "host=%s\npid=%d\nshm=%s\naddr=%s\nport=%d\n", pg->w->host,
                      (int)getpid(), h->shm_name, h->addr, h->port);
     *len = k < (int)cap ? (size_t)k : cap;
@@ -165,11 +167,17 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const ProtobufCBinaryD
             (st = c10di_shm_attach(h, j, shm)) != C10D_OK)
             goto out;
     }
-    char cookie_src[256];
-    snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
-             (unsigned long long)pg->w->generation, pg->name);
-    if ((st = c10di_tcp_connect_all(h, addrs, ports, fnv1a(cookie_src, 0xcbf29ce484222325ull))) !=
-        C10D_OK)
+    /* Admission to the group's links: the random secret the coordinator
+     * handed every member in the (authenticated) rendezvous. A coordinator
+     * older than schema 6 sends none: then the old, guessable, hash. */
+    uint64_t cookie = pg->secret;
+    if (!cookie) {
+        char cookie_src[256];
+        snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
+                 (unsigned long long)pg->w->generation, pg->name);
+        cookie = fnv1a(cookie_src, 0xcbf29ce484222325ull);
+    }
+    if ((st = c10di_tcp_connect_all(h, addrs, ports, cookie)) != C10D_OK)
         goto out;
     /* Once every member has mapped our segment, its name can go: nothing
      * is left behind in /dev/shm if this process is killed later. */

@@ -32,6 +32,9 @@ static void tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+/* Listens on the address peers are told (h->addr), not on every
+ * interface; on any address only when that one is not this host's (a
+ * C10D_HOST_ADDR behind NAT). */
 c10d_status c10di_tcp_listen(c10di_host *h)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -39,9 +42,15 @@ c10d_status c10di_tcp_listen(c10di_host *h)
         return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
     struct sockaddr_in sa = {0};
     sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (inet_pton(AF_INET, h->addr, &sa.sin_addr) != 1)
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (rc != 0 && errno == EADDRNOTAVAIL) {
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+        rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    }
     socklen_t sl = sizeof sa;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 1024) != 0 ||
+    if (rc != 0 || listen(fd, 1024) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
         c10d_status st = c10di_error(C10D_EBACKEND, "cannot listen for peers: %s",
                                      strerror(errno));

@@ -213,7 +213,13 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->flush_mu, NULL);
     snprintf(w->job, sizeof w->job, "%s", job && *job ? job : "default");
-    if (gethostname(w->host, sizeof w->host) != 0)
+    /* C10D_HOST_NAME: the host this rank says it is on; ranks on one host
+     * use shared memory (containers with their own host names but one
+     * /dev/shm, or tests that play several hosts). */
+    const char *host_env = getenv("C10D_HOST_NAME");
+    if (host_env && *host_env)
+        snprintf(w->host, sizeof w->host, "%s", host_env);
+    else if (gethostname(w->host, sizeof w->host) != 0)
         snprintf(w->host, sizeof w->host, "localhost");
     w->host[sizeof w->host - 1] = '\0';
     w->rank = rank;

@@ -525,11 +525,33 @@ static void check_bad_arguments(c10d_pg *pg)
     CALL(r, c10d_barrier(pg, NULL, NULL));
 }
 
+/* Bytes of shared memory this process has mapped (its segment and its
+ * local peers'), from /proc/self/maps. */
+static size_t shm_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    size_t total = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (strstr(line, "/dev/shm/c10d.") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            total += hi - lo;
+    }
+    if (f)
+        fclose(f);
+    return total;
+}
+
+static size_t shm_limit; /* when set, a rank may map at most this much */
+
 static int battery(int rank, int n, void *arg)
 {
     c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
+    if (shm_limit && shm_mapped() > shm_limit)
+        FAIL("rank %d maps %zu bytes of shared memory (limit %zu)", rank, shm_mapped(),
+             shm_limit);
     check_all_reduce(pg, 0);
     check_broadcast_reduce(pg);
     check_gathers(pg);
@@ -565,6 +587,26 @@ START_TEST(world_3_over_tcp)
 {
     setenv("C10D_HOST_TRANSPORT", "tcp", 1);
     run_battery(3);
+}
+END_TEST
+
+/* Two hosts, interleaved: ranks 0, 2, 4 on one, 1, 3, 5 on the other
+ * (C10D_HOST_NAME). Shared memory within a host, TCP across; each rank's
+ * segment holds its two local peers' rings only, in slots that both sides
+ * must work out alike (issue 12, finding 19). */
+static int battery_two_hosts(int rank, int n, void *arg)
+{
+    setenv("C10D_HOST_NAME", rank % 2 ? "host-b" : "host-a", 1);
+    /* Its segment and its 2 local peers': 3 x 2 slots of ~1.3 MiB (sized
+     * for all 6 members they were 3 x 6 slots, 22.5 MiB). */
+    shm_limit = 9u << 20;
+    return battery(rank, n, arg);
+}
+
+START_TEST(world_6_on_two_hosts)
+{
+    int failed = world_run(6, battery_two_hosts, (void *)world_job("coll2h"), 240, NULL);
+    ck_assert_msg(failed == 0, "%d of 6 ranks failed (see stderr)", failed);
 }
 END_TEST
 
@@ -647,6 +689,7 @@ int main(void)
     tcase_add_test(tc, world_4);
     tcase_add_test(tc, world_8);
     tcase_add_test(tc, world_3_over_tcp);
+    tcase_add_test(tc, world_6_on_two_hosts);
     tcase_add_test(tc, subgroups_translate_ranks);
     tcase_add_test(tc, monitored_barrier_names_the_missing_rank);
     suite_add_tcase(s, tc);

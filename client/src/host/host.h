@@ -32,6 +32,7 @@ typedef struct c10di_link {
     c10di_ring out[CH_COUNT];     /* shm: in the peer's segment */
     c10di_ring in[CH_COUNT];      /* shm: in ours */
     int fd[CH_COUNT];             /* TCP */
+    int slot, their_slot;         /* shm: this peer's rings in our segment; ours in its */
     char host[64];
     int pid;
 } c10di_link;
@@ -58,7 +59,8 @@ typedef struct c10di_host {
     uint32_t group_hash; /* in every collective's header: a stray group's bytes are refused */
     c10di_link *links;
     /* our shared-memory segment: every peer's incoming rings */
-    char shm_name[96];
+    char shm_published[96]; /* the name peers are told (made at connect) */
+    char shm_name[96];      /* the segment made, until unlinked */
     void *seg;
     size_t seg_len, cap[CH_COUNT];
     void **peer_seg;
@@ -76,10 +78,13 @@ typedef struct c10di_host {
     size_t shadow_cap;
 } c10di_host;
 
-/* shm.c */
-void c10di_shm_caps(int n, size_t cap[CH_COUNT]);
-c10d_status c10di_shm_create(c10di_host *h, const char *name);
-c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name);
+/* shm.c. A segment holds the rings of this rank's peers on its host
+ * only (slots 0..nlocal-1, in rank order), sized by their number. */
+void c10di_shm_caps(int nlocal, size_t cap[CH_COUNT]);
+c10d_status c10di_shm_create(c10di_host *h, const char *name, int nlocal);
+/* Maps peer's segment (made by the peer at its own connect: waited for
+ * until the group's deadline) and links to it through the slots. */
+c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name, const c10di_coll *setup);
 void c10di_shm_detach(c10di_host *h);
 ssize_t c10di_ring_write(c10di_ring *r, const void *p, size_t len);
 ssize_t c10di_ring_read(c10di_ring *r, void *p, size_t len);

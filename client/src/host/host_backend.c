@@ -110,12 +110,10 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     snprintf(name, sizeof name, "/c10d.%016llx.%d.%d",
              (unsigned long long)fnv1a(pg->name, fnv1a(pg->w->job, 0xcbf29ce484222325ull)),
              (int)getpid(), atomic_fetch_add(&segments_made, 1));
-    if (h->n > 1 && (st = c10di_shm_create(h, name)) != C10D_OK) {
-        host_close(h);
-        return st;
-    }
+    if (h->n > 1) /* made at connect, for the peers found on this host */
+        snprintf(h->shm_published, sizeof h->shm_published, "%s", name);
     int k = snprintf(buf, cap, "host=%s\npid=%d\nshm=%s\naddr=%s\nport=%d\n", pg->w->host,
-                     (int)getpid(), h->shm_name, h->addr, h->port);
+                     (int)getpid(), h->shm_published, h->addr, h->port);
     *len = k < (int)cap ? (size_t)k : cap;
     *state = h;
     return C10D_OK;
@@ -151,22 +149,52 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const ProtobufCBinaryD
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto out;
     }
+    /* Who shares this host (and so shared memory): every member sees the
+     * same endpoints, so each agrees on the slots, in rank order. */
+    char(*shms)[96] = calloc((size_t)h->n, sizeof *shms);
+    int *local = calloc((size_t)h->n, sizeof *local), nlocal = 0;
+    if (!shms || !local) {
+        st = c10di_error(C10D_ENOMEM, "out of memory");
+        goto out_local;
+    }
     for (int j = 0; j < h->n; j++) {
-        char host[256], shm[96], pid[16], port[16];
+        char host[256], pid[16], port[16];
         field(&eps[j], "host", host, sizeof host);
-        field(&eps[j], "shm", shm, sizeof shm);
+        field(&eps[j], "shm", shms[j], sizeof shms[j]);
         field(&eps[j], "pid", pid, sizeof pid);
         field(&eps[j], "addr", addrs[j], sizeof addrs[j]);
         field(&eps[j], "port", port, sizeof port);
         ports[j] = atoi(port);
         snprintf(h->links[j].host, sizeof h->links[j].host, "%.63s", host);
         h->links[j].pid = atoi(pid);
-        if (j == h->me)
-            continue;
-        if (!force_tcp && strcmp(host, pg->w->host) == 0 && shm[0] &&
-            (st = c10di_shm_attach(h, j, shm)) != C10D_OK)
-            goto out;
+        local[j] = !force_tcp && strcmp(host, pg->w->host) == 0 && shms[j][0] &&
+                   h->shm_published[0];
+        nlocal += local[j] && j != h->me;
     }
+    for (int j = 0, seen = 0; j < h->n; j++) {
+        if (!local[j] || j == h->me)
+            continue;
+        /* j's slot in our segment: its place among our local peers; ours
+         * in j's: our place among j's (every local rank but j). */
+        h->links[j].slot = seen++;
+        int before = 0;
+        for (int i = 0; i < h->me; i++)
+            before += local[i] && i != j;
+        h->links[j].their_slot = before;
+    }
+    c10di_coll setup0 = {0};
+    snprintf(setup0.what, sizeof setup0.what, "mapping the shared memory of the group's peers");
+    setup0.deadline_ms = c10d_now_ms() + pg->timeout_ms;
+    if (nlocal && (st = c10di_shm_create(h, h->shm_published, nlocal)) != C10D_OK)
+        goto out_local;
+    for (int j = 0; j < h->n; j++)
+        if (local[j] && j != h->me && (st = c10di_shm_attach(h, j, shms[j], &setup0)) != C10D_OK)
+            goto out_local;
+out_local:
+    free(shms);
+    free(local);
+    if (st != C10D_OK)
+        goto out;
     /* Admission to the group's links: the random secret the coordinator
      * handed every member in the (authenticated) rendezvous. A coordinator
      * older than schema 6 sends none: then the old, guessable, hash. */

@@ -1,7 +1,12 @@
 /* Shared-memory links: each rank creates one segment holding the incoming
  * rings of every peer on its host; a peer writes into its ring there and
  * the owner reads. Rings are single-producer single-consumer, so the only
- * synchronisation is the release/acquire pair on head and tail. */
+ * synchronisation is the release/acquire pair on head and tail.
+ *
+ * The segment is made after the rendezvous, when the rank knows which
+ * peers share its host, and holds their rings only: sized for every
+ * member, off-host ones included, it took ~10 MiB a rank at 8 ranks, more
+ * than Docker's default 64 MiB /dev/shm holds for a host of them. */
 #include "host.h"
 
 #include <errno.h>
@@ -10,14 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HDR sizeof(c10di_ring_hdr)
 
-void c10di_shm_caps(int n, size_t cap[CH_COUNT])
+void c10di_shm_caps(int nlocal, size_t cap[CH_COUNT])
 {
     /* Big rings for collectives (bandwidth), within ~32 MiB a rank. */
-    size_t per = n > 1 ? (size_t)(32u << 20) / (size_t)(n - 1) : (1u << 20);
+    size_t per = nlocal > 0 ? (size_t)(32u << 20) / (size_t)nlocal : (1u << 20);
     size_t c = 1u << 20;
     while (c > per && c > (64u << 10))
         c >>= 1;
@@ -39,10 +45,10 @@ static c10di_ring ring_at(void *seg, const size_t cap[CH_COUNT], int peer, int c
     return r;
 }
 
-c10d_status c10di_shm_create(c10di_host *h, const char *name)
+c10d_status c10di_shm_create(c10di_host *h, const char *name, int nlocal)
 {
-    c10di_shm_caps(h->n, h->cap);
-    h->seg_len = (size_t)h->n * stride(h->cap);
+    c10di_shm_caps(nlocal, h->cap);
+    h->seg_len = (size_t)nlocal * stride(h->cap);
     snprintf(h->shm_name, sizeof h->shm_name, "%s", name);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
@@ -55,9 +61,11 @@ c10d_status c10di_shm_create(c10di_host *h, const char *name)
         close(fd);
         shm_unlink(name);
         h->shm_name[0] = '\0';
-        return c10di_error(C10D_EBACKEND, "cannot reserve %zu bytes of shared memory for %s: %s "
-                           "(is /dev/shm large enough? C10D_HOST_TRANSPORT=tcp avoids it)",
-                           h->seg_len, name, strerror(rv));
+        return c10di_error(C10D_EBACKEND, "cannot reserve %zu bytes of shared memory for %s "
+                           "(the rings of %d peers on this host): %s; /dev/shm is too small "
+                           "(Docker's default is 64 MiB: --shm-size), or "
+                           "C10D_HOST_TRANSPORT=tcp avoids it", h->seg_len, name, nlocal,
+                           strerror(rv));
     }
     h->seg = mmap(NULL, h->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -71,12 +79,26 @@ c10d_status c10di_shm_create(c10di_host *h, const char *name)
     return C10D_OK;
 }
 
-c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name)
+c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name, const c10di_coll *setup)
 {
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0)
-        return c10di_error(C10D_EBACKEND, "cannot open rank %d's shared memory %s: %s", peer,
-                           name, strerror(errno));
+    /* The peer makes its segment at its own connect: wait until it exists
+     * at its full size (mapped while still empty, a touch is a SIGBUS). */
+    int fd;
+    for (;;) {
+        struct stat sb;
+        if ((fd = shm_open(name, O_RDWR, 0)) >= 0 && fstat(fd, &sb) == 0 &&
+            (size_t)sb.st_size >= h->seg_len)
+            break;
+        if (fd < 0 && errno != ENOENT)
+            return c10di_error(C10D_EBACKEND, "cannot open rank %d's shared memory %s: %s",
+                               peer, name, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        c10d_status st = c10di_pg_check(h->pg, setup, peer);
+        if (st != C10D_OK)
+            return st;
+        usleep(1000);
+    }
     void *p = mmap(NULL, h->seg_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED)
@@ -86,8 +108,8 @@ c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name)
     h->peer_seg_len[peer] = h->seg_len;
     c10di_link *l = &h->links[peer];
     for (int ch = 0; ch < CH_COUNT; ch++) {
-        l->out[ch] = ring_at(p, h->cap, h->me, ch);
-        l->in[ch] = ring_at(h->seg, h->cap, peer, ch);
+        l->out[ch] = ring_at(p, h->cap, l->their_slot, ch);
+        l->in[ch] = ring_at(h->seg, h->cap, l->slot, ch);
     }
     l->shm = 1;
     return C10D_OK;

@@ -162,6 +162,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
 {
     if (!out)
         return c10di_error(C10D_EINVAL, "c10d_init: out is NULL");
+    *out = NULL; /* defined on failure: c10d_destroy(NULL) is safe */
     c10d_init_opts opts = C10D_INIT_OPTS_INIT;
     if (o)
         opts = *o;
@@ -256,6 +257,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
 
 c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int n)
 {
+    if (out)
+        *out = NULL;
     if (!out || !parent || !ranks || n <= 0)
         return c10di_error(C10D_EINVAL, "c10d_new_group: %s",
                            !out ? "out is NULL" : !parent ? "parent is NULL"

@@ -45,6 +45,7 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
 {
     if (!out)
         return c10di_error(C10D_EINVAL, "c10d_store_connect: out is NULL");
+    *out = NULL; /* defined on failure: closing it is safe */
     c10d_store_opts opts = C10D_STORE_OPTS_INIT;
     if (o)
         opts = *o;
@@ -76,6 +77,8 @@ void c10d_store_close(c10d_store *s)
 
 c10d_status c10d_store_prefix(c10d_store **out, c10d_store *parent, const char *prefix)
 {
+    if (out)
+        *out = NULL;
     if (!out || !parent || !prefix || !*prefix)
         return c10di_error(C10D_EINVAL, "c10d_store_prefix needs a store and a non-empty prefix");
     size_t n = strlen(parent->prefix) + strlen(prefix) + 2;
@@ -219,6 +222,8 @@ c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *l
 {
     if (!val || !len)
         return c10di_error(C10D_EINVAL, "c10d_store_get: val and len must not be NULL");
+    *val = NULL; /* defined on failure (a timeout): c10d_free(*val) is safe */
+    *len = 0;
     char *k = NULL;
     c10d_status st = full_key(s, key, &k);
     if (st != C10D_OK)
@@ -271,6 +276,10 @@ c10d_status c10d_store_compare_set(c10d_store *s, const char *key, const void *e
                                    size_t elen, const void *desired, size_t dlen, void **cur,
                                    size_t *clen)
 {
+    if (cur)
+        *cur = NULL;
+    if (clen)
+        *clen = 0;
     char *k = NULL;
     c10d_status st = full_key(s, key, &k);
     if (st != C10D_OK)
@@ -413,6 +422,8 @@ c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t 
 {
     if (!vals || !lens)
         return c10di_error(C10D_EINVAL, "c10d_store_multi_get: vals and lens must not be NULL");
+    for (size_t i = 0; keys && i < n; i++)
+        vals[i] = NULL, lens[i] = 0;
     char **k = NULL;
     c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
     if (st != C10D_OK)

@@ -3,7 +3,7 @@
  *
  *   c10d-run -n 2 -- bench_coll
  *
- * Rank 0 prints the same figures as ../shared/anchors/torch_gloo_bench.py,
+ * Rank 0 prints the same figures as tests/bench/anchors/torch_gloo_bench.py,
  * so the two can be read side by side: init time, 4-byte all_reduce
  * latency, barrier latency, 1 MiB and 64 MiB all_reduce bus bandwidth
  * (bytes/t * 2(n-1)/n), and all_gather of 4 MiB a rank into a list of views

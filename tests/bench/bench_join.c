@@ -15,7 +15,7 @@
  * end too: join_end and a barrier after it, which waits until the joined
  * rank has shadowed every step (where the last active rank does not wait
  * for it per step, that is where it catches up). The anchor,
- * ../shared/anchors/torch_join_bench.py, prints what torch's Join costs a
+ * tests/bench/anchors/torch_join_bench.py, prints what torch's Join costs a
  * small DDP model on gloo (2 extra all_reduces a step). */
 #include <c10d/c10d.h>
 

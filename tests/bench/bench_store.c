@@ -1,5 +1,5 @@
 /* bench_store: store throughput and latency, measured like
- * ../shared/anchors/torch_store_bench.py so the two can stand side by side.
+ * tests/bench/anchors/torch_store_bench.py so the two can stand side by side.
  *
  *   bench_store [-c CLIENTS] [-n OPS] [--coord URL]
  *

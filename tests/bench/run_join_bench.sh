@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a join region costs per step: bench_join under each verification
-# mode, beside torch's Join on gloo (../shared/anchors/torch_join_bench.py),
+# mode, beside torch's Join on gloo (tests/bench/anchors/torch_join_bench.py),
 # alternating, in one run.
 # Usage: tests/bench/run_join_bench.sh [BUILD_DIR] [STEPS] [WORLD]
 set -euo pipefail
@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 steps=${2:-2000}
 world=${3:-2}
-anchor=$root/../shared/anchors/torch_join_bench.py
+anchor=$root/tests/bench/anchors/torch_join_bench.py
 have_torch=0
 if [ -f "$anchor" ] && /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
     have_torch=1

@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 ops=${2:-2000}
-anchor=$root/../shared/anchors/torch_store_bench.py
+anchor=$root/tests/bench/anchors/torch_store_bench.py
 have_torch=0
 if [ -f "$anchor" ] && /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
     have_torch=1

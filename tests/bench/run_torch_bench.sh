@@ -2,7 +2,7 @@
 # The coord backend through torch against the C library it wraps and
 # against gloo, world 2, alternating in one run: for each verification
 # mode, bench_coll (C) then torch_coord_bench.py (torch); then the gloo
-# anchor (../shared/anchors/torch_gloo_bench.py). The shim's cost per call
+# anchor (tests/bench/anchors/torch_gloo_bench.py). The shim's cost per call
 # is torch's 4 B time minus C's in the same mode.
 # Usage: tests/bench/run_torch_bench.sh [BUILD_DIR] (after scripts/build-torch.sh)
 set -euo pipefail
@@ -20,6 +20,6 @@ for round in 1 2; do
             grep -E "^c10d|64MiB"
         C10D_VERIFY=$mode "$build/client/c10d-run" -q -n 2 -- "$py" "$root/tests/bench/torch_coord_bench.py"
     done
-    anchor=$root/../shared/anchors/torch_gloo_bench.py
+    anchor=$root/tests/bench/anchors/torch_gloo_bench.py
     [ -f "$anchor" ] && "$py" "$anchor" 2 2>/dev/null | grep -E "^gloo|64MiB"
 done

@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 iters=${2:-20000}
-anchor=$root/../shared/anchors/torch_gloo_bench.py
+anchor=$root/tests/bench/anchors/torch_gloo_bench.py
 have_torch=0
 if [ -f "$anchor" ] && /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
     have_torch=1

@@ -66,7 +66,7 @@ static void usage(FILE *f)
             "      --db PATH        database of the coordinator started here\n"
             "                       (default: a file in a temporary directory, removed after)\n"
             "      --coord-bin PATH the c10d-coord to start (default: next to c10d-run,\n"
-            "                       else in PATH)\n"
+            "                       else the build tree's, else in PATH)\n"
             "      --grace MS       after a rank fails, how long the others get to exit on\n"
             "                       their own before SIGTERM (default 5000)\n"
             "  -q, --quiet          say nothing unless something fails\n"

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -34,10 +35,43 @@
 #define EXIT_USAGE 2
 
 static volatile sig_atomic_t got_signal;
+/* The ranks, for the handler: a signal is forwarded from inside it, so
+ * none is lost between the loop's check and its blocking waitpid. */
+static pid_t *g_pids;
+static volatile sig_atomic_t *g_done;
+static int g_n;
 
 static void on_signal(int sig)
 {
+    if (!got_signal && g_pids)
+        for (int r = 0; r < g_n; r++)
+            if (!g_done[r] && g_pids[r] > 0)
+                kill(g_pids[r], sig); /* async-signal-safe */
     got_signal = sig;
+}
+
+/* A whole number from min to max, or -1 after saying what is wrong. */
+static long long parse_num(const char *opt, const char *v, long long min, long long max)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < min || x > max) {
+        fprintf(stderr, "c10d-run: %s %s: want a whole number from %lld to %lld\n", opt, v, min,
+                max);
+        return -1;
+    }
+    return x;
+}
+
+/* Removes the launcher's temporary directory (the coordinator's log and
+ * ready file, and its database unless --db put it elsewhere). */
+static void remove_dir(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "c10d-run: could not remove %s\n", dir);
 }
 
 static void on_alarm(int sig)
@@ -107,17 +141,27 @@ static void find_coord(char *out, size_t cap)
 static pid_t start_coord(const char *bin, const char *db, const char *dir, char *url, size_t cap)
 {
     char ready[PATH_MAX], log[PATH_MAX];
-    snprintf(ready, sizeof ready, "%s/coord.ready", dir);
-    snprintf(log, sizeof log, "%s/coord.log", dir);
+    if (snprintf(ready, sizeof ready, "%s/coord.ready", dir) >= (int)sizeof ready ||
+        snprintf(log, sizeof log, "%s/coord.log", dir) >= (int)sizeof log) {
+        fprintf(stderr, "c10d-run: the temporary directory's name is too long\n");
+        return -1;
+    }
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(log, "a", stderr);
         (void)f;
+        /* The coordinator goes with the launcher, even one killed with
+         * SIGKILL (or by SIGPIPE in `c10d-run ... | head -1`). */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            _exit(1);
         execlp(bin, bin, "--listen", "tcp://127.0.0.1:0", "--db", db, "--ready-file", ready,
                (char *)NULL);
         fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
+        fflush(stderr); /* a file now, buffered: _exit would drop it */
         _exit(127);
     }
+    int reaped = 0;
     for (int i = 0; i < 1000; i++) {
         FILE *f = fopen(ready, "r");
         if (f) {
@@ -128,13 +172,27 @@ static pid_t start_coord(const char *bin, const char *db, const char *dir, char 
                 return pid;
             }
         }
-        if (waitpid(pid, NULL, WNOHANG) == pid)
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            reaped = 1;
             break;
+        }
         usleep(10000);
     }
-    fprintf(stderr, "c10d-run: the coordinator (%s) did not start; its log: %s\n", bin, log);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    if (!reaped) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    /* Say why, from its log: the log goes with the temporary directory. */
+    fprintf(stderr, "c10d-run: the coordinator (%s) did not start:\n", bin);
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    int lines = 0;
+    while (f && fgets(line, sizeof line, f))
+        lines++, fprintf(stderr, "  %s", line);
+    if (f)
+        fclose(f);
+    if (!lines)
+        fprintf(stderr, "  (it wrote nothing)\n");
     return -1;
 }
 
@@ -200,12 +258,18 @@ int main(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "+n:qh", longopts, NULL)) != -1) {
         switch (c) {
-        case 'n': n = atoi(optarg); break;
+        case 'n':
+            if ((n = (int)parse_num("-n", optarg, 1, 4096)) < 0)
+                return EXIT_USAGE;
+            break;
         case 'c': coord = optarg; break;
         case 'j': job = optarg; break;
         case 'd': db = optarg; break;
         case 'b': coord_bin = optarg; break;
-        case 'g': grace = atoi(optarg); break;
+        case 'g':
+            if ((grace = (int)parse_num("--grace", optarg, 0, 3600000)) < 0)
+                return EXIT_USAGE;
+            break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;
@@ -219,20 +283,25 @@ int main(int argc, char **argv)
     }
     char **prog = argv + optind;
 
-    char dir[] = "/tmp/c10d-run-XXXXXX", url[512], dbpath[PATH_MAX], jobname[64], bin[PATH_MAX];
+    char dir[PATH_MAX / 2], url[512], dbpath[PATH_MAX], jobname[64], bin[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/c10d-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     pid_t coord_pid = -1;
     if (!coord) {
         if (!mkdtemp(dir)) {
             perror("c10d-run: mkdtemp");
             return 1;
         }
-        snprintf(dbpath, sizeof dbpath, "%s/c10d-run.db", dir);
+        if (snprintf(dbpath, sizeof dbpath, "%s/c10d-run.db", dir) >= (int)sizeof dbpath)
+            return 1;
         if (coord_bin)
             snprintf(bin, sizeof bin, "%s", coord_bin);
         else
             find_coord(bin, sizeof bin);
-        if ((coord_pid = start_coord(bin, db ? db : dbpath, dir, url, sizeof url)) < 0)
+        if ((coord_pid = start_coord(bin, db ? db : dbpath, dir, url, sizeof url)) < 0) {
+            remove_dir(dir);
             return 1;
+        }
         coord = url;
         if (!quiet)
             fprintf(stderr, "c10d-run: coordinator %s (pid %d, database %s)\n", coord,
@@ -242,11 +311,23 @@ int main(int argc, char **argv)
         snprintf(jobname, sizeof jobname, "run-%d", (int)getpid());
         job = jobname;
     }
+    if (coord_pid < 0) {
+        /* A coordinator named with --coord: say at once if none answers
+         * there (the ranks wait for one up to C10D_TIMEOUT_MS, saying so). */
+        c10d_store *probe = NULL;
+        c10d_store_opts po = C10D_STORE_OPTS_INIT;
+        po.timeout_ms = 2000;
+        if (c10d_store_connect(&probe, coord, &po) != C10D_OK)
+            fprintf(stderr, "c10d-run: warning: %s; the ranks will keep trying\n",
+                    c10d_errmsg());
+        c10d_store_close(probe);
+    }
 
     /* No SA_RESTART: a signal (or the alarm that ends a grace period)
      * interrupts the blocking waitpid below. Waiting blocked, not polling,
      * is what makes the first rank reaped the first that exited: its
      * peers fail a few milliseconds after it, never before. */
+    signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the launcher (ranks: default) */
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -257,9 +338,11 @@ int main(int argc, char **argv)
     sigaction(SIGALRM, &sa_alarm, NULL);
 
     pid_t *pids = calloc((size_t)n, sizeof *pids);
-    int *done = calloc((size_t)n, sizeof *done);
+    volatile sig_atomic_t *done = calloc((size_t)n, sizeof *done);
     if (!pids || !done)
         return 1;
+    g_done = done;
+    g_n = n;
     char num[32];
     setenv("C10D_COORD", coord, 1);
     setenv("C10D_JOB", job, 1);
@@ -275,11 +358,15 @@ int main(int argc, char **argv)
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
             execvp(prog[0], prog);
             fprintf(stderr, "c10d-run: cannot run %s: %s\n", prog[0], strerror(errno));
             _exit(127);
         }
         pids[r] = pid;
+        g_pids = pids;
+        if (got_signal) /* came while forking: this rank missed it */
+            kill(pid, got_signal);
     }
     if (!quiet)
         fprintf(stderr, "c10d-run: job %s, %d rank%s of %s\n", job, n, n == 1 ? "" : "s",
@@ -292,12 +379,9 @@ int main(int argc, char **argv)
     long long fail_at = 0;
     int stage = 0; /* 0 running, 1 SIGTERM sent, 2 SIGKILL sent */
     while (left > 0) {
-        if (got_signal && !forwarded) {
+        if (got_signal && !forwarded) { /* the handler forwarded it */
             forwarded = got_signal;
-            fprintf(stderr, "c10d-run: %s: forwarding to the ranks\n", strsignal(got_signal));
-            for (int r = 0; r < n; r++)
-                if (!done[r])
-                    kill(pids[r], got_signal);
+            fprintf(stderr, "c10d-run: %s: forwarded to the ranks\n", strsignal(got_signal));
             if (!fail_at)
                 fail_at = now_ms();
         }
@@ -360,18 +444,14 @@ int main(int argc, char **argv)
     if (coord_pid > 0) {
         kill(coord_pid, SIGTERM);
         waitpid(coord_pid, NULL, 0);
-        if (!db) {
-            char cmd[PATH_MAX + 16];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-            if (system(cmd) != 0)
-                fprintf(stderr, "c10d-run: could not remove %s\n", dir);
-        }
+        remove_dir(dir); /* with --db the database is elsewhere and stays */
     }
     if (first_failed < 0 && forwarded)
         code = 128 + forwarded;
     else if (first_failed < 0 && !quiet)
         fprintf(stderr, "c10d-run: all %d rank%s finished\n", n, n == 1 ? "" : "s");
+    g_pids = NULL;
     free(pids);
-    free(done);
+    free((void *)done);
     return code;
 }

@@ -370,6 +370,29 @@ static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
 
 /* Sends frame (len bytes) as request id and waits for its reply until
  * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
+/* A rank started before its coordinator, or pointed at the wrong place,
+ * says so on stderr once it has tried for a second, and every 10 s after,
+ * rather than waiting out C10D_TIMEOUT_MS in silence. Short waits (a
+ * c10d-ctl call) stay quiet: their error says it. c->mu held. */
+static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
+{
+    if (!c->last_err) {
+        c->down_since_ms = 0;
+        return;
+    }
+    if (!c->down_since_ms) {
+        c->down_since_ms = now;
+        c->next_notice_ms = now + 1000;
+    }
+    if (now < c->next_notice_ms || deadline - c->down_since_ms < 5000)
+        return;
+    c->next_notice_ms = now + 10000;
+    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s), after %lld s; still "
+            "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(), c->url,
+            nng_strerror(c->last_err), (long long)(now - c->down_since_ms) / 1000,
+            (long long)(deadline - now) / 1000);
+}
+
 static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
                     int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
 {
@@ -397,6 +420,7 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
                 rv = c->last_err; /* a wrong CA does not get better by retrying */
                 break;
             }
+            notice_unreachable(c, now, deadline);
             if (!c->dialing && now >= c->next_dial_ms)
                 dial(c, deadline);
             else

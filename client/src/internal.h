@@ -62,6 +62,7 @@ typedef struct c10di_conn {
     int users;           /* threads using stream outside mu */
     int dialing, reading, reader_parked, handoff, closing;
     int64_t next_dial_ms;
+    int64_t down_since_ms, next_notice_ms; /* no coordinator reached: since when; say so next */
     int dial_failures;
     int last_err;        /* the last dial or I/O error (NNG's) */
     c10di_waiter *waiters;

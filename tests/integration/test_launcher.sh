@@ -39,8 +39,46 @@ kill -TERM "$lp"
 wait "$lp"
 rc=$?
 [ "$rc" = 143 ] || fail "after SIGTERM the launcher exited $rc, expected 143"
-grep -q "forwarding to the ranks" "$out/sig.err" || fail "no word about forwarding"
+grep -q "forwarded to the ranks" "$out/sig.err" || fail "no word about forwarding"
 pgrep -f "^sleep 30$" >/dev/null && fail "a rank outlived the launcher"
+
+# Issue 12, finding 20: bad values are refused; a coordinator that does not
+# start says why and leaves no temporary directory.
+"$run" -n 2 --grace abc -- true >/dev/null 2>"$out/grace.err"
+[ $? = 2 ] || fail "--grace abc was accepted"
+grep -q -- "--grace abc: want a whole number" "$out/grace.err" || fail "--grace abc: no reason"
+"$run" -n 1x -- true >/dev/null 2>&1
+[ $? = 2 ] || fail "-n 1x was accepted"
+mkdir -p "$out/tmp"
+TMPDIR=$out/tmp "$run" -n 1 --coord-bin /nonexistent -- true >/dev/null 2>"$out/bin.err"
+[ $? = 1 ] || fail "a coordinator that cannot start: launcher did not exit 1"
+grep -q "cannot run /nonexistent" "$out/bin.err" || fail "--coord-bin /nonexistent: no reason given"
+[ -z "$(ls -A "$out/tmp")" ] || fail "a failed start left $(ls "$out/tmp") behind"
+TMPDIR=$out/tmp "$run" -n 1 --db /nonexistent/dir/x.db -- true >/dev/null 2>"$out/db.err"
+[ $? = 1 ] || fail "a bad --db: launcher did not exit 1"
+grep -q "/nonexistent/dir/x.db" "$out/db.err" || fail "a bad --db: the reason does not name it"
+[ -z "$(ls -A "$out/tmp")" ] || fail "a bad --db left $(ls "$out/tmp") behind"
+# Finding 29: the coordinator the launcher started goes with it, even when
+# the launcher is killed with SIGKILL.
+TMPDIR=$out/tmp "$run" -n 1 -- sleep 30 >/dev/null 2>"$out/k9.err" &
+lp=$!
+for _ in $(seq 100); do grep -q "coordinator tcp" "$out/k9.err" && break; sleep 0.05; done
+cpid=$(sed -n 's/.*coordinator tcp:[^ ]* (pid \([0-9]*\).*/\1/p' "$out/k9.err")
+[ -n "$cpid" ] || fail "no coordinator pid in the launcher's output"
+kill -9 "$lp"
+wait "$lp" 2>/dev/null
+for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$cpid" 2>/dev/null && { kill "$cpid"; fail "the coordinator outlived a killed launcher"; }
+pkill -f "^sleep 30$"
+
+# Finding 20: an unreachable --coord is said at once (the launcher) and
+# while the ranks keep trying (the library), not waited out in silence.
+C10D_TIMEOUT_MS=5500 "$run" -q -n 1 --coord tcp://127.0.0.1:1 -- "$train" 10 \
+    >/dev/null 2>"$out/unreach.err"
+grep -q "c10d-run: warning: no coordinator answered at tcp://127.0.0.1:1" "$out/unreach.err" ||
+    fail "the launcher did not say the coordinator is unreachable"
+grep -q "c10d: pid [0-9]*: no coordinator answers at tcp://127.0.0.1:1 yet" "$out/unreach.err" ||
+    fail "the rank did not say it keeps trying"
 
 "$run" --help | grep -q "Usage: c10d-run" || fail "--help"
 "$run" -n 2 >/dev/null 2>&1

@@ -3,9 +3,9 @@
  * a lost member, a stall), and the job's dead and departed ranks. Exit 0
  * when healthy, EXIT_UNHEALTHY (7) when anything is wrong. */
 #include "desync.h"
-
 #include "json.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +91,27 @@ static const char *arg(int argc, char **argv, const char *name, const char *alia
     return NULL;
 }
 
+/* A command's numeric option: absent (def), or a whole number in
+ * [min, max]; else a usage error (2) naming it ("--rank abc" was rank 0). */
+static int num(int argc, char **argv, const char *name, const char *alias, long long def,
+               long long min, long long max, long long *out)
+{
+    const char *v = arg(argc, argv, name, alias);
+    *out = def;
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < min || x > max) {
+        fprintf(stderr, "c10d-ctl: %s wants a whole number from %lld to %lld, not '%s'\nTry "
+                "'c10d-ctl --help'.\n", name, min, max, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
 {
     const char *job = arg(argc, argv, "--job", NULL), *group = arg(argc, argv, "--group", NULL);
@@ -121,19 +142,22 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
 
 int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
 {
-    const char *rank = arg(argc, argv, "--rank", "-r"), *n = arg(argc, argv, "-n", "--limit");
-    if (!rank) {
+    long long rank, n;
+    if (!arg(argc, argv, "--rank", "-r")) {
         fprintf(stderr, "c10d-ctl: trace needs --rank R\nTry 'c10d-ctl --help'.\n");
         return 2;
     }
+    if (num(argc, argv, "--rank", "-r", 0, 0, 1 << 24, &rank) ||
+        num(argc, argv, "-n", "--limit", 0, 1, 100000, &n))
+        return 2;
     c10d_trace_row *rows = NULL;
     size_t nr = 0;
     if ((*err = c10d_store_trace(s, arg(argc, argv, "--job", NULL),
-                                 arg(argc, argv, "--group", NULL), atoi(rank),
-                                 n ? (unsigned)atoi(n) : 0, &rows, &nr)) != C10D_OK)
+                                 arg(argc, argv, "--group", NULL), (int)rank, (unsigned)n, &rows,
+                                 &nr)) != C10D_OK)
         return -1;
     if (json) {
-        printf("{\"ok\":true,\"rank\":%d,\"rows\":[", atoi(rank));
+        printf("{\"ok\":true,\"rank\":%d,\"rows\":[", (int)rank);
         for (size_t i = 0; i < nr; i++) {
             printf("%s{\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64 ",\"what\":",
                    i ? "," : "", rows[i].first_seq, rows[i].last_seq);
@@ -159,8 +183,11 @@ int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
 
 int cmd_watch(c10d_store *s, int argc, char **argv, c10d_status *err)
 {
-    const char *iv = arg(argc, argv, "--interval", NULL), *cnt = arg(argc, argv, "--count", NULL);
-    int interval = iv ? atoi(iv) : 1000, count = cnt ? atoi(cnt) : 0, rc = 0;
+    long long iv, cnt;
+    if (num(argc, argv, "--interval", NULL, 1000, 10, 3600000, &iv) ||
+        num(argc, argv, "--count", NULL, 0, 0, 1000000000, &cnt))
+        return 2;
+    int interval = (int)iv, count = (int)cnt, rc = 0;
     char *fwd[2] = {"--job", (char *)arg(argc, argv, "--job", NULL)};
     for (int i = 0; count == 0 || i < count; i++) {
         printf("\033[H\033[2J"); /* home, clear: a refresh in place */

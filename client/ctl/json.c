@@ -2,6 +2,20 @@
 
 #include <stdint.h>
 
+/* The length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const char *p, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    unsigned char c = u[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (!len || len > n || (len == 2 && c < 0xc2))
+        return 0;
+    for (size_t j = 1; j < len; j++)
+        if ((u[j] & 0xc0) != 0x80)
+            return 0;
+    return len;
+}
+
 void json_string(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
@@ -24,10 +38,23 @@ void json_string(FILE *f, const char *s, size_t n)
             fputs("\\t", f);
             break;
         default:
-            if (c < 0x20)
+            if (c < 0x20) {
                 fprintf(f, "\\u%04x", c);
-            else
+            } else if (c < 0x80) {
                 fputc(c, f);
+            } else {
+                /* A whole UTF-8 sequence as it is; a byte that starts none
+                 * (a key is bytes) as \u00XX, so the output is always
+                 * valid JSON. Such a string reads back as the Latin-1 of
+                 * its bytes: keys have key_base64 too where it matters. */
+                size_t len = utf8_len(s + i, n - i);
+                if (len) {
+                    fwrite(s + i, 1, len, f);
+                    i += len - 1;
+                } else {
+                    fprintf(f, "\\u%04x", c);
+                }
+            }
         }
     }
     fputc('"', f);

@@ -47,7 +47,7 @@ static const char usage[] =
     "  watch [--job J] [--interval MS] [--count K]\n"
     "                      desync, refreshed in place every MS (default 1000)\n"
     "\n"
-    "Options:\n"
+    "Options (before or after the command: `get k --wait 100`; `--` ends them):\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
     "                      else tcp://127.0.0.1:29500)\n"
     "      --tls-ca FILE   for a tls+tcp:// coordinator: the CA (PEM) that signed its\n"
@@ -62,7 +62,8 @@ static const char usage[] =
     "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret),\n"
     "C10D_TLS_CA.\n"
     "\n"
-    "Exit status: 0 success; 1 other error; 2 bad usage; 3 no such key;\n"
+    "Exit status: 0 success; 1 other error (the coordinator's refusals too); 2 bad\n"
+    "usage (found here; --json prints it as JSON); 3 no such key;\n"
     "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
 
 static int json_out;
@@ -80,9 +81,7 @@ static int exit_code(c10d_status st)
         return EXIT_TIMEOUT;
     case C10D_EAUTH:
         return EXIT_AUTH;
-    case C10D_EINVAL:
-        return EXIT_USAGE;
-    default:
+    default: /* C10D_EINVAL from the coordinator too: bad usage is found here */
         return EXIT_ERROR;
     }
 }
@@ -109,9 +108,15 @@ static int fail_last(c10d_status st)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "c10d-ctl: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'c10d-ctl --help'.\n");
+    char msg[1024];
+    snprintf(msg, sizeof msg, fmt, arg);
+    if (json_out) {
+        printf("{\"ok\":false,\"status\":\"usage\",\"error\":");
+        json_string(stdout, msg, strlen(msg));
+        printf("}\n");
+    } else {
+        fprintf(stderr, "c10d-ctl: %s\nTry 'c10d-ctl --help'.\n", msg);
+    }
     return EXIT_USAGE;
 }
 
@@ -335,6 +340,10 @@ static int cmd_keys(c10d_store *s, const char *prefix, long long limit)
         for (size_t i = 0; i < n; i++) {
             printf("%s{\"key\":", i ? "," : "");
             json_string(stdout, keys[i].key, strlen(keys[i].key));
+            if (!json_is_text(keys[i].key, strlen(keys[i].key))) { /* its bytes, exactly */
+                printf(",\"key_base64\":");
+                json_base64(stdout, keys[i].key, strlen(keys[i].key));
+            }
             printf(",\"size\":%" PRIu64 ",\"updated_ms\":%" PRId64 "}", keys[i].size,
                    keys[i].updated_ms);
         }
@@ -449,6 +458,91 @@ static int cmd_add(c10d_store *s, const char *key, const char *num)
     return EXIT_OK;
 }
 
+typedef struct {
+    const char *coord, *tls_ca;
+    long long timeout, wait, limit;
+} options;
+
+/* Applies option `name` with value v (NULL for flags). Returns -1 after a
+ * usage error (its exit code in *rc). */
+static int apply(options *o, int name, const char *v, int *rc)
+{
+    switch (name) {
+    case 'c':
+        if (!*v)
+            return *rc = usage_error("%s", "--coord wants a URL, not an empty string"), -1;
+        o->coord = v;
+        break;
+    case 'A':
+        o->tls_ca = v;
+        break;
+    case 'j':
+        json_out = 1;
+        break;
+    case 't':
+        if (parse_int(v, &o->timeout) || o->timeout <= 0 || o->timeout > 86400000)
+            return *rc = usage_error("--timeout wants milliseconds, not '%s'", v), -1;
+        break;
+    case 'w':
+        if (parse_int(v, &o->wait) || o->wait < 0 || o->wait > 86400000)
+            return *rc = usage_error("--wait wants milliseconds, not '%s'", v), -1;
+        break;
+    case 'n':
+        if (parse_int(v, &o->limit) || o->limit <= 0 || o->limit > 100000)
+            return *rc = usage_error("--limit wants a number from 1 to 100000, not '%s'", v), -1;
+        break;
+    }
+    return 0;
+}
+
+/* Options after the command, as docs/api.md writes them (`get k --wait
+ * 100`, `keys p --limit 5`, `desync --json`): the global ones are taken
+ * out wherever they stand (`--` ends them; `set k -5` keeps its -5, which
+ * is no option); the command's own (--rank, --job, ...) stay. -n is
+ * keys's limit only: trace has its own. Returns the count kept in args. */
+static int take_options(options *o, const char *cmd, int argc, char **argv, char **args, int *rc)
+{
+    static const struct {
+        const char *l, *s;
+        int name, has_arg;
+    } known[] = {{"--json", "-j", 'j', 0},     {"--coord", "-c", 'c', 1},
+                 {"--tls-ca", NULL, 'A', 1},   {"--timeout", "-t", 't', 1},
+                 {"--wait", "-w", 'w', 1},     {"--limit", "-n", 'n', 1}};
+    int kept = 0, literal = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!literal && !strcmp(a, "--")) {
+            literal = 1;
+            continue;
+        }
+        size_t k, n = sizeof known / sizeof known[0];
+        const char *v = NULL;
+        for (k = 0; !literal && k < n; k++) {
+            size_t ll = strlen(known[k].l);
+            if (known[k].name == 'n' && strcmp(cmd, "keys") != 0)
+                continue;
+            if (!strcmp(a, known[k].l) || (known[k].s && !strcmp(a, known[k].s)))
+                break;
+            if (known[k].has_arg && !strncmp(a, known[k].l, ll) && a[ll] == '=') {
+                v = a + ll + 1;
+                break;
+            }
+        }
+        if (k == n || literal) {
+            args[kept++] = argv[i];
+            continue;
+        }
+        if (known[k].has_arg && !v) {
+            if (i + 1 >= argc)
+                return *rc = usage_error("%s wants a value", known[k].l), -1;
+            v = argv[++i];
+        }
+        if (apply(o, known[k].name, v, rc) != 0)
+            return -1;
+    }
+    return kept;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -458,32 +552,21 @@ int main(int argc, char **argv)
         {"version", no_argument, 0, 'V'}, {"tls-ca", required_argument, 0, 'A'},
         {0, 0, 0, 0},
     };
-    const char *coord = NULL, *tls_ca = NULL;
-    long long timeout = 5000, wait = 0, limit = 1000;
-    int c;
-    /* '+': stop at the command, so "set k -5" is not taken as options. */
+    options op = {NULL, NULL, 5000, 0, 1000};
+    int c, rc = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* errors in JSON from the first */
+        json_out |= !strcmp(argv[i], "--json") || !strcmp(argv[i], "-j");
+    /* '+': stop at the command; what follows is take_options's. */
     while ((c = getopt_long(argc, argv, "+c:jt:w:n:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
-            coord = optarg;
-            break;
         case 'A':
-            tls_ca = optarg;
-            break;
         case 'j':
-            json_out = 1;
-            break;
         case 't':
-            if (parse_int(optarg, &timeout) || timeout <= 0 || timeout > 86400000)
-                return usage_error("--timeout wants milliseconds, not '%s'", optarg);
-            break;
         case 'w':
-            if (parse_int(optarg, &wait) || wait < 0 || wait > 86400000)
-                return usage_error("--wait wants milliseconds, not '%s'", optarg);
-            break;
         case 'n':
-            if (parse_int(optarg, &limit) || limit <= 0 || limit > 100000)
-                return usage_error("--limit wants a number from 1 to 100000, not '%s'", optarg);
+            if (apply(&op, c, optarg, &rc) != 0)
+                return rc;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -492,15 +575,18 @@ int main(int argc, char **argv)
             printf("c10d-ctl %s\n", c10d_version());
             return EXIT_OK;
         default:
-            fprintf(stderr, "Try 'c10d-ctl --help'.\n");
-            return EXIT_USAGE;
+            return usage_error("%s", "unknown option");
         }
     }
     if (optind >= argc)
         return usage_error("%s", "no command given (status, keys, get, set, del, add, desync, trace, watch)");
     const char *cmd = argv[optind++];
-    int nargs = argc - optind;
-    char **args = argv + optind;
+    char **args = calloc((size_t)(argc + 1), sizeof *args);
+    if (!args)
+        return fail(C10D_ENOMEM, "out of memory");
+    int nargs = take_options(&op, cmd, argc - optind, argv + optind, args, &rc);
+    if (nargs < 0)
+        return rc;
     struct {
         const char *name;
         int min, max;
@@ -517,20 +603,20 @@ int main(int argc, char **argv)
         return usage_error("wrong number of arguments for '%s'", cmd);
 
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
-    o.timeout_ms = (int)timeout;
-    o.connect_timeout_ms = (int)timeout;
-    o.tls_ca = tls_ca;
+    o.timeout_ms = (int)op.timeout;
+    o.connect_timeout_ms = (int)op.timeout;
+    o.tls_ca = op.tls_ca;
     c10d_store *s = NULL;
-    c10d_status st = c10d_store_connect(&s, coord, &o);
+    c10d_status st = c10d_store_connect(&s, op.coord, &o);
     if (st != C10D_OK)
         return fail_last(st);
-    int rc;
+
     if (strcmp(cmd, "status") == 0)
         rc = cmd_status(s, nargs, args);
     else if (strcmp(cmd, "keys") == 0)
-        rc = cmd_keys(s, nargs ? args[0] : NULL, limit);
+        rc = cmd_keys(s, nargs ? args[0] : NULL, op.limit);
     else if (strcmp(cmd, "get") == 0)
-        rc = cmd_get(s, args[0], (int)wait);
+        rc = cmd_get(s, args[0], (int)op.wait);
     else if (strcmp(cmd, "set") == 0)
         rc = cmd_set(s, args[0], args[1]);
     else if (strcmp(cmd, "del") == 0)
@@ -546,5 +632,6 @@ int main(int argc, char **argv)
     if (rc < 0)
         rc = fail_last(st);
     c10d_store_close(s);
+    free(args);
     return rc;
 }

@@ -108,6 +108,43 @@ START_TEST(exit_codes_for_scripts)
 }
 END_TEST
 
+/* Issue 12, findings 21 and 23: options after the command, as docs/api.md
+ * writes them; values checked; a coordinator's EINVAL is not "bad usage";
+ * JSON always valid, usage errors included. */
+START_TEST(options_anywhere_values_checked_json_always)
+{
+    ck_assert_int_eq(ctl("get nothing --wait 100"), 5);
+    ck_assert_ptr_nonnull(strstr(out, "timed out after 100 ms"));
+    ck_assert_int_eq(ctl("set k1 a"), 0);
+    ck_assert_int_eq(ctl("set k2 b"), 0);
+    ck_assert_int_eq(ctl("keys k --limit 1"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "k1"));
+    ck_assert_ptr_null(strstr(out, "k2"));
+    ck_assert_int_eq(ctl("desync --json"), 0);
+    ck_assert_msg(out[0] == '{', "desync --json printed: %s", out);
+    ck_assert_int_eq(ctl("add k1 -- -5"), 1); /* after --, -5 is a value; k1 is no integer */
+    ck_assert_ptr_nonnull(strstr(out, "k1"));
+    ck_assert_int_eq(ctl("--json frobnicate"), 2);
+    ck_assert_str_eq(out, "{\"ok\":false,\"status\":\"usage\",\"error\":\"unknown command "
+                          "'frobnicate'\"}\n");
+    ck_assert_int_eq(ctl("trace --rank abc"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--rank wants a whole number"));
+    ck_assert_int_eq(ctl("watch --interval x --count 1"), 2);
+    ck_assert_int_eq(ctl("--coord '' status"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--coord wants a URL"));
+    ck_assert_int_eq(ctl("--coord tcp://127.0.0.1:70000 -t 300 status"), 1);
+    ck_assert_ptr_nonnull(strstr(out, "port must be a number from 1 to 65535"));
+    /* a key of bytes that are not UTF-8: still valid JSON, and its bytes */
+    ck_assert_int_eq(ctl("set \"$(printf 'k\\377')\" v"), 0);
+    ck_assert_int_eq(ctl("--json keys"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"key\":\"k\\u00ff\",\"key_base64\":\"a/8=\""));
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "%s --coord %s --json keys | python3 -c 'import json,sys; "
+             "json.load(sys.stdin)'", C10D_CTL_BIN, coord.url);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ctl");
@@ -117,6 +154,7 @@ int main(void)
     tcase_add_test(tc, json_output);
     tcase_add_test(tc, status_for_people);
     tcase_add_test(tc, exit_codes_for_scripts);
+    tcase_add_test(tc, options_anywhere_values_checked_json_always);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

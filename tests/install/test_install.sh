@@ -17,10 +17,13 @@ if nm -D --defined-only "$libdir/libc10dclient.so" | awk '{print $3}' | grep -v 
 fi
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 "${CC:-cc}" -Wall -Werror -o "$prefix/prog" "$here/user_prog.c" $(pkg-config --cflags --libs c10dclient)
-LD_LIBRARY_PATH="$libdir" "$prefix/prog" | grep -q "c10d 0\." || { echo "FAIL: pkg-config build"; exit 1; }
+# No LD_LIBRARY_PATH: the run path comes with pkg-config's flags (issue 12,
+# finding 30) and with CMake's imported target.
+"$prefix/prog" | grep -q "c10d 0\." || { echo "FAIL: pkg-config build (run path?)"; exit 1; }
 mkdir "$prefix/cm"
 cmake -S "$here" -B "$prefix/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/cm" >/dev/null
-LD_LIBRARY_PATH="$libdir" "$prefix/cm/user_prog" | grep -q "c10d 0\." || { echo "FAIL: find_package build"; exit 1; }
+"$prefix/cm/user_prog" | grep -q "c10d 0\." || { echo "FAIL: find_package build (run path?)"; exit 1; }
 "$prefix/bin/c10d-ctl" --version | grep -q "c10d-ctl 0\." || { echo "FAIL: installed c10d-ctl does not run"; exit 1; }
+"$prefix/bin/c10d-run" --help | grep -q "Usage: c10d-run" || { echo "FAIL: installed c10d-run does not run"; exit 1; }
 echo "install: ok (pkg-config and find_package)"

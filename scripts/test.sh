@@ -27,8 +27,10 @@ bash scripts/build-torch.sh build
 echo "== test python/c10d_coord (pytest)"
 /usr/bin/python3 -m pytest -q -rs tests/python
 if [ "${C10D_SKIP_SANITIZE:-0}" != 1 ]; then
-    # detect_leaks: NNG keeps a few process-wide allocations until exit.
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    # Leaks are errors; NNG's own process-wide allocations are suppressed
+    # (tests/lsan.supp).
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$root/tests/lsan.supp \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         run_suite build-asan -DC10D_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 fi
 if [ "${C10D_TSAN:-0}" = 1 ]; then

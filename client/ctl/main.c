@@ -581,10 +581,8 @@ int main(int argc, char **argv)
     if (optind >= argc)
         return usage_error("%s", "no command given (status, keys, get, set, del, add, desync, trace, watch)");
     const char *cmd = argv[optind++];
-    char **args = calloc((size_t)(argc + 1), sizeof *args);
-    if (!args)
-        return fail(C10D_ENOMEM, "out of memory");
-    int nargs = take_options(&op, cmd, argc - optind, argv + optind, args, &rc);
+    char **args = argv + optind; /* compacted in place: what is kept never overtakes */
+    int nargs = take_options(&op, cmd, argc - optind, args, args, &rc);
     if (nargs < 0)
         return rc;
     struct {
@@ -632,6 +630,5 @@ int main(int argc, char **argv)
     if (rc < 0)
         rc = fail_last(st);
     c10d_store_close(s);
-    free(args);
     return rc;
 }

@@ -12,7 +12,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libnng-dev libmbedtls-dev
       libprotobuf-c-dev protobuf-c-compiler
-      libsqlite3-dev sqlite3 check openssl)
+      libsqlite3-dev sqlite3 check openssl
+      clang)  # libFuzzer for scripts/fuzz.sh
 if [ "${C10D_NO_TORCH:-0}" != 1 ]; then
     pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build)
 fi

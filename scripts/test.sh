@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything and runs every test: the Debian packages, a build with
-# warnings as errors, the test suite; then the same suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer.
+# warnings as errors, the test suite, the PyTorch tests, a bounded fuzzing
+# run of the coordinator; then the suite again under AddressSanitizer +
+# UndefinedBehaviorSanitizer with leak detection.
 #   scripts/test.sh            both builds
 #   C10D_SKIP_SANITIZE=1 ...   the plain build only (quicker)
 set -euo pipefail
@@ -26,6 +27,9 @@ run_suite build
 bash scripts/build-torch.sh build
 echo "== test python/c10d_coord (pytest)"
 /usr/bin/python3 -m pytest -q -rs tests/python
+# The coordinator's decoder and handlers under libFuzzer, for a bounded
+# time from the committed corpus (C10D_FUZZ_SECONDS, default 60).
+bash scripts/fuzz.sh
 if [ "${C10D_SKIP_SANITIZE:-0}" != 1 ]; then
     # Leaks are errors; NNG's own process-wide allocations are suppressed
     # (tests/lsan.supp).

@@ -239,10 +239,18 @@ int c10ds_db_checkpoint(c10ds_db *db)
 {
     if (!db->path || strcmp(db->path, ":memory:") == 0)
         return 0;
+    /* Never waits: an outside reader (an online backup with sqlite3's
+     * .backup) would otherwise hold the engine for the busy timeout, every
+     * time. Busy now, it is tried again at the next one. */
+    sqlite3_busy_timeout(db->h, 0);
     int rc = sqlite3_wal_checkpoint_v2(db->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+    sqlite3_busy_timeout(db->h, 5000);
     if (rc == SQLITE_OK)
         return 0;
-    c10ds_warn("checkpointing the database's WAL: %s", sqlite3_errmsg(db->h));
+    if (rc == SQLITE_BUSY)
+        c10ds_debug("checkpointing the database's WAL: busy (a reader); next time");
+    else
+        c10ds_warn("checkpointing the database's WAL: %s", sqlite3_errmsg(db->h));
     return -1;
 }
 

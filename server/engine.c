@@ -200,6 +200,12 @@ static void begin_txn(c10ds_engine *e)
 {
     e->in_txn = c10ds_db_begin(e->db) == 0;
     e->txn_from = e->outbox_tail;
+    e->txn_no++;
+}
+
+static int parked_in(const c10ds_request *r, void *txn)
+{
+    return r->pb && r->txn == *(uint64_t *)txn;
 }
 
 /* SQLite rolls a transaction back by itself on some errors (a full disk,
@@ -217,11 +223,21 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
     snprintf(why, sizeof why, "%s", sqlite3_errmsg(e->db->h));
     c10ds_error("the database rolled back a transaction (%s): failing the requests in it", why);
     for (c10ds_request *r = e->txn_from ? e->txn_from->next : e->outbox; r; r = r->next)
-        c10ds_fail(r, C10D_ERROR, "the coordinator's database rolled back the transaction "
-                   "holding this request (%s); nothing from this request was stored", why);
+        if (!r->txn_free)
+            c10ds_fail(r, C10D_ERROR, "the coordinator's database rolled back the transaction "
+                       "holding this request (%s); nothing from this request was stored", why);
     if (current)
         c10ds_fail(current, C10D_ERROR, "the coordinator's database failed (%s); nothing from "
                    "this request was stored", why);
+    /* Requests that wrote and then parked in it (a group_join's arrival)
+     * wait on state that is gone: they fail too, and their clients retry. */
+    c10ds_request *gone = c10ds_waiters_take_if(e->waiters, parked_in, &e->txn_no);
+    for (c10ds_request *r = gone, *n; r; r = n) {
+        n = r->next;
+        c10ds_fail(r, C10D_ERROR, "the coordinator's database rolled back the transaction "
+                   "holding this request (%s); nothing from this request was stored", why);
+        answered(e, r);
+    }
     c10ds_store_recount(&e->store); /* cached counts follow the rollback */
     e->next_checkpoint_ms = 0; /* free the WAL's space after this batch */
     begin_txn(e);
@@ -230,6 +246,7 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
 
 static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    txn_lost(e, NULL); /* by whatever ran before (an event, a reqlog record) */
     if (!r->pb) {
         if (r->event == C10DS_EV_PIPE_CLOSED) {
             /* Its parked requests go first: they hold the connection's
@@ -237,6 +254,7 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
              * check or a long get behind until its deadline. */
             c10ds_waiters_drop_pipe(e->waiters, r->pipe, c10ds_request_free);
             c10ds_groups_pipe_closed(e, r->pipe);
+            txn_lost(e, NULL);
         }
         c10ds_request_free(r);
         return;
@@ -248,6 +266,7 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
         if (!op) {
             c10ds_fail(r, C10D_EPROTO, "unknown operation %d (is the client newer than this "
                        "coordinator, %s?)", oc, e->cfg->listen_url);
+            r->txn_free = 1;
             answered(e, r);
             return;
         }
@@ -256,6 +275,7 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
                        (unsigned long long)client_of(r), r->pb->token ? "wrong" : "no");
             c10ds_fail(r, C10D_EAUTH, "the coordinator requires a token (C10D_TOKEN) and the one "
                        "given %s", r->pb->token ? "does not match" : "is missing");
+            r->txn_free = 1;
             answered(e, r);
             return;
         }
@@ -265,16 +285,23 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             c10ds_debug("request %llu of client %016llx (%s) was applied before; resending its "
                         "reply", (unsigned long long)r->pb->request_id,
                         (unsigned long long)client_of(r), op->name);
+            r->txn_free = 1; /* committed in an earlier batch */
             answered(e, r);
             return;
         }
     }
+    r->txn_free = 0;
     c10ds_outcome o = op->fn(e, r, ph);
-    int lost = txn_lost(e, o == C10DS_PARKED ? NULL : r);
-    if (o == C10DS_PARKED)
+    if (o == C10DS_PARKED) {
+        r->txn = e->txn_no;
+        txn_lost(e, NULL); /* r itself too, if its writes were lost */
         return;
-    if (!lost && (op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply)
+    }
+    int lost = txn_lost(e, r);
+    if (!lost && (op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply) {
         c10ds_reqlog_record(&e->reqlog, client_of(r), r->pb->request_id, r->reply, r->reply_len);
+        txn_lost(e, r); /* the record's write lost the transaction: r is not stored either */
+    }
     answered(e, r);
 }
 

@@ -93,6 +93,7 @@ struct c10ds_engine {
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
     int in_txn;             /* the batch's transaction is open */
+    uint64_t txn_no;        /* counts transactions: what a parked request parked in */
     c10ds_request *txn_from; /* the outbox entry before the transaction began (NULL: none) */
 
     int64_t start_ms;

@@ -419,6 +419,10 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
                 return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s "
                                   "generation %llu (call c10d_init first)", m->rank, m->job,
                                   (unsigned long long)gen);
+            /* Only the client that joined the world as this rank may
+             * arrive for it (and learn the group's data-plane secret). */
+            if (c10ds_check_member_caller(e, r, m->job, gen, m->rank) != 0)
+                return C10DS_DONE;
         }
         r->generation = gen;
     }

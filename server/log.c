@@ -49,8 +49,19 @@ static int admit(const char *fmt, time_t now, unsigned *dropped)
 {
     *dropped = 0;
     pthread_mutex_lock(&sites_mu);
-    struct site *x = &sites[((uintptr_t)fmt >> 4) % SITES];
-    if (x->fmt != fmt) { /* a new site (or a collision: start it afresh) */
+    /* Open addressing: a site keeps its slot; a full table reuses the
+     * slot of the site quiet longest. */
+    struct site *x = NULL, *oldest = NULL;
+    for (size_t i = 0, h = ((uintptr_t)fmt >> 4) % SITES; i < SITES && !x; i++) {
+        struct site *y = &sites[(h + i) % SITES];
+        if (y->fmt == fmt || !y->fmt)
+            x = y;
+        else if (!oldest || y->second < oldest->second)
+            oldest = y;
+    }
+    if (!x)
+        x = oldest;
+    if (x->fmt != fmt) {
         x->fmt = fmt;
         x->second = now;
         x->count = x->dropped = 0;

@@ -22,6 +22,8 @@ struct c10ds_request {
     c10ds_request *next;  /* engine queue / ready list / outbox */
     uint32_t pipe;        /* the NNG connection it came on (liveness) */
     uint64_t generation;  /* group_join: the generation it joins, once known */
+    uint64_t txn;         /* the engine's transaction it last parked in (engine.c) */
+    int txn_free;         /* its reply does not depend on the transaction (a replay, a refusal) */
     /* pb == NULL: an event from the listener, not a request. */
     enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED } event;
 

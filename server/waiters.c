@@ -233,6 +233,20 @@ void c10ds_waiters_drop_pipe(c10ds_waiters *w, uint32_t pipe, void (*drop)(c10ds
     }
 }
 
+c10ds_request *c10ds_waiters_take_if(c10ds_waiters *w, int (*pick)(const c10ds_request *, void *),
+                                     void *arg)
+{
+    c10ds_request *found = NULL; /* chained first: unparking reorders the heap */
+    for (size_t i = 0; i < w->heap_len; i++)
+        if (pick(w->heap[i], arg)) {
+            w->heap[i]->next = found;
+            found = w->heap[i];
+        }
+    for (c10ds_request *r = found; r; r = r->next)
+        unpark(w, r);
+    return found;
+}
+
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w)
 {
     return w->heap_len ? w->heap[0]->deadline_ms : INT64_MAX;

@@ -27,6 +27,10 @@ c10ds_request *c10ds_waiters_pop_expired(c10ds_waiters *w, int64_t now_ms);
 /* Unparks the requests that came on connection pipe (it closed: nobody
  * will read their replies) and hands each to drop(). */
 void c10ds_waiters_drop_pipe(c10ds_waiters *w, uint32_t pipe, void (*drop)(c10ds_request *));
+/* Unparks every parked request for which pick(r, arg) is true; returns
+ * them chained through ->next. */
+c10ds_request *c10ds_waiters_take_if(c10ds_waiters *w, int (*pick)(const c10ds_request *, void *),
+                                     void *arg);
 /* The earliest deadline, or INT64_MAX when nothing is parked. */
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w);
 size_t c10ds_waiters_count(const c10ds_waiters *w);

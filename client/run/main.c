@@ -15,9 +15,11 @@
  * reaps them in is no guide: a rank's peers fail a few hundred
  * microseconds after it, and the rank itself may take longer than that to
  * finish exiting. */
+#define _GNU_SOURCE /* nftw, strsignal */
 #include <c10d/c10d.h>
 
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
@@ -66,12 +68,17 @@ static long long parse_num(const char *opt, const char *v, long long min, long l
 
 /* Removes the launcher's temporary directory (the coordinator's log and
  * ready file, and its database unless --db put it elsewhere). */
+static int remove_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
 static void remove_dir(const char *dir)
 {
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "c10d-run: could not remove %s\n", dir);
+    /* Depth first, no shell: the name comes from TMPDIR. */
+    if (nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "c10d-run: could not remove %s: %s\n", dir, strerror(errno));
 }
 
 static void on_alarm(int sig)
@@ -146,14 +153,16 @@ static pid_t start_coord(const char *bin, const char *db, const char *dir, char 
         fprintf(stderr, "c10d-run: the temporary directory's name is too long\n");
         return -1;
     }
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(log, "a", stderr);
         (void)f;
         /* The coordinator goes with the launcher, even one killed with
-         * SIGKILL (or by SIGPIPE in `c10d-run ... | head -1`). */
+         * SIGKILL (or by SIGPIPE in `c10d-run ... | head -1`); if that
+         * happened before this line, now. */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() == 1)
+        if (getppid() != launcher)
             _exit(1);
         execlp(bin, bin, "--listen", "tcp://127.0.0.1:0", "--db", db, "--ready-file", ready,
                (char *)NULL);

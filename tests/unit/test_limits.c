@@ -369,6 +369,51 @@ START_TEST(each_group_gets_its_own_random_secret)
 }
 END_TEST
 
+/* From review: a request that wrote and then parked in a transaction
+ * that is lost (a group_join's arrival) is failed with the cause, not
+ * left waiting on state that is gone; a replayed reply (committed in an
+ * earlier batch) stays true. */
+START_TEST(parked_and_replayed_requests_in_a_lost_transaction)
+{
+    run1(add_req(5, 1, "ctr", 7)); /* committed: its replay must stay "7" */
+    sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &st, NULL);
+    sqlite3_step(st);
+    int pages = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages + 3);
+    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+    size_t vlen = 256 << 10;
+    char *v = calloc(1, vlen);
+    c10ds_request *join = join_req(2, "lost", "world", 0, 2, NULL, 0); /* parks: rank 1 missing */
+    join->pb->group_join->timeout_ms = 60000;
+    c10ds_request *replay = add_req(5, 1, "ctr", 7), *big = set_req(3, 1, "big", v, vlen);
+    join->next = replay;
+    replay->next = big;
+    big->next = NULL;
+    c10ds_engine_run_batch(eng, join);
+    sqlite3_exec(db.h, "PRAGMA max_page_count=1000000", NULL, NULL, NULL);
+    int saw_join = 0, saw_replay = 0;
+    for (int i = 1; i < nreplies; i++) {
+        if (replies[i]->request_id == 2) { /* the join */
+            saw_join = 1;
+            ck_assert_int_eq(replies[i]->status, C10D_ERROR);
+            ck_assert_ptr_nonnull(strstr(replies[i]->detail, "full"));
+        }
+        if (replies[i]->request_id == 1 && replies[i]->status == C10D_OK) {
+            saw_replay = 1;
+            ck_assert_int_eq(replies[i]->number, 7);
+        }
+    }
+    ck_assert_msg(saw_join, "the parked join was not answered");
+    ck_assert_msg(saw_replay, "the replayed add was not answered as before");
+    ck_assert_int_eq(atomic_load(&eng->parked), 0);
+    free(v);
+}
+END_TEST
+
 static long long wal_bytes(void)
 {
     char p[160];
@@ -417,6 +462,7 @@ int main(void)
     tcase_add_test(tc, a_wall_clock_step_kills_no_member);
     tcase_add_test(tc, only_the_client_that_joined_a_member_speaks_for_it);
     tcase_add_test(tc, each_group_gets_its_own_random_secret);
+    tcase_add_test(tc, parked_and_replayed_requests_in_a_lost_transaction);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

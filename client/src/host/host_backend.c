@@ -110,7 +110,10 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     snprintf(name, sizeof name, "/c10d.%016llx.%d.%d",
              (unsigned long long)fnv1a(pg->name, fnv1a(pg->w->job, 0xcbf29ce484222325ull)),
              (int)getpid(), atomic_fetch_add(&segments_made, 1));
-    if (h->n > 1) /* made at connect, for the peers found on this host */
+    /* Made at connect, for the peers found on this host. None when TCP is
+     * forced: a peer on this host must not wait for a segment never made. */
+    const char *mode = getenv("C10D_HOST_TRANSPORT");
+    if (h->n > 1 && !(mode && strcmp(mode, "tcp") == 0))
         snprintf(h->shm_published, sizeof h->shm_published, "%s", name);
     int k = snprintf(buf, cap, "host=%s\npid=%d\nshm=%s\naddr=%s\nport=%d\n", pg->w->host,
                      (int)getpid(), h->shm_published, h->addr, h->port);

@@ -84,19 +84,24 @@ static int write_all(int fd, const void *p, size_t n, int64_t deadline)
     return 0;
 }
 
-/* One non-blocking connect, waiting at most ms: 0 or an errno
- * (ETIMEDOUT when the peer did not answer within ms). */
-static int connect_within(int fd, const struct sockaddr_in *sa, int ms)
+/* Starts a non-blocking connect: 0 (done or under way) or an errno. */
+static int connect_start(int fd, const struct sockaddr_in *sa)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0)
+    if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0 || errno == EINPROGRESS)
         return 0;
-    if (errno != EINPROGRESS)
-        return errno;
+    return errno;
+}
+
+/* Waits at most ms for a connect under way: 0 connected, EINPROGRESS
+ * still under way (the same socket goes on: a handshake may need the
+ * SYN resent after a second), or the connect's errno. */
+static int connect_wait(int fd, int ms)
+{
     struct pollfd p = {fd, POLLOUT, 0};
     int r = poll(&p, 1, ms);
-    if (r == 0)
-        return ETIMEDOUT;
+    if (r == 0 || (r < 0 && errno == EINTR))
+        return EINPROGRESS;
     if (r < 0)
         return errno;
     int err = 0;
@@ -146,25 +151,34 @@ c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *po
             if (inet_pton(AF_INET, addrs[j], &sa.sin_addr) != 1)
                 return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
                                    addrs[j]);
-            /* In slices of 200 ms, each a fresh socket, so that the group's
-             * deadline and a peer's loss end the wait (a blocking connect
-             * to an address that drops packets waits minutes). */
-            int fd;
+            /* Waited for in slices of 200 ms, so that the group's deadline
+             * and a peer's loss end the wait (a blocking connect to an
+             * address that drops packets waits minutes); a refused one is
+             * tried again on a fresh socket (the peer is not listening yet). */
+            int fd = -1, err = ECONNREFUSED;
             for (;;) {
-                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                if (fd < 0)
-                    return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
-                int err = connect_within(fd, &sa, 200);
-                if (err == 0)
+                if (err == ECONNREFUSED) {
+                    if (fd >= 0)
+                        close(fd);
+                    if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+                        return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
+                    err = connect_start(fd, &sa);
+                }
+                if (err == 0 && (err = connect_wait(fd, 200)) == 0)
                     break;
-                close(fd);
-                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK)
+                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK) {
+                    close(fd);
                     return st;
-                if (err != ECONNREFUSED && err != ETIMEDOUT && err != EINTR)
+                }
+                if (err == EINPROGRESS) {
+                    err = 0; /* the same connect goes on */
+                } else if (err == ECONNREFUSED) {
+                    usleep(10000);
+                } else {
+                    close(fd);
                     return c10di_error(C10D_EBACKEND, "cannot connect to rank %d at %s:%d: %s",
                                        j, addrs[j], ports[j], strerror(err));
-                if (err == ECONNREFUSED)
-                    usleep(10000);
+                }
             }
             tune(fd);
             hello_msg m = {cookie, (uint32_t)h->me, (uint32_t)ch};

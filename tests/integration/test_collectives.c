@@ -9,6 +9,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -590,6 +591,22 @@ START_TEST(world_3_over_tcp)
 }
 END_TEST
 
+/* Issue 12, finding 14: the host data plane over IPv6. The coordinator
+ * listens on [::1], so the address each rank advertises (the one it
+ * reaches the coordinator from) is IPv6, and its TCP links are too. */
+START_TEST(world_3_over_tcp_on_ipv6)
+{
+    coord_stop(&coord, SIGTERM);
+    ck_assert_int_eq(coord_start(&coord, "tcp://[::1]:0", NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(coord.url, "[::1]"));
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run_battery(3);
+    setenv("C10D_HOST_ADDR", "::1", 1); /* an IPv6 address given: was "a bad address" */
+    run_battery(3);
+    unsetenv("C10D_HOST_ADDR");
+}
+END_TEST
+
 /* Two hosts, interleaved: ranks 0, 2, 4 on one, 1, 3, 5 on the other
  * (C10D_HOST_NAME). Shared memory within a host, TCP across; each rank's
  * segment holds its two local peers' rings only, in slots that both sides
@@ -690,6 +707,7 @@ int main(void)
     tcase_add_test(tc, world_8);
     tcase_add_test(tc, world_3_over_tcp);
     tcase_add_test(tc, world_6_on_two_hosts);
+    tcase_add_test(tc, world_3_over_tcp_on_ipv6);
     tcase_add_test(tc, subgroups_translate_ranks);
     tcase_add_test(tc, monitored_barrier_names_the_missing_rank);
     suite_add_tcase(s, tc);

@@ -40,21 +40,32 @@ static void local_addr(const char *coord_url, char *out, size_t cap)
         return;
     char host[256];
     snprintf(host, sizeof host, "%s", p + 3);
-    char *colon = strrchr(host, ':');
+    char *colon = strrchr(host, ':'), *name = host;
     if (!colon)
         return;
     *colon = '\0';
+    if (name[0] == '[') { /* an IPv6 literal: [::1]:29500 */
+        name++;
+        char *end = strchr(name, ']');
+        if (end)
+            *end = '\0';
+    }
+    /* IPv4 or IPv6, as the coordinator's name resolves (AF_UNSPEC). */
     struct addrinfo hints = {0}, *ai = NULL;
-    hints.ai_family = AF_INET;
+    hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_DGRAM;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
+    if (getaddrinfo(name, colon + 1, &hints, &ai) != 0 || !ai)
         return;
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in sa;
+    int fd = socket(ai->ai_family, SOCK_DGRAM, 0);
+    struct sockaddr_storage sa;
     socklen_t sl = sizeof sa;
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        inet_ntop(AF_INET, &sa.sin_addr, out, (socklen_t)cap);
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
+        if (sa.ss_family == AF_INET6)
+            inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, out, (socklen_t)cap);
+        else
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, out, (socklen_t)cap);
+    }
     if (fd >= 0)
         close(fd);
     freeaddrinfo(ai);

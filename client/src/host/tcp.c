@@ -32,33 +32,54 @@ static void tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Listens on the address peers are told (h->addr), not on every
- * interface; on any address only when that one is not this host's (a
- * C10D_HOST_ADDR behind NAT). */
+/* An address text (IPv4 or IPv6) and port as a socket address; 0 or -1. */
+static int sockaddr_of(const char *addr, int port, struct sockaddr_storage *ss, socklen_t *len)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof *v4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof *v6;
+        return 0;
+    }
+    return -1;
+}
+
+/* Listens on the address peers are told (h->addr, IPv4 or IPv6), not on
+ * every interface; on any address of its family only when that one is not
+ * this host's (a C10D_HOST_ADDR behind NAT). */
 c10d_status c10di_tcp_listen(c10di_host *h)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage ss;
+    socklen_t len;
+    if (sockaddr_of(h->addr, 0, &ss, &len) != 0)
+        sockaddr_of("0.0.0.0", 0, &ss, &len);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    if (inet_pton(AF_INET, h->addr, &sa.sin_addr) != 1)
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    int rc = bind(fd, (struct sockaddr *)&ss, len);
     if (rc != 0 && errno == EADDRNOTAVAIL) {
-        sa.sin_addr.s_addr = htonl(INADDR_ANY);
-        rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+        sockaddr_of(ss.ss_family == AF_INET6 ? "::" : "0.0.0.0", 0, &ss, &len);
+        rc = bind(fd, (struct sockaddr *)&ss, len);
     }
-    socklen_t sl = sizeof sa;
-    if (rc != 0 || listen(fd, 1024) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
-        c10d_status st = c10di_error(C10D_EBACKEND, "cannot listen for peers: %s",
+    socklen_t sl = sizeof ss;
+    if (rc != 0 || listen(fd, 1024) != 0 || getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        c10d_status st = c10di_error(C10D_EBACKEND, "cannot listen for peers on %s: %s", h->addr,
                                      strerror(errno));
         close(fd);
         return st;
     }
     h->listen_fd = fd;
-    h->port = ntohs(sa.sin_port);
+    h->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
     return C10D_OK;
 }
 
@@ -85,10 +106,10 @@ static int write_all(int fd, const void *p, size_t n, int64_t deadline)
 }
 
 /* Starts a non-blocking connect: 0 (done or under way) or an errno. */
-static int connect_start(int fd, const struct sockaddr_in *sa)
+static int connect_start(int fd, const struct sockaddr_storage *sa, socklen_t len)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0 || errno == EINPROGRESS)
+    if (connect(fd, (const struct sockaddr *)sa, len) == 0 || errno == EINPROGRESS)
         return 0;
     return errno;
 }
@@ -145,10 +166,9 @@ c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *po
             continue;
         }
         for (int ch = 0; ch < CH_COUNT; ch++) {
-            struct sockaddr_in sa = {0};
-            sa.sin_family = AF_INET;
-            sa.sin_port = htons((uint16_t)ports[j]);
-            if (inet_pton(AF_INET, addrs[j], &sa.sin_addr) != 1)
+            struct sockaddr_storage sa;
+            socklen_t salen;
+            if (sockaddr_of(addrs[j], ports[j], &sa, &salen) != 0)
                 return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
                                    addrs[j]);
             /* Waited for in slices of 200 ms, so that the group's deadline
@@ -160,9 +180,9 @@ c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *po
                 if (err == ECONNREFUSED) {
                     if (fd >= 0)
                         close(fd);
-                    if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+                    if ((fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
                         return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
-                    err = connect_start(fd, &sa);
+                    err = connect_start(fd, &sa, salen);
                 }
                 if (err == 0 && (err = connect_wait(fd, 200)) == 0)
                     break;

@@ -209,6 +209,24 @@ START_TEST(a_multi_get_reply_larger_than_a_message_is_refused)
 }
 END_TEST
 
+/* The disk fills up: no more than `spare` pages beyond what the file has
+ * now (SQLite's max_page_count plays the full disk); -1 frees it again. */
+static void fill_the_disk(int spare)
+{
+    char sql[64];
+    int pages = 1000000;
+    if (spare >= 0) {
+        sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+        sqlite3_stmt *st;
+        sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &st, NULL);
+        sqlite3_step(st);
+        pages = sqlite3_column_int(st, 0) + spare;
+        sqlite3_finalize(st);
+    }
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages);
+    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+}
+
 static int64_t stored_number(const char *key)
 {
     C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
@@ -234,16 +252,7 @@ START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
 {
     run1(add_req(1, 1, "before", 1)); /* a committed key, and the file's pages */
     ck_assert_int_eq(replies[0]->status, C10D_OK);
-    /* The disk fills up: no page beyond what the file has now. */
-    sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-    sqlite3_stmt *s;
-    sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &s, NULL);
-    sqlite3_step(s);
-    int pages = sqlite3_column_int(s, 0);
-    sqlite3_finalize(s);
-    char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages + 2);
-    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+    fill_the_disk(2);
 
     size_t vlen = 256 << 10;
     char *v = calloc(1, vlen);
@@ -259,7 +268,7 @@ START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
     ck_assert_msg(strstr(rbig->detail, "full") != NULL, "the cause is not named: %s",
                   rbig->detail);
     /* What each reply says is what is stored. */
-    sqlite3_exec(db.h, "PRAGMA max_page_count=1000000", NULL, NULL, NULL);
+    fill_the_disk(-1);
     int64_t got_a = stored_number("a"), got_b = stored_number("b");
     ck_assert_int_eq(got_a, ra->status == C10D_OK ? 1 : -1);
     ck_assert_int_eq(got_b, rb->status == C10D_OK ? 1 : -1);
@@ -376,15 +385,7 @@ END_TEST
 START_TEST(parked_and_replayed_requests_in_a_lost_transaction)
 {
     run1(add_req(5, 1, "ctr", 7)); /* committed: its replay must stay "7" */
-    sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
-    sqlite3_stmt *st;
-    sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &st, NULL);
-    sqlite3_step(st);
-    int pages = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages + 3);
-    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+    fill_the_disk(3);
     size_t vlen = 256 << 10;
     char *v = calloc(1, vlen);
     c10ds_request *join = join_req(2, "lost", "world", 0, 2, NULL, 0); /* parks: rank 1 missing */
@@ -394,7 +395,7 @@ START_TEST(parked_and_replayed_requests_in_a_lost_transaction)
     replay->next = big;
     big->next = NULL;
     c10ds_engine_run_batch(eng, join);
-    sqlite3_exec(db.h, "PRAGMA max_page_count=1000000", NULL, NULL, NULL);
+    fill_the_disk(-1);
     int saw_join = 0, saw_replay = 0;
     for (int i = 1; i < nreplies; i++) {
         if (replies[i]->request_id == 2) { /* the join */

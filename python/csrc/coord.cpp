@@ -220,6 +220,15 @@ class Finishers {
         for (auto &t : threads_)
             t.join();
     }
+    // Whether the caller is one of this pool's threads (which it cannot join).
+    bool runs_here()
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        for (auto &t : threads_)
+            if (t.get_id() == std::this_thread::get_id())
+                return true;
+        return false;
+    }
     void push(std::unique_ptr<Pending> p)
     {
         std::lock_guard<std::mutex> g(mu_);
@@ -475,6 +484,21 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     }
     ~ProcessGroupCoord() override
     {
+        /* A then() callback can hold the last reference to its group (torch's
+         * PowerSGD hook does): the group then goes on a finisher, which can
+         * neither join itself nor give up the GIL it runs the callback
+         * under (taking it back fails once the interpreter exits). Another
+         * thread finishes the queue and leaves the group. */
+        if (finishers_ && finishers_->runs_here()) {
+            std::unique_ptr<Finishers> f = std::move(finishers_);
+            c10d_pg *pg = pg_;
+            std::thread([f = std::move(f), pg]() mutable {
+                f.reset();
+                if (pg)
+                    c10d_destroy(pg);
+            }).detach();
+            return;
+        }
         /* Every queued call finishes first. A finisher may need the GIL
          * (dropping the last reference to a tensor made in Python, a
          * Python then() callback): never wait for it while holding it. */

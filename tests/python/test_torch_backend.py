@@ -150,3 +150,11 @@ def test_queued_calls(case):
     callback: with one completion thread that deadlocks."""
     rc, out = run(case, env={"C10D_TORCH_ASYNC": "1", "C10D_VERIFY": "async"})
     assert rc == 0, out
+
+
+def test_queued_call_drops_the_last_reference_to_its_group():
+    """A finisher thread that runs a then() callback holding the last
+    reference to a group destroys the group there (torch's PowerSGD hook
+    captures its group this way): the process must go on, not abort."""
+    rc, out = run("lastref", env={"C10D_TORCH_ASYNC": "1"})
+    assert rc == 0, out

@@ -47,10 +47,27 @@ def train(pg, steps, hook=None):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
+def let_go(group):
+    """Destroys a gloo group and returns once only the caller refers to it.
+    torch's gloo group destroys itself on its own worker thread when a
+    then() callback there drops the last reference (PowerSGD's callbacks
+    hold their group), and that aborts: "Resource deadlock avoided" (torch
+    1.13). The caller's `del` must be the last reference."""
+    dist.destroy_process_group(group)
+    deadline = time.monotonic() + 60
+    # the caller's name, this parameter, getrefcount's argument
+    while sys.getrefcount(group) > 3:
+        if time.monotonic() > deadline:
+            fail(f"gloo's callbacks still hold its group: {sys.getrefcount(group)} references")
+        time.sleep(0.001)  # gloo's threads need the GIL to let go
+
+
 def case_ddp(hook=None):
     gloo = dist.new_group(backend="gloo")  # over the coord store: checks it too
     ours = train(None, 6, hook)
     theirs = train(gloo, 6, hook)
+    let_go(gloo)
+    del gloo
     if not torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         fail(f"DDP weights differ from gloo's: max |diff| {(ours - theirs).abs().max().item()}")
     every = [torch.empty_like(ours) for _ in range(world)]
@@ -302,6 +319,42 @@ def case_named():
     dist.barrier()
 
 
+def case_lastref():
+    """A then() callback holds the last reference to a group, and a
+    finisher thread (C10D_TORCH_ASYNC=1) runs it: the group is destroyed
+    on that thread. Its destructor stops the finishers, the one it runs on
+    among them (before, it joined itself: "Resource deadlock avoided")."""
+    import threading
+    job = os.environ["C10D_JOB"]
+    s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
+    sub = dist.new_group(backend="coord")
+    sub_job = [j["job"] for j in s.jobs() if j["job"].startswith(job + ".g")]
+    t = torch.ones(4)
+    if rank == 1:  # rank 0's call completes on its finisher only after this
+        s.wait(["lastref-dropped"])
+    work = dist.all_reduce(t, group=sub, async_op=True)
+    ran = threading.Event()
+    work.get_future().then(lambda f, g=sub: ran.set())
+    dist.destroy_process_group(sub)
+    del sub
+    if rank == 0:
+        s.set("lastref-dropped", "1")
+    work.wait()
+    if not ran.wait(60) or t.tolist() != [float(world)] * 4:
+        fail(f"the callback ran: {ran.is_set()}, all_reduce gave {t.tolist()}")
+    # the group's destructor ran on the finisher: this rank left its job
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        left = [m for j in s.jobs() if j["job"] in sub_job for m in j["members"]
+                if m["rank"] == rank and m["state"] == "left"]
+        if left:
+            break
+        time.sleep(0.01)
+    else:
+        fail(f"rank {rank} never left the subgroup's job {sub_job}")
+    dist.barrier()
+
+
 def case_ring():
     """batch_isend_irecv around a ring with messages larger than a link
     holds: every isend waits on a rank that is itself sending (gloo's
@@ -491,7 +544,7 @@ def main():
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
-     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
+     "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()

@@ -23,6 +23,7 @@ typedef struct {
     volatile int ready;
     volatile long long event_ms; /* when the test killed/stopped a rank */
     volatile int pid[8];
+    volatile int go, done;
     char job[128];
 } shared_t;
 
@@ -338,6 +339,69 @@ START_TEST(every_destroyed_group_is_named_when_a_rank_leaves)
 }
 END_TEST
 
+#define BIG_SEND (64u << 20)
+
+/* Rank 1 exits once it has joined, its links closed cleanly; rank 0 then
+ * broadcasts 64 MiB to it over TCP (sh->go: rank 1 is gone). */
+static int sigpipe_body(int rank, int n, void *arg)
+{
+    (void)arg;
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    if (!pg)
+        return 10;
+    __sync_fetch_and_add(&sh->ready, 1);
+    if (rank == 1)
+        _exit(0);
+    char *buf = calloc(1, BIG_SEND);
+    if (!buf)
+        return 11;
+    while (!sh->go)
+        usleep(1000);
+    c10d_tensor t = c10d_tensor_1d(buf, C10D_UINT8, BIG_SEND);
+    c10d_status st = c10d_broadcast(pg, &t, 0, NULL, NULL);
+    free(buf);
+    int rc = 0;
+    if (st == C10D_OK) {
+        fprintf(stderr, "rank 0: the broadcast to a dead rank succeeded\n");
+        rc = 1;
+    } else if (!strstr(c10d_errmsg(), "rank 1")) {
+        fprintf(stderr, "rank 0: the error does not name rank 1: %s\n", c10d_errmsg());
+        rc = 2;
+    }
+    sh->done = 1;
+    c10d_destroy(pg);
+    return rc;
+}
+
+/* A write to a link whose peer has gone: the first one is answered with a
+ * reset, the next fails with EPIPE, and without MSG_NOSIGNAL raises
+ * SIGPIPE, whose default action ends the user's process. The coordinator
+ * is stopped meanwhile, so that only the data plane can notice. */
+START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1); /* shared memory writes no socket */
+    setenv("C10D_VERIFY", "off", 1);         /* the data plane alone */
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("sigpipe"));
+    pid_t pids[2];
+    world_spawn(2, sigpipe_body, NULL, pids);
+    while (sh->ready < 2)
+        usleep(1000);
+    kill(coord.pid, SIGSTOP);
+    int st;
+    waitpid(pids[1], &st, 0);
+    ck_assert_msg(WIFEXITED(st), "rank 1 ended with status %d", st);
+    sh->go = 1;
+    /* rank 0 returns from its broadcast (or dies of SIGPIPE) */
+    while (!sh->done && waitpid(pids[0], &st, WNOHANG) == 0)
+        usleep(1000);
+    kill(coord.pid, SIGCONT);
+    if (sh->done)
+        waitpid(pids[0], &st, 0);
+    ck_assert_msg(!WIFSIGNALED(st), "rank 0 was killed by signal %d", WTERMSIG(st));
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed (status %d)", st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("liveness");
@@ -352,6 +416,7 @@ int main(void)
     tcase_add_test(tc, rank_taken_twice_is_refused_naming_the_holder);
     tcase_add_test(tc, restarted_job_starts_a_new_generation);
     tcase_add_test(tc, every_destroyed_group_is_named_when_a_rank_leaves);
+    tcase_add_test(tc, write_to_a_peer_that_exited_fails_the_call_not_the_process);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -24,6 +24,26 @@ libdir = os.path.join(build, "client")
 cuda = (torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None and
         os.environ.get("C10D_TORCH_CUDA", "1") != "0")
 Extension = CUDAExtension if cuda else CppExtension
+
+
+def header_has(name, text):
+    """Whether torch's installed C++ header `name` contains `text`."""
+    for d in cpp_extension.include_paths():
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return text in f.read()
+    return False
+
+
+# torch 2.x reads a group's name and description from its first registered
+# Backend; a ProcessGroup subclass such as ours has none, so both are kept
+# here where the methods are virtual (destroy_process_group(group) reads
+# the name: "ProcessGroup name not set" otherwise).
+macros = [("C10D_TORCH_CUDA", "1")] if cuda else []
+if header_has(os.path.join("torch", "csrc", "distributed", "c10d", "ProcessGroup.hpp"),
+              "virtual const std::string& getGroupName()"):
+    macros.append(("C10D_TORCH_GROUP_NAME", "1"))
 print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
       f"{'on (' + torch.version.cuda + ')' if cuda else 'off (CPU tensors only)'}")
 
@@ -39,7 +59,7 @@ setup(
             include_dirs=[os.path.join(root, "client", "include")],
             library_dirs=[libdir],
             libraries=["c10dclient"],
-            define_macros=[("C10D_TORCH_CUDA", "1")] if cuda else [],
+            define_macros=macros,
             extra_link_args=["-Wl,-rpath," + libdir],
             extra_compile_args={"cxx": ["-O2"]} if cuda else ["-O2"],
         )

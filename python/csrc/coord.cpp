@@ -514,6 +514,14 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         }
     }
     const std::string getBackendName() const override { return "coord"; }
+#ifdef C10D_TORCH_GROUP_NAME
+    /* torch 2.x keeps these in a group's registered Backend; this group
+     * is its own backend (python/setup.py). */
+    const std::string &getGroupName() const override { return group_name_; }
+    void setGroupName(const std::string &name) override { group_name_ = name; }
+    const std::string &getGroupDesc() const override { return group_desc_; }
+    void setGroupDesc(const std::string &desc) override { group_desc_ = desc; }
+#endif
     c10d_pg *pg() const { return pg_; }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
@@ -872,6 +880,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     c10d_pg *pg_ = nullptr;
     bool async_ = false;
+    std::string group_name_, group_desc_;
     std::unique_ptr<Finishers> finishers_;
 };
 

@@ -7,6 +7,7 @@
 #include "../pg_internal.h"
 
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* Two channels per pair of ranks, so that a user's tagged send/recv never
@@ -98,6 +99,10 @@ c10d_status c10di_tcp_listen(c10di_host *h);
 c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
                                   uint64_t cookie);
 void c10di_tcp_close(c10di_host *h);
+/* Asked between the slices of a connect's wait; not C10D_OK ends it. */
+typedef c10d_status (*c10di_dial_check)(void *arg);
+c10d_status c10di_tcp_dial(const struct sockaddr_storage *sa, socklen_t salen, const char *who,
+                           c10di_dial_check check, void *arg, int *fd);
 
 /* xfer.c: sends slen bytes to `to` while receiving rlen bytes from
  * `from` on channel ch (-1 = no peer), until both are done; fails with

@@ -150,6 +150,56 @@ static int read_hello(int fd, hello_msg *m, int64_t deadline)
     return 0;
 }
 
+/* Connects to sa, waiting in slices of 200 ms so that `check` can end the
+ * wait between them (the group's deadline, a peer's loss): a blocking
+ * connect to an address that drops packets waits minutes. A refused
+ * connect is tried again on a fresh socket (the peer is not listening
+ * yet). `who` names the peer in errors ("rank 0 at 10.0.0.1:4000"). */
+c10d_status c10di_tcp_dial(const struct sockaddr_storage *sa, socklen_t salen, const char *who,
+                           c10di_dial_check check, void *arg, int *out)
+{
+    int fd = -1, err = ECONNREFUSED;
+    for (;;) {
+        if (err == ECONNREFUSED) {
+            if (fd >= 0)
+                close(fd);
+            if ((fd = socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+                return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
+            err = connect_start(fd, sa, salen);
+        }
+        if (err == 0 && (err = connect_wait(fd, 200)) == 0)
+            break;
+        c10d_status st = check(arg);
+        if (st != C10D_OK) {
+            close(fd);
+            return st;
+        }
+        if (err == EINPROGRESS) {
+            err = 0; /* the same connect goes on */
+        } else if (err == ECONNREFUSED) {
+            usleep(10000);
+        } else {
+            close(fd);
+            return c10di_error(C10D_EBACKEND, "cannot connect to %s: %s", who, strerror(err));
+        }
+    }
+    tune(fd);
+    *out = fd;
+    return C10D_OK;
+}
+
+typedef struct {
+    c10di_host *h;
+    c10di_coll *setup;
+    int peer;
+} setup_check;
+
+static c10d_status check_setup(void *arg)
+{
+    setup_check *c = arg;
+    return c10di_pg_check(c->h->pg, c->setup, c->peer);
+}
+
 c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
                                   uint64_t cookie)
 {
@@ -171,36 +221,12 @@ c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *po
             if (sockaddr_of(addrs[j], ports[j], &sa, &salen) != 0)
                 return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
                                    addrs[j]);
-            /* Waited for in slices of 200 ms, so that the group's deadline
-             * and a peer's loss end the wait (a blocking connect to an
-             * address that drops packets waits minutes); a refused one is
-             * tried again on a fresh socket (the peer is not listening yet). */
-            int fd = -1, err = ECONNREFUSED;
-            for (;;) {
-                if (err == ECONNREFUSED) {
-                    if (fd >= 0)
-                        close(fd);
-                    if ((fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-                        return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
-                    err = connect_start(fd, &sa, salen);
-                }
-                if (err == 0 && (err = connect_wait(fd, 200)) == 0)
-                    break;
-                if ((st = c10di_pg_check(h->pg, &setup, j)) != C10D_OK) {
-                    close(fd);
-                    return st;
-                }
-                if (err == EINPROGRESS) {
-                    err = 0; /* the same connect goes on */
-                } else if (err == ECONNREFUSED) {
-                    usleep(10000);
-                } else {
-                    close(fd);
-                    return c10di_error(C10D_EBACKEND, "cannot connect to rank %d at %s:%d: %s",
-                                       j, addrs[j], ports[j], strerror(err));
-                }
-            }
-            tune(fd);
+            char who[128];
+            snprintf(who, sizeof who, "rank %d at %s:%d", j, addrs[j], ports[j]);
+            setup_check sc = {h, &setup, j};
+            int fd;
+            if ((st = c10di_tcp_dial(&sa, salen, who, check_setup, &sc, &fd)) != C10D_OK)
+                return st;
             hello_msg m = {cookie, (uint32_t)h->me, (uint32_t)ch};
             if (write_all(fd, &m, sizeof m, setup.deadline_ms) != 0) {
                 close(fd);

@@ -3,12 +3,14 @@
  * and 8: forked rank processes, a real c10d-coord, sync and async, sizes
  * from 0 elements to ones that take the ring paths and ones not divisible
  * by the world size. */
+#define _GNU_SOURCE /* pthread_setattr_default_np */
 #include "coord_proc.h"
 #include "world_proc.h"
 
 #include "check_main.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <math.h>
 #include <stdio.h>
@@ -694,6 +696,52 @@ START_TEST(subgroups_translate_ranks)
 }
 END_TEST
 
+/* Rank 0's first call, queued, is refused after it was numbered: the
+ * group's worker thread cannot start (every new thread's stack is made 1 TiB, more than
+ * the kernel grants). Its number is given back, so its next call meets
+ * rank 1's first; kept, rank 0 would be one collective ahead for good. */
+static int refused_after_numbering(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 10000);
+    if (!pg)
+        return 10;
+    int64_t v = 1;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    int rc = 0;
+    if (rank == 0) {
+        pthread_attr_t old, huge;
+        pthread_getattr_default_np(&old);
+        pthread_getattr_default_np(&huge);
+        pthread_attr_setstacksize(&huge, (size_t)1 << 40);
+        pthread_setattr_default_np(&huge);
+        c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+        o.async_op = 1; /* queued on the group's worker thread, started now */
+        c10d_work *w = NULL;
+        c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, &o, &w);
+        pthread_setattr_default_np(&old);
+        if (st != C10D_ENOMEM || !strstr(c10d_errmsg(), "worker thread")) {
+            fprintf(stderr, "rank 0: the refused call said %s: %s\n", c10d_status_name(st),
+                    c10d_errmsg());
+            rc = 1;
+        }
+    }
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    if (!rc && (st != C10D_OK || v != n)) {
+        fprintf(stderr, "rank %d: the next all_reduce: %s %s (v %lld)\n", rank,
+                c10d_status_name(st), c10d_errmsg(), (long long)v);
+        rc = 2;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(a_call_refused_after_numbering_gives_its_number_back)
+{
+    ck_assert_int_eq(world_run(2, refused_after_numbering, (void *)world_job("unnum"), 60, NULL),
+                     0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("collectives");
@@ -710,6 +758,7 @@ int main(void)
     tcase_add_test(tc, world_3_over_tcp_on_ipv6);
     tcase_add_test(tc, subgroups_translate_ranks);
     tcase_add_test(tc, monitored_barrier_names_the_missing_rank);
+    tcase_add_test(tc, a_call_refused_after_numbering_gives_its_number_back);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -74,28 +74,17 @@ static void mark(c10ds_engine *e, const char *job, uint64_t gen, int rank, const
 
 /* --- ranks lists: "0,1,5" <-> int arrays --- */
 
-static char *ranks_text(const int32_t *r, size_t n, int world)
+/* "0,1,5"; no list (the whole world, in order) is "", so that the
+ * world's rendezvous never writes, reads or compares N numbers per rank. */
+static char *ranks_text(const int32_t *r, size_t n)
 {
-    size_t cap = (n ? n : (size_t)world) * 12 + 1;
-    char *t = malloc(cap), *p = t;
+    char *t = malloc(n * 12 + 1), *p = t;
     if (!t)
         return NULL;
     *p = '\0';
-    size_t count = n ? n : (size_t)world;
-    for (size_t i = 0; i < count; i++)
-        p += sprintf(p, i ? ",%d" : "%d", n ? r[i] : (int)i);
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, i ? ",%d" : "%d", r[i]);
     return t;
-}
-
-static int *parse_ranks(const char *t, int size)
-{
-    int *r = calloc((size_t)(size ? size : 1), sizeof *r);
-    for (int i = 0; r && i < size; i++) {
-        r[i] = (int)strtol(t, (char **)&t, 10);
-        if (*t == ',')
-            t++;
-    }
-    return r;
 }
 
 /* Writes "3, 7" (at most 16 listed) into buf. */
@@ -209,11 +198,59 @@ static const ProtobufCBinaryData *formed_endpoints(c10ds_engine *e, const char *
         c->eps[idx].len = len;
     }
     sqlite3_reset(s);
+    /* Who shares a host: ranks ordered by (host, rank) and, per rank, its
+     * host's range in that order. */
+    c->by_host = calloc((size_t)size, sizeof *c->by_host);
+    c->host_from = calloc((size_t)size, sizeof *c->host_from);
+    c->host_to = calloc((size_t)size, sizeof *c->host_to);
+    if (!c->by_host || !c->host_from || !c->host_to) {
+        c10ds_endpoints_clear(c);
+        return NULL;
+    }
+    s = c10ds_groups_stmt(&e->groups, GS_GM_HOSTS);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
+    int n = 0, from = 0;
+    char prev[256] = "";
+    while (sqlite3_step(s) == SQLITE_ROW && n < size) {
+        int idx = sqlite3_column_int(s, 0);
+        const char *host = (const char *)sqlite3_column_text(s, 1);
+        if (idx < 0 || idx >= size)
+            continue;
+        if (n == 0 || strcmp(prev, host ? host : "") != 0) {
+            for (int k = from; k < n; k++)
+                c->host_to[c->by_host[k]] = n;
+            from = n;
+            snprintf(prev, sizeof prev, "%s", host ? host : "");
+        }
+        c->by_host[n] = idx;
+        c->host_from[idx] = from;
+        n++;
+    }
+    for (int k = from; k < n; k++)
+        c->host_to[c->by_host[k]] = n;
+    sqlite3_reset(s);
     return c->eps;
 }
 
+/* idx's host's members, in rank order (group ranks), from the cache. */
+static int host_peers(const c10ds_endpoints *c, int idx, int32_t *out)
+{
+    int n = 0;
+    for (int k = c->host_from[idx]; k < c->host_to[idx]; k++)
+        out[n++] = c->by_host[k];
+    for (int i = 1; i < n; i++) /* a host holds a few ranks: insertion sort */
+        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            int32_t t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
 static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char *name,
-                                  uint64_t gen, int size, uint64_t secret)
+                                  uint64_t gen, int size, int idx, uint64_t secret)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     const ProtobufCBinaryData *eps = formed_endpoints(e, m->job, gen, name, size);
@@ -222,14 +259,36 @@ static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char 
     C10dpb__GroupJoinReply gj = C10DPB__GROUP_JOIN_REPLY__INIT;
     gj.has_generation = 1;
     gj.generation = gen;
-    gj.n_endpoints = (size_t)size;
     gj.has_secret = secret != 0;
     gj.secret = secret;
-    gj.endpoints = (ProtobufCBinaryData *)eps;
+    int32_t *ranks = NULL;
+    ProtobufCBinaryData *mine = NULL;
+    if (m->has_peers_on_demand && m->peers_on_demand) {
+        const c10ds_endpoints *c = &e->groups.formed;
+        int n = c->host_to[idx] - c->host_from[idx];
+        ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
+        mine = malloc((size_t)(n ? n : 1) * sizeof *mine);
+        if (!ranks || !mine) {
+            free(ranks), free(mine);
+            return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory answering a rendezvous");
+        }
+        n = host_peers(c, idx, ranks);
+        for (int i = 0; i < n; i++)
+            mine[i] = eps[ranks[i]];
+        gj.n_endpoint_ranks = gj.n_endpoints = (size_t)n;
+        gj.endpoint_ranks = ranks;
+        gj.endpoints = mine;
+    } else {
+        gj.n_endpoints = (size_t)size;
+        gj.endpoints = (ProtobufCBinaryData *)eps;
+    }
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_GROUP_JOIN;
     rep.group_join = &gj;
-    return c10ds_reply(r, &rep);
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    free(ranks);
+    free(mine);
+    return o;
 }
 
 /* A member of the group is no longer alive: the rendezvous cannot finish. */
@@ -239,7 +298,11 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
     C10dpb__GroupJoin *m = r->pb->group_join;
     size_t n;
     C10dpb__MemberInfo **lost = load_members(e, m->job, gen, 1, &n);
-    int *ranks = parse_ranks(grp->ranks, grp->size), failed = 0;
+    if (!n) { /* the common case, once per arrival: no list to read */
+        free_members(lost, n);
+        return 0;
+    }
+    int *ranks = c10ds_ranks_parse(grp->ranks, grp->size), failed = 0;
     for (size_t i = 0; ranks && i < n && !failed; i++)
         for (int j = 0; j < grp->size; j++)
             if (ranks[j] == lost[i]->rank && ranks[j] != m->rank) {
@@ -259,7 +322,7 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
                                     const c10ds_group *grp)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
-    int *ranks = parse_ranks(grp->ranks, grp->size);
+    int *ranks = c10ds_ranks_parse(grp->ranks, grp->size);
     char *arrived = calloc((size_t)grp->size + 1, 1);
     int *missing = calloc((size_t)grp->size + 1, sizeof *missing), nm = 0;
     if (!ranks || !arrived || !missing) {
@@ -428,12 +491,21 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     }
     c10ds_group grp = {0};
     int have = c10ds_groups_group(&e->groups, m->job, gen, m->name, &grp);
+    int idx = 0; /* the caller's group rank (validate_join: it is listed) */
+    if (m->n_members)
+        while (m->members[idx] != m->rank)
+            idx++;
+    else
+        idx = m->rank;
     if (ph == C10DS_FIRST) {
-        char *want = ranks_text(m->members, m->n_members, m->world_size);
+        char *want = ranks_text(m->members, m->n_members);
         int size = m->n_members ? (int)m->n_members : m->world_size;
         if (!want)
             return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
-        if (have == 1 && strcmp(grp.ranks, want) != 0) {
+        /* Without a list the group is the world in order (its size was
+         * checked against the job's); a row written before "" meant that
+         * holds the same ranks spelled out. */
+        if (have == 1 && m->n_members && strcmp(grp.ranks, want) != 0) {
             c10ds_outcome o = c10ds_fail(
                 r, C10D_EINVAL, "group %s of job %s: rank %d asks for ranks [%.200s], another "
                 "member created it with [%.200s]; every member must pass the same ranks in the "
@@ -454,12 +526,6 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
         } else {
             free(want);
         }
-        int idx = 0;
-        if (m->n_members)
-            while (m->members[idx] != m->rank)
-                idx++;
-        else
-            idx = m->rank;
         if (c10ds_groups_arrive(&e->groups, m->job, gen, m->name, idx, m->rank, m->endpoint.data,
                                 m->endpoint.len) == 1) {
             grp.joined++;
@@ -483,7 +549,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     }
     c10ds_outcome o;
     if (grp.formed)
-        o = reply_formed(e, r, m->name, gen, grp.size, grp.secret);
+        o = reply_formed(e, r, m->name, gen, grp.size, idx, grp.secret);
     else if (fail_if_member_lost(e, r, gen, &grp))
         o = C10DS_DONE;
     else if (ph == C10DS_EXPIRED)
@@ -493,6 +559,82 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
         o = c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
     }
     c10ds_groups_group_free(&grp);
+    return o;
+}
+
+/* The most endpoints one group_endpoints request may ask for: with
+ * endpoints of up to MAX_ENDPOINT_BYTES the reply stays under 4 MiB. */
+#define MAX_ENDPOINTS_PER_REQUEST 1024
+
+/* --- group_endpoints: a member fetches the endpoints of the peers it
+ * links to, when it first needs them (peers_on_demand) --- */
+static c10ds_outcome op_group_endpoints(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    (void)ph;
+    C10dpb__GroupEndpoints *m = r->pb->group_endpoints;
+    if (m->n_ranks > MAX_ENDPOINTS_PER_REQUEST)
+        return c10ds_fail(r, C10D_ETOOBIG, "%zu endpoints asked for in one request (limit %d)",
+                          m->n_ranks, MAX_ENDPOINTS_PER_REQUEST);
+    if (c10ds_check_member_caller(e, r, m->job, m->generation, m->rank) != 0)
+        return C10DS_DONE;
+    c10ds_group grp = {0};
+    int have = c10ds_groups_group(&e->groups, m->job, m->generation, m->name, &grp);
+    int formed = have == 1 && grp.formed, size = grp.size;
+    c10ds_groups_group_free(&grp);
+    if (!formed)
+        return c10ds_fail(r, C10D_ENOTFOUND, "group %s of job %s generation %llu has not formed",
+                          m->name, m->job, (unsigned long long)m->generation);
+    ProtobufCBinaryData *eps = calloc(m->n_ranks ? m->n_ranks : 1, sizeof *eps);
+    if (!eps)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+    c10ds_outcome o = C10DS_DONE;
+    int failed = 0;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_GM_ONE);
+    for (size_t i = 0; i < m->n_ranks && !failed; i++) {
+        int idx = m->ranks[i];
+        if (idx < 0 || idx >= size) {
+            o = c10ds_fail(r, C10D_EINVAL, "group %s has no rank %d (size %d)", m->name, idx,
+                           size);
+            failed = 1;
+            break;
+        }
+        sqlite3_reset(s);
+        sqlite3_bind_text(s, 1, m->job, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)m->generation);
+        sqlite3_bind_text(s, 3, m->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 4, idx);
+        if (sqlite3_step(s) != SQLITE_ROW) {
+            o = c10ds_fail(r, C10D_ERROR, "rank %d of group %s has no endpoint stored", idx,
+                           m->name);
+            failed = 1;
+            break;
+        }
+        size_t len = (size_t)sqlite3_column_bytes(s, 0);
+        if (!(eps[i].data = malloc(len ? len : 1))) {
+            o = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+            failed = 1;
+            break;
+        }
+        if (len)
+            memcpy(eps[i].data, sqlite3_column_blob(s, 0), len);
+        eps[i].len = len;
+    }
+    sqlite3_reset(s);
+    if (!failed) {
+        C10dpb__GroupJoinReply gj = C10DPB__GROUP_JOIN_REPLY__INIT;
+        gj.has_generation = 1;
+        gj.generation = m->generation;
+        gj.n_endpoints = gj.n_endpoint_ranks = m->n_ranks;
+        gj.endpoints = eps;
+        gj.endpoint_ranks = m->ranks;
+        C10dpb__Reply rep = C10DPB__REPLY__INIT;
+        rep.result_case = C10DPB__REPLY__RESULT_GROUP_ENDPOINTS;
+        rep.group_endpoints = &gj;
+        o = c10ds_reply(r, &rep);
+    }
+    for (size_t i = 0; i < m->n_ranks; i++)
+        free(eps[i].data);
+    free(eps);
     return o;
 }
 
@@ -618,7 +760,7 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             c10dpb__group_info__init(g);
             g->name = strdup((const char *)sqlite3_column_text(s, 0));
             int size = sqlite3_column_int(s, 2);
-            g->ranks = parse_ranks((const char *)sqlite3_column_text(s, 1), size);
+            g->ranks = c10ds_ranks_parse((const char *)sqlite3_column_text(s, 1), size);
             g->n_ranks = g->ranks ? (size_t)size : 0;
             g->has_joined = g->has_formed = 1;
             g->joined = sqlite3_column_int(s, 3);
@@ -717,5 +859,6 @@ const c10ds_op c10ds_group_ops[] = {
     {C10DPB__REQUEST__OP_GROUP_LEAVE, "group_leave", op_group_leave, 0},
     {C10DPB__REQUEST__OP_WATCH, "watch", op_watch, 0},
     {C10DPB__REQUEST__OP_JOBS, "jobs", op_jobs, 0},
+    {C10DPB__REQUEST__OP_GROUP_ENDPOINTS, "group_endpoints", op_group_endpoints, 0},
     {0, NULL, NULL, 0},
 };

@@ -38,10 +38,13 @@ static const char *const sql[GS_COUNT] = {
                           "coalesce(activity, ''), changed_ms, last_seen_ms, "
                           "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
                           "generation = ?2 ORDER BY rank",
+    /* Once per arrival in a rendezvous: the partial index reads the lost
+     * members only (the planner, without statistics, takes the primary
+     * key and reads the whole generation, N² rows for a rendezvous). */
     [GS_MEMBERS_LOST] = "SELECT rank, state, host, pid, coalesce(reason, ''), "
                         "coalesce(activity, ''), changed_ms, last_seen_ms, "
-                        "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
-                        "generation = ?2 AND state != 'alive' ORDER BY rank",
+                        "coalesce(final_seqs, '') FROM members INDEXED BY members_lost "
+                        "WHERE job = ?1 AND generation = ?2 AND state != 'alive' ORDER BY rank",
     [GS_GROUP_GET] = "SELECT ranks, size, joined, formed, secret FROM groups WHERE job = ?1 AND "
                      "generation = ?2 AND name = ?3",
     [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks, size, secret) "
@@ -54,6 +57,11 @@ static const char *const sql[GS_COUNT] = {
                   "endpoint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [GS_GM_LIST] = "SELECT idx, endpoint FROM group_members WHERE job = ?1 AND generation = ?2 "
                    "AND name = ?3 ORDER BY idx",
+    [GS_GM_HOSTS] = "SELECT gm.idx, m.host FROM group_members gm JOIN members m ON m.job = gm.job "
+                    "AND m.generation = gm.generation AND m.rank = gm.rank WHERE gm.job = ?1 AND "
+                    "gm.generation = ?2 AND gm.name = ?3 ORDER BY m.host, gm.idx",
+    [GS_GM_ONE] = "SELECT endpoint FROM group_members WHERE job = ?1 AND generation = ?2 AND "
+                  "name = ?3 AND idx = ?4",
     /* At startup: connections belong to the previous process. Members get
      * a heartbeat timeout's grace to reconnect (their watch updates pipe). */
     [GS_RESET_PIPES] = "UPDATE members SET pipe = 0, last_seen_ms = ?1 WHERE state = 'alive'",
@@ -89,7 +97,26 @@ void c10ds_endpoints_clear(c10ds_endpoints *c)
     for (int i = 0; c->eps && i < c->size; i++)
         free(c->eps[i].data);
     free(c->eps);
+    free(c->by_host);
+    free(c->host_from);
+    free(c->host_to);
     memset(c, 0, sizeof *c);
+}
+
+int *c10ds_ranks_parse(const char *t, int size)
+{
+    int *r = calloc((size_t)(size > 0 ? size : 1), sizeof *r);
+    int identity = !t || !*t;
+    for (int i = 0; r && i < size; i++) {
+        if (identity) {
+            r[i] = i;
+            continue;
+        }
+        r[i] = (int)strtol(t, (char **)&t, 10);
+        if (*t == ',')
+            t++;
+    }
+    return r;
 }
 
 void c10ds_groups_fini(c10ds_groups *g)

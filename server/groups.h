@@ -33,6 +33,8 @@ enum {
     GS_GROUPS_OF_GEN,
     GS_GM_PUT,
     GS_GM_LIST,
+    GS_GM_HOSTS,
+    GS_GM_ONE,
     GS_RESET_PIPES,
     GS_FINDING_PUT,
     GS_TRACE_PUT,
@@ -47,6 +49,11 @@ typedef struct c10ds_endpoints {
     char key[512];
     int size;
     ProtobufCBinaryData *eps; /* malloc'd, each .data too */
+    /* peers_on_demand replies carry the caller's host's members only:
+     * group ranks ordered by (host, rank), and where each rank's host
+     * begins and ends in that order, so a reply costs its own size. */
+    int *by_host;            /* size entries */
+    int *host_from, *host_to; /* per group rank: its host's range in by_host */
 } c10ds_endpoints;
 
 typedef struct c10ds_groups {
@@ -57,6 +64,9 @@ typedef struct c10ds_groups {
 } c10ds_groups;
 
 void c10ds_endpoints_clear(c10ds_endpoints *c);
+/* A group's ranks text as global ranks (size of them, malloc'd; NULL when
+ * out of memory). "" stands for the world in order: 0..size-1. */
+int *c10ds_ranks_parse(const char *text, int size);
 
 typedef struct c10ds_job {
     uint64_t generation;
@@ -76,7 +86,7 @@ typedef struct c10ds_member {
 } c10ds_member;
 
 typedef struct c10ds_group {
-    char *ranks; /* comma-separated global ranks (malloc'd) */
+    char *ranks; /* comma-separated global ranks (malloc'd); "" is 0..size-1, the world's */
     int size, joined, formed;
     uint64_t secret; /* data-plane admission, handed to members in the rendezvous reply */
 } c10ds_group;

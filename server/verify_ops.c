@@ -94,15 +94,19 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
     g->world = w;
     for (int i = 0; i < w; i++)
         g->index_of[i] = -1;
-    const char *t = grp.ranks;
+    int *ranks = c10ds_ranks_parse(grp.ranks, n);
+    if (!ranks) {
+        c10ds_groups_group_free(&grp);
+        vgroup_free(g);
+        return NULL;
+    }
     for (int i = 0; i < n; i++) {
-        g->ranks[i] = (int)strtol(t, (char **)&t, 10);
-        if (*t == ',')
-            t++;
+        g->ranks[i] = ranks[i];
         if (g->ranks[i] >= 0 && g->ranks[i] < w)
             g->index_of[g->ranks[i]] = i;
         g->last[i].kind = C10DC_KIND_COUNT;
     }
+    free(ranks);
     c10ds_groups_group_free(&grp);
     g->next = e->verify.groups;
     e->verify.groups = g;

@@ -125,14 +125,20 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     m.has_pid = m.has_timeout_ms = 1;
     m.pid = (int)getpid();
     m.timeout_ms = pg->timeout_ms;
+    m.has_peers_on_demand = m.peers_on_demand = 1;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
     req.group_join = &m;
     C10dpb__Reply *rep = NULL;
     if ((st = c10di_call(w->conn, &req, pg->timeout_ms, 30000, &rep)) != C10D_OK)
         return st;
-    if (rep->result_case != C10DPB__REPLY__RESULT_GROUP_JOIN ||
-        rep->group_join->n_endpoints != (size_t)pg->size) {
+    C10dpb__GroupJoinReply *gj =
+        rep->result_case == C10DPB__REPLY__RESULT_GROUP_JOIN ? rep->group_join : NULL;
+    int sorted = gj && gj->n_endpoints == gj->n_endpoint_ranks;
+    for (size_t i = 0; sorted && i < gj->n_endpoint_ranks; i++)
+        sorted = gj->endpoint_ranks[i] >= 0 && gj->endpoint_ranks[i] < pg->size &&
+                 (i == 0 || gj->endpoint_ranks[i - 1] < gj->endpoint_ranks[i]);
+    if (!sorted) {
         c10dpb__reply__free_unpacked(rep, NULL);
         return c10di_error(C10D_EPROTO, "the coordinator answered the rendezvous of group %s "
                            "with something else", pg->name);
@@ -144,18 +150,61 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
             return st;
         }
     }
-    pg->secret = rep->group_join->has_secret ? rep->group_join->secret : 0;
-    st = pg->be->connect(pg, pg->be_state, rep->group_join->endpoints);
+    pg->secret = gj->has_secret ? gj->secret : 0;
+    c10di_peers peers = {gj->n_endpoints, gj->endpoint_ranks, gj->endpoints};
+    st = pg->be->connect(pg, pg->be_state, &peers);
     /* NCCL publishes nothing in the rendezvous: it bootstraps through the
      * store, at setup (C10D_BACKEND_NCCL) or at the first CUDA call. */
     if (st == C10D_OK && pg->gpu_be) {
         size_t none = 0;
         st = pg->gpu_be->open(pg, &pg->gpu_state, ep, sizeof ep, &none);
         if (st == C10D_OK)
-            st = pg->gpu_be->connect(pg, pg->gpu_state, rep->group_join->endpoints);
+            st = pg->gpu_be->connect(pg, pg->gpu_state, &peers);
     }
     c10dpb__reply__free_unpacked(rep, NULL);
     return st;
+}
+
+c10d_status c10di_fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
+                                  ProtobufCBinaryData *eps, int timeout_ms)
+{
+    c10di_world *w = pg->w;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 1024 ? n - done : 1024;
+        C10dpb__GroupEndpoints m = C10DPB__GROUP_ENDPOINTS__INIT;
+        m.job = w->job;
+        m.generation = w->generation;
+        m.name = pg->name;
+        m.rank = w->rank;
+        m.n_ranks = k;
+        m.ranks = (int32_t *)(ranks + done);
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_GROUP_ENDPOINTS;
+        req.group_endpoints = &m;
+        C10dpb__Reply *rep = NULL;
+        c10d_status st = c10di_call(w->conn, &req, timeout_ms, 30000, &rep);
+        if (st != C10D_OK)
+            return st;
+        C10dpb__GroupJoinReply *gj = rep->result_case == C10DPB__REPLY__RESULT_GROUP_ENDPOINTS
+                                         ? rep->group_endpoints : NULL;
+        if (!gj || gj->n_endpoints != k) {
+            c10dpb__reply__free_unpacked(rep, NULL);
+            return c10di_error(C10D_EPROTO, "the coordinator answered a request for endpoints "
+                               "of group %s with something else", pg->name);
+        }
+        for (size_t i = 0; i < k; i++) {
+            ProtobufCBinaryData *d = &eps[done + i];
+            d->len = gj->endpoints[i].len;
+            if (!(d->data = malloc(d->len ? d->len : 1))) {
+                c10dpb__reply__free_unpacked(rep, NULL);
+                return c10di_error(C10D_ENOMEM, "out of memory");
+            }
+            memcpy(d->data, gj->endpoints[i].data, d->len);
+        }
+        c10dpb__reply__free_unpacked(rep, NULL);
+        done += k;
+    }
+    return C10D_OK;
 }
 
 c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)

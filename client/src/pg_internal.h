@@ -71,15 +71,32 @@ typedef struct c10di_peeked {
     int alone;       /* it runs c by itself: the header is all it sends (c10di_coll.alone) */
 } c10di_peeked;
 
+/* What the rendezvous told a rank of its peers: the endpoints of the
+ * members on its own host (shared memory), by group rank. Any other
+ * member's comes from c10di_fetch_endpoints when a link to it is first
+ * needed, so a rendezvous costs the coordinator O(N), not N endpoints
+ * sent to each of N ranks. */
+typedef struct c10di_peers {
+    size_t n;
+    const int32_t *ranks; /* group ranks, ascending */
+    const ProtobufCBinaryData *eps;
+} c10di_peers;
+
+/* The endpoints of group ranks[0..n) from the coordinator (a formed
+ * group's; any number, fetched in requests of at most 1024). eps[i].data
+ * is malloc'd: the caller frees each. */
+c10d_status c10di_fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
+                                  ProtobufCBinaryData *eps, int timeout_ms);
+
 /* --- the backend ops table --- */
 typedef struct c10di_backend_ops {
     const char *name;
     /* Prepares this rank's side of a new group and writes into buf the
      * bytes peers need to reach it (published by the rendezvous). */
     c10d_status (*open)(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len);
-    /* Connects to the members, given every member's endpoint bytes in
-     * group-rank order. */
-    c10d_status (*connect)(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps);
+    /* Connects to the members, given the endpoints of those on this
+     * rank's host; others' are fetched when needed (c10di_fetch_endpoints). */
+    c10d_status (*connect)(c10d_pg *pg, void *state, const c10di_peers *peers);
     /* Runs one collective to completion on the calling thread. A backend
      * that completes on streams (NCCL) enqueues it, sets completes_later,
      * and for async calls leaves in c->pending what the work handle waits

@@ -32,3 +32,30 @@ double self_cpu(void)
     return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
            ru.ru_stime.tv_usec / 1e6;
 }
+
+static long status_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long v = 0;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            sscanf(line + n + 1, "%ld", &v);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+long peak_rss_kib(pid_t pid)
+{
+    return status_kib(pid, "VmHWM");
+}
+
+long rss_kib(pid_t pid)
+{
+    return status_kib(pid, "VmRSS");
+}

@@ -8,5 +8,9 @@
 double cpu_of(pid_t pid);
 /* ... and by this process. */
 double self_cpu(void);
+/* Peak resident memory of process pid in KiB (VmHWM), 0 if unknown. */
+long peak_rss_kib(pid_t pid);
+/* Resident memory now (VmRSS), KiB. */
+long rss_kib(pid_t pid);
 
 #endif

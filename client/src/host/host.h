@@ -36,6 +36,8 @@ typedef struct c10di_link {
     int slot, their_slot;         /* shm: this peer's rings in our segment; ours in its */
     char host[64];
     int pid;
+    char addr[64]; /* TCP: where to dial it (known once port is set) */
+    int port;      /* 0: its endpoint not fetched yet */
 } c10di_link;
 
 typedef struct c10di_unexpected {
@@ -66,9 +68,10 @@ typedef struct c10di_host {
     size_t seg_len, cap[CH_COUNT];
     void **peer_seg;
     size_t *peer_seg_len;
-    int listen_fd;
+    int listen_fd; /* open for the group's life: TCP links are made at first use */
     char addr[64];
     int port;
+    uint64_t cookie; /* admission: in every link's hello (the group's secret) */
     c10di_unexpected *unexpected; /* p2p messages received before their recv */
     c10di_p2p_partial *partial;   /* per peer (made at the first send that waits) */
     void *scratch;
@@ -94,10 +97,25 @@ size_t c10di_ring_room(c10di_ring *r);
 /* Copies up to len readable bytes without consuming them. */
 ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len);
 
-/* tcp.c */
+/* host_backend.c: what peer's endpoint says (host, pid, TCP address),
+ * into its link. */
+void c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep);
+
+/* tcp.c. TCP links are made when first needed: of a pair the higher rank
+ * dials (fetching the peer's endpoint from the coordinator the first
+ * time) and the lower takes it on its listener, so a rank links to the
+ * peers its algorithms use, not to all N. */
 c10d_status c10di_tcp_listen(c10di_host *h);
-c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
-                                  uint64_t cookie);
+/* Both channels to peer connected (a no-op for itself and shared memory).
+ * Waits until c's deadline or a loss c10di_pg_check reports; while it
+ * waits it takes other peers' connections and, for a p2p send, reads
+ * what peers send this rank (an isend ring goes on). */
+c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c);
+/* Takes, without waiting, the connections queued on the listener; 1 if
+ * any was taken. */
+int c10di_tcp_accept_ready(c10di_host *h);
+/* 1 if both channels to peer are up (or it needs none). */
+int c10di_tcp_linked(const c10di_host *h, int peer);
 void c10di_tcp_close(c10di_host *h);
 /* Asked between the slices of a connect's wait; not C10D_OK ends it. */
 typedef c10d_status (*c10di_dial_check)(void *arg);

@@ -151,78 +151,79 @@ static void field(const ProtobufCBinaryData *ep, const char *key, char *out, siz
     }
 }
 
-static c10d_status host_connect(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps)
+void c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep)
+{
+    c10di_link *l = &h->links[peer];
+    char host[256], pid[16], port[16];
+    field(ep, "host", host, sizeof host);
+    field(ep, "pid", pid, sizeof pid);
+    field(ep, "addr", l->addr, sizeof l->addr);
+    field(ep, "port", port, sizeof port);
+    snprintf(l->host, sizeof l->host, "%.63s", host);
+    l->pid = atoi(pid);
+    l->port = atoi(port);
+}
+
+static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *peers)
 {
     c10di_host *h = state;
     const char *mode = getenv("C10D_HOST_TRANSPORT");
     int force_tcp = mode && strcmp(mode, "tcp") == 0;
-    char(*addrs)[64] = calloc((size_t)h->n, sizeof *addrs);
-    int *ports = calloc((size_t)h->n, sizeof *ports);
     c10d_status st = C10D_OK;
-    if (!addrs || !ports) {
+    /* The members on this host (the rendezvous sent their endpoints, in
+     * rank order): shared memory with each that published a segment.
+     * Every one of them sees the same list, so all agree on the slots. */
+    size_t n = peers->n;
+    char(*shms)[96] = calloc(n ? n : 1, sizeof *shms);
+    int *local = calloc(n ? n : 1, sizeof *local), nlocal = 0;
+    if (!shms || !local) {
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto out;
     }
-    /* Who shares this host (and so shared memory): every member sees the
-     * same endpoints, so each agrees on the slots, in rank order. */
-    char(*shms)[96] = calloc((size_t)h->n, sizeof *shms);
-    int *local = calloc((size_t)h->n, sizeof *local), nlocal = 0;
-    if (!shms || !local) {
-        st = c10di_error(C10D_ENOMEM, "out of memory");
-        goto out_local;
-    }
-    for (int j = 0; j < h->n; j++) {
-        char host[256], pid[16], port[16];
-        field(&eps[j], "host", host, sizeof host);
-        field(&eps[j], "shm", shms[j], sizeof shms[j]);
-        field(&eps[j], "pid", pid, sizeof pid);
-        field(&eps[j], "addr", addrs[j], sizeof addrs[j]);
-        field(&eps[j], "port", port, sizeof port);
-        ports[j] = atoi(port);
-        snprintf(h->links[j].host, sizeof h->links[j].host, "%.63s", host);
-        h->links[j].pid = atoi(pid);
-        local[j] = !force_tcp && strcmp(host, pg->w->host) == 0 && shms[j][0] &&
+    for (size_t i = 0; i < n; i++) {
+        int j = peers->ranks[i];
+        char host[256];
+        c10di_host_learn(h, j, &peers->eps[i]);
+        field(&peers->eps[i], "host", host, sizeof host);
+        field(&peers->eps[i], "shm", shms[i], sizeof shms[i]);
+        local[i] = !force_tcp && strcmp(host, pg->w->host) == 0 && shms[i][0] &&
                    h->shm_published[0];
-        nlocal += local[j] && j != h->me;
+        nlocal += local[i] && j != h->me;
     }
-    for (int j = 0, seen = 0; j < h->n; j++) {
-        if (!local[j] || j == h->me)
+    for (size_t i = 0, seen = 0; i < n; i++) {
+        int j = peers->ranks[i];
+        if (!local[i] || j == h->me)
             continue;
         /* j's slot in our segment: its place among our local peers; ours
          * in j's: our place among j's (every local rank but j). */
-        h->links[j].slot = seen++;
+        h->links[j].slot = (int)seen++;
         int before = 0;
-        for (int i = 0; i < h->me; i++)
-            before += local[i] && i != j;
+        for (size_t k = 0; k < n && peers->ranks[k] < h->me; k++)
+            before += local[k] && peers->ranks[k] != j;
         h->links[j].their_slot = before;
     }
     c10di_coll setup0 = {0};
     snprintf(setup0.what, sizeof setup0.what, "mapping the shared memory of the group's peers");
     setup0.deadline_ms = c10d_now_ms() + pg->timeout_ms;
     if (nlocal && (st = c10di_shm_create(h, h->shm_published, nlocal)) != C10D_OK)
-        goto out_local;
-    for (int j = 0; j < h->n; j++)
-        if (local[j] && j != h->me && (st = c10di_shm_attach(h, j, shms[j], &setup0)) != C10D_OK)
-            goto out_local;
-out_local:
-    free(shms);
-    free(local);
-    if (st != C10D_OK)
         goto out;
+    for (size_t i = 0; i < n; i++)
+        if (local[i] && peers->ranks[i] != h->me &&
+            (st = c10di_shm_attach(h, peers->ranks[i], shms[i], &setup0)) != C10D_OK)
+            goto out;
     /* Admission to the group's links: the random secret the coordinator
      * handed every member in the (authenticated) rendezvous. A coordinator
      * older than schema 6 sends none: then the old, guessable, hash. */
-    uint64_t cookie = pg->secret;
-    if (!cookie) {
+    h->cookie = pg->secret;
+    if (!h->cookie) {
         char cookie_src[256];
         snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
                  (unsigned long long)pg->w->generation, pg->name);
-        cookie = fnv1a(cookie_src, 0xcbf29ce484222325ull);
+        h->cookie = fnv1a(cookie_src, 0xcbf29ce484222325ull);
     }
-    if ((st = c10di_tcp_connect_all(h, addrs, ports, cookie)) != C10D_OK)
-        goto out;
     /* Once every member has mapped our segment, its name can go: nothing
-     * is left behind in /dev/shm if this process is killed later. */
+     * is left behind in /dev/shm if this process is killed later. The
+     * barrier also makes this rank's first TCP links (log2 N of them). */
     c10di_coll setup = {0};
     snprintf(setup.what, sizeof setup.what, "the group's setup barrier");
     setup.deadline_ms = c10d_now_ms() + pg->timeout_ms;
@@ -232,13 +233,9 @@ out_local:
         shm_unlink(h->shm_name);
         h->shm_name[0] = '\0';
     }
-    if (h->listen_fd >= 0) {
-        close(h->listen_fd);
-        h->listen_fd = -1;
-    }
 out:
-    free(addrs);
-    free(ports);
+    free(shms);
+    free(local);
     return st;
 }
 

@@ -84,7 +84,7 @@ int c10di_p2p_drain(c10di_host *h)
         return 0;
     int moved = 0;
     for (int p = 0; p < h->n; p++)
-        if (p != h->me)
+        if (p != h->me && c10di_tcp_linked(h, p))
             moved |= drain_peer(h, p);
     return moved;
 }

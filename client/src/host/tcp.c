@@ -188,75 +188,117 @@ c10d_status c10di_tcp_dial(const struct sockaddr_storage *sa, socklen_t salen, c
     return C10D_OK;
 }
 
-typedef struct {
-    c10di_host *h;
-    c10di_coll *setup;
-    int peer;
-} setup_check;
-
-static c10d_status check_setup(void *arg)
+int c10di_tcp_linked(const c10di_host *h, int peer)
 {
-    setup_check *c = arg;
-    return c10di_pg_check(c->h->pg, c->setup, c->peer);
+    const c10di_link *l = &h->links[peer];
+    return peer == h->me || l->shm || (l->fd[CH_COLL] >= 0 && l->fd[CH_P2P] >= 0);
 }
 
-c10d_status c10di_tcp_connect_all(c10di_host *h, char addrs[][64], const int *ports,
-                                  uint64_t cookie)
+/* Takes one queued connection: a peer's, by its hello, or closed as a
+ * stranger's. 1 if one was queued. */
+static int accept_one(c10di_host *h)
 {
-    c10di_coll setup = {0};
-    snprintf(setup.what, sizeof setup.what, "connecting to the group's peers");
-    setup.deadline_ms = c10d_now_ms() + h->pg->timeout_ms;
-    c10d_status st;
-    int expect = 0;
-    for (int j = 0; j < h->n; j++) {
-        if (j == h->me || h->links[j].shm)
-            continue;
-        if (j > h->me) {
-            expect += CH_COUNT;
-            continue;
-        }
-        for (int ch = 0; ch < CH_COUNT; ch++) {
-            struct sockaddr_storage sa;
-            socklen_t salen;
-            if (sockaddr_of(addrs[j], ports[j], &sa, &salen) != 0)
-                return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", j,
-                                   addrs[j]);
-            char who[128];
-            snprintf(who, sizeof who, "rank %d at %s:%d", j, addrs[j], ports[j]);
-            setup_check sc = {h, &setup, j};
-            int fd;
-            if ((st = c10di_tcp_dial(&sa, salen, who, check_setup, &sc, &fd)) != C10D_OK)
-                return st;
-            hello_msg m = {cookie, (uint32_t)h->me, (uint32_t)ch};
-            if (write_all(fd, &m, sizeof m, setup.deadline_ms) != 0) {
-                close(fd);
-                return c10di_error(C10D_EBACKEND, "rank %d at %s:%d closed the connection", j,
-                                   addrs[j], ports[j]);
-            }
-            h->links[j].fd[ch] = fd;
-        }
+    int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    hello_msg m;
+    if (read_hello(fd, &m, c10d_now_ms() + 5000) != 0 || m.cookie != h->cookie ||
+        m.rank >= (uint32_t)h->n || (int)m.rank <= h->me || m.ch >= CH_COUNT ||
+        h->links[m.rank].fd[m.ch] >= 0) {
+        close(fd); /* not one of ours */
+        return 1;
     }
-    while (expect > 0) {
+    tune(fd);
+    h->links[m.rank].fd[m.ch] = fd;
+    return 1;
+}
+
+int c10di_tcp_accept_ready(c10di_host *h)
+{
+    int any = 0;
+    while (h->listen_fd >= 0) {
         struct pollfd p = {h->listen_fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0) {
-            if ((st = c10di_pg_check(h->pg, &setup, -1)) != C10D_OK)
-                return st;
+        if (poll(&p, 1, 0) <= 0 || !accept_one(h))
+            break;
+        any = 1;
+    }
+    return any;
+}
+
+typedef struct {
+    c10di_host *h;
+    const c10di_coll *c;
+    int peer;
+} link_check;
+
+static c10d_status check_link(void *arg)
+{
+    link_check *k = arg;
+    return c10di_pg_check(k->h->pg, k->c, k->peer);
+}
+
+/* This rank dials peer (a lower rank) on every channel not yet up. */
+static c10d_status dial(c10di_host *h, int peer, const c10di_coll *c)
+{
+    c10di_link *l = &h->links[peer];
+    c10d_status st;
+    if (!l->port) {
+        ProtobufCBinaryData ep = {0, NULL};
+        int left = (int)(c->deadline_ms - c10d_now_ms());
+        if ((st = c10di_fetch_endpoints(h->pg, &peer, 1, &ep, left > 1000 ? left : 1000)) !=
+            C10D_OK)
+            return st;
+        c10di_host_learn(h, peer, &ep);
+        free(ep.data);
+        if (!l->port)
+            return c10di_error(C10D_EBACKEND, "rank %d of group %s published no TCP address",
+                               peer, h->pg->name);
+    }
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    if (sockaddr_of(l->addr, l->port, &sa, &salen) != 0)
+        return c10di_error(C10D_EBACKEND, "rank %d published a bad address '%s'", peer, l->addr);
+    char who[128];
+    snprintf(who, sizeof who, "rank %d at %s:%d", peer, l->addr, l->port);
+    for (int ch = 0; ch < CH_COUNT; ch++) {
+        if (l->fd[ch] >= 0)
+            continue;
+        link_check k = {h, c, peer};
+        int fd;
+        if ((st = c10di_tcp_dial(&sa, salen, who, check_link, &k, &fd)) != C10D_OK)
+            return st;
+        hello_msg m = {h->cookie, (uint32_t)h->me, (uint32_t)ch};
+        if (write_all(fd, &m, sizeof m, c->deadline_ms) != 0) {
+            close(fd);
+            return c10di_error(C10D_EBACKEND, "%s closed the connection", who);
+        }
+        l->fd[ch] = fd;
+    }
+    return C10D_OK;
+}
+
+c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
+{
+    if (peer < 0 || c10di_tcp_linked(h, peer))
+        return C10D_OK;
+    if (peer < h->me)
+        return dial(h, peer, c);
+    /* The higher rank dials: wait for it, taking whoever else comes. */
+    int drain = c->kind == C10DC_SEND;
+    while (!c10di_tcp_linked(h, peer)) {
+        if (h->listen_fd < 0)
+            return c10di_error(C10D_EBACKEND, "group %s has no listener for rank %d's link",
+                               h->pg->name, peer);
+        struct pollfd p = {h->listen_fd, POLLIN, 0};
+        if (poll(&p, 1, drain ? 5 : 50) > 0) {
+            accept_one(h);
             continue;
         }
-        int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        hello_msg m;
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        if (read_hello(fd, &m, c10d_now_ms() + 5000) != 0 || m.cookie != cookie ||
-            m.rank >= (uint32_t)h->n || (int)m.rank <= h->me || m.ch >= CH_COUNT ||
-            h->links[m.rank].fd[m.ch] >= 0) {
-            close(fd); /* not one of ours */
-            continue;
-        }
-        tune(fd);
-        h->links[m.rank].fd[m.ch] = fd;
-        expect--;
+        if (drain)
+            c10di_p2p_drain(h);
+        c10d_status st = c10di_pg_check(h->pg, c, peer);
+        if (st != C10D_OK)
+            return st;
     }
     return C10D_OK;
 }

@@ -231,6 +231,9 @@ static c10d_status peer_gone(c10di_host *h, const c10di_coll *c, int peer)
 static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
                         size_t slen, int from, void *rbuf, size_t rlen)
 {
+    c10d_status lst;
+    if ((lst = c10di_tcp_link(h, to, c)) != C10D_OK || (lst = c10di_tcp_link(h, from, c)) != C10D_OK)
+        return lst;
     c10di_link *lt = to >= 0 ? &h->links[to] : NULL, *lf = from >= 0 ? &h->links[from] : NULL;
     coll_hdr mine, theirs;
     size_t hl = ch == CH_COLL ? sizeof(coll_hdr) : 0;
@@ -369,8 +372,25 @@ static c10d_status gone_while_peeking(c10di_host *h, uint64_t seq, int peer)
 c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeked *out)
 {
     *found = 0;
+    c10di_tcp_accept_ready(h); /* a higher rank that links to this one to send it a header */
     for (int k = 1; k < h->n; k++) {
         int peer = (h->me + h->n - k) % h->n; /* the left neighbour first: rings start there */
+        if (!c10di_tcp_linked(h, peer)) {
+            /* A lower rank waits for this one to dial: a joined rank dials
+             * every lower peer it has no link to, once, as it starts to
+             * listen for headers. */
+            if (peer > h->me)
+                continue;
+            c10di_coll probe;
+            memset(&probe, 0, sizeof probe);
+            probe.seq = seq;
+            probe.deadline_ms = c10d_now_ms() + h->pg->timeout_ms;
+            snprintf(probe.what, sizeof probe.what, "#%llu (shadowed: this rank joined)",
+                     (unsigned long long)seq);
+            c10d_status st = c10di_tcp_link(h, peer, &probe);
+            if (st != C10D_OK)
+                return st;
+        }
         coll_hdr x;
         ssize_t got = peek_link(&h->links[peer], &x, sizeof x);
         if (got < 0)
@@ -425,7 +445,7 @@ void c10di_host_announce(c10di_host *h, const c10di_coll *c, int to)
         coll_hdr x = hdr_of(h, c);
         span sp = {&x, sizeof x, NULL, 0, 0};
         c10di_link *l = &h->links[to];
-        if (l->shm && c10di_ring_room(&l->out[CH_COLL]) < sizeof x)
+        if (!c10di_tcp_linked(h, to) || (l->shm && c10di_ring_room(&l->out[CH_COLL]) < sizeof x))
             return;
         for (int i = 0; i < 10000 && sp.done < sizeof x; i++) {
             ssize_t k = try_send(l, CH_COLL, &sp);

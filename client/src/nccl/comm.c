@@ -366,9 +366,9 @@ c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, si
     return C10D_OK;
 }
 
-c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps)
+c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const c10di_peers *peers)
 {
-    (void)eps;
+    (void)peers;
     c10di_nccl *s = state;
     /* Subgroups get theirs from c10di_nccl_split, which every member of
      * the parent calls. */

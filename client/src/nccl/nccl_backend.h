@@ -74,7 +74,7 @@ struct c10di_nccl {
 
 /* comm.c */
 c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len);
-c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const ProtobufCBinaryData *eps);
+c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const c10di_peers *peers);
 void c10di_nccl_close(void *state);
 c10d_status c10di_nccl_split(c10d_pg *parent, void *pstate, c10d_pg *child, void *cstate);
 /* The communicator, made now if need be (the device decided first). */

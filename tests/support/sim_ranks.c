@@ -1,0 +1,258 @@
+#define _GNU_SOURCE
+#include "sim_ranks.h"
+
+#include "frame.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sim_conn {
+    sim_loop *loop;
+    int fd;
+    uint64_t client_id, next_id; /* request ids 1, 2, ...: tags[id - 1] */
+    void **tags;
+    size_t ntags, tcap;
+    uint8_t *out;
+    size_t olen, ocap, osent;
+    uint8_t *in;
+    size_t ilen, icap;
+    int want_out; /* EPOLLOUT registered */
+};
+
+struct sim_loop {
+    int ep;
+    sim_on_reply cb;
+    void *arg;
+    sim_conn **conns;
+    size_t n, cap;
+};
+
+double sim_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+sim_loop *sim_loop_new(sim_on_reply cb, void *arg)
+{
+    sim_loop *L = calloc(1, sizeof *L);
+    if (!L)
+        return NULL;
+    L->ep = epoll_create1(EPOLL_CLOEXEC);
+    L->cb = cb;
+    L->arg = arg;
+    return L;
+}
+
+static void conn_free(sim_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->tags);
+    free(c->out);
+    free(c->in);
+    free(c);
+}
+
+void sim_loop_free(sim_loop *L)
+{
+    if (!L)
+        return;
+    for (size_t i = 0; i < L->n; i++)
+        conn_free(L->conns[i]);
+    free(L->conns);
+    close(L->ep);
+    free(L);
+}
+
+sim_conn *sim_connect(sim_loop *L, const char *url)
+{
+    char host[256];
+    const char *p = strstr(url, "tcp://");
+    if (!p)
+        return NULL;
+    snprintf(host, sizeof host, "%s", p + 6);
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return NULL;
+    *colon = '\0';
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        return NULL;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return NULL;
+    }
+    freeaddrinfo(ai);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    sim_conn *c = calloc(1, sizeof *c);
+    if (!c || (L->n == L->cap && !(L->conns = realloc(L->conns, (L->cap = L->cap ? L->cap * 2 : 64) *
+                                                                      sizeof *L->conns)))) {
+        close(fd);
+        free(c);
+        return NULL;
+    }
+    c->loop = L;
+    c->fd = fd;
+    c->next_id = 1;
+    c->client_id = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ ((uint64_t)fd << 48) ^ 1;
+    L->conns[L->n++] = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(L->ep, EPOLL_CTL_ADD, fd, &ev);
+    return c;
+}
+
+static int grow(uint8_t **b, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need)
+        n *= 2;
+    uint8_t *nb = realloc(*b, n);
+    if (!nb)
+        return -1;
+    *b = nb;
+    *cap = n;
+    return 0;
+}
+
+static void want_out(sim_conn *c, int on)
+{
+    if (c->want_out == on || c->fd < 0)
+        return;
+    c->want_out = on;
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
+    epoll_ctl(c->loop->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void flush(sim_conn *c)
+{
+    while (c->osent < c->olen) {
+        ssize_t k = send(c->fd, c->out + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+        if (k <= 0)
+            break;
+        c->osent += (size_t)k;
+    }
+    if (c->osent == c->olen)
+        c->osent = c->olen = 0;
+    want_out(c, c->olen > 0);
+}
+
+int sim_send(sim_conn *c, C10dpb__Request *req, void *tag)
+{
+    if (c->fd < 0)
+        return -1;
+    C10dpb__Identity who = C10DPB__IDENTITY__INIT;
+    who.has_client_id = 1;
+    who.client_id = c->client_id;
+    req->who = &who;
+    req->request_id = c->next_id++;
+    size_t len = c10dpb__request__get_packed_size(req);
+    if (grow(&c->out, &c->ocap, c->olen + C10DC_FRAME_HDR + len) != 0)
+        return -1;
+    c10dc_frame_header(c->out + c->olen, req->request_id, len);
+    c10dpb__request__pack(req, c->out + c->olen + C10DC_FRAME_HDR);
+    c->olen += C10DC_FRAME_HDR + len;
+    req->who = NULL;
+    if (c->ntags == c->tcap) {
+        size_t n = c->tcap ? c->tcap * 2 : 16;
+        void **nt = realloc(c->tags, n * sizeof *nt);
+        if (!nt)
+            return -1;
+        c->tags = nt;
+        c->tcap = n;
+    }
+    c->tags[c->ntags++] = tag;
+    flush(c);
+    return 0;
+}
+
+void sim_close(sim_conn *c)
+{
+    if (c->fd < 0)
+        return;
+    epoll_ctl(c->loop->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+}
+
+static void broke(sim_conn *c)
+{
+    sim_close(c);
+    c->loop->cb(c, NULL, NULL, c->loop->arg);
+}
+
+static void readable(sim_conn *c)
+{
+    for (;;) {
+        if (grow(&c->in, &c->icap, c->ilen + 65536) != 0)
+            return broke(c);
+        ssize_t k = recv(c->fd, c->in + c->ilen, c->icap - c->ilen, 0);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+            return broke(c);
+        if (k < 0)
+            break;
+        c->ilen += (size_t)k;
+        if ((size_t)k < 65536)
+            break;
+    }
+    size_t off = 0;
+    while (c->ilen - off >= C10DC_FRAME_HDR) {
+        uint32_t n = c10dc_get_u32(c->in + off);
+        if (c->ilen - off < 4 + (size_t)n)
+            break;
+        uint64_t id = c10dc_get_u64(c->in + off + 4);
+        C10dpb__Reply *rep =
+            c10dpb__reply__unpack(NULL, n - 8, c->in + off + C10DC_FRAME_HDR);
+        void *tag = id >= 1 && id <= c->ntags ? c->tags[id - 1] : NULL;
+        if (rep) {
+            c->loop->cb(c, tag, rep, c->loop->arg);
+            c10dpb__reply__free_unpacked(rep, NULL);
+        }
+        off += 4 + (size_t)n;
+        if (c->fd < 0)
+            return; /* the callback closed it */
+    }
+    memmove(c->in, c->in + off, c->ilen - off);
+    c->ilen -= off;
+}
+
+int sim_run(sim_loop *L, int (*done)(void *arg), void *arg, int64_t deadline_ms)
+{
+    struct epoll_event ev[256];
+    while (!done(arg)) {
+        double left = (double)deadline_ms - sim_now_ms();
+        if (left <= 0)
+            return -1;
+        int k = epoll_wait(L->ep, ev, 256, left > 100 ? 100 : (int)left + 1);
+        for (int i = 0; i < k; i++) {
+            sim_conn *c = ev[i].data.ptr;
+            if (c->fd < 0)
+                continue;
+            if (ev[i].events & EPOLLOUT)
+                flush(c);
+            if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                readable(c);
+        }
+    }
+    return 0;
+}

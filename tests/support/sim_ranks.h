@@ -1,0 +1,38 @@
+/* Many simulated ranks against a real coordinator from one thread: plain
+ * TCP connections to a tcp:// coordinator speaking the control plane's
+ * framing (common/frame.h), all driven by one epoll loop. A thread per
+ * simulated rank costs the load generator more CPU than the coordinator
+ * spends (16,384 threads on 2 cores), which would measure the generator;
+ * this keeps the generator's cost to packing and unpacking messages.
+ *
+ * A connection stands for a host: its ranks share it, as they share the
+ * coordinator's view of their liveness (closing it is the host dying). */
+#ifndef C10D_TEST_SIM_RANKS_H
+#define C10D_TEST_SIM_RANKS_H
+
+#include "c10d.pb-c.h"
+
+#include <stdint.h>
+
+typedef struct sim_loop sim_loop;
+typedef struct sim_conn sim_conn;
+
+/* Called once per reply, with the tag given to sim_send; rep is freed by
+ * the loop after the call. rep is NULL when the connection broke. */
+typedef void (*sim_on_reply)(sim_conn *c, void *tag, C10dpb__Reply *rep, void *arg);
+
+sim_loop *sim_loop_new(sim_on_reply cb, void *arg);
+void sim_loop_free(sim_loop *L); /* closes every connection still open */
+/* A connection to url (tcp://host:port); NULL on failure. */
+sim_conn *sim_connect(sim_loop *L, const char *url);
+/* Queues req (its request id and client identity are filled in). 0 or -1. */
+int sim_send(sim_conn *c, C10dpb__Request *req, void *tag);
+/* Closes the connection at once: to the coordinator, its ranks died. */
+void sim_close(sim_conn *c);
+/* Runs until done(arg) says 1 or deadline (monotonic ms) passes; returns
+ * 0, or -1 at the deadline. */
+int sim_run(sim_loop *L, int (*done)(void *arg), void *arg, int64_t deadline_ms);
+/* Monotonic milliseconds (fractions kept). */
+double sim_now_ms(void);
+
+#endif

@@ -239,6 +239,9 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
         answered(e, r);
     }
     c10ds_store_recount(&e->store); /* cached counts follow the rollback */
+    /* So do the caches of what the rolled-back writes made. */
+    c10ds_endpoints_clear(&e->groups.formed);
+    c10ds_lost_cache_clear(&e->groups.lost);
     e->next_checkpoint_ms = 0; /* free the WAL's space after this batch */
     begin_txn(e);
     return 1;

@@ -137,7 +137,6 @@ int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
 /* Members of a generation that are not alive (free with _lost_free). */
 C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
-void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
 
 
 /* Runs one batch synchronously (no thread): for unit tests. */

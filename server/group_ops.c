@@ -116,19 +116,6 @@ static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
     m->final_seqs = strdup((const char *)sqlite3_column_text(s, 8));
 }
 
-static void free_members(C10dpb__MemberInfo **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i]->state);
-        free(v[i]->host);
-        free(v[i]->reason);
-        free(v[i]->activity);
-        free(v[i]->final_seqs);
-        free(v[i]);
-    }
-    free(v);
-}
-
 /* Members of a generation (all, or only those not alive). */
 static C10dpb__MemberInfo **load_members(c10ds_engine *e, const char *job, uint64_t gen,
                                          int lost_only, size_t *n)
@@ -161,10 +148,6 @@ C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_
     return load_members(e, job, gen, 1, n);
 }
 
-void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
-{
-    free_members(v, n);
-}
 
 /* --- group_join --- */
 
@@ -299,7 +282,7 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
     size_t n;
     C10dpb__MemberInfo **lost = load_members(e, m->job, gen, 1, &n);
     if (!n) { /* the common case, once per arrival: no list to read */
-        free_members(lost, n);
+        c10ds_groups_lost_free(lost, n);
         return 0;
     }
     int *ranks = c10ds_ranks_parse(grp->ranks, grp->size), failed = 0;
@@ -314,7 +297,7 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
                 break;
             }
     free(ranks);
-    free_members(lost, n);
+    c10ds_groups_lost_free(lost, n);
     return failed;
 }
 
@@ -668,19 +651,132 @@ static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_pha
     return c10ds_reply(r, &rep);
 }
 
+static int died_before(const C10dpb__MemberInfo *a, const C10dpb__MemberInfo *b)
+{
+    return a->changed_ms < b->changed_ms || (a->changed_ms == b->changed_ms && a->rank < b->rank);
+}
+
+static int same_str(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* The cache's compact form, made once per version: every member that
+ * left (a peer needs its final collectives), the first C10DS_LOST_DETAIL
+ * that died in full, and the others that died as runs of consecutive
+ * ranks with one state and reason. 0, or -1 out of memory. */
+static void compact_clear(c10ds_lost_cache *lc)
+{
+    free(lc->detail);
+    for (size_t i = 0; i < lc->n_ranges; i++) {
+        free(lc->ranges[i]->state);
+        free(lc->ranges[i]->reason);
+        free(lc->ranges[i]);
+    }
+    free(lc->ranges);
+    lc->detail = NULL, lc->ranges = NULL;
+    lc->n_detail = lc->n_ranges = 0;
+}
+
+static int lost_compact(c10ds_lost_cache *lc)
+{
+    if (lc->compact)
+        return 0;
+    compact_clear(lc); /* what a failed attempt left */
+    size_t n = lc->n;
+    lc->detail = calloc(n ? n : 1, sizeof *lc->detail);
+    lc->ranges = calloc(n ? n : 1, sizeof *lc->ranges);
+    char *in_detail = calloc(n ? n : 1, 1);
+    if (!lc->detail || !lc->ranges || !in_detail) {
+        free(in_detail);
+        compact_clear(lc);
+        return -1;
+    }
+    /* The earliest deaths, by an insertion into a short sorted list. */
+    size_t first[C10DS_LOST_DETAIL], nf = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(lc->v[i]->state, "dead") != 0)
+            continue;
+        size_t j = nf < C10DS_LOST_DETAIL ? nf++ : C10DS_LOST_DETAIL;
+        if (j == C10DS_LOST_DETAIL && !died_before(lc->v[i], lc->v[first[j - 1]]))
+            continue;
+        if (j == C10DS_LOST_DETAIL)
+            j--;
+        for (; j > 0 && died_before(lc->v[i], lc->v[first[j - 1]]); j--)
+            first[j] = first[j - 1];
+        first[j] = i;
+    }
+    for (size_t k = 0; k < nf; k++)
+        in_detail[first[k]] = 1;
+    for (size_t i = 0; i < n; i++) { /* v is in rank order */
+        C10dpb__MemberInfo *m = lc->v[i];
+        if (strcmp(m->state, "dead") != 0 || in_detail[i]) {
+            lc->detail[lc->n_detail++] = m;
+            continue;
+        }
+        C10dpb__LostRange *last = lc->n_ranges ? lc->ranges[lc->n_ranges - 1] : NULL;
+        if (last && last->last + 1 == m->rank && same_str(last->state, m->state) &&
+            same_str(last->reason, m->reason)) {
+            last->last = m->rank;
+            continue;
+        }
+        C10dpb__LostRange *x = malloc(sizeof *x);
+        if (!x) {
+            free(in_detail);
+            compact_clear(lc);
+            return -1;
+        }
+        c10dpb__lost_range__init(x);
+        x->first = x->last = m->rank;
+        x->state = strdup(m->state ? m->state : "");
+        x->reason = strdup(m->reason ? m->reason : "");
+        x->has_changed_ms = 1;
+        x->changed_ms = m->changed_ms;
+        lc->ranges[lc->n_ranges++] = x;
+        if (!x->state || !x->reason) {
+            free(in_detail);
+            compact_clear(lc);
+            return -1;
+        }
+    }
+    free(in_detail);
+    lc->compact = 1;
+    return 0;
+}
+
 static c10ds_outcome reply_watch(c10ds_engine *e, c10ds_request *r, uint64_t version)
 {
     C10dpb__Watch *m = r->pb->watch;
     C10dpb__WatchReply w = C10DPB__WATCH_REPLY__INIT;
     w.has_version = 1;
     w.version = version;
-    w.lost = load_members(e, m->job, m->generation, 1, &w.n_lost);
+    /* Every watcher woken by one change gets the same list: read it once
+     * per membership version, not once per watcher (a host's death wakes
+     * N watches). */
+    c10ds_lost_cache *lc = &e->groups.lost;
+    char key[512];
+    watch_key(key, sizeof key, m->job, m->generation);
+    if (!lc->valid || lc->version != version || strcmp(lc->key, key) != 0) {
+        c10ds_lost_cache_clear(lc);
+        lc->v = load_members(e, m->job, m->generation, 1, &lc->n);
+        lc->version = version;
+        lc->valid = 1;
+        snprintf(lc->key, sizeof lc->key, "%s", key);
+    }
+    if (m->has_lost_ranges_ok && m->lost_ranges_ok && lost_compact(lc) == 0) {
+        w.lost = lc->detail;
+        w.n_lost = lc->n_detail;
+        w.lost_ranges = lc->ranges;
+        w.n_lost_ranges = lc->n_ranges;
+    } else {
+        w.lost = lc->v;
+        w.n_lost = lc->n;
+    }
     c10ds_emit_watch_reply(e, m->job, m->generation, &w); /* findings, joins */
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_WATCH;
     rep.watch = &w;
     c10ds_outcome o = c10ds_reply(r, &rep);
-    free_members(w.lost, w.n_lost);
     c10ds_emit_watch_done(e, &w);
     return o;
 }
@@ -777,7 +873,7 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     c10ds_outcome o = c10ds_reply(r, &rep);
     for (size_t i = 0; i < jr.n_jobs; i++) {
         C10dpb__JobInfo *j = jr.jobs[i];
-        free_members(j->members, j->n_members);
+        c10ds_groups_lost_free(j->members, j->n_members);
         for (size_t k = 0; k < j->n_groups; k++) {
             c10ds_emit_group_info_done(e, j->groups[k]);
             free(j->groups[k]->name);

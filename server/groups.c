@@ -119,9 +119,36 @@ int *c10ds_ranks_parse(const char *t, int size)
     return r;
 }
 
+void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]->state);
+        free(v[i]->host);
+        free(v[i]->reason);
+        free(v[i]->activity);
+        free(v[i]->final_seqs);
+        free(v[i]);
+    }
+    free(v);
+}
+
+void c10ds_lost_cache_clear(c10ds_lost_cache *c)
+{
+    c10ds_groups_lost_free(c->v, c->n);
+    free(c->detail);
+    for (size_t i = 0; i < c->n_ranges; i++) {
+        free(c->ranges[i]->state);
+        free(c->ranges[i]->reason);
+        free(c->ranges[i]);
+    }
+    free(c->ranges);
+    memset(c, 0, sizeof *c);
+}
+
 void c10ds_groups_fini(c10ds_groups *g)
 {
     c10ds_endpoints_clear(&g->formed);
+    c10ds_lost_cache_clear(&g->lost);
     for (int i = 0; i < GS_COUNT; i++)
         sqlite3_finalize(g->st[i]);
     memset(g, 0, sizeof *g);

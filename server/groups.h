@@ -7,6 +7,8 @@
 
 #include "db.h"
 
+#include "c10d.pb-c.h"
+
 #include <protobuf-c/protobuf-c.h>
 
 #include <stddef.h>
@@ -56,14 +58,39 @@ typedef struct c10ds_endpoints {
     int *host_from, *host_to; /* per group rank: its host's range in by_host */
 } c10ds_endpoints;
 
+/* The lost members of the generation a watch reply named last, at the
+ * job's membership version then: a change wakes every watcher of the job,
+ * and each gets this same list. */
+typedef struct c10ds_lost_cache {
+    char key[512];
+    uint64_t version;
+    int valid;
+    C10dpb__MemberInfo **v;
+    size_t n;
+    /* The same, compact (lost_ranges_ok): whoever left, the first
+     * C10DS_LOST_DETAIL that died (pointers into v), runs of the rest. */
+    int compact;
+    C10dpb__MemberInfo **detail;
+    size_t n_detail;
+    C10dpb__LostRange **ranges;
+    size_t n_ranges;
+} c10ds_lost_cache;
+
+#define C10DS_LOST_DETAIL 16
+
+/* Frees everything the cache holds and marks it empty. */
+void c10ds_lost_cache_clear(c10ds_lost_cache *c);
+
 typedef struct c10ds_groups {
     int64_t last_change_ms; /* the latest state change stamped (see set_state) */
     c10ds_db *db;
     sqlite3_stmt *st[GS_COUNT];
     c10ds_endpoints formed;
+    c10ds_lost_cache lost;
 } c10ds_groups;
 
 void c10ds_endpoints_clear(c10ds_endpoints *c);
+void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
 /* A group's ranks text as global ranks (size of them, malloc'd; NULL when
  * out of memory). "" stands for the world in order: 0..size-1. */
 int *c10ds_ranks_parse(const char *text, int size);

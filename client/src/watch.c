@@ -90,6 +90,31 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Ranks that died alike, sent as one run (a mass failure: the coordinator
+ * names the first few in full, the rest so). After the members named in
+ * full: those are the ones that went first. */
+static void record_lost_run(c10di_world *w, const C10dpb__LostRange *x)
+{
+    int first = x->first < 0 ? 0 : x->first, last = x->last < w->size ? x->last : w->size - 1;
+    pthread_mutex_lock(&w->mu);
+    for (int r = first; r <= last; r++) {
+        if (w->lost[r])
+            continue;
+        char buf[1024];
+        if (r == w->rank)
+            snprintf(buf, sizeof buf, "the coordinator declared this rank (%d) %s: %s", r,
+                     x->state ? x->state : "dead", x->reason ? x->reason : "");
+        else
+            snprintf(buf, sizeof buf, "rank %d died: %s (one of ranks %d-%d, lost together; "
+                     "c10d-ctl status names their hosts)", r, x->reason ? x->reason : "",
+                     x->first, x->last);
+        w->lost[r] = strdup(buf);
+        w->lost_order[r] = ++w->lost_count;
+    }
+    atomic_fetch_add(&w->lost_version, 1);
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* One reply may carry several lost members (a rank died and another left
  * because of it, within one watch): they are recorded in the order they
  * went, so a report names the one that went first, not the lowest rank. */
@@ -155,6 +180,7 @@ static void *watch_main(void *arg)
         m.activity = activity;
         m.completed = completed;
         m.verified = verified;
+        m.has_lost_ranges_ok = m.lost_ranges_ok = 1;
         /* the join states applied so far: the coordinator hands a joined
          * rank nothing this rank might count or divide wrongly */
         m.n_join_known = c10di_join_acks(w, &m.join_known);
@@ -176,6 +202,8 @@ static void *watch_main(void *arg)
         if (rep->result_case == C10DPB__REPLY__RESULT_WATCH) {
             known = rep->watch->version;
             record_lost_in_order(w, rep->watch->lost, rep->watch->n_lost);
+            for (size_t i = 0; i < rep->watch->n_lost_ranges; i++)
+                record_lost_run(w, rep->watch->lost_ranges[i]);
             for (size_t i = 0; i < rep->watch->n_alerts; i++)
                 c10di_record_alert(w, rep->watch->alerts[i]->group,
                                    (c10d_status)rep->watch->alerts[i]->status,

@@ -21,6 +21,11 @@ void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t ge
     EMIT(membership_changed, e, job, gen);
 }
 
+void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    EMIT(generation_started, e, job, gen);
+}
+
 void c10ds_emit_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
 {
     EMIT(watch_request, e, m);

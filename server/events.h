@@ -45,12 +45,17 @@ typedef struct c10ds_listener {
     void (*finding)(c10ds_engine *e, c10ds_vgroup *g);
     /* Every sweep interval (about twice a second). */
     void (*sweep)(c10ds_engine *e);
+    /* Generation gen of job began to form (the job restarted): what is
+     * kept in memory for its older generations can go, so a coordinator
+     * that sees many restarts does not grow with each. */
+    void (*generation_started)(c10ds_engine *e, const char *job, uint64_t gen);
 } c10ds_listener;
 
 extern const c10ds_listener c10ds_verify_listener; /* verify_ops.c */
 extern const c10ds_listener c10ds_join_listener;   /* join_ops.c */
 
 void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
+void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_watch_request(c10ds_engine *e, const C10dpb__Watch *m);
 void c10ds_emit_watch_reply(c10ds_engine *e, const char *job, uint64_t gen,
                             C10dpb__WatchReply *w);

@@ -378,6 +378,7 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
         }
         c10ds_info("job %s: generation %llu forming, world size %d (rank %d first)", m->job,
                    (unsigned long long)gen, m->world_size, m->rank);
+        c10ds_emit_generation_started(e, m->job, gen);
     } else if (job.world_size != m->world_size) {
         c10ds_fail(r, C10D_EINVAL, "rank %d of job %s says WORLD_SIZE=%d, but generation %llu "
                    "is forming with world size %d", m->rank, m->job, m->world_size,

@@ -665,8 +665,14 @@ static void on_group_info_done(C10dpb__GroupInfo *gi)
     gi->join = NULL;
 }
 
+static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    c10ds_join_prune(&e->join, job, gen);
+}
+
 const c10ds_listener c10ds_join_listener = {
     .name = "join",
+    .generation_started = on_generation_started,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,
     .watch_reply = on_watch_reply,

@@ -693,6 +693,42 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
 #define TRACE_FLUSH_MS 2000
 #define TRACE_FLUSH_ROWS 256
 
+static void flush_group(c10ds_engine *e, c10ds_vgroup *g)
+{
+    for (int i = 0; i < g->size; i++) {
+        c10ds_trace *t = &g->traces[i];
+        if (!t->dirty)
+            continue;
+        size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
+        for (size_t k = t->count - rows; k < t->count; k++) {
+            const c10ds_tentry *te = trace_at(t, k);
+            char what[128];
+            sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
+            sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+            sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(s, 4, g->ranks[i]);
+            sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
+            sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
+            sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
+                              SQLITE_TRANSIENT);
+            sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 9, te->entered_ms);
+            sqlite3_step(s);
+            sqlite3_reset(s);
+        }
+        t->dirty = 0;
+        sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PRUNE);
+        sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+        sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 4, g->ranks[i]);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64)(t->count ? t->ring[t->head].first : 0));
+        sqlite3_step(s);
+        sqlite3_reset(s);
+    }
+}
+
 static void flush_traces(c10ds_engine *e)
 {
     int64_t now = c10d_now_ms();
@@ -700,38 +736,7 @@ static void flush_traces(c10ds_engine *e)
         return;
     e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-        for (int i = 0; i < g->size; i++) {
-            c10ds_trace *t = &g->traces[i];
-            if (!t->dirty)
-                continue;
-            size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
-            for (size_t k = t->count - rows; k < t->count; k++) {
-                const c10ds_tentry *te = trace_at(t, k);
-                char what[128];
-                sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
-                sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
-                sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
-                sqlite3_bind_int(s, 4, g->ranks[i]);
-                sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
-                sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
-                sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
-                                  SQLITE_TRANSIENT);
-                sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
-                sqlite3_bind_int64(s, 9, te->entered_ms);
-                sqlite3_step(s);
-                sqlite3_reset(s);
-            }
-            t->dirty = 0;
-            sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PRUNE);
-            sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
-            sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
-            sqlite3_bind_int(s, 4, g->ranks[i]);
-            sqlite3_bind_int64(s, 5, (sqlite3_int64)(t->count ? t->ring[t->head].first : 0));
-            sqlite3_step(s);
-            sqlite3_reset(s);
-        }
+        flush_group(e, g);
 }
 
 /* --- what verification hears (events.h) --- */
@@ -844,8 +849,25 @@ static void on_sweep(c10ds_engine *e)
     }
 }
 
+/* The job restarted: its older generations' groups are never verified
+ * again (their members are gone), and each holds its ranks' traces. */
+static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    for (c10ds_vgroup **pp = &e->verify.groups; *pp;) {
+        c10ds_vgroup *g = *pp;
+        if (g->gen < gen && strcmp(g->job, job) == 0) {
+            *pp = g->next;
+            flush_group(e, g); /* c10d-ctl trace still shows its last collectives */
+            vgroup_free(g);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
 const c10ds_listener c10ds_verify_listener = {
     .name = "verify",
+    .generation_started = on_generation_started,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,
     .watch_reply = on_watch_reply,

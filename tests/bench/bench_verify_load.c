@@ -1,171 +1,208 @@
-/* Coordinator throughput for ASYNC verification: N simulated ranks (256 by
- * default) of one world report S collectives each, in batches, from a few
- * threads sharing one connection, as ASYNC ranks' reporter threads do.
- * Every rank reports the same fingerprints (no desync), alternating so
- * that no two consecutive collectives can be merged into a run: the worst
- * case for the coordinator. Prints entries verified per second and the
- * CPU time of the coordinator and of this load generator, then checks
- * (c10d_store_health) that the group is healthy and complete.
+/* Coordinator throughput for ASYNC verification against a real c10d-coord
+ * on a real database: N simulated ranks (tests/support/sim_ranks.c: one
+ * thread, one connection per host of 8 ranks) of one world report S
+ * collectives each, in batches, each rank sending its next batch when the
+ * last is answered, as an ASYNC rank's reporter does. By default every
+ * rank reports the same fingerprints alternating so that no two
+ * consecutive collectives merge into a run: the coordinator's worst case;
+ * --runs reports one repeating collective, as DDP's buckets do. Prints
+ * entries verified per second, the coordinator's CPU time, its resident
+ * memory at each quarter of the run (flat: nothing grows per collective),
+ * and then checks that the group is healthy and complete.
  *
- *   bench_verify_load [RANKS] [SEQS] [BATCH] [THREADS] */
+ *   bench_verify_load [--runs] [RANKS] [SEQS] [BATCH]
+ *                     (default 1024 ranks x 1024 collectives, batches of 64) */
 #include "coord_proc.h"
 #include "cpu_time.h"
-#include "internal.h"
+#include "sim_ranks.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#define PER_HOST 8
 
 static const char *job = "vload";
-static int ranks = 256, seqs = 4096, batch = 64, threads = 4;
-static c10di_conn *conn;
+static int ranks = 1024, seqs = 1024, batch = 64, runs;
+
+typedef struct {
+    int rank;
+    int sent; /* collectives reported so far */
+    int joined;
+} sim_rank;
+
+static sim_rank *R;
+static sim_conn **conn;
 static uint64_t generation;
+static int joined, finished, failed;
+static long entries_done;
+static C10dpb__CollEntry *ebuf;
+static C10dpb__CollEntry **eptr;
 
-static double now(void)
+static void report(sim_rank *s)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-
-/* --- the rendezvous of the simulated ranks --- */
-
-static void *join(void *arg)
-{
-    int rank = (int)(intptr_t)arg;
-    char ep[32];
-    snprintf(ep, sizeof ep, "sim %d", rank);
-    C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
+    int n = seqs - s->sent < batch ? seqs - s->sent : batch;
+    for (int i = 0; i < n; i++) {
+        uint64_t seq = (uint64_t)(s->sent + i + 1);
+        C10dpb__CollEntry *e = &ebuf[i];
+        c10dpb__coll_entry__init(e);
+        e->group = "world";
+        e->seq = seq;
+        e->kind = 0; /* ALL_REDUCE */
+        e->has_count = e->has_op = e->has_completed = 1;
+        e->count = runs ? 25 << 20 : (int64_t)(seq % 2 + 1); /* alternating: no runs */
+        e->op = 0;
+        e->completed = seq - 1;
+        eptr[i] = e;
+    }
+    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
     m.job = (char *)job;
-    m.name = "world";
-    m.rank = rank;
-    m.world_size = ranks;
-    m.has_endpoint = m.has_timeout_ms = 1;
-    m.endpoint.data = (uint8_t *)ep;
-    m.endpoint.len = strlen(ep);
-    m.timeout_ms = 60000;
+    m.generation = generation;
+    m.rank = s->rank;
+    m.n_entries = (size_t)n;
+    m.entries = eptr;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
-    req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
-    req.group_join = &m;
-    C10dpb__Reply *rep = NULL;
-    if (c10di_call(conn, &req, 60000, 30000, &rep) != C10D_OK) {
-        fprintf(stderr, "join %d: %s\n", rank, c10d_errmsg());
-        return (void *)1;
-    }
-    generation = rep->group_join->generation;
-    c10dpb__reply__free_unpacked(rep, NULL);
-    return NULL;
+    req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+    req.coll_report = &m;
+    s->sent += n;
+    sim_send(conn[s->rank / PER_HOST], &req, s);
 }
 
-/* --- the load: thread t reports for ranks t, t+threads, ... --- */
-
-static void *load(void *arg)
+static void on_reply(sim_conn *c, void *tag, C10dpb__Reply *rep, void *arg)
 {
-    int t = (int)(intptr_t)arg;
-    C10dpb__CollEntry *e = calloc((size_t)batch, sizeof *e);
-    C10dpb__CollEntry **ep = calloc((size_t)batch, sizeof *ep);
-    for (int base = 1; base <= seqs; base += batch) {
-        int n = seqs - base + 1 < batch ? seqs - base + 1 : batch;
-        for (int r = t; r < ranks; r += threads) {
-            for (int i = 0; i < n; i++) {
-                uint64_t seq = (uint64_t)(base + i);
-                c10dpb__coll_entry__init(&e[i]);
-                e[i].group = "world";
-                e[i].seq = seq;
-                e[i].kind = 0; /* ALL_REDUCE */
-                e[i].has_count = e[i].has_op = e[i].has_completed = 1;
-                e[i].count = (int64_t)(seq % 2 + 1); /* alternating: no runs */
-                e[i].op = 0;
-                e[i].completed = seq - 1;
-                ep[i] = &e[i];
-            }
-            C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
-            m.job = (char *)job;
-            m.generation = generation;
-            m.rank = r;
-            m.n_entries = (size_t)n;
-            m.entries = ep;
-            C10dpb__Request req = C10DPB__REQUEST__INIT;
-            req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
-            req.coll_report = &m;
-            C10dpb__Reply *rep = NULL;
-            if (c10di_call(conn, &req, 0, 30000, &rep) != C10D_OK) {
-                fprintf(stderr, "report: %s\n", c10d_errmsg());
-                return (void *)1;
-            }
-            c10dpb__reply__free_unpacked(rep, NULL);
-        }
+    (void)c, (void)arg;
+    sim_rank *s = tag;
+    if (!rep || !s || rep->status != 0) {
+        if (!failed++)
+            fprintf(stderr, "rank %d: %s\n", s ? s->rank : -1,
+                    rep && rep->detail ? rep->detail : "connection lost");
+        return;
     }
-    free(e);
-    free(ep);
-    return NULL;
+    if (rep->result_case == C10DPB__REPLY__RESULT_GROUP_JOIN) {
+        generation = rep->group_join->generation;
+        s->joined = 1;
+        joined++;
+        return;
+    }
+    entries_done += batch < seqs ? batch : seqs;
+    if (s->sent < seqs)
+        report(s);
+    else
+        finished++;
+}
+
+static int all_joined(void *a)
+{
+    (void)a;
+    return failed || joined == ranks;
+}
+
+static long quarter_target;
+static int reached_quarter(void *a)
+{
+    (void)a;
+    return failed || finished == ranks || entries_done >= quarter_target;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        ranks = atoi(argv[1]);
-    if (argc > 2)
-        seqs = atoi(argv[2]);
-    if (argc > 3)
-        batch = atoi(argv[3]);
-    if (argc > 4)
-        threads = atoi(argv[4]);
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "--runs") == 0) {
+        runs = 1;
+        first = 2;
+    }
+    if (argc > first)
+        ranks = atoi(argv[first]);
+    if (argc > first + 1)
+        seqs = atoi(argv[first + 1]);
+    if (argc > first + 2)
+        batch = atoi(argv[first + 2]);
+    if (ranks < 1 || seqs < 1 || batch < 1)
+        return 2;
     coord_proc coord;
     coord_init(&coord);
-    const char *extra[] = {NULL};
-    if (coord_start(&coord, NULL, extra, NULL) != 0 ||
-        c10di_conn_open(&conn, coord.url, NULL, NULL, 10000) != C10D_OK) {
-        fprintf(stderr, "cannot start or reach the coordinator\n");
+    const char *extra[] = {"--max-world-size", "65536", NULL};
+    if (coord_start(&coord, NULL, extra, NULL) != 0) {
+        fprintf(stderr, "cannot start the coordinator\n");
         return 1;
     }
-    pthread_t *th = calloc((size_t)(ranks > threads ? ranks : threads), sizeof *th);
-    int rc = 0;
-    for (int r = 0; r < ranks; r++)
-        pthread_create(&th[r], NULL, join, (void *)(intptr_t)r);
+    sim_loop *L = sim_loop_new(on_reply, NULL);
+    int nconn = (ranks + PER_HOST - 1) / PER_HOST;
+    conn = calloc((size_t)nconn, sizeof *conn);
+    R = calloc((size_t)ranks, sizeof *R);
+    ebuf = calloc((size_t)batch, sizeof *ebuf);
+    eptr = calloc((size_t)batch, sizeof *eptr);
+    for (int i = 0; i < nconn; i++)
+        if (!(conn[i] = sim_connect(L, coord.url)))
+            return 1;
     for (int r = 0; r < ranks; r++) {
-        void *v;
-        pthread_join(th[r], &v);
-        rc |= v != NULL;
+        R[r].rank = r;
+        char ep[32], host[32];
+        snprintf(ep, sizeof ep, "sim %d", r);
+        snprintf(host, sizeof host, "node%d", r / PER_HOST);
+        C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
+        m.job = (char *)job;
+        m.name = "world";
+        m.rank = r;
+        m.world_size = ranks;
+        m.has_endpoint = m.has_timeout_ms = m.has_peers_on_demand = 1;
+        m.peers_on_demand = 1;
+        m.endpoint.data = (uint8_t *)ep;
+        m.endpoint.len = strlen(ep);
+        m.host = host;
+        m.timeout_ms = 60000;
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
+        req.group_join = &m;
+        sim_send(conn[r / PER_HOST], &req, &R[r]);
     }
-    double t0 = now(), c0 = cpu_of(coord.pid), g0 = self_cpu();
-    for (int t = 0; t < threads; t++)
-        pthread_create(&th[t], NULL, load, (void *)(intptr_t)t);
-    for (int t = 0; t < threads; t++) {
-        void *v;
-        pthread_join(th[t], &v);
-        rc |= v != NULL;
-    }
-    double dt = now() - t0;
+    if (sim_run(L, all_joined, NULL, (int64_t)sim_now_ms() + 60000) != 0 || failed)
+        return 1;
+    long rss[4] = {0};
+    double t0 = sim_now_ms(), c0 = cpu_of(coord.pid), g0 = self_cpu();
+    for (int r = 0; r < ranks; r++)
+        report(&R[r]);
     double total = (double)ranks * seqs;
-    printf("%d ranks x %d collectives in batches of %d from %d threads: %.0f entries/s "
-           "(%.2f s; CPU: coordinator %.2f s, load generator %.2f s)\n", ranks, seqs, batch,
-           threads, total / dt, dt, cpu_of(coord.pid) - c0, self_cpu() - g0);
-
-    c10d_store *s;
-    c10d_group_health *g = NULL;
-    size_t ng = 0;
-    if (c10di_store_over(&s, conn, "", 10000) == C10D_OK &&
-        c10d_store_health(s, job, "world", &g, &ng) == C10D_OK && ng == 1) {
-        uint64_t min = UINT64_MAX;
-        for (size_t i = 0; i < g[0].n_ranks; i++)
-            if (g[0].ranks[i].entered < min)
-                min = g[0].ranks[i].entered;
-        printf("group world: %s, every rank entered #%llu\n",
-               g[0].status == C10D_OK ? "healthy" : g[0].report, (unsigned long long)min);
-        rc |= g[0].status != C10D_OK || min != (uint64_t)seqs;
-        c10d_health_free(g, ng);
-        c10d_store_close(s);
-    } else {
-        fprintf(stderr, "health: %s\n", c10d_errmsg());
-        rc = 1;
+    for (int q = 1; q <= 4; q++) {
+        quarter_target = (long)(total * q / 4);
+        if (sim_run(L, reached_quarter, NULL, (int64_t)sim_now_ms() + 600000) != 0 || failed)
+            return 1;
+        rss[q - 1] = rss_kib(coord.pid);
     }
-    c10di_conn_unref(conn);
+    double dt = (sim_now_ms() - t0) / 1e3;
+    printf("%d ranks x %d collectives (%s) in batches of %d: %.0f entries/s (%.2f s; CPU: "
+           "coordinator %.2f s = %.2f us an entry, load generator %.2f s); coordinator RSS at "
+           "each quarter: %ld, %ld, %ld, %ld MiB\n", ranks, seqs,
+           runs ? "one repeating collective" : "alternating, no runs", batch, total / dt, dt,
+           cpu_of(coord.pid) - c0, (cpu_of(coord.pid) - c0) / total * 1e6, self_cpu() - g0,
+           rss[0] / 1024, rss[1] / 1024, rss[2] / 1024, rss[3] / 1024);
+    fflush(stdout);
+
+    /* Healthy and complete: every rank entered the last collective (the
+     * connections still open: closed, the ranks would be dead). */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s --coord %s desync --job %s", C10D_CTL_BIN, coord.url, job);
+    FILE *p = popen(cmd, "r");
+    char line[512];
+    int healthy = 0, complete = 0;
+    char want[64];
+    snprintf(want, sizeof want, "#%d", seqs);
+    for (int lines = 0; p && fgets(line, sizeof line, p); lines++) {
+        healthy |= strstr(line, "healthy") != NULL;
+        complete |= strstr(line, want) != NULL;
+        if (lines < 2)
+            fputs(line, stdout);
+    }
+    if (p)
+        pclose(p);
+    int rc = !(healthy && complete);
+    if (rc)
+        fprintf(stderr, "the group is not healthy at #%d\n", seqs);
+    sim_loop_free(L);
     coord_cleanup(&coord);
-    free(th);
+    free(conn);
+    free(R);
+    free(ebuf);
+    free(eptr);
     return rc;
 }

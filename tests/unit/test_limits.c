@@ -338,6 +338,56 @@ static c10ds_request *watch_req(uint64_t client, uint64_t id, const char *job, u
     return engine_request(&pb, client, id);
 }
 
+static c10ds_request *report_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
+                                 int rank, uint64_t seq)
+{
+    C10dpb__CollEntry e = C10DPB__COLL_ENTRY__INIT, *ep = &e;
+    e.group = "world";
+    e.seq = seq;
+    e.kind = 0;
+    e.has_count = e.has_op = 1;
+    e.count = 4;
+    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
+    m.job = (char *)job;
+    m.generation = gen;
+    m.rank = rank;
+    m.n_entries = 1;
+    m.entries = &ep;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+    pb.coll_report = &m;
+    return engine_request(&pb, client, id);
+}
+
+static int vgroups_of(const char *job)
+{
+    int n = 0;
+    for (c10ds_vgroup *g = eng->verify.groups; g; g = g->next)
+        n += strcmp(g->job, job) == 0;
+    return n;
+}
+
+/* Issue 13: memory flat across generations. Each restart of a job made
+ * verification state for its new generation and kept the old ones' (with
+ * every rank's trace) for the coordinator's life. */
+START_TEST(a_restarted_job_leaves_no_verification_state_behind)
+{
+    for (uint64_t round = 0; round < 5; round++) {
+        uint64_t base = 10 * round + 1;
+        run1(join_req(base, "again", "world", 0, 1, NULL, 0)); /* client 100 */
+        C10dpb__Reply *j = replies[nreplies - 1];
+        ck_assert_int_eq(j->status, C10D_OK);
+        uint64_t gen = j->group_join->generation;
+        ck_assert_int_eq(gen, round + 1);
+        run1(report_req(100, base + 1, "again", gen, 0, 1));
+        ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
+        ck_assert_int_eq(vgroups_of("again"), 1);
+        run1(leave_req(100, base + 2, "again", gen, 0));
+        ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
+    }
+}
+END_TEST
+
 /* Finding 13: leave, watch and collective reports took (job, generation,
  * rank) from the message: any client could mark a member left or bind its
  * liveness to its own connection. Each member is bound to the client that
@@ -464,6 +514,7 @@ int main(void)
     tcase_add_test(tc, only_the_client_that_joined_a_member_speaks_for_it);
     tcase_add_test(tc, each_group_gets_its_own_random_secret);
     tcase_add_test(tc, parked_and_replayed_requests_in_a_lost_transaction);
+    tcase_add_test(tc, a_restarted_job_leaves_no_verification_state_behind);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -3,6 +3,7 @@
  * a lost member, a stall), and the job's dead and departed ranks. Exit 0
  * when healthy, EXIT_UNHEALTHY (7) when anything is wrong. */
 #include "desync.h"
+#include "summary.h"
 #include "json.h"
 
 #include <errno.h>
@@ -53,6 +54,60 @@ static void print_json(const c10d_group_health *g, size_t ng, const c10d_job_inf
     printf("]}\n");
 }
 
+/* Where a big group's ranks are, in a few lines: ranks at the same point
+ * (entered, completed, the call) as ranges, biggest first; the ranks
+ * behind the front come before the rest of the small states. */
+static void print_progress_summary(const c10d_group_health *g, uint64_t top)
+{
+    ctl_buckets bs = {0};
+    for (size_t k = 0; k < g->n_ranks; k++) {
+        const c10d_rank_progress *r = &g->ranks[k];
+        char key[300];
+        snprintf(key, sizeof key, "entered #%" PRIu64 ", completed #%" PRIu64 " %s%s",
+                 r->entered, r->completed, r->last, r->entered < top ? "  (behind)" : "");
+        if (ctl_bucket_add(&bs, key, r->rank) != 0)
+            break;
+    }
+    ctl_buckets_sort(&bs);
+    int rest = 0, rest_states = 0;
+    for (int i = 0; i < bs.n; i++) {
+        if (i >= 8) {
+            rest += bs.b[i].n;
+            rest_states++;
+            continue;
+        }
+        printf("  %d ranks %s: ", bs.b[i].n, bs.b[i].key);
+        ctl_print_ranges(stdout, bs.b[i].ranks, bs.b[i].n);
+        printf("\n");
+    }
+    if (rest)
+        printf("  ... %d more ranks in %d other states (--all lists every rank)\n", rest,
+               rest_states);
+    ctl_buckets_free(&bs);
+}
+
+/* A big job's members not alive, grouped by state and reason. */
+static void print_lost_summary(const c10d_job_info *j)
+{
+    ctl_buckets bs = {0};
+    for (size_t k = 0; k < j->n_members; k++) {
+        const c10d_member_info *m = &j->members[k];
+        if (!strcmp(m->state, "alive"))
+            continue;
+        char key[600];
+        snprintf(key, sizeof key, "%s: %s", m->state, m->reason);
+        if (ctl_bucket_add(&bs, key, m->rank) != 0)
+            break;
+    }
+    ctl_buckets_sort(&bs);
+    for (int i = 0; i < bs.n; i++) {
+        printf("job %s: %d rank%s ", j->job, bs.b[i].n, bs.b[i].n == 1 ? "" : "s");
+        ctl_print_ranges(stdout, bs.b[i].ranks, bs.b[i].n);
+        printf(" %s\n", bs.b[i].key);
+    }
+    ctl_buckets_free(&bs);
+}
+
 static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_info *jobs,
                        size_t nj, int healthy)
 {
@@ -67,6 +122,10 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
                g[i].status == C10D_OK ? "ok" : c10d_status_name(g[i].status));
         if (*g[i].report)
             printf("  %s\n", g[i].report);
+        if (g[i].n_ranks > CTL_LIST_EACH && !ctl_list_all) {
+            print_progress_summary(&g[i], top);
+            continue;
+        }
         for (size_t k = 0; k < g[i].n_ranks; k++) {
             const c10d_rank_progress *r = &g[i].ranks[k];
             printf("  rank %-4d entered #%-8" PRIu64 " completed #%-8" PRIu64 " %s%s\n",
@@ -74,12 +133,17 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
                    r->entered < top ? "  (behind)" : "");
         }
     }
-    for (size_t j = 0; j < nj; j++)
+    for (size_t j = 0; j < nj; j++) {
+        if (jobs[j].n_members > CTL_LIST_EACH && !ctl_list_all) {
+            print_lost_summary(&jobs[j]);
+            continue;
+        }
         for (size_t k = 0; k < jobs[j].n_members; k++) {
             const c10d_member_info *m = &jobs[j].members[k];
             if (strcmp(m->state, "alive"))
                 printf("job %s: rank %d %s: %s\n", jobs[j].job, m->rank, m->state, m->reason);
         }
+    }
 }
 
 /* The value of `--name V` (or `-x V`) in a command's own arguments. */

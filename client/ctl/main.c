@@ -2,6 +2,7 @@
  * libc10dclient, like any rank. Text for people, --json for scripts, and
  * exit codes that say what happened. */
 #include "desync.h"
+#include "summary.h"
 #include "json.h"
 
 #include <c10d/c10d.h>
@@ -52,7 +53,11 @@ static const char usage[] =
     "                      else tcp://127.0.0.1:29500)\n"
     "      --tls-ca FILE   for a tls+tcp:// coordinator: the CA (PEM) that signed its\n"
     "                      certificate (default: $C10D_TLS_CA)\n"
-    "  -j, --json          machine-readable output on stdout (errors too)\n"
+    "  -j, --json          machine-readable output on stdout (errors too); complete\n"
+    "                      however big the job\n"
+    "      --all           status, desync, watch: a line per rank; without it a job of\n"
+    "                      more than 32 ranks is summarized: ranks that share a state\n"
+    "                      as ranges, the first 16 odd ones out by name\n"
     "  -t, --timeout MS    give up after MS milliseconds (default 5000)\n"
     "  -w, --wait MS       get: wait up to MS for the key to appear (default: no wait)\n"
     "  -n, --limit N       keys: list at most N keys (default 1000)\n"
@@ -230,17 +235,58 @@ static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
 }
 
 /* Ranks as "0-3,5" for people. */
-static void print_ranks(const int *r, int n)
+static void print_member(const c10d_member_info *m)
 {
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j + 1 < n && r[j + 1] == r[j] + 1)
-            j++;
-        printf("%s%d", i ? "," : "", r[i]);
-        if (j > i)
-            printf("-%d", r[j]);
-        i = j + 1;
+    printf("  rank %-4d %-5s %s pid %d", m->rank, m->state, m->host, m->pid);
+    if (*m->reason)
+        printf(" - %s", m->reason);
+    if (*m->activity)
+        printf(" [%s]", m->activity);
+    printf("\n");
+}
+
+/* A big job's members in a few lines: the ranks of each state (and, for
+ * those not alive, each reason) as ranges, then the first few not alive
+ * by name. */
+static void print_members_summary(const c10d_job_info *j)
+{
+    ctl_buckets bs = {0};
+    for (size_t k = 0; k < j->n_members; k++) {
+        const c10d_member_info *m = &j->members[k];
+        char key[600];
+        snprintf(key, sizeof key, "%s%s%s", m->state, *m->reason ? ": " : "", m->reason);
+        if (ctl_bucket_add(&bs, key, m->rank) != 0)
+            break;
     }
+    ctl_buckets_sort(&bs);
+    for (int i = 0; i < bs.n; i++) {
+        printf("  %d %s: ranks ", bs.b[i].n, bs.b[i].key);
+        ctl_print_ranges(stdout, bs.b[i].ranks, bs.b[i].n);
+        printf("\n");
+    }
+    ctl_buckets_free(&bs);
+    /* By name: the first to go (the likeliest cause of the rest). */
+    const c10d_member_info *first[CTL_LIST_ODD];
+    int nf = 0, odd = 0;
+    for (size_t k = 0; k < j->n_members; k++) {
+        const c10d_member_info *m = &j->members[k];
+        if (!strcmp(m->state, "alive"))
+            continue;
+        odd++;
+        int at = nf < CTL_LIST_ODD ? nf++ : CTL_LIST_ODD;
+        if (at == CTL_LIST_ODD && first[at - 1]->changed_ms <= m->changed_ms)
+            continue;
+        if (at == CTL_LIST_ODD)
+            at--;
+        for (; at > 0 && first[at - 1]->changed_ms > m->changed_ms; at--)
+            first[at] = first[at - 1];
+        first[at] = m;
+    }
+    for (int i = 0; i < nf; i++)
+        print_member(first[i]);
+    if (odd > nf)
+        printf("  ... %d more not alive (--all lists every rank; --json has them all)\n",
+               odd - nf);
 }
 
 static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
@@ -262,20 +308,17 @@ static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
         for (size_t k = 0; k < j->n_groups; k++) {
             const c10d_group_info *g = &j->groups[k];
             printf("  group %-10s %d ranks [", g->name, g->size);
-            print_ranks(g->ranks, g->size);
+            ctl_print_ranges(stdout, g->ranks, g->size);
             printf("]%s\n", g->formed ? "" : " (forming)");
             if (g->join)
                 print_join_text(g);
         }
-        for (size_t k = 0; k < j->n_members; k++) {
-            const c10d_member_info *m = &j->members[k];
-            printf("  rank %-4d %-5s %s pid %d", m->rank, m->state, m->host, m->pid);
-            if (*m->reason)
-                printf(" - %s", m->reason);
-            if (*m->activity)
-                printf(" [%s]", m->activity);
-            printf("\n");
+        if (j->n_members > CTL_LIST_EACH && !ctl_list_all) {
+            print_members_summary(j);
+            continue;
         }
+        for (size_t k = 0; k < j->n_members; k++)
+            print_member(&j->members[k]);
     }
 }
 
@@ -479,6 +522,9 @@ static int apply(options *o, int name, const char *v, int *rc)
     case 'j':
         json_out = 1;
         break;
+    case 'a':
+        ctl_list_all = 1;
+        break;
     case 't':
         if (parse_int(v, &o->timeout) || o->timeout <= 0 || o->timeout > 86400000)
             return *rc = usage_error("--timeout wants milliseconds, not '%s'", v), -1;
@@ -506,6 +552,7 @@ static int take_options(options *o, const char *cmd, int argc, char **argv, char
         const char *l, *s;
         int name, has_arg;
     } known[] = {{"--json", "-j", 'j', 0},     {"--coord", "-c", 'c', 1},
+                 {"--all", NULL, 'a', 0},
                  {"--tls-ca", NULL, 'A', 1},   {"--timeout", "-t", 't', 1},
                  {"--wait", "-w", 'w', 1},     {"--limit", "-n", 'n', 1}};
     int kept = 0, literal = 0;
@@ -550,6 +597,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, 0, 't'}, {"wait", required_argument, 0, 'w'},
         {"limit", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {"tls-ca", required_argument, 0, 'A'},
+        {"all", no_argument, 0, 'a'},
         {0, 0, 0, 0},
     };
     options op = {NULL, NULL, 5000, 0, 1000};
@@ -562,6 +610,7 @@ int main(int argc, char **argv)
         case 'c':
         case 'A':
         case 'j':
+        case 'a':
         case 't':
         case 'w':
         case 'n':

@@ -216,6 +216,33 @@ static long parked(void)
     return v;
 }
 
+/* What `c10d-ctl --coord URL ARGS` printed (malloc'd). */
+static char *ctl_output(const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s --coord %s %s", C10D_CTL_BIN, coord.url, args);
+    FILE *p = popen(cmd, "r");
+    size_t len = 0, cap = 1 << 16;
+    char *out = malloc(cap);
+    for (size_t k; p && (k = fread(out + len, 1, cap - len - 1, p)) > 0;) {
+        len += k;
+        if (len + 1 == cap)
+            out = realloc(out, cap *= 2);
+    }
+    out[len] = '\0';
+    if (p)
+        pclose(p);
+    return out;
+}
+
+static int lines_of(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
 static int none(void *a)
 {
     (void)a;
@@ -296,6 +323,31 @@ START_TEST(rendezvous_of_4096_ranks_and_a_death_among_them)
     ck_assert_msg(!W->errors, "%d errors, the first: %s", W->errors, W->first_error);
     ck_assert_msg(rc == 0, "after 30 s %d of %d survivors heard of all %d lost", W->heard,
                   W->want_heard, W->mass);
+
+    /* c10d-ctl summarizes the 4,096 ranks in a few lines; --all and --json
+     * still give every rank. */
+    char *out = ctl_output("status --job scale");
+    ck_assert_msg(lines_of(out) < 40, "status printed %d lines:\n%.2000s", lines_of(out), out);
+    ck_assert_msg(strstr(out, "3999 alive: ranks 0-7,104-4094") != NULL, "%.2000s", out);
+    ck_assert_msg(strstr(out, "97 dead: its connection to the coordinator closed") != NULL &&
+                      strstr(out, "ranks 8-103,4095") != NULL && strstr(out, "81 more not alive"),
+                  "%.2000s", out);
+    free(out);
+    out = ctl_output("desync --job scale");
+    ck_assert_msg(lines_of(out) < 20, "desync printed %d lines", lines_of(out));
+    ck_assert_msg(strstr(out, "job scale: 97 ranks 8-103,4095 dead: its connection") != NULL,
+                  "%.2000s", out);
+    free(out);
+    out = ctl_output("status --job scale --all");
+    ck_assert_int_ge(lines_of(out), N);
+    free(out);
+    out = ctl_output("--json status --job scale");
+    int ranks_listed = 0;
+    for (const char *p = out; (p = strstr(p, "\"rank\":")) != NULL; p++)
+        ranks_listed++;
+    ck_assert_int_ge(ranks_listed, N);
+    free(out);
+
     sim_loop_free(L);
     free(W);
     coord_cleanup(&coord);

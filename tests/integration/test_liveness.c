@@ -402,6 +402,78 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
 }
 END_TEST
 
+#define MASS 20
+
+/* Rank 0 makes a pair group with each other rank, then (once the test has
+ * killed ranks 1-19 at once) a barrier in each must fail naming its peer.
+ * The coordinator names the first 16 to die in full and the rest as runs
+ * of ranks: the library must take both. */
+static int mass_body(int rank, int n, void *arg)
+{
+    (void)arg;
+    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    if (!pg)
+        return 10;
+    c10d_pg *pair[MASS] = {0};
+    for (int k = 1; k < n; k++) {
+        int rr[2] = {0, k};
+        if (c10d_new_group(&pair[k], pg, rr, 2) != C10D_OK) {
+            fprintf(stderr, "rank %d: new_group: %s\n", rank, c10d_errmsg());
+            return 11;
+        }
+    }
+    __sync_fetch_and_add(&sh->ready, 1);
+    if (rank != 0)
+        for (;;)
+            pause();
+    while (!sh->go)
+        usleep(1000);
+    int in_full = 0, in_runs = 0, rc = 0;
+    for (int k = 1; k < n && !rc; k++) {
+        c10d_status st = c10d_barrier(pair[k], NULL, NULL);
+        char full[32], run[32];
+        snprintf(full, sizeof full, "rank %d (host", k);
+        snprintf(run, sizeof run, "rank %d died", k);
+        const char *msg = c10d_errmsg();
+        if (st != C10D_EPEERLOST || (!strstr(msg, full) && !strstr(msg, run))) {
+            fprintf(stderr, "rank 0: the barrier with rank %d: %s: %s\n", k,
+                    c10d_status_name(st), msg);
+            rc = 1;
+        }
+        if (strstr(msg, "lost together"))
+            in_runs++;
+        else
+            in_full++;
+    }
+    if (!rc && (in_full != 16 || in_runs != n - 1 - 16)) {
+        fprintf(stderr, "rank 0: %d peers named in full, %d in runs\n", in_full, in_runs);
+        rc = 2;
+    }
+    for (int k = 1; k < n; k++)
+        c10d_destroy(pair[k]);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(ranks_lost_together_are_all_named)
+{
+    setenv("C10D_VERIFY", "off", 1); /* the library's own record names the peer */
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("mass"));
+    pid_t pids[MASS];
+    world_spawn(MASS, mass_body, NULL, pids);
+    while (sh->ready < MASS)
+        usleep(1000);
+    for (int r = 1; r < MASS; r++)
+        kill(pids[r], SIGKILL);
+    for (int r = 1; r < MASS; r++)
+        waitpid(pids[r], NULL, 0);
+    sh->go = 1;
+    int st;
+    waitpid(pids[0], &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed (status %d)", st);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("liveness");
@@ -417,6 +489,7 @@ int main(void)
     tcase_add_test(tc, restarted_job_starts_a_new_generation);
     tcase_add_test(tc, every_destroyed_group_is_named_when_a_rank_leaves);
     tcase_add_test(tc, write_to_a_peer_that_exited_fails_the_call_not_the_process);
+    tcase_add_test(tc, ranks_lost_together_are_all_named);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

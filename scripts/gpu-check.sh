@@ -16,6 +16,7 @@ cmake --build "$build" -j "$(nproc)" >/dev/null
 nvidia-smi -L || true
 "$build/tests/test_gpu_logic"
 "$build/tests/test_nccl"
+"$build/tests/test_nccl" --gpu
 (cd "$build" && ctest -R 'test_collectives|test_verify|test_liveness' --output-on-failure) || true
 bash "$root/tests/bench/run_nccl_bench.sh" "$build"
 # The PyTorch backend on CUDA tensors, with the machine's own PyTorch 2.x

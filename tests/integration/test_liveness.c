@@ -3,6 +3,7 @@
  * heartbeats stop, a rendezvous that times out, a rank number taken twice,
  * and a restarted job. Peers must get an error naming the rank, fast. */
 #include "coord_proc.h"
+#include "state_wait.h"
 #include "world_proc.h"
 
 #include "check_main.h"
@@ -114,7 +115,10 @@ static void sigkill_mid_collective(void)
     world_spawn(3, killed_rank_body, NULL, pids);
     while (sh->ready < 3)
         usleep(1000);
-    usleep(300000); /* ranks 0 and 1 are inside the all_reduce */
+    /* ranks 0 and 1 are inside the all_reduce: verification has their
+     * entries (SYNC and ASYNC alike) */
+    const int waiting[2] = {0, 1};
+    ck_assert(wait_entered(coord.url, sh->job, "world", waiting, 2, 1, 30000));
     sh->event_ms = test_now_ms();
     kill(pids[2], SIGKILL);
     for (int r = 0; r < 2; r++) {
@@ -247,7 +251,8 @@ static int holder_body(int rank, int n, void *arg)
     }
     while (!sh->pid[0])
         usleep(1000);
-    usleep(300000);
+    if (!wait_member(coord.url, sh->job, 0, "alive", 30000)) /* the first holds rank 0 */
+        return 2;
     c10d_status st = c10d_init(&pg, &o);
     char want[64];
     snprintf(want, sizeof want, "pid %d", sh->pid[0]);

@@ -157,22 +157,31 @@ static void flush(sim_conn *c)
     want_out(c, c->olen > 0);
 }
 
-int sim_send(sim_conn *c, C10dpb__Request *req, void *tag)
+/* Packs req as client/request id and queues it. */
+static int queue(sim_conn *c, C10dpb__Request *req, uint64_t client_id, uint64_t request_id)
 {
     if (c->fd < 0)
         return -1;
     C10dpb__Identity who = C10DPB__IDENTITY__INIT;
     who.has_client_id = 1;
-    who.client_id = c->client_id;
+    who.client_id = client_id;
     req->who = &who;
-    req->request_id = c->next_id++;
+    req->request_id = request_id;
     size_t len = c10dpb__request__get_packed_size(req);
-    if (grow(&c->out, &c->ocap, c->olen + C10DC_FRAME_HDR + len) != 0)
+    if (grow(&c->out, &c->ocap, c->olen + C10DC_FRAME_HDR + len) != 0) {
+        req->who = NULL;
         return -1;
+    }
     c10dc_frame_header(c->out + c->olen, req->request_id, len);
     c10dpb__request__pack(req, c->out + c->olen + C10DC_FRAME_HDR);
     c->olen += C10DC_FRAME_HDR + len;
     req->who = NULL;
+    flush(c);
+    return 0;
+}
+
+int sim_send(sim_conn *c, C10dpb__Request *req, void *tag)
+{
     if (c->ntags == c->tcap) {
         size_t n = c->tcap ? c->tcap * 2 : 16;
         void **nt = realloc(c->tags, n * sizeof *nt);
@@ -181,9 +190,18 @@ int sim_send(sim_conn *c, C10dpb__Request *req, void *tag)
         c->tags = nt;
         c->tcap = n;
     }
+    if (queue(c, req, c->client_id, c->next_id) != 0)
+        return -1;
+    c->next_id++;
     c->tags[c->ntags++] = tag;
-    flush(c);
     return 0;
+}
+
+int sim_send_as(sim_conn *c, C10dpb__Request *req, void *tag, uint64_t client_id,
+                uint64_t request_id)
+{
+    (void)tag; /* replies are matched to tags by sim_send's own ids */
+    return queue(c, req, client_id, request_id);
 }
 
 void sim_close(sim_conn *c)

@@ -27,6 +27,11 @@ void sim_loop_free(sim_loop *L); /* closes every connection still open */
 sim_conn *sim_connect(sim_loop *L, const char *url);
 /* Queues req (its request id and client identity are filled in). 0 or -1. */
 int sim_send(sim_conn *c, C10dpb__Request *req, void *tag);
+/* The same with a chosen client id and request id (a client resending);
+ * its reply comes with a NULL tag, or another request's if the id is one
+ * sim_send gave out on this connection. */
+int sim_send_as(sim_conn *c, C10dpb__Request *req, void *tag, uint64_t client_id,
+                uint64_t request_id);
 /* Closes the connection at once: to the coordinator, its ranks died. */
 void sim_close(sim_conn *c);
 /* Runs until done(arg) says 1 or deadline (monotonic ms) passes; returns

@@ -11,6 +11,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The numbers are ABI and wire protocol: written out here, not taken from
+ * the list they check, so renumbering or reordering the list fails. */
+START_TEST(status_numbers_never_change)
+{
+    static const struct {
+        c10d_status st;
+        int value;
+        const char *name;
+    } abi[] = {
+        {C10D_OK, 0, "OK"},           {C10D_ERROR, -1, "ERROR"},
+        {C10D_EINVAL, -2, "EINVAL"},  {C10D_ETIMEDOUT, -3, "ETIMEDOUT"},
+        {C10D_ENOTFOUND, -4, "ENOTFOUND"}, {C10D_EDESYNC, -5, "EDESYNC"},
+        {C10D_EPEERLOST, -6, "EPEERLOST"}, {C10D_EUNAVAIL, -7, "EUNAVAIL"},
+        {C10D_EAUTH, -8, "EAUTH"},    {C10D_EBACKEND, -9, "EBACKEND"},
+        {C10D_EJOINED, -10, "EJOINED"}, {C10D_EABORTED, -11, "EABORTED"},
+        {C10D_ENOMEM, -12, "ENOMEM"}, {C10D_EPROTO, -13, "EPROTO"},
+        {C10D_ETOOBIG, -14, "ETOOBIG"},
+    };
+    for (size_t i = 0; i < sizeof abi / sizeof abi[0]; i++) {
+        ck_assert_int_eq((int)abi[i].st, abi[i].value);
+        ck_assert_str_eq(c10d_status_name((c10d_status)abi[i].value), abi[i].name);
+    }
+    /* and nothing added in the middle: the list has exactly these, new
+     * codes go after -14 (update this table when adding one) */
+    int n = 0;
+#define COUNT_ONE(name, value, msg) n++;
+    C10D_ERROR_LIST(COUNT_ONE)
+#undef COUNT_ONE
+    ck_assert_int_eq(n, (int)(sizeof abi / sizeof abi[0]));
+}
+END_TEST
+
 START_TEST(every_status_has_a_message_and_name)
 {
 #define CHECK_ONE(name, value, msg)                                                                \
@@ -202,6 +234,7 @@ int main(void)
 {
     Suite *s = suite_create("client_basics");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, status_numbers_never_change);
     tcase_add_test(tc, every_status_has_a_message_and_name);
     tcase_add_test(tc, errmsg_is_per_thread);
     tcase_add_test(tc, errmsg_can_wrap_the_previous_detail);

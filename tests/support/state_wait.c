@@ -1,0 +1,65 @@
+#include "state_wait.h"
+
+#include "coord_proc.h"
+
+#include <c10d/c10d.h>
+#include <string.h>
+#include <unistd.h>
+
+static int member_in(c10d_store *s, const char *job, int rank, const char *state)
+{
+    c10d_job_info *jobs = NULL;
+    size_t nj = 0;
+    int found = 0;
+    if (c10d_store_jobs(s, job, &jobs, &nj) != C10D_OK)
+        return 0;
+    for (size_t j = 0; j < nj && !found; j++)
+        for (size_t k = 0; k < jobs[j].n_members && !found; k++)
+            found = jobs[j].members[k].rank == rank &&
+                    strcmp(jobs[j].members[k].state, state) == 0;
+    c10d_jobs_free(jobs, nj);
+    return found;
+}
+
+int wait_member(const char *url, const char *job, int rank, const char *state, int timeout_ms)
+{
+    c10d_store *s = NULL;
+    if (c10d_store_connect(&s, url, NULL) != C10D_OK)
+        return 0;
+    long long until = test_now_ms() + timeout_ms;
+    int ok;
+    while (!(ok = member_in(s, job, rank, state)) && test_now_ms() < until)
+        usleep(1000);
+    c10d_store_close(s);
+    return ok;
+}
+
+static int all_entered(c10d_store *s, const char *job, const char *group, const int *ranks, int n,
+                       unsigned long long seq)
+{
+    c10d_group_health *g = NULL;
+    size_t ng = 0;
+    if (c10d_store_health(s, job, group, &g, &ng) != C10D_OK)
+        return 0;
+    int in = 0;
+    for (size_t i = 0; i < ng; i++)
+        for (size_t k = 0; k < g[i].n_ranks; k++)
+            for (int r = 0; r < n; r++)
+                in += g[i].ranks[k].rank == ranks[r] && g[i].ranks[k].entered >= seq;
+    c10d_health_free(g, ng);
+    return in == n;
+}
+
+int wait_entered(const char *url, const char *job, const char *group, const int *ranks, int n,
+                 unsigned long long seq, int timeout_ms)
+{
+    c10d_store *s = NULL;
+    if (c10d_store_connect(&s, url, NULL) != C10D_OK)
+        return 0;
+    long long until = test_now_ms() + timeout_ms;
+    int ok;
+    while (!(ok = all_entered(s, job, group, ranks, n, seq)) && test_now_ms() < until)
+        usleep(1000);
+    c10d_store_close(s);
+    return ok;
+}

@@ -1,9 +1,14 @@
-/* Operations about the coordinator itself: the client's handshake and the
- * status that c10d-ctl shows. */
+/* Operations for operators and the client's handshake: hello, the
+ * coordinator's status and the jobs listing that c10d-ctl status shows. */
 #include "engine.h"
+#include "events.h"
+#include "groups.h"
 
 #include "c10d_time.h"
 #include "version.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static c10ds_outcome op_hello(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
@@ -47,8 +52,92 @@ static c10ds_outcome op_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
     return c10ds_reply(r, &rep);
 }
 
+/* --- jobs (c10d-ctl status) --- */
+
+static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__JobsQuery *q = r->pb->jobs;
+    C10dpb__JobsReply jr = C10DPB__JOBS_REPLY__INIT;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_LIST);
+    if (q->job && *q->job)
+        sqlite3_bind_text(s, 1, q->job, -1, SQLITE_STATIC);
+    size_t cap = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (jr.n_jobs == cap) {
+            cap = cap ? cap * 2 : 4;
+            C10dpb__JobInfo **nv = realloc(jr.jobs, cap * sizeof *nv);
+            if (!nv)
+                break;
+            jr.jobs = nv;
+        }
+        C10dpb__JobInfo *j = calloc(1, sizeof *j);
+        if (!j)
+            break;
+        c10dpb__job_info__init(j);
+        j->job = strdup((const char *)sqlite3_column_text(s, 0));
+        j->has_generation = j->has_world_size = j->has_formed = 1;
+        j->generation = (uint64_t)sqlite3_column_int64(s, 1);
+        j->world_size = sqlite3_column_int(s, 2);
+        j->formed = sqlite3_column_int(s, 3) != 0;
+        jr.jobs[jr.n_jobs++] = j;
+    }
+    sqlite3_reset(s);
+    for (size_t i = 0; i < jr.n_jobs; i++) {
+        C10dpb__JobInfo *j = jr.jobs[i];
+        j->members = c10ds_members_load(&e->groups, j->job, j->generation, 0, &j->n_members);
+        s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
+        sqlite3_bind_text(s, 1, j->job, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)j->generation);
+        size_t gcap = 0;
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            if (j->n_groups == gcap) {
+                gcap = gcap ? gcap * 2 : 4;
+                C10dpb__GroupInfo **nv = realloc(j->groups, gcap * sizeof *nv);
+                if (!nv)
+                    break;
+                j->groups = nv;
+            }
+            C10dpb__GroupInfo *g = calloc(1, sizeof *g);
+            if (!g)
+                break;
+            c10dpb__group_info__init(g);
+            g->name = strdup((const char *)sqlite3_column_text(s, 0));
+            int size = sqlite3_column_int(s, 2);
+            g->ranks = c10ds_ranks_parse((const char *)sqlite3_column_text(s, 1), size);
+            g->n_ranks = g->ranks ? (size_t)size : 0;
+            g->has_joined = g->has_formed = 1;
+            g->joined = sqlite3_column_int(s, 3);
+            g->formed = sqlite3_column_int(s, 4) != 0;
+            j->groups[j->n_groups++] = g;
+        }
+        sqlite3_reset(s);
+        for (size_t k = 0; k < j->n_groups; k++) /* join regions */
+            c10ds_emit_group_info(e, j->job, j->generation, j->groups[k]);
+    }
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_JOBS;
+    rep.jobs = &jr;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    for (size_t i = 0; i < jr.n_jobs; i++) {
+        C10dpb__JobInfo *j = jr.jobs[i];
+        c10ds_groups_lost_free(j->members, j->n_members);
+        for (size_t k = 0; k < j->n_groups; k++) {
+            c10ds_emit_group_info_done(e, j->groups[k]);
+            free(j->groups[k]->name);
+            free(j->groups[k]->ranks);
+            free(j->groups[k]);
+        }
+        free(j->groups);
+        free(j->job);
+        free(j);
+    }
+    free(jr.jobs);
+    return o;
+}
+
 const c10ds_op c10ds_admin_ops[] = {
     {C10DPB__REQUEST__OP_HELLO, "hello", op_hello, 0},
     {C10DPB__REQUEST__OP_STATUS, "status", op_status, 0},
+    {C10DPB__REQUEST__OP_JOBS, "jobs", op_jobs, 0},
     {0, NULL, NULL, 0},
 };

@@ -54,7 +54,8 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     if (!(e->waiters = c10ds_waiters_new()) || c10ds_store_init(&e->store, db) != 0 ||
         c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
         c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
-        register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_group_ops) != 0 ||
+        register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_rendezvous_ops) != 0 ||
+        register_ops(e, c10ds_liveness_ops) != 0 ||
         register_ops(e, c10ds_verify_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
         c10ds_join_init(&e->join, db) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");

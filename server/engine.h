@@ -56,7 +56,8 @@ typedef struct c10ds_op {
 
 extern const c10ds_op c10ds_store_ops[];
 extern const c10ds_op c10ds_admin_ops[];
-extern const c10ds_op c10ds_group_ops[];
+extern const c10ds_op c10ds_rendezvous_ops[];
+extern const c10ds_op c10ds_liveness_ops[];
 extern const c10ds_op c10ds_verify_ops[];
 extern const c10ds_op c10ds_join_ops[];
 
@@ -135,6 +136,10 @@ int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job
                               int rank);
 /* The job's version goes up and its watchers are answered. */
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
+/* Moves a member to state ("left", "dead") with reason, once: its peers'
+ * watches and any rendezvous still forming in its generation hear of it. */
+void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank,
+                       const char *state, const char *reason, const char *final_seqs);
 /* Members of a generation that are not alive (free with _lost_free). */
 C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
 

@@ -90,7 +90,22 @@ typedef struct c10ds_groups {
 } c10ds_groups;
 
 void c10ds_endpoints_clear(c10ds_endpoints *c);
+/* The endpoints of a formed group of size members (group-rank order),
+ * from the cache or, for another group than the cached one, the database;
+ * NULL out of memory. */
+const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
+                                                         uint64_t gen, const char *name, int size);
+/* The members on group rank idx's host, in rank order, into out (room for
+ * host_to - host_from); returns how many. */
+int c10ds_endpoints_host_peers(const c10ds_endpoints *c, int idx, int32_t *out);
 void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
+/* Members of a generation as messages (all, or those not alive), in rank
+ * order; free with c10ds_groups_lost_free. */
+C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64_t gen,
+                                        int lost_only, size_t *n);
+/* The waiter keys: a job's watches, and a forming group's joins. */
+void c10ds_watch_key(char *buf, size_t cap, const char *job, uint64_t gen);
+void c10ds_group_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name);
 /* A group's ranks text as global ranks (size of them, malloc'd; NULL when
  * out of memory). "" stands for the world in order: 0..size-1. */
 int *c10ds_ranks_parse(const char *text, int size);

@@ -232,7 +232,9 @@ static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, cons
                         size_t slen, int from, void *rbuf, size_t rlen)
 {
     c10d_status lst;
-    if ((lst = c10di_tcp_link(h, to, c)) != C10D_OK || (lst = c10di_tcp_link(h, from, c)) != C10D_OK)
+    /* TCP links are made at first use (tcp.c) */
+    if ((lst = c10di_tcp_link(h, to, c)) != C10D_OK ||
+        (lst = c10di_tcp_link(h, from, c)) != C10D_OK)
         return lst;
     c10di_link *lt = to >= 0 ? &h->links[to] : NULL, *lf = from >= 0 ? &h->links[from] : NULL;
     coll_hdr mine, theirs;

@@ -12,10 +12,23 @@
  * must stay valid until then. Operations on one group run in the order
  * they were called, async or not.
  *
- * Errors common to all: C10D_EPEERLOST (a member died or left: the message
- * names it), C10D_ETIMEDOUT (names the collective and who was waited for),
- * C10D_EABORTED (an earlier failure left the group unusable). After either
- * of the first two the group is unusable too: destroy it. */
+ * Errors every call here may return (c10d_errmsg() says which collective,
+ * which ranks, and why):
+ *   C10D_EINVAL     bad arguments, found before anything is sent;
+ *   C10D_EDESYNC    the ranks called different collectives, or the same
+ *                   one differently (verification, docs/verification.md);
+ *   C10D_EPEERLOST  a member died or left (the message names it);
+ *   C10D_ETIMEDOUT  the call's timeout passed (names who was waited for);
+ *   C10D_EJOINED    inside a join region, a call a joined rank cannot
+ *                   shadow (docs/join.md);
+ *   C10D_EBACKEND   the data plane failed: a tensor on a device no backend
+ *                   of the group takes, CUDA or NCCL errors, a peer's link
+ *                   that could not be made;
+ *   C10D_ENOMEM     out of memory (a work handle, staging buffers);
+ *   C10D_EABORTED   an earlier failure left the group unusable.
+ * After C10D_EDESYNC, C10D_EPEERLOST, C10D_ETIMEDOUT or C10D_EBACKEND from
+ * the data plane the group is unusable (its links may hold half a message):
+ * destroy it. */
 #ifndef C10D_COLL_H
 #define C10D_COLL_H
 
@@ -93,7 +106,8 @@ C10D_API c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wai
 /* Waits for an async operation: its status (and c10d_errmsg()). timeout_ms
  * <= 0 waits without limit. C10D_ETIMEDOUT leaves it running. */
 C10D_API c10d_status c10d_work_wait(c10d_work *w, int timeout_ms);
-/* 1 when finished (successfully or not). */
+/* 1 when finished (successfully or not). NULL is 1: a sync call leaves no
+ * work handle, and what it did is finished. */
 C10D_API int c10d_work_is_completed(const c10d_work *w);
 /* Frees a work handle; if it is still running it finishes on its own.
  * NULL is accepted. */

@@ -146,8 +146,11 @@ static void unnumber(c10d_pg *pg, const c10di_coll *c)
 static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int device,
                             const char *fn, const c10d_coll_opts *o, c10d_work **work)
 {
-    int async = o && o->async_op;
     c10d_status st = C10D_OK;
+    if (o && (st = c10di_opts_version(fn, "c10d_coll_opts", o->version,
+                                      C10D_COLL_OPTS_VERSION)) != C10D_OK)
+        goto out;
+    int async = o && o->async_op;
     if (async && !work) {
         st = c10di_error(C10D_EINVAL, "async_op needs a place for the work handle");
         goto out;

@@ -37,6 +37,19 @@ const char *c10d_errmsg(void)
     return tls_errmsg;
 }
 
+c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int got,
+                               unsigned int known)
+{
+    if (got >= 1 && got <= known)
+        return C10D_OK;
+    if (got == 0)
+        return c10di_error(C10D_EINVAL, "%s: the %s has version 0: start it from its _INIT "
+                           "macro (C10D_..._OPTS_INIT), which sets the version", fn, type);
+    return c10di_error(C10D_EINVAL, "%s: %s version %u is newer than this library knows (%u): "
+                       "the program was built against a newer c10d/ header than the "
+                       "libc10dclient it runs with", fn, type, got, known);
+}
+
 c10d_status c10di_error(c10d_status st, const char *fmt, ...)
 {
     /* Formatted aside first: callers may wrap the previous detail,

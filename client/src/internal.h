@@ -21,6 +21,11 @@ int c10di_idle_wait(unsigned idle);
 /* --- errors.c --- */
 /* Records the detail for c10d_errmsg() on this thread; returns st. */
 c10d_status c10di_error(c10d_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An option struct's version (set by its _INIT macro): C10D_OK for one
+ * this library knows (1..known), else C10D_EINVAL naming the struct, e.g.
+ * c10di_opts_version("c10d_init", "c10d_init_opts", o->version, 1). */
+c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int got,
+                               unsigned int known);
 
 /* --- env.c --- */
 /* Resolves a coordinator URL: url if given ("host:port" becomes

@@ -443,6 +443,10 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
         return c10di_error(C10D_EINVAL, "join_begin: group %s is in join region %u already "
                            "(call c10d_join_end first)", pg->name, j->region);
     c10d_join_opts opts = C10D_JOIN_OPTS_INIT;
+    c10d_status vst;
+    if (o && (vst = c10di_opts_version("join_begin", "c10d_join_opts", o->version,
+                                       C10D_JOIN_OPTS_VERSION)) != C10D_OK)
+        return vst;
     if (o)
         opts = *o;
     c10di_world *w = pg->w;

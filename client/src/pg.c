@@ -213,10 +213,13 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         return c10di_error(C10D_EINVAL, "c10d_init: out is NULL");
     *out = NULL; /* defined on failure: c10d_destroy(NULL) is safe */
     c10d_init_opts opts = C10D_INIT_OPTS_INIT;
+    c10d_status st;
+    if (o && (st = c10di_opts_version("c10d_init", "c10d_init_opts", o->version,
+                                      C10D_INIT_OPTS_VERSION)) != C10D_OK)
+        return st;
     if (o)
         opts = *o;
     long env_rank = -1, env_size = 0, env_timeout = DEFAULT_TIMEOUT_MS, env_device = -1;
-    c10d_status st;
     c10d_verify verify;
     if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
         (opts.world_size <= 0 && (st = c10di_env_int("WORLD_SIZE", 0, 1, INT_MAX, &env_size))) ||

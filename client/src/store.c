@@ -47,10 +47,13 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
         return c10di_error(C10D_EINVAL, "c10d_store_connect: out is NULL");
     *out = NULL; /* defined on failure: closing it is safe */
     c10d_store_opts opts = C10D_STORE_OPTS_INIT;
+    c10d_status est;
+    if (o && (est = c10di_opts_version("c10d_store_connect", "c10d_store_opts", o->version,
+                                       C10D_STORE_OPTS_VERSION)) != C10D_OK)
+        return est;
     if (o)
         opts = *o;
     long env_timeout = DEFAULT_TIMEOUT_MS;
-    c10d_status est;
     if (opts.timeout_ms <= 0 &&
         (est = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout)))
         return c10di_error(est, "c10d_store_connect: %s", c10d_errmsg());

@@ -43,6 +43,32 @@ START_TEST(status_numbers_never_change)
 }
 END_TEST
 
+/* Option structs carry a version (issue 14): one not made with its _INIT
+ * macro, or from a newer header, is refused before anything else. */
+START_TEST(option_structs_are_checked_for_their_version)
+{
+    c10d_store_opts so = C10D_STORE_OPTS_INIT;
+    so.version = 0;
+    c10d_store *s = NULL;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", &so), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "c10d_store_opts has version 0"));
+    so.version = C10D_STORE_OPTS_VERSION + 1;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", &so), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "newer than this library knows"));
+    c10d_init_opts io = C10D_INIT_OPTS_INIT;
+    io.version = 0;
+    c10d_pg *pg = NULL;
+    ck_assert_int_eq(c10d_init(&pg, &io), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "c10d_init_opts has version 0"));
+    ck_assert_int_eq(C10D_COLL_OPTS_VERSION, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
+    ck_assert_uint_eq(co.version, C10D_COLL_OPTS_VERSION);
+    ck_assert_uint_eq(jo.version, C10D_JOIN_OPTS_VERSION);
+    ck_assert_int_eq(jo.divide_by_initial_world_size, 1);
+}
+END_TEST
+
 START_TEST(every_status_has_a_message_and_name)
 {
 #define CHECK_ONE(name, value, msg)                                                                \
@@ -235,6 +261,7 @@ int main(void)
     Suite *s = suite_create("client_basics");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, status_numbers_never_change);
+    tcase_add_test(tc, option_structs_are_checked_for_their_version);
     tcase_add_test(tc, every_status_has_a_message_and_name);
     tcase_add_test(tc, errmsg_is_per_thread);
     tcase_add_test(tc, errmsg_can_wrap_the_previous_detail);

@@ -43,13 +43,21 @@ extern "C" {
 
 typedef struct c10d_work c10d_work;
 
+/* Option structs start with their version, set by their _INIT macro:
+ * fields are only ever added at the end, with a new version, and a library
+ * reads only the fields of the version a caller was built with (so a
+ * program built against an older header keeps working). A struct not made
+ * with its _INIT macro (version 0) is refused with C10D_EINVAL. */
+#define C10D_COLL_OPTS_VERSION 1
+
 typedef struct c10d_coll_opts {
+    unsigned int version; /* C10D_COLL_OPTS_VERSION */
     int async_op;    /* 1: return at once with *work */
     void *stream;    /* CUDA buffers: a cudaStream_t to order against */
     int timeout_ms;  /* 0: the group's (C10D_TIMEOUT_MS) */
 } c10d_coll_opts;
 
-#define C10D_COLL_OPTS_INIT {0, NULL, 0}
+#define C10D_COLL_OPTS_INIT {C10D_COLL_OPTS_VERSION, 0, NULL, 0}
 
 /* In place on t, on every rank. AVG on integers truncates. */
 C10D_API c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,

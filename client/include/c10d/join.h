@@ -32,7 +32,11 @@
 extern "C" {
 #endif
 
+#define C10D_JOIN_OPTS_VERSION 1
+
+/* Start with C10D_JOIN_OPTS_INIT (its version first: see c10d/coll.h). */
 typedef struct c10d_join_opts {
+    unsigned int version; /* C10D_JOIN_OPTS_VERSION */
     /* 1: the first rank to join makes every rank's pending and next
      * collective fail with C10D_EJOINED ("rank 0 ran out of inputs after
      * collective #10"), its own c10d_join_end too: for jobs that must not
@@ -43,7 +47,7 @@ typedef struct c10d_join_opts {
     int divide_by_initial_world_size;
 } c10d_join_opts;
 
-#define C10D_JOIN_OPTS_INIT {0, 1}
+#define C10D_JOIN_OPTS_INIT {C10D_JOIN_OPTS_VERSION, 0, 1}
 
 /* This rank enters a join region of pg (o NULL: defaults). Every member
  * calls it, with the same options; it is no collective (one round trip to

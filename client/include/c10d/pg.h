@@ -40,7 +40,11 @@ typedef enum {
     C10D_VERIFY_SYNC = 3,
 } c10d_verify;
 
+#define C10D_INIT_OPTS_VERSION 1
+
+/* Start with C10D_INIT_OPTS_INIT (its version first: see c10d/coll.h). */
 typedef struct c10d_init_opts {
+    unsigned int version;  /* C10D_INIT_OPTS_VERSION */
     const char *coord_url; /* NULL: C10D_COORD, or MASTER_ADDR + MASTER_PORT */
     int rank;              /* -1: RANK */
     int world_size;        /* 0: WORLD_SIZE */
@@ -54,8 +58,8 @@ typedef struct c10d_init_opts {
     const char *tls_ca;
 } c10d_init_opts;
 
-#define C10D_INIT_OPTS_INIT \
-    {NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1, NULL}
+#define C10D_INIT_OPTS_INIT                                                                        \
+    {C10D_INIT_OPTS_VERSION, NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1, NULL}
 
 /* Joins the world group of the job and waits for every rank. o NULL =
  * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +

@@ -28,7 +28,11 @@ extern "C" {
 
 typedef struct c10d_store c10d_store;
 
+#define C10D_STORE_OPTS_VERSION 1
+
+/* Start with C10D_STORE_OPTS_INIT (its version first: see c10d/coll.h). */
 typedef struct c10d_store_opts {
+    unsigned int version; /* C10D_STORE_OPTS_VERSION */
     /* How long a call may take, in ms: a get or wait for a missing key, and
      * any call while the coordinator is unreachable. 0 = default
      * (C10D_TIMEOUT_MS from the environment, else 300000, TCPStore's). */
@@ -44,7 +48,7 @@ typedef struct c10d_store_opts {
     const char *tls_ca;
 } c10d_store_opts;
 
-#define C10D_STORE_OPTS_INIT {0, 0, NULL, NULL}
+#define C10D_STORE_OPTS_INIT {C10D_STORE_OPTS_VERSION, 0, 0, NULL, NULL}
 
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment

@@ -56,7 +56,8 @@ setup(
         Extension(
             "c10d_coord._C",
             [os.path.join(here, "csrc", "coord.cpp")],
-            include_dirs=[os.path.join(root, "client", "include")],
+            include_dirs=[os.path.join(root, "client", "include"),
+                          os.path.join(build, "client", "include")],  # c10d/version.h
             library_dirs=[libdir],
             libraries=["c10dclient"],
             define_macros=macros,

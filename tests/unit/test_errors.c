@@ -6,6 +6,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -66,6 +67,18 @@ START_TEST(option_structs_are_checked_for_their_version)
     ck_assert_uint_eq(co.version, C10D_COLL_OPTS_VERSION);
     ck_assert_uint_eq(jo.version, C10D_JOIN_OPTS_VERSION);
     ck_assert_int_eq(jo.divide_by_initial_world_size, 1);
+}
+END_TEST
+
+/* The generated c10d/version.h and the library built with it agree. */
+START_TEST(header_version_is_the_librarys)
+{
+    ck_assert_str_eq(C10D_VERSION, c10d_version());
+    char v[32];
+    snprintf(v, sizeof v, "%d.%d.%d", C10D_VERSION_MAJOR, C10D_VERSION_MINOR, C10D_VERSION_PATCH);
+    ck_assert_str_eq(v, C10D_VERSION);
+    ck_assert_int_eq(C10D_VERSION_NUMBER,
+                     C10D_VERSION_MAJOR * 10000 + C10D_VERSION_MINOR * 100 + C10D_VERSION_PATCH);
 }
 END_TEST
 
@@ -262,6 +275,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, status_numbers_never_change);
     tcase_add_test(tc, option_structs_are_checked_for_their_version);
+    tcase_add_test(tc, header_version_is_the_librarys);
     tcase_add_test(tc, every_status_has_a_message_and_name);
     tcase_add_test(tc, errmsg_is_per_thread);
     tcase_add_test(tc, errmsg_can_wrap_the_previous_detail);

@@ -3,10 +3,11 @@
  *   #include <c10d/c10d.h>
  *   cc prog.c $(pkg-config --cflags --libs c10dclient)
  *
- * Conventions: every function returns a c10d_status (0 = C10D_OK, negative
- * = error, detail in c10d_errmsg()); constructors take the out-pointer
- * first; out-parameters are written only on success; anything returned
- * through `void **` is freed with c10d_free; close/destroy accept NULL. */
+ * Conventions (docs/api.md): every call that can fail returns a
+ * c10d_status (0 = C10D_OK, negative = error, detail in c10d_errmsg());
+ * constructors take the out-pointer first and set it to NULL on failure;
+ * anything returned through `void **` is freed with c10d_free; close and
+ * destroy accept NULL; option structs start from their _INIT macro. */
 #ifndef C10D_C10D_H
 #define C10D_C10D_H
 
@@ -18,5 +19,6 @@
 #include "pg.h"
 #include "store.h"
 #include "tensor.h"
+#include <c10d/version.h> /* generated: client/include/c10d/version.h.in */
 
 #endif

@@ -157,8 +157,13 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c->async = async;
     c->stream = o ? o->stream : NULL;
-    if ((st = c10di_route(pg, c, device, fn)) != C10D_OK)
+    if (c->kind == C10DC_MONITORED_BARRIER) { /* meets through the store, not a data plane */
+        c->device = C10D_CPU;
+        c->be = &c10di_monitored_ops;
+        c->be_state = NULL;
+    } else if ((st = c10di_route(pg, c, device, fn)) != C10D_OK) {
         goto out;
+    }
     /* On the caller's thread: what its stream has queued so far comes
      * before the collective, even if the lane runs it later. */
     if (c->be->prepare && (st = c->be->prepare(pg, c->be_state, c)) != C10D_OK)
@@ -454,6 +459,21 @@ c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag, const c10d_
                       c10d_work **work)
 {
     return p2p(pg, t, src, tag, o, work, C10DC_RECV);
+}
+
+/* One path with every collective: numbered, ordered after the group's
+ * queued calls, refused on a broken group, verified; only its meeting is
+ * the store's (monitored_barrier.c). */
+c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks)
+{
+    if (!pg)
+        return c10di_error(C10D_EINVAL, "monitored_barrier: NULL process group");
+    c10di_coll c;
+    init_coll(&c, C10DC_MONITORED_BARRIER, C10D_FLOAT32, 0);
+    c.wait_all = wait_all_ranks;
+    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+    o.timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    return dispatch(pg, &c, 0, C10D_CPU, "monitored_barrier", &o, NULL);
 }
 
 c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work)

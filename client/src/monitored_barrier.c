@@ -104,32 +104,13 @@ c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int w
     return st;
 }
 
-c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks)
+static c10d_status monitored_run(c10d_pg *pg, void *state, c10di_coll *c)
 {
-    if (!pg)
-        return c10di_error(C10D_EINVAL, "monitored_barrier: NULL process group");
-    if (timeout_ms <= 0)
-        timeout_ms = pg->timeout_ms;
-    /* In a join region its header goes to joined ranks on the data plane
-     * (c10di_join_check), which the lane's queued calls may be using. */
-    if (atomic_load(&pg->join.in_region))
-        c10di_lane_drain(pg);
-    /* It is a collective of the group: numbered and verified like one. */
-    c10di_coll c;
-    memset(&c, 0, sizeof c);
-    c.kind = C10DC_MONITORED_BARRIER;
-    c.seq = ++pg->seq;
-    c.fp = (c10dc_fp){C10DC_MONITORED_BARRIER, 0, 0, C10DC_NO_ROOT, C10DC_NO_OP, C10DC_DEV_CPU, 0};
-    c.timeout_ms = timeout_ms;
-    c.deadline_ms = c10d_now_ms() + timeout_ms;
-    snprintf(c.what, sizeof c.what, "#%llu MONITORED_BARRIER", (unsigned long long)c.seq);
-    c10d_status vst = c10di_pg_check(pg, &c, -1);
-    if (vst == C10D_OK)
-        vst = c10di_verify_enter(pg, &c);
-    if (vst != C10D_OK)
-        return vst;
-    c10d_status st = c10di_monitored_barrier_meet(pg, &c, wait_all_ranks);
-    if (st == C10D_OK)
-        c10di_pg_completed(pg, c.seq);
-    return st;
+    (void)state;
+    return c10di_monitored_barrier_meet(pg, c, c->wait_all);
 }
+
+const c10di_backend_ops c10di_monitored_ops = {
+    .name = "monitored barrier (the coordinator's store)",
+    .run = monitored_run,
+};

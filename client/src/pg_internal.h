@@ -54,6 +54,8 @@ typedef struct c10di_coll {
      * alone_from and nothing else. */
     int alone;
     int alone_from;
+    /* monitored barrier: rank 0 names every missing rank, not the first */
+    int wait_all;
 } c10di_coll;
 
 /* A barrier runs where the group's default data plane is: its NCCL
@@ -343,6 +345,10 @@ c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn);
 /* monitored_barrier.c: the barrier itself, through the store, once c is
  * numbered and verified (a joined rank's shadow runs it too). */
 c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int wait_all_ranks);
+/* The "backend" a monitored barrier runs on: the coordinator's store (it
+ * is numbered, verified, ordered on the lane and checked for a broken
+ * group like every collective; only where it meets differs). */
+extern const struct c10di_backend_ops c10di_monitored_ops;
 
 /* work.c: the lane that runs a group's operations in order */
 c10d_status c10di_lane_start(c10d_pg *pg);

@@ -53,8 +53,10 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
         c10di_pg_completed(pg, c->seq);
     if (st == C10D_OK)
         c10di_join_ran(pg, c);
-    if (st != C10D_OK && st != C10D_EINVAL) {
-        /* The links may hold half a message: nothing after this is safe. */
+    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER) {
+        /* The links may hold half a message: nothing after this is safe.
+         * (A monitored barrier met through the store: the links are as
+         * they were, and a late rank still meets it under its number.) */
         pg->broken = st;
         snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", c10d_errmsg());
     }

@@ -87,9 +87,15 @@ static int killed_rank_body(int rank, int n, void *arg)
                 c10d_errmsg());
         rc = 4;
     }
-    /* The group is unusable now, and says so. */
+    /* The group is unusable now, and says so; a monitored barrier too (it
+     * went its own way before, and waited out its timeout). */
     if (!rc && c10d_barrier(pg, NULL, NULL) != C10D_EABORTED)
         rc = 5;
+    if (!rc && c10d_monitored_barrier(pg, 20000, 1) != C10D_EABORTED) {
+        fprintf(stderr, "rank %d: monitored_barrier on a broken group: %s\n", rank,
+                c10d_errmsg());
+        rc = 6;
+    }
     c10d_destroy(pg);
     return rc;
 }

@@ -424,14 +424,7 @@ static void *engine_main(void *arg)
             if (wait_ms <= 0)
                 break;
             /* cv uses CLOCK_MONOTONIC (set in engine_start). */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += wait_ms / 1000;
-            ts.tv_nsec += (wait_ms % 1000) * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = c10d_deadline_ts(wait_ms);
             pthread_cond_timedwait(&e->cv, &e->mu, &ts);
         }
         c10ds_request *batch = e->q_head;
@@ -448,12 +441,8 @@ static void *engine_main(void *arg)
 
 int c10ds_engine_start(c10ds_engine *e)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_destroy(&e->cv);
-    pthread_cond_init(&e->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    c10d_cond_init_monotonic(&e->cv);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
         return -1;
     /* under mu: the listener may already submit (and run inline) */

@@ -630,12 +630,8 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     c10d_status st;
     if (!c)
         return c10di_error(C10D_ENOMEM, "out of memory");
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_cond_init(&c->news_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    c10d_cond_init_monotonic(&c->cv);
+    c10d_cond_init_monotonic(&c->news_cv);
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->send_mu, NULL);
     atomic_init(&c->refs, 1);

@@ -1,6 +1,8 @@
 /* Tensor and dtype helpers of the public API. */
 #include <c10d/tensor.h>
 
+#include "fingerprint.h"
+
 #include <string.h>
 
 c10d_tensor c10d_tensor_1d(void *data, c10d_dtype dtype, int64_t n)
@@ -43,29 +45,14 @@ size_t c10d_dtype_size(c10d_dtype d)
     return 0;
 }
 
+/* The names are fingerprint.c's, which reports and c10d-ctl use too: one
+ * table for both sides. */
 const char *c10d_dtype_name(c10d_dtype d)
 {
-    switch (d) {
-    case C10D_FLOAT32: return "float32";
-    case C10D_FLOAT64: return "float64";
-    case C10D_FLOAT16: return "float16";
-    case C10D_BFLOAT16: return "bfloat16";
-    case C10D_INT8: return "int8";
-    case C10D_UINT8: return "uint8";
-    case C10D_INT32: return "int32";
-    case C10D_INT64: return "int64";
-    }
-    return "?";
+    return c10dc_dtype_name((uint32_t)d);
 }
 
 const char *c10d_reduce_op_name(c10d_reduce_op op)
 {
-    switch (op) {
-    case C10D_SUM: return "SUM";
-    case C10D_PROD: return "PROD";
-    case C10D_MIN: return "MIN";
-    case C10D_MAX: return "MAX";
-    case C10D_AVG: return "AVG";
-    }
-    return "?";
+    return c10dc_op_name((uint32_t)op);
 }

@@ -253,33 +253,52 @@ static int left_after(const char *final_seqs, const char *group, uint64_t seq)
     return final_seq(final_seqs, group) >= seq;
 }
 
+/* The group's failure as this rank knows it (w->mu held): its alert (a
+ * finding), else the member heard lost first that matters at collective
+ * seq (has_seq 0: any that is lost) — the first heard, not the lowest
+ * rank: a rank that fails because another went (a joined rank whose
+ * join_end failed, then left) is not the cause. The message goes to msg.
+ * *recheck: the first later collective at which a member that left after
+ * seq starts to matter (UINT64_MAX: none). */
+static c10d_status failure_locked(c10d_pg *pg, int has_seq, uint64_t seq, char *msg, size_t cap,
+                                  uint64_t *recheck)
+{
+    c10di_world *w = pg->w;
+    msg[0] = '\0';
+    *recheck = UINT64_MAX;
+    for (c10di_alert *a = w->alerts; a; a = a->next)
+        if (strcmp(a->group, pg->name) == 0) {
+            snprintf(msg, cap, "%s", a->report);
+            return a->status;
+        }
+    int first = -1;
+    for (int i = 0; i < pg->size; i++) {
+        int g = pg->ranks[i];
+        if (!w->lost[g])
+            continue;
+        if (!(has_seq && left_after(w->lost_seqs[g], pg->name, seq))) {
+            if (first < 0 || w->lost_order[g] < w->lost_order[first])
+                first = g;
+        } else { /* left after seq: matters from its next collective */
+            uint64_t next = final_seq(w->lost_seqs[g], pg->name) + 1;
+            *recheck = next < *recheck ? next : *recheck;
+        }
+    }
+    if (first < 0)
+        return C10D_OK;
+    snprintf(msg, cap, "%s", w->lost[first]);
+    return C10D_EPEERLOST;
+}
+
 c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap)
 {
     c10di_world *w = pg->w;
-    c10d_status st = C10D_OK;
     msg[0] = '\0';
     if (!atomic_load(&w->lost_version))
         return C10D_OK;
+    uint64_t recheck;
     pthread_mutex_lock(&w->mu);
-    for (c10di_alert *a = w->alerts; a && st == C10D_OK; a = a->next)
-        if (strcmp(a->group, pg->name) == 0) {
-            snprintf(msg, cap, "%s", a->report);
-            st = a->status;
-        }
-    /* The member heard lost first is named: a rank that fails because
-     * another went (a joined rank whose join_end failed, then left) is
-     * not the cause. */
-    int first = -1;
-    for (int i = 0; i < pg->size && st == C10D_OK; i++) {
-        int g = pg->ranks[i];
-        if (w->lost[g] && !left_after(w->lost_seqs[g], pg->name, seq) &&
-            (first < 0 || w->lost_order[g] < w->lost_order[first]))
-            first = g;
-    }
-    if (st == C10D_OK && first >= 0) {
-        snprintf(msg, cap, "%s", w->lost[first]);
-        st = C10D_EPEERLOST;
-    }
+    c10d_status st = failure_locked(pg, 1, seq, msg, cap, &recheck);
     pthread_mutex_unlock(&w->mu);
     return st;
 }
@@ -289,34 +308,16 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
     c10di_world *w = pg->w;
     unsigned version = atomic_load(&w->lost_version);
     if (version && !(version == pg->lost_seen && c && c->seq < pg->recheck_seq)) {
-        char msg[1024] = "";
-        c10d_status st = C10D_EPEERLOST;
-        uint64_t recheck = UINT64_MAX;
+        char msg[1024];
+        uint64_t recheck;
         pthread_mutex_lock(&w->mu);
-        for (c10di_alert *a = w->alerts; a && !msg[0]; a = a->next)
-            if (strcmp(a->group, pg->name) == 0) {
-                snprintf(msg, sizeof msg, "%s", a->report);
-                st = a->status;
-            }
-        int first = -1; /* the first heard lost, as in c10di_pg_failure */
-        for (int i = 0; i < pg->size && !msg[0]; i++) {
-            int g = pg->ranks[i];
-            if (w->lost[g] && !(c && left_after(w->lost_seqs[g], pg->name, c->seq))) {
-                if (first < 0 || w->lost_order[g] < w->lost_order[first])
-                    first = g;
-            } else if (w->lost[g]) /* left after c: matters from its next seq */
-                recheck = final_seq(w->lost_seqs[g], pg->name) + 1 < recheck
-                              ? final_seq(w->lost_seqs[g], pg->name) + 1
-                              : recheck;
-        }
-        if (!msg[0] && first >= 0)
-            snprintf(msg, sizeof msg, "%s", w->lost[first]);
-        if (!msg[0] && c) {
+        c10d_status st = failure_locked(pg, c != NULL, c ? c->seq : 0, msg, sizeof msg, &recheck);
+        if (st == C10D_OK && c) { /* nothing matters to calls before recheck */
             pg->lost_seen = version;
             pg->recheck_seq = recheck;
         }
         pthread_mutex_unlock(&w->mu);
-        if (msg[0])
+        if (st != C10D_OK)
             return c10di_error(st, "%s of group %s (rank %d) failed: %s",
                                c ? c->what : "setup", pg->name, pg->rank, msg);
     }

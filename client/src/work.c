@@ -5,6 +5,8 @@
  * latency path), else queues behind the async ones and waits. */
 #include "work.h"
 
+#include "c10d_time.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +156,7 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
     w->pg = pg;
     w->c = *c;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    c10d_cond_init_monotonic(&w->cv); /* waits survive wall-clock steps */
     return w;
 }
 
@@ -205,16 +207,7 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
 {
     if (!w)
         return c10di_error(C10D_EINVAL, "NULL work handle");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (timeout_ms > 0) {
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-    }
+    struct timespec ts = c10d_deadline_ts(timeout_ms > 0 ? timeout_ms : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
     while (!w->done && !timed_out) {

@@ -3,6 +3,7 @@
  * run collectives, tear down. */
 #include "host.h"
 
+#include "c10d_hash.h"
 #include "c10d_time.h"
 
 #include <arpa/inet.h>
@@ -16,12 +17,6 @@
 
 static atomic_int segments_made;
 
-static uint64_t fnv1a(const char *s, uint64_t h)
-{
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
 
 /* The address peers on other hosts should dial: C10D_HOST_ADDR, else the
  * local address this host uses to reach the coordinator. */
@@ -95,10 +90,7 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     if (!h)
         return c10di_error(C10D_ENOMEM, "out of memory");
     h->pg = pg;
-    /* FNV-1a of the group's name. */
-    h->group_hash = 2166136261u;
-    for (const char *q = pg->name; *q; q++)
-        h->group_hash = (h->group_hash ^ (uint8_t)*q) * 16777619u;
+    h->group_hash = c10d_fnv1a32(pg->name);
     h->n = pg->size;
     h->me = pg->rank;
     h->listen_fd = -1;
@@ -119,7 +111,7 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     }
     char name[96];
     snprintf(name, sizeof name, "/c10d.%016llx.%d.%d",
-             (unsigned long long)fnv1a(pg->name, fnv1a(pg->w->job, 0xcbf29ce484222325ull)),
+             (unsigned long long)c10d_fnv1a64(pg->name, c10d_fnv1a64(pg->w->job, C10D_FNV64_BASIS)),
              (int)getpid(), atomic_fetch_add(&segments_made, 1));
     /* Made at connect, for the peers found on this host. None when TCP is
      * forced: a peer on this host must not wait for a segment never made. */
@@ -219,7 +211,7 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *pee
         char cookie_src[256];
         snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
                  (unsigned long long)pg->w->generation, pg->name);
-        h->cookie = fnv1a(cookie_src, 0xcbf29ce484222325ull);
+        h->cookie = c10d_fnv1a64(cookie_src, C10D_FNV64_BASIS);
     }
     /* Once every member has mapped our segment, its name can go: nothing
      * is left behind in /dev/shm if this process is killed later. The

@@ -128,13 +128,7 @@ static void *watchdog_main(void *arg)
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         if (!s->head) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = c10d_deadline_ts(100);
             pthread_cond_timedwait(&s->cv, &s->mu, &ts);
             continue;
         }
@@ -361,7 +355,7 @@ c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, si
     atomic_init(&s->device, -1);
     pthread_mutex_init(&s->comm_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    c10d_cond_init_monotonic(&s->cv);
     *state = s;
     return C10D_OK;
 }

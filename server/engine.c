@@ -56,7 +56,9 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
         c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
         register_ops(e, c10ds_admin_ops) != 0 || register_ops(e, c10ds_rendezvous_ops) != 0 ||
         register_ops(e, c10ds_liveness_ops) != 0 ||
-        register_ops(e, c10ds_verify_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
+        register_ops(e, c10ds_verify_ops) != 0 ||
+        register_ops(e, c10ds_trace_ops) != 0 ||
+        register_ops(e, c10ds_health_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
         c10ds_join_init(&e->join, db) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);

@@ -59,6 +59,8 @@ extern const c10ds_op c10ds_admin_ops[];
 extern const c10ds_op c10ds_rendezvous_ops[];
 extern const c10ds_op c10ds_liveness_ops[];
 extern const c10ds_op c10ds_verify_ops[];
+extern const c10ds_op c10ds_trace_ops[];
+extern const c10ds_op c10ds_health_ops[];
 extern const c10ds_op c10ds_join_ops[];
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */

@@ -105,4 +105,21 @@ const char *c10ds_verify_who(const c10ds_vgroup *g, int idx, char *buf, size_t c
 /* Where every member is: "rank 0 in #6 ... for 5.0 s; rank 1 completed #5 ...". */
 void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap);
 
+/* verify_report.c: the key SYNC reports of g park on; waking them; the
+ * findings (each records itself and is told to everyone). */
+void c10ds_verify_coll_key(char *buf, size_t cap, const c10ds_vgroup *g);
+void c10ds_verify_wake(c10ds_engine *e, const c10ds_vgroup *g);
+void c10ds_verify_desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref,
+                         int idx, const c10dc_fp *fp, const char *field);
+void c10ds_verify_stall(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq);
+/* c10ds_verify_member_lost, worded for group rank `waiter` waiting in seq. */
+int c10ds_verify_waiter_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter);
+
+/* verify_trace.c: rank idx entered first..last (one call, fp) — kept as a
+ * run of its trace; the traces' new runs written to SQLite (every 2 s, and
+ * a group's before it is freed). */
+void c10ds_trace_add(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp);
+void c10ds_traces_flush(c10ds_engine *e);
+void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g);
+
 #endif

@@ -1,6 +1,6 @@
 /* Verification on the wire: coll_report (a rank entering collectives) and
  * coll_status (what c10d-ctl desync shows), and the hooks liveness and the
- * watch use.
+ * watch use. Each rank's trace of what it entered is verify_trace.c's.
  *
  * SYNC: the report of one entry is parked on (group, seq) until every
  * member has entered that seq; it is answered OK, or with the reason the
@@ -18,13 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* SYNC reports of a group park on one key, touched whenever every member
- * has entered one more collective (or the group got a finding). */
-static void coll_key(char *buf, size_t cap, const c10ds_vgroup *g)
-{
-    snprintf(buf, cap, "\x01coll:%s:%llu:%s", g->job, (unsigned long long)g->gen, g->name);
-}
 
 static void vgroup_free(c10ds_vgroup *g)
 {
@@ -114,144 +107,6 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
 }
 
 /* "rank 1" in the world; "rank 1 (global 3)" in a subgroup. */
-const char *c10ds_verify_who(const c10ds_vgroup *g, int idx, char *buf, size_t cap)
-{
-    if (g->ranks[idx] == idx)
-        snprintf(buf, cap, "rank %d", idx);
-    else
-        snprintf(buf, cap, "rank %d (global %d)", idx, g->ranks[idx]);
-    return buf;
-}
-
-static void wake_pending(c10ds_engine *e, const c10ds_vgroup *g)
-{
-    char key[512];
-    coll_key(key, sizeof key, g);
-    c10ds_waiters_touch(e->waiters, key);
-}
-
-/* Records a finding: sticky for the group, written once, told to all. */
-void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int status,
-                          const char *report)
-{
-    if (g->status)
-        return;
-    g->status = status;
-    g->finding_seq = seq;
-    snprintf(g->report, sizeof g->report, "%s", report);
-    c10ds_warn("job %s generation %llu: %s", g->job, (unsigned long long)g->gen, report);
-    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_FINDING_PUT);
-    sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
-    sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 4, (sqlite3_int64)seq);
-    sqlite3_bind_int(s, 5, status);
-    sqlite3_bind_text(s, 6, report, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 7, c10d_steady_wall_ms());
-    sqlite3_step(s);
-    sqlite3_reset(s);
-    c10ds_groups_bump(e, g->job, g->gen); /* ASYNC ranks learn it from their watch */
-    for (int i = 0; i < g->size; i++) /* rewrite the traces with the failed state */
-        g->traces[i].dirty = g->traces[i].count;
-    e->verify.next_flush_ms = 0;
-    wake_pending(e, g);
-    c10ds_emit_finding(e, g);
-}
-
-static void desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref,
-                   int idx, const c10dc_fp *fp, const char *field)
-{
-    char a[64], b[64], fa[160], fb[160], report[1024];
-    snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
-             "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)seq,
-             c10ds_verify_who(g, ref->first, a, sizeof a), c10dc_fp_format(&ref->fp, fa, sizeof fa),
-             c10ds_verify_who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
-    c10ds_verify_finding(e, g, seq, C10D_EDESYNC, report);
-}
-
-/* Who is where: "rank 0 in #6 ALL_REDUCE float32[2] SUM for 5.0 s; rank 1
- * completed #5 ...". */
-void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap)
-{
-    size_t off = 0;
-    int64_t now = c10d_steady_wall_ms();
-    for (int i = 0; i < g->size && off + 64 < cap; i++) {
-        char w[64], f[160];
-        if (i == 24) {
-            snprintf(buf + off, cap - off, "; and %d more ranks", g->size - 24);
-            return;
-        }
-        if (!g->entered[i])
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s has entered no collective",
-                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w));
-        else if (g->completed[i] >= g->entered[i])
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s completed #%llu and has entered "
-                                    "nothing since (%.1f s)", i ? "; " : "",
-                                    c10ds_verify_who(g, i, w, sizeof w),
-                                    (unsigned long long)g->completed[i],
-                                    (now - g->entered_ms[i]) / 1000.0);
-        else
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s in #%llu %s for %.1f s",
-                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w),
-                                    (unsigned long long)g->entered[i],
-                                    c10dc_fp_format(&g->last[i], f, sizeof f),
-                                    (now - g->entered_ms[i]) / 1000.0);
-    }
-}
-
-static void stall(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq)
-{
-    char where[768], report[1024];
-    c10ds_verify_whereabouts(g, where, sizeof where);
-    snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s",
-             g->name, g->job, (unsigned long long)seq, where);
-    c10ds_verify_finding(e, g, seq, C10D_ETIMEDOUT, report);
-}
-
-/* A member that died, or left before entering seq, means seq can never
- * complete. Returns 1 after recording the finding. */
-int c10ds_verify_member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const char *waiter)
-{
-    size_t n;
-    C10dpb__MemberInfo **lost = c10ds_groups_lost(e, g->job, g->gen, &n);
-    int found = 0;
-    for (size_t i = 0; i < n && !found; i++) {
-        C10dpb__MemberInfo *m = lost[i];
-        int idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
-        if (idx < 0 || g->entered[idx] >= seq)
-            continue;
-        char a[64], when[96], report[1024];
-        int left = m->state && strcmp(m->state, "left") == 0;
-        if (g->entered[idx])
-            snprintf(when, sizeof when, "after collective #%llu",
-                     (unsigned long long)g->entered[idx]);
-        else if (g->completed[idx]) /* its watch said so (after a coordinator restart) */
-            snprintf(when, sizeof when, "after completing collective #%llu",
-                     (unsigned long long)g->completed[idx]);
-        else
-            snprintf(when, sizeof when, "before its first collective");
-        snprintf(report, sizeof report, "%s (host %s, pid %d) %s %s of group %s (job %s): %s; "
-                 "%s", c10ds_verify_who(g, idx, a, sizeof a), m->host, m->pid,
-                 left ? "left" : "died", when, g->name, g->job, m->reason ? m->reason : "",
-                 waiter);
-        c10ds_verify_finding(e, g, seq, C10D_EPEERLOST, report);
-        found = 1;
-    }
-    c10ds_groups_lost_free(lost, n);
-    return found;
-}
-
-/* "rank 1 waits in #6 ALL_REDUCE float32[2] SUM" */
-static int member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter)
-{
-    char b[64], f[160], desc[256];
-    snprintf(desc, sizeof desc, "%s waits in #%llu %s", c10ds_verify_who(g, waiter, b, sizeof b),
-             (unsigned long long)seq, c10dc_fp_format(&g->last[waiter], f, sizeof f));
-    return c10ds_verify_member_lost(e, g, seq, desc);
-}
-
-static void trace(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp);
-
 static c10ds_vrun *run_at(c10ds_vgroup *g, size_t i)
 {
     return &g->runs[(g->run_head + i) % g->run_cap];
@@ -309,7 +164,7 @@ static void advance(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t end)
         }
         if (g->run_count && g->runs[g->run_head].start <= min)
             g->runs[g->run_head].start = min + 1;
-        wake_pending(e, g); /* SYNC waiters of seqs up to min can go */
+        c10ds_verify_wake(e, g); /* SYNC waiters of seqs up to min can go */
     }
 }
 
@@ -341,7 +196,7 @@ static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start,
             break;
         const char *field = c10dc_fp_diff(&r->fp, fp);
         if (field)
-            desync(e, g, start > r->start ? start : r->start, r, idx, fp, field);
+            c10ds_verify_desync(e, g, start > r->start ? start : r->start, r, idx, fp, field);
     }
     if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
         c10ds_error("out of memory verifying group %s", g->name);
@@ -359,7 +214,7 @@ void c10ds_verify_enter(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t star
                         const c10dc_fp *fp)
 {
     if (end > g->entered[idx])
-        trace(&g->traces[idx], start > g->entered[idx] ? start : g->entered[idx] + 1, end, fp);
+        c10ds_trace_add(&g->traces[idx], start > g->entered[idx] ? start : g->entered[idx] + 1, end, fp);
     enter_run(e, g, idx, start, end, fp);
 }
 
@@ -374,47 +229,6 @@ const c10ds_vrun *c10ds_verify_ref(c10ds_vgroup *g, uint64_t seq)
             hi = mid;
     }
     return lo < g->run_count && run_at(g, lo)->start <= seq ? run_at(g, lo) : NULL;
-}
-
-static c10ds_tentry *trace_at(c10ds_trace *t, size_t i)
-{
-    return &t->ring[(t->head + i) % t->cap];
-}
-
-/* Keeps what a rank entered, as runs, for its last C10DS_TRACE_SEQS
- * collectives. */
-static void trace(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp)
-{
-    if (t->count) {
-        c10ds_tentry *prev = trace_at(t, t->count - 1);
-        if (prev->last + 1 == first && !memcmp(&prev->fp, fp, sizeof *fp)) {
-            prev->last = last;
-            if (!t->dirty)
-                t->dirty = 1; /* rewrite the grown row */
-            goto prune;
-        }
-    }
-    if (t->count == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        c10ds_tentry *nr = malloc(cap * sizeof *nr);
-        if (!nr)
-            return;
-        for (size_t i = 0; i < t->count; i++)
-            nr[i] = *trace_at(t, i);
-        free(t->ring);
-        t->ring = nr;
-        t->cap = cap;
-        t->head = 0;
-    }
-    *trace_at(t, t->count++) = (c10ds_tentry){first, last, *fp, c10d_steady_wall_ms()};
-    t->dirty++;
-prune:
-    while (t->count > 1 && t->ring[t->head].last + C10DS_TRACE_SEQS < last) {
-        t->head = (t->head + 1) % t->cap;
-        t->count--;
-        if (t->dirty > t->count)
-            t->dirty = t->count;
-    }
 }
 
 /* Send/recv: a send from a to b with tag t is matched with b's first
@@ -547,196 +361,14 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
         return c10ds_reply(r, &rep);
     }
     if (!g->status)
-        member_lost(e, g, last->seq, idx);
+        c10ds_verify_waiter_lost(e, g, last->seq, idx);
     if (!g->status && ph == C10DS_EXPIRED)
-        stall(e, g, last->seq);
+        c10ds_verify_stall(e, g, last->seq);
     if (g->status)
         return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
     char key[512];
-    coll_key(key, sizeof key, g);
+    c10ds_verify_coll_key(key, sizeof key, g);
     return c10ds_park(e, r, ph, key, last->timeout_ms > 0 ? last->timeout_ms : 600000);
-}
-
-static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
-{
-    C10dpb__CollStatus *q = r->pb->coll_status;
-    C10dpb__CollStatusReply out = C10DPB__COLL_STATUS_REPLY__INIT;
-    size_t cap = 0;
-    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
-        if ((q->job && *q->job && strcmp(q->job, g->job)) ||
-            (q->group && *q->group && strcmp(q->group, g->name)))
-            continue;
-        c10ds_job jb;
-        if (c10ds_groups_job(&e->groups, g->job, &jb) != 1 || jb.generation != g->gen)
-            continue; /* an older generation */
-        if (out.n_groups == cap) {
-            cap = cap ? cap * 2 : 4;
-            C10dpb__GroupHealth **nv = realloc(out.groups, cap * sizeof *nv);
-            if (!nv)
-                break;
-            out.groups = nv;
-        }
-        C10dpb__GroupHealth *h = calloc(1, sizeof *h);
-        if (!h)
-            break;
-        c10dpb__group_health__init(h);
-        h->job = g->job;
-        h->group = g->name;
-        h->has_generation = h->has_size = h->has_status = 1;
-        h->generation = g->gen;
-        h->size = g->size;
-        h->status = g->status;
-        h->report = g->status ? g->report : NULL;
-        h->ranks = calloc((size_t)g->size, sizeof *h->ranks);
-        for (int i = 0; h->ranks && i < g->size; i++) {
-            C10dpb__RankProgress *p = calloc(1, sizeof *p);
-            char f[160];
-            if (!p)
-                break;
-            c10dpb__rank_progress__init(p);
-            p->rank = i;
-            p->has_global_rank = p->has_entered = p->has_completed = p->has_entered_ms = 1;
-            p->global_rank = g->ranks[i];
-            p->entered = g->entered[i];
-            p->completed = g->completed[i];
-            p->entered_ms = g->entered_ms[i];
-            p->last = g->entered[i] ? strdup(c10dc_fp_format(&g->last[i], f, sizeof f)) : NULL;
-            h->ranks[h->n_ranks++] = p;
-        }
-        out.groups[out.n_groups++] = h;
-    }
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    rep.result_case = C10DPB__REPLY__RESULT_COLL_STATUS;
-    rep.coll_status = &out;
-    c10ds_outcome o = c10ds_reply(r, &rep);
-    for (size_t i = 0; i < out.n_groups; i++) {
-        for (size_t k = 0; k < out.groups[i]->n_ranks; k++) {
-            free(out.groups[i]->ranks[k]->last);
-            free(out.groups[i]->ranks[k]);
-        }
-        free(out.groups[i]->ranks);
-        free(out.groups[i]);
-    }
-    free(out.groups);
-    return o;
-}
-
-static const char *trace_state(const c10ds_vgroup *g, int idx, const c10ds_tentry *t)
-{
-    if (g->status && g->finding_seq >= t->first && g->finding_seq <= t->last)
-        return "failed";
-    if (t->last <= g->completed[idx])
-        return "completed";
-    if (t->last <= g->min_entered && !g->status)
-        return "verified";
-    return "entered";
-}
-
-static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
-{
-    C10dpb__CollTrace *q = r->pb->coll_trace;
-    const char *gname = q->group && *q->group ? q->group : "world";
-    c10ds_vgroup *g = NULL;
-    for (c10ds_vgroup *x = e->verify.groups; x; x = x->next) {
-        c10ds_job jb;
-        if (!strcmp(x->name, gname) && (!q->job || !*q->job || !strcmp(x->job, q->job)) &&
-            c10ds_groups_job(&e->groups, x->job, &jb) == 1 && jb.generation == x->gen)
-            g = x;
-    }
-    int idx = g && q->rank >= 0 && q->rank < g->world ? g->index_of[q->rank] : -1;
-    if (idx < 0)
-        return c10ds_fail(r, C10D_ENOTFOUND, "no verified collectives for rank %d in group %s%s%s",
-                          q->rank, gname, q->job && *q->job ? " of job " : "",
-                          q->job ? q->job : "");
-    c10ds_trace *t = &g->traces[idx];
-    size_t limit = q->has_limit && q->limit ? q->limit : 50, n = 0, from = 0;
-    /* the newest `limit` collectives: count runs back from the end */
-    uint64_t seqs = 0;
-    for (from = t->count; from > 0 && seqs < limit; from--)
-        seqs += trace_at(t, from - 1)->last - trace_at(t, from - 1)->first + 1;
-    C10dpb__TraceRow *rows = calloc(t->count - from + 1, sizeof *rows);
-    C10dpb__TraceRow **ptrs = calloc(t->count - from + 1, sizeof *ptrs);
-    char(*what)[128] = calloc(t->count - from + 1, sizeof *what);
-    if (!rows || !ptrs || !what) {
-        free(rows), free(ptrs), free(what);
-        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
-    }
-    for (size_t i = from; i < t->count; i++, n++) {
-        const c10ds_tentry *te = trace_at(t, i);
-        c10dpb__trace_row__init(&rows[n]);
-        rows[n].first_seq = te->first;
-        rows[n].last_seq = te->last;
-        rows[n].what = c10dc_fp_format(&te->fp, what[n], sizeof what[n]);
-        rows[n].state = (char *)trace_state(g, idx, te);
-        rows[n].has_entered_ms = 1;
-        rows[n].entered_ms = te->entered_ms;
-        ptrs[n] = &rows[n];
-    }
-    C10dpb__CollTraceReply tr = C10DPB__COLL_TRACE_REPLY__INIT;
-    tr.job = g->job;
-    tr.group = g->name;
-    tr.n_rows = n;
-    tr.rows = ptrs;
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    rep.result_case = C10DPB__REPLY__RESULT_COLL_TRACE;
-    rep.coll_trace = &tr;
-    c10ds_outcome o = c10ds_reply(r, &rep);
-    free(rows), free(ptrs), free(what);
-    return o;
-}
-
-/* Writes the traces' new runs to SQLite every TRACE_FLUSH_MS: batched, so
- * verification never waits for the database. At most TRACE_FLUSH_ROWS
- * runs a rank per flush: under a flood of distinct collectives (hundreds
- * of thousands a second) the database keeps the newest and the memory
- * trace (what c10d-ctl trace shows) stays complete. */
-#define TRACE_FLUSH_MS 2000
-#define TRACE_FLUSH_ROWS 256
-
-static void flush_group(c10ds_engine *e, c10ds_vgroup *g)
-{
-    for (int i = 0; i < g->size; i++) {
-        c10ds_trace *t = &g->traces[i];
-        if (!t->dirty)
-            continue;
-        size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
-        for (size_t k = t->count - rows; k < t->count; k++) {
-            const c10ds_tentry *te = trace_at(t, k);
-            char what[128];
-            sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
-            sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
-            sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
-            sqlite3_bind_int(s, 4, g->ranks[i]);
-            sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
-            sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
-            sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
-                              SQLITE_TRANSIENT);
-            sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
-            sqlite3_bind_int64(s, 9, te->entered_ms);
-            sqlite3_step(s);
-            sqlite3_reset(s);
-        }
-        t->dirty = 0;
-        sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PRUNE);
-        sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
-        sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
-        sqlite3_bind_int(s, 4, g->ranks[i]);
-        sqlite3_bind_int64(s, 5, (sqlite3_int64)(t->count ? t->ring[t->head].first : 0));
-        sqlite3_step(s);
-        sqlite3_reset(s);
-    }
-}
-
-static void flush_traces(c10ds_engine *e)
-{
-    int64_t now = c10d_now_ms();
-    if (now < e->verify.next_flush_ms)
-        return;
-    e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
-    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-        flush_group(e, g);
 }
 
 /* --- what verification hears (events.h) --- */
@@ -745,7 +377,7 @@ static void on_membership_changed(c10ds_engine *e, const char *job, uint64_t gen
 {
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
         if (g->gen == gen && strcmp(g->job, job) == 0)
-            wake_pending(e, g);
+            c10ds_verify_wake(e, g);
 }
 
 /* Findings reach ASYNC ranks as alerts on their watch. */
@@ -832,7 +464,7 @@ static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
 /* ASYNC has nobody parked to time out: look for seqs pending too long. */
 static void on_sweep(c10ds_engine *e)
 {
-    flush_traces(e);
+    c10ds_traces_flush(e);
     int64_t now = c10d_now_ms();
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
         if (g->status || g->timeout_ms <= 0)
@@ -845,7 +477,7 @@ static void on_sweep(c10ds_engine *e)
         if (g->min_since_ms > since)
             since = g->min_since_ms;
         if (now - since > g->timeout_ms)
-            stall(e, g, g->min_entered + 1);
+            c10ds_verify_stall(e, g, g->min_entered + 1);
     }
 }
 
@@ -857,7 +489,7 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
         c10ds_vgroup *g = *pp;
         if (g->gen < gen && strcmp(g->job, job) == 0) {
             *pp = g->next;
-            flush_group(e, g); /* c10d-ctl trace still shows its last collectives */
+            c10ds_traces_flush_group(e, g); /* c10d-ctl trace still shows its last collectives */
             vgroup_free(g);
         } else {
             pp = &g->next;
@@ -877,7 +509,5 @@ const c10ds_listener c10ds_verify_listener = {
 
 const c10ds_op c10ds_verify_ops[] = {
     {C10DPB__REQUEST__OP_COLL_REPORT, "coll_report", op_coll_report, 0},
-    {C10DPB__REQUEST__OP_COLL_STATUS, "coll_status", op_coll_status, 0},
-    {C10DPB__REQUEST__OP_COLL_TRACE, "coll_trace", op_coll_trace, 0},
     {0, NULL, NULL, 0},
 };

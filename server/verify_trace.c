@@ -1,0 +1,175 @@
+/* Each rank's trace: the collectives it entered, as runs, for its last
+ * C10DS_TRACE_SEQS (what c10d-ctl trace shows), kept in memory and written
+ * to SQLite in batches (coll_trace reads memory; the table outlives a
+ * restart). */
+#include "engine.h"
+#include "verify.h"
+
+#include "c10d_time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static c10ds_tentry *trace_at(c10ds_trace *t, size_t i)
+{
+    return &t->ring[(t->head + i) % t->cap];
+}
+
+/* Keeps what a rank entered, as runs, for its last C10DS_TRACE_SEQS
+ * collectives. */
+void c10ds_trace_add(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp)
+{
+    if (t->count) {
+        c10ds_tentry *prev = trace_at(t, t->count - 1);
+        if (prev->last + 1 == first && !memcmp(&prev->fp, fp, sizeof *fp)) {
+            prev->last = last;
+            if (!t->dirty)
+                t->dirty = 1; /* rewrite the grown row */
+            goto prune;
+        }
+    }
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        c10ds_tentry *nr = malloc(cap * sizeof *nr);
+        if (!nr)
+            return;
+        for (size_t i = 0; i < t->count; i++)
+            nr[i] = *trace_at(t, i);
+        free(t->ring);
+        t->ring = nr;
+        t->cap = cap;
+        t->head = 0;
+    }
+    *trace_at(t, t->count++) = (c10ds_tentry){first, last, *fp, c10d_steady_wall_ms()};
+    t->dirty++;
+prune:
+    while (t->count > 1 && t->ring[t->head].last + C10DS_TRACE_SEQS < last) {
+        t->head = (t->head + 1) % t->cap;
+        t->count--;
+        if (t->dirty > t->count)
+            t->dirty = t->count;
+    }
+}
+
+static const char *trace_state(const c10ds_vgroup *g, int idx, const c10ds_tentry *t)
+{
+    if (g->status && g->finding_seq >= t->first && g->finding_seq <= t->last)
+        return "failed";
+    if (t->last <= g->completed[idx])
+        return "completed";
+    if (t->last <= g->min_entered && !g->status)
+        return "verified";
+    return "entered";
+}
+
+static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__CollTrace *q = r->pb->coll_trace;
+    const char *gname = q->group && *q->group ? q->group : "world";
+    c10ds_vgroup *g = NULL;
+    for (c10ds_vgroup *x = e->verify.groups; x; x = x->next) {
+        c10ds_job jb;
+        if (!strcmp(x->name, gname) && (!q->job || !*q->job || !strcmp(x->job, q->job)) &&
+            c10ds_groups_job(&e->groups, x->job, &jb) == 1 && jb.generation == x->gen)
+            g = x;
+    }
+    int idx = g && q->rank >= 0 && q->rank < g->world ? g->index_of[q->rank] : -1;
+    if (idx < 0)
+        return c10ds_fail(r, C10D_ENOTFOUND, "no verified collectives for rank %d in group %s%s%s",
+                          q->rank, gname, q->job && *q->job ? " of job " : "",
+                          q->job ? q->job : "");
+    c10ds_trace *t = &g->traces[idx];
+    size_t limit = q->has_limit && q->limit ? q->limit : 50, n = 0, from = 0;
+    /* the newest `limit` collectives: count runs back from the end */
+    uint64_t seqs = 0;
+    for (from = t->count; from > 0 && seqs < limit; from--)
+        seqs += trace_at(t, from - 1)->last - trace_at(t, from - 1)->first + 1;
+    C10dpb__TraceRow *rows = calloc(t->count - from + 1, sizeof *rows);
+    C10dpb__TraceRow **ptrs = calloc(t->count - from + 1, sizeof *ptrs);
+    char(*what)[128] = calloc(t->count - from + 1, sizeof *what);
+    if (!rows || !ptrs || !what) {
+        free(rows), free(ptrs), free(what);
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+    }
+    for (size_t i = from; i < t->count; i++, n++) {
+        const c10ds_tentry *te = trace_at(t, i);
+        c10dpb__trace_row__init(&rows[n]);
+        rows[n].first_seq = te->first;
+        rows[n].last_seq = te->last;
+        rows[n].what = c10dc_fp_format(&te->fp, what[n], sizeof what[n]);
+        rows[n].state = (char *)trace_state(g, idx, te);
+        rows[n].has_entered_ms = 1;
+        rows[n].entered_ms = te->entered_ms;
+        ptrs[n] = &rows[n];
+    }
+    C10dpb__CollTraceReply tr = C10DPB__COLL_TRACE_REPLY__INIT;
+    tr.job = g->job;
+    tr.group = g->name;
+    tr.n_rows = n;
+    tr.rows = ptrs;
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.result_case = C10DPB__REPLY__RESULT_COLL_TRACE;
+    rep.coll_trace = &tr;
+    c10ds_outcome o = c10ds_reply(r, &rep);
+    free(rows), free(ptrs), free(what);
+    return o;
+}
+
+/* Writes the traces' new runs to SQLite every TRACE_FLUSH_MS: batched, so
+ * verification never waits for the database. At most TRACE_FLUSH_ROWS
+ * runs a rank per flush: under a flood of distinct collectives (hundreds
+ * of thousands a second) the database keeps the newest and the memory
+ * trace (what c10d-ctl trace shows) stays complete. */
+#define TRACE_FLUSH_MS 2000
+#define TRACE_FLUSH_ROWS 256
+
+void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
+{
+    for (int i = 0; i < g->size; i++) {
+        c10ds_trace *t = &g->traces[i];
+        if (!t->dirty)
+            continue;
+        size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
+        for (size_t k = t->count - rows; k < t->count; k++) {
+            const c10ds_tentry *te = trace_at(t, k);
+            char what[128];
+            sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
+            sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+            sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+            sqlite3_bind_int(s, 4, g->ranks[i]);
+            sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
+            sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
+            sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
+                              SQLITE_TRANSIENT);
+            sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 9, te->entered_ms);
+            sqlite3_step(s);
+            sqlite3_reset(s);
+        }
+        t->dirty = 0;
+        sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PRUNE);
+        sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
+        sqlite3_bind_text(s, 3, g->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 4, g->ranks[i]);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64)(t->count ? t->ring[t->head].first : 0));
+        sqlite3_step(s);
+        sqlite3_reset(s);
+    }
+}
+
+void c10ds_traces_flush(c10ds_engine *e)
+{
+    int64_t now = c10d_now_ms();
+    if (now < e->verify.next_flush_ms)
+        return;
+    e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+        c10ds_traces_flush_group(e, g);
+}
+
+const c10ds_op c10ds_trace_ops[] = {
+    {C10DPB__REQUEST__OP_COLL_TRACE, "coll_trace", op_coll_trace, 0},
+    {0, NULL, NULL, 0},
+};

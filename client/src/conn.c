@@ -562,6 +562,16 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
     return C10D_OK;
 }
 
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms)
+{
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(c, req, server_wait_ms, timeout_ms, &rep);
+    if (rep)
+        c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
+}
+
 c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
                        C10dpb__Reply **rep)
 {

@@ -99,6 +99,10 @@ void c10di_conn_unref(c10di_conn *c);
  * c10dpb__reply__free_unpacked); on error c10d_errmsg() says why. */
 c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
                        C10dpb__Reply **rep);
+/* c10di_call for a notice whose answer changes nothing (a report, a
+ * leave): the reply is dropped; the status says whether it arrived. */
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms);
 /* The same, but a request the connection broke under is not sent again:
  * the call fails with C10D_EUNAVAIL (for requests that are better packed
  * afresh, like the watch, which says where the rank is now). */

@@ -134,9 +134,7 @@ static void report_failure(c10d_pg *pg, uint64_t seq, c10d_status st)
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
     req.join_shadow = &m;
-    C10dpb__Reply *rep = NULL;
-    if (c10di_call(w->conn, &req, 1, 2000, &rep) == C10D_OK)
-        c10dpb__reply__free_unpacked(rep, NULL);
+    (void)c10di_call_drop(w->conn, &req, 1, 2000);
     c10di_error(st, "%s", why);
 }
 

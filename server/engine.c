@@ -50,7 +50,9 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     e->send_arg = send_arg;
     e->start_ms = c10d_now_ms();
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
+    /* monotonic from the start: the listener may signal it before the
+     * engine thread runs (re-making it in engine_start raced with that) */
+    c10d_cond_init_monotonic(&e->cv);
     if (!(e->waiters = c10ds_waiters_new()) || c10ds_store_init(&e->store, db) != 0 ||
         c10ds_reqlog_init(&e->reqlog, db, cfg->dedup_window_s) != 0 ||
         c10ds_groups_init(&e->groups, db) != 0 || register_ops(e, c10ds_store_ops) != 0 ||
@@ -443,8 +445,6 @@ static void *engine_main(void *arg)
 
 int c10ds_engine_start(c10ds_engine *e)
 {
-    pthread_cond_destroy(&e->cv);
-    c10d_cond_init_monotonic(&e->cv);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0)
         return -1;
     /* under mu: the listener may already submit (and run inline) */

@@ -129,23 +129,6 @@ static int never(void *arg)
     return ((bench *)arg)->failed;
 }
 
-/* Parked watches on the coordinator (c10d-ctl status's "parked"). */
-static long parked(coord_proc *coord)
-{
-    char cmd[700], line[256];
-    snprintf(cmd, sizeof cmd, "%s --coord %s --json status", C10D_CTL_BIN, coord->url);
-    FILE *p = popen(cmd, "r");
-    long v = -1;
-    while (p && fgets(line, sizeof line, p)) {
-        char *q = strstr(line, "\"parked\":");
-        if (q)
-            v = atol(q + 9);
-    }
-    if (p)
-        pclose(p);
-    return v;
-}
-
 static void kill_ranks(bench *b, int from_conn, int nconns)
 {
     for (int k = from_conn; k < from_conn + nconns; k++) {
@@ -229,7 +212,7 @@ static int run(coord_proc *coord, int n, int full)
     /* Deaths: watches wait long, so that only a death answers them. */
     b.wait_ms = 60000;
     sim_run(L, never, &b, (int64_t)sim_now_ms() + 1200); /* every watch now a long one */
-    for (double until = sim_now_ms() + 10000; parked(coord) < n && sim_now_ms() < until;)
+    for (double until = sim_now_ms() + 10000; sim_parked(coord->url) < n && sim_now_ms() < until;)
         sim_run(L, never, &b, (int64_t)sim_now_ms() + 20);
     long e0 = b.lost_entries;
     double by0 = b.reply_bytes;
@@ -263,21 +246,11 @@ static int run(coord_proc *coord, int n, int full)
 
 int main(int argc, char **argv)
 {
-    int sizes[16] = {1024, 4096, 16384}, ns = 3, first = 1, full = 0;
-    if (argc > 1 && strcmp(argv[1], "--full") == 0) {
-        full = 1;
-        first = 2;
-    }
-    if (argc > first)
-        for (ns = 0; ns < argc - first && ns < 16; ns++)
-            sizes[ns] = atoi(argv[ns + first]);
+    int sizes[16] = {1024, 4096, 16384}, full;
+    int ns = sim_sizes(argc, argv, "--full", &full, sizes, 3);
     coord_proc coord;
-    coord_init(&coord);
-    const char *extra[] = {"--max-world-size", "65536", NULL};
-    if (coord_start(&coord, NULL, extra, NULL) != 0) {
-        fprintf(stderr, "cannot start the coordinator\n");
+    if (sim_coord_start(&coord) != 0)
         return 1;
-    }
     int rc = 0;
     for (int i = 0; i < ns; i++)
         rc |= sizes[i] < 2 || run(&coord, sizes[i], full) != 0;

@@ -156,21 +156,11 @@ static int run(coord_proc *coord, int n, int all)
 
 int main(int argc, char **argv)
 {
-    int sizes[16] = {1024, 4096, 16384}, ns = 3, first = 1, all = 0;
-    if (argc > 1 && strcmp(argv[1], "--all") == 0) {
-        all = 1;
-        first = 2;
-    }
-    if (argc > first)
-        for (ns = 0; ns < argc - first && ns < 16; ns++)
-            sizes[ns] = atoi(argv[ns + first]);
+    int sizes[16] = {1024, 4096, 16384}, all;
+    int ns = sim_sizes(argc, argv, "--all", &all, sizes, 3);
     coord_proc coord;
-    coord_init(&coord);
-    const char *extra[] = {"--max-world-size", "65536", NULL};
-    if (coord_start(&coord, NULL, extra, NULL) != 0) {
-        fprintf(stderr, "cannot start the coordinator\n");
+    if (sim_coord_start(&coord) != 0)
         return 1;
-    }
     int rc = 0;
     for (int i = 0; i < ns; i++)
         rc |= sizes[i] < 1 || run(&coord, sizes[i], all) != 0;

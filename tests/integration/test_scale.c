@@ -200,21 +200,6 @@ static int everyone_heard(void *a)
     return W->errors || W->heard == W->want_heard;
 }
 
-static long parked(void)
-{
-    char cmd[700], line[256];
-    snprintf(cmd, sizeof cmd, "%s --coord %s --json status", C10D_CTL_BIN, coord.url);
-    FILE *p = popen(cmd, "r");
-    long v = -1;
-    while (p && fgets(line, sizeof line, p)) {
-        char *q = strstr(line, "\"parked\":");
-        if (q)
-            v = atol(q + 9);
-    }
-    if (p)
-        pclose(p);
-    return v;
-}
 
 /* What `c10d-ctl --coord URL ARGS` printed (malloc'd). */
 static char *ctl_output(const char *args)
@@ -295,9 +280,9 @@ START_TEST(rendezvous_of_4096_ranks_and_a_death_among_them)
     /* Every rank watches; the last one dies. */
     for (int r = 0; r < N; r++)
         send_watch(&W->r[r]);
-    for (double until = sim_now_ms() + 30000; parked() < N && sim_now_ms() < until;)
+    for (double until = sim_now_ms() + 30000; sim_parked(coord.url) < N && sim_now_ms() < until;)
         sim_run(L, none, NULL, (int64_t)sim_now_ms() + 20);
-    ck_assert_msg(parked() >= N, "only %ld watches parked", parked());
+    ck_assert_msg(sim_parked(coord.url) >= N, "only %ld watches parked", sim_parked(coord.url));
     W->victim = N - 1;
     W->want_heard = N - 1;
     W->r[N - 1].alive = 0;

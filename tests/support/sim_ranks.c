@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "sim_ranks.h"
 
+#include "coord_proc.h"
 #include "frame.h"
 
 #include <arpa/inet.h>
@@ -271,6 +272,68 @@ int sim_run(sim_loop *L, int (*done)(void *arg), void *arg, int64_t deadline_ms)
             if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
                 readable(c);
         }
+    }
+    return 0;
+}
+
+/* One request, one reply, blocking: for a single question outside a loop. */
+long sim_parked(const char *url)
+{
+    sim_loop *L = sim_loop_new(NULL, NULL);
+    sim_conn *c = L ? sim_connect(L, url) : NULL;
+    long parked = -1;
+    C10dpb__CoordStatus st = C10DPB__COORD_STATUS__INIT;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_STATUS;
+    req.status = &st;
+    if (!c || sim_send(c, &req, NULL) != 0) {
+        sim_loop_free(L);
+        return -1;
+    }
+    int fl = fcntl(c->fd, F_GETFL);
+    fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK);
+    while (c->osent < c->olen) { /* what sim_send could not write at once */
+        ssize_t k = send(c->fd, c->out + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+        if (k <= 0)
+            break;
+        c->osent += (size_t)k;
+    }
+    uint8_t hdr[C10DC_FRAME_HDR];
+    if (recv(c->fd, hdr, sizeof hdr, MSG_WAITALL) == (ssize_t)sizeof hdr) {
+        size_t n = c10dc_get_u32(hdr) - 8;
+        uint8_t *body = malloc(n ? n : 1);
+        if (body && recv(c->fd, body, n, MSG_WAITALL) == (ssize_t)n) {
+            C10dpb__Reply *rep = c10dpb__reply__unpack(NULL, n, body);
+            if (rep && rep->result_case == C10DPB__REPLY__RESULT_STATUS_INFO)
+                parked = (long)rep->status_info->parked;
+            if (rep)
+                c10dpb__reply__free_unpacked(rep, NULL);
+        }
+        free(body);
+    }
+    sim_loop_free(L);
+    return parked;
+}
+
+int sim_sizes(int argc, char **argv, const char *flag, int *flag_on, int *sizes, int n_default)
+{
+    int first = 1, ns = n_default;
+    *flag_on = argc > 1 && flag && strcmp(argv[1], flag) == 0;
+    if (*flag_on)
+        first = 2;
+    if (argc > first)
+        for (ns = 0; ns < argc - first && ns < 16; ns++)
+            sizes[ns] = atoi(argv[ns + first]);
+    return ns;
+}
+
+int sim_coord_start(struct coord_proc *c)
+{
+    coord_init(c);
+    const char *extra[] = {"--max-world-size", "65536", NULL};
+    if (coord_start(c, NULL, extra, NULL) != 0) {
+        fprintf(stderr, "cannot start the coordinator\n");
+        return -1;
     }
     return 0;
 }

@@ -40,4 +40,18 @@ int sim_run(sim_loop *L, int (*done)(void *arg), void *arg, int64_t deadline_ms)
 /* Monotonic milliseconds (fractions kept). */
 double sim_now_ms(void);
 
+/* Requests parked on the coordinator at url (its status: watches, joins
+ * and gets waiting), asked over a connection of its own; -1 on failure. */
+long sim_parked(const char *url);
+
+/* A scale benchmark's arguments: `[FLAG] [N...]`. *flag_on says whether
+ * FLAG came first; sizes (at most 16) keep their defaults unless sizes are
+ * given. Returns how many sizes. */
+int sim_sizes(int argc, char **argv, const char *flag, int *flag_on, int *sizes, int n_default);
+
+struct coord_proc;
+/* Starts a coordinator for simulated worlds (--max-world-size 65536);
+ * 0, or -1 after saying why. */
+int sim_coord_start(struct coord_proc *c);
+
 #endif

@@ -102,12 +102,12 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
                 break;
             c10dpb__group_info__init(g);
             g->name = strdup((const char *)sqlite3_column_text(s, 0));
-            int size = sqlite3_column_int(s, 2);
-            g->ranks = c10ds_ranks_parse((const char *)sqlite3_column_text(s, 1), size);
+            int size = sqlite3_column_int(s, 1);
+            g->ranks = c10ds_groups_ranks(&e->groups, j->job, j->generation, g->name, size);
             g->n_ranks = g->ranks ? (size_t)size : 0;
             g->has_joined = g->has_formed = 1;
-            g->joined = sqlite3_column_int(s, 3);
-            g->formed = sqlite3_column_int(s, 4) != 0;
+            g->joined = sqlite3_column_int(s, 2);
+            g->formed = sqlite3_column_int(s, 3) != 0;
             j->groups[j->n_groups++] = g;
         }
         sqlite3_reset(s);

@@ -1,5 +1,6 @@
 #include "groups.h"
 
+#include "c10d_hash.h"
 #include "c10d_time.h"
 #include "log.h"
 
@@ -45,14 +46,21 @@ static const char *const sql[GS_COUNT] = {
                         "coalesce(activity, ''), changed_ms, last_seen_ms, "
                         "coalesce(final_seqs, '') FROM members INDEXED BY members_lost "
                         "WHERE job = ?1 AND generation = ?2 AND state != 'alive' ORDER BY rank",
-    [GS_GROUP_GET] = "SELECT ranks, size, joined, formed, secret FROM groups WHERE job = ?1 AND "
-                     "generation = ?2 AND name = ?3",
-    [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks, size, secret) "
+    [GS_GROUP_GET] = "SELECT ranks_hash, size, joined, formed, secret FROM groups WHERE job = ?1 "
+                     "AND generation = ?2 AND name = ?3",
+    [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks_hash, size, secret) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+    /* A group migrated from schema 7 learns its hash at first read. */
+    [GS_GROUP_HASH] = "UPDATE groups SET ranks_hash = ?4 WHERE job = ?1 AND generation = ?2 AND "
+                      "name = ?3",
+    [GS_GRANKS_PUT] = "INSERT INTO group_ranks(job, generation, name, idx, rank) VALUES(?1, ?2, "
+                      "?3, ?4, ?5)",
+    [GS_GRANKS_LIST] = "SELECT idx, rank FROM group_ranks WHERE job = ?1 AND generation = ?2 AND "
+                       "name = ?3 ORDER BY idx",
     [GS_GROUP_JOINED] = "UPDATE groups SET joined = joined + 1, formed = (joined + 1 = size) "
                         "WHERE job = ?1 AND generation = ?2 AND name = ?3",
-    [GS_GROUPS_OF_GEN] = "SELECT name, ranks, size, joined, formed FROM groups WHERE job = ?1 "
-                         "AND generation = ?2 ORDER BY name",
+    [GS_GROUPS_OF_GEN] = "SELECT name, size, joined, formed FROM groups WHERE job = ?1 AND "
+                         "generation = ?2 ORDER BY name",
     [GS_GM_PUT] = "INSERT OR IGNORE INTO group_members(job, generation, name, idx, rank, "
                   "endpoint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [GS_GM_LIST] = "SELECT idx, endpoint FROM group_members WHERE job = ?1 AND generation = ?2 "
@@ -101,22 +109,6 @@ void c10ds_endpoints_clear(c10ds_endpoints *c)
     free(c->host_from);
     free(c->host_to);
     memset(c, 0, sizeof *c);
-}
-
-int *c10ds_ranks_parse(const char *t, int size)
-{
-    int *r = calloc((size_t)(size > 0 ? size : 1), sizeof *r);
-    int identity = !t || !*t;
-    for (int i = 0; r && i < size; i++) {
-        if (identity) {
-            r[i] = i;
-            continue;
-        }
-        r[i] = (int)strtol(t, (char **)&t, 10);
-        if (*t == ',')
-            t++;
-    }
-    return r;
 }
 
 void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
@@ -292,48 +284,106 @@ void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank,
     step_done(s);
 }
 
+uint64_t c10ds_ranks_hash(const int32_t *ranks, size_t n)
+{
+    /* c10d_hash.h's FNV-1a, over each rank's four bytes (low first), so
+     * that the hash is the same whatever the host's byte order. */
+    uint64_t h = C10D_FNV64_BASIS;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = ranks ? (uint32_t)ranks[i] : (uint32_t)i;
+        for (int b = 0; b < 4; b++)
+            h = (h ^ ((r >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+int32_t *c10ds_groups_ranks(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                            int size)
+{
+    int32_t *r = malloc((size_t)(size > 0 ? size : 1) * sizeof *r);
+    if (!r)
+        return NULL;
+    for (int i = 0; i < size; i++)
+        r[i] = i; /* no rows: the world in order */
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GRANKS_LIST);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        int idx = sqlite3_column_int(s, 0);
+        if (idx >= 0 && idx < size)
+            r[idx] = sqlite3_column_int(s, 1);
+    }
+    sqlite3_reset(s);
+    return r;
+}
+
+/* The hash of a group whose row has none (migrated from schema 7), from
+ * its rows, written back so that it is computed once. */
+static int fill_ranks_hash(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                           c10ds_group *out)
+{
+    int32_t *r = c10ds_groups_ranks(g, job, gen, name, out->size);
+    if (!r)
+        return -1;
+    out->ranks_hash = c10ds_ranks_hash(r, (size_t)out->size);
+    free(r);
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_HASH);
+    bind_jg(s, job, gen);
+    sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)out->ranks_hash);
+    return step_done(s);
+}
+
 int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
                        c10ds_group *out)
 {
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_GET);
     bind_jg(s, job, gen);
     sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(s), found = rc == SQLITE_ROW;
+    int rc = sqlite3_step(s), found = rc == SQLITE_ROW, hashed = 1;
     if (found) {
-        const unsigned char *t = sqlite3_column_text(s, 0);
-        out->ranks = strdup(t ? (const char *)t : "");
+        hashed = sqlite3_column_type(s, 0) != SQLITE_NULL;
+        out->ranks_hash = (uint64_t)sqlite3_column_int64(s, 0);
         out->size = sqlite3_column_int(s, 1);
         out->joined = sqlite3_column_int(s, 2);
         out->formed = sqlite3_column_int(s, 3);
         out->secret = (uint64_t)sqlite3_column_int64(s, 4);
-        if (!out->ranks)
-            found = 0, rc = SQLITE_NOMEM;
     }
     sqlite3_reset(s);
+    if (!hashed && fill_ranks_hash(g, job, gen, name, out) != 0)
+        return -1;
     return found ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
-void c10ds_groups_group_free(c10ds_group *grp)
-{
-    free(grp->ranks);
-    grp->ranks = NULL;
-}
-
 int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
-                           const char *ranks, int size, uint64_t *secret)
+                           const int32_t *ranks, size_t n_ranks, int size, uint64_t *ranks_hash,
+                           uint64_t *secret)
 {
     /* The group's data-plane secret: random, never 0 (0 means "none"). */
     *secret = 0;
     while (*secret == 0)
         if (getrandom(secret, sizeof *secret, 0) != (ssize_t)sizeof *secret)
             return -1;
+    *ranks_hash = n_ranks ? c10ds_ranks_hash(ranks, n_ranks) : c10ds_ranks_hash(NULL, (size_t)size);
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GROUP_PUT);
     bind_jg(s, job, gen);
     sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, ranks, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, (sqlite3_int64)*ranks_hash);
     sqlite3_bind_int(s, 5, size);
     sqlite3_bind_int64(s, 6, (sqlite3_int64)*secret);
-    return step_done(s);
+    if (step_done(s) != 0)
+        return -1;
+    s = g->st[GS_GRANKS_PUT];
+    for (size_t i = 0; i < n_ranks; i++) { /* once per group: its members' arrivals read none */
+        sqlite3_reset(s);
+        bind_jg(s, job, gen);
+        sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)i);
+        sqlite3_bind_int(s, 5, ranks[i]);
+        if (step_done(s) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,

@@ -1,7 +1,7 @@
 /* Jobs, members and process groups over the database: who is in which
  * generation of a job, who is alive, which groups exist and which of their
  * members have arrived. Runs on the engine thread, inside its transaction.
- * group_ops.c turns these into the wire operations. */
+ * rendezvous_ops.c and liveness_ops.c turn these into the wire operations. */
 #ifndef C10DS_GROUPS_H
 #define C10DS_GROUPS_H
 
@@ -33,6 +33,9 @@ enum {
     GS_GROUP_PUT,
     GS_GROUP_JOINED,
     GS_GROUPS_OF_GEN,
+    GS_GROUP_HASH,
+    GS_GRANKS_PUT,
+    GS_GRANKS_LIST,
     GS_GM_PUT,
     GS_GM_LIST,
     GS_GM_HOSTS,
@@ -106,9 +109,14 @@ C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64
 /* The waiter keys: a job's watches, and a forming group's joins. */
 void c10ds_watch_key(char *buf, size_t cap, const char *job, uint64_t gen);
 void c10ds_group_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name);
-/* A group's ranks text as global ranks (size of them, malloc'd; NULL when
- * out of memory). "" stands for the world in order: 0..size-1. */
-int *c10ds_ranks_parse(const char *text, int size);
+/* FNV-1a over a group's global ranks in group order, what an arrival's
+ * list is compared by; ranks NULL is the world in order, 0..n-1. */
+uint64_t c10ds_ranks_hash(const int32_t *ranks, size_t n);
+/* A group's global ranks in group order (size of them, malloc'd; NULL when
+ * out of memory), from its group_ranks rows; a group made without a list
+ * has none and is 0..size-1. */
+int32_t *c10ds_groups_ranks(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
+                            int size);
 
 typedef struct c10ds_job {
     uint64_t generation;
@@ -128,7 +136,7 @@ typedef struct c10ds_member {
 } c10ds_member;
 
 typedef struct c10ds_group {
-    char *ranks; /* comma-separated global ranks (malloc'd); "" is 0..size-1, the world's */
+    uint64_t ranks_hash; /* c10ds_ranks_hash of its ranks (the list itself: c10ds_groups_ranks) */
     int size, joined, formed;
     uint64_t secret; /* data-plane admission, handed to members in the rendezvous reply */
 } c10ds_group;
@@ -154,10 +162,12 @@ void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank,
 
 int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
                        c10ds_group *out);
-void c10ds_groups_group_free(c10ds_group *grp);
-/* Creates the group with a fresh random secret (*secret). */
+/* Creates the group of size members with a fresh random secret (*secret):
+ * its ranks (n_ranks of them, written as rows), or none for the world in
+ * order (0..size-1, nothing written); *ranks_hash gets their hash. */
 int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
-                           const char *ranks, int size, uint64_t *secret);
+                           const int32_t *ranks, size_t n_ranks, int size, uint64_t *ranks_hash,
+                           uint64_t *secret);
 /* Records a member's arrival; 1 if new (the group's joined count grew). */
 int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,
                         int rank, const void *endpoint, size_t len);

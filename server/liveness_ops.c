@@ -38,7 +38,7 @@ static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
     sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
     while (sqlite3_step(s) == SQLITE_ROW) {
-        if (sqlite3_column_int(s, 4))
+        if (sqlite3_column_int(s, 3))
             continue; /* formed: nobody parked */
         c10ds_group_key(key, sizeof key, job, gen, (const char *)sqlite3_column_text(s, 0));
         c10ds_waiters_touch(e->waiters, key);

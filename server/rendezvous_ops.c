@@ -18,19 +18,18 @@
 
 #define MAX_ENDPOINT_BYTES 4096
 
-/* --- ranks lists: "0,1,5" <-> int arrays --- */
+/* --- ranks lists, worded --- */
 
-/* "0,1,5"; no list (the whole world, in order) is "", so that the
- * world's rendezvous never writes, reads or compares N numbers per rank. */
-static char *ranks_text(const int32_t *r, size_t n)
+/* "0,1,5" into buf, cut at cap - 1 characters: a refusal quotes both
+ * lists, and a list of thousands need not be quoted whole. */
+static void csv_ranks(char *buf, size_t cap, const int32_t *r, size_t n)
 {
-    char *t = malloc(n * 12 + 1), *p = t;
-    if (!t)
-        return NULL;
-    *p = '\0';
-    for (size_t i = 0; i < n; i++)
-        p += sprintf(p, i ? ",%d" : "%d", r[i]);
-    return t;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && off + 1 < cap; i++) {
+        int w = snprintf(buf + off, cap - off, i ? ",%d" : "%d", r[i]);
+        off = w < 0 || (size_t)w >= cap - off ? cap - 1 : off + (size_t)w;
+    }
 }
 
 /* Writes "3, 7" (at most 16 listed) into buf. */
@@ -103,7 +102,8 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
         c10ds_groups_lost_free(lost, n);
         return 0;
     }
-    int *ranks = c10ds_ranks_parse(grp->ranks, grp->size), failed = 0;
+    int32_t *ranks = c10ds_groups_ranks(&e->groups, m->job, gen, m->name, grp->size);
+    int failed = 0;
     for (size_t i = 0; ranks && i < n && !failed; i++)
         for (int j = 0; j < grp->size; j++)
             if (ranks[j] == lost[i]->rank && ranks[j] != m->rank) {
@@ -123,7 +123,7 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
                                     const c10ds_group *grp)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
-    int *ranks = c10ds_ranks_parse(grp->ranks, grp->size);
+    int32_t *ranks = c10ds_groups_ranks(&e->groups, m->job, gen, m->name, grp->size);
     char *arrived = calloc((size_t)grp->size + 1, 1);
     int *missing = calloc((size_t)grp->size + 1, sizeof *missing), nm = 0;
     if (!ranks || !arrived || !missing) {
@@ -161,6 +161,24 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
     }
     free(ranks), free(arrived), free(missing);
     return o;
+}
+
+/* A member whose list differs from the one the group was created with:
+ * refused, quoting both. */
+static c10ds_outcome refuse_other_ranks(c10ds_engine *e, c10ds_request *r, uint64_t gen,
+                                        const c10ds_group *grp)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    int32_t *theirs = c10ds_groups_ranks(&e->groups, m->job, gen, m->name, grp->size);
+    if (!theirs)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
+    char want[201], have[201];
+    csv_ranks(want, sizeof want, m->members, m->n_members);
+    csv_ranks(have, sizeof have, theirs, (size_t)grp->size);
+    free(theirs);
+    return c10ds_fail(r, C10D_EINVAL, "group %s of job %s: rank %d asks for ranks [%s], another "
+                      "member created it with [%s]; every member must pass the same ranks in the "
+                      "same order", m->name, m->job, m->rank, want, have);
 }
 
 /* The world's generation this rank joins, or 0 after failing r. */
@@ -300,33 +318,19 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     else
         idx = m->rank;
     if (ph == C10DS_FIRST) {
-        char *want = ranks_text(m->members, m->n_members);
         int size = m->n_members ? (int)m->n_members : m->world_size;
-        if (!want)
-            return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory");
         /* Without a list the group is the world in order (its size was
-         * checked against the job's); a row written before "" meant that
-         * holds the same ranks spelled out. */
-        if (have == 1 && m->n_members && strcmp(grp.ranks, want) != 0) {
-            c10ds_outcome o = c10ds_fail(
-                r, C10D_EINVAL, "group %s of job %s: rank %d asks for ranks [%.200s], another "
-                "member created it with [%.200s]; every member must pass the same ranks in the "
-                "same order", m->name, m->job, m->rank, want, grp.ranks);
-            free(want);
-            c10ds_groups_group_free(&grp);
-            return o;
-        }
+         * checked against the job's). A list is compared by its hash, one
+         * pass over the request's own ranks: the creator's are read only
+         * to word the refusal. */
+        if (have == 1 && m->n_members &&
+            (grp.size != size || grp.ranks_hash != c10ds_ranks_hash(m->members, m->n_members)))
+            return refuse_other_ranks(e, r, gen, &grp);
         if (have != 1) {
-            uint64_t secret;
-            if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, want, size, &secret) !=
-                0) {
-                free(want);
+            if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, m->members, m->n_members,
+                                       size, &grp.ranks_hash, &grp.secret) != 0)
                 return c10ds_fail(r, C10D_ERROR, "database error creating group %s", m->name);
-            }
-            grp.ranks = want, grp.size = size, grp.joined = 0, grp.formed = 0;
-            grp.secret = secret;
-        } else {
-            free(want);
+            grp.size = size, grp.joined = 0, grp.formed = 0;
         }
         if (c10ds_groups_arrive(&e->groups, m->job, gen, m->name, idx, m->rank, m->endpoint.data,
                                 m->endpoint.len) == 1) {
@@ -349,19 +353,14 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     } else if (have != 1) {
         return c10ds_fail(r, C10D_ERROR, "group %s of job %s vanished", m->name, m->job);
     }
-    c10ds_outcome o;
     if (grp.formed)
-        o = reply_formed(e, r, m->name, gen, grp.size, idx, grp.secret);
-    else if (fail_if_member_lost(e, r, gen, &grp))
-        o = C10DS_DONE;
-    else if (ph == C10DS_EXPIRED)
-        o = join_timed_out(e, r, gen, &grp);
-    else {
-        c10ds_group_key(key, sizeof key, m->job, gen, m->name);
-        o = c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
-    }
-    c10ds_groups_group_free(&grp);
-    return o;
+        return reply_formed(e, r, m->name, gen, grp.size, idx, grp.secret);
+    if (fail_if_member_lost(e, r, gen, &grp))
+        return C10DS_DONE;
+    if (ph == C10DS_EXPIRED)
+        return join_timed_out(e, r, gen, &grp);
+    c10ds_group_key(key, sizeof key, m->job, gen, m->name);
+    return c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
 }
 
 /* The most endpoints one group_endpoints request may ask for: with
@@ -382,7 +381,6 @@ static c10ds_outcome op_group_endpoints(c10ds_engine *e, c10ds_request *r, c10ds
     c10ds_group grp = {0};
     int have = c10ds_groups_group(&e->groups, m->job, m->generation, m->name, &grp);
     int formed = have == 1 && grp.formed, size = grp.size;
-    c10ds_groups_group_free(&grp);
     if (!formed)
         return c10ds_fail(r, C10D_ENOTFOUND, "group %s of job %s generation %llu has not formed",
                           m->name, m->job, (unsigned long long)m->generation);

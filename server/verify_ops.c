@@ -57,10 +57,8 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
     c10ds_job jb;
     if (c10ds_groups_group(&e->groups, job, gen, name, &grp) != 1)
         return NULL;
-    if (c10ds_groups_job(&e->groups, job, &jb) != 1 || !grp.formed) {
-        c10ds_groups_group_free(&grp);
+    if (c10ds_groups_job(&e->groups, job, &jb) != 1 || !grp.formed)
         return NULL;
-    }
     c10ds_vgroup *g = calloc(1, sizeof *g);
     int n = grp.size, w = jb.world_size;
     if (g) {
@@ -76,7 +74,6 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
         !g->last || !g->traces) {
         if (g)
             vgroup_free(g);
-        c10ds_groups_group_free(&grp);
         return NULL;
     }
     snprintf(g->job, sizeof g->job, "%s", job);
@@ -87,9 +84,8 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
     g->world = w;
     for (int i = 0; i < w; i++)
         g->index_of[i] = -1;
-    int *ranks = c10ds_ranks_parse(grp.ranks, n);
+    int32_t *ranks = c10ds_groups_ranks(&e->groups, job, gen, name, n);
     if (!ranks) {
-        c10ds_groups_group_free(&grp);
         vgroup_free(g);
         return NULL;
     }
@@ -100,7 +96,6 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
         g->last[i].kind = C10DC_KIND_COUNT;
     }
     free(ranks);
-    c10ds_groups_group_free(&grp);
     g->next = e->verify.groups;
     e->verify.groups = g;
     return g;

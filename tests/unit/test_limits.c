@@ -131,6 +131,38 @@ START_TEST(a_group_join_whose_members_lack_the_caller_is_refused)
 }
 END_TEST
 
+/* A subgroup's members must all pass the same ranks in the same order; a
+ * member whose list differs from the creator's is refused quoting both
+ * (the lists are compared by hash, read back as rows only for this). */
+START_TEST(a_member_with_other_ranks_than_the_creator_is_refused)
+{
+    for (int rank = 0; rank < 4; rank++)
+        run1(join_req((uint64_t)rank + 1, "sub", "world", rank, 4, NULL, 0));
+    ck_assert_int_eq(nreplies, 4);
+    uint64_t gen = replies[0]->group_join->generation;
+    int32_t mine[] = {0, 2, 3}, other[] = {0, 3, 2};
+    int32_t *lists[] = {mine, other, mine};
+    int who[] = {0, 2, 3};
+    for (int i = 0; i < 3; i++) {
+        c10ds_request *r = join_req(10 + (uint64_t)i, "sub", "world.1", who[i], 4, lists[i], 3);
+        r->pb->group_join->has_generation = 1;
+        r->pb->group_join->generation = gen;
+        run1(r);
+    }
+    ck_assert_int_eq(nreplies, 5); /* rank 0 and 3 wait for rank 2 */
+    ck_assert_int_eq(replies[4]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(replies[4]->detail, "rank 2 asks for ranks [0,3,2], another "
+                                                     "member created it with [0,2,3]"));
+    c10ds_request *r = join_req(20, "sub", "world.1", 2, 4, mine, 3);
+    r->pb->group_join->has_generation = 1;
+    r->pb->group_join->generation = gen;
+    run1(r);
+    ck_assert_int_eq(nreplies, 8); /* formed: all three answered */
+    for (int i = 5; i < 8; i++)
+        ck_assert_int_eq(replies[i]->status, C10D_OK);
+}
+END_TEST
+
 /* Finding 10: job names of 256+ bytes broke liveness (keys were cut);
  * the library cut C10D_JOB at 127 bytes, so two long names became one
  * job. One limit, C10D_MAX_JOB_BYTES, refused on both sides. */
@@ -506,6 +538,7 @@ int main(void)
     tcase_add_test(tc, a_group_join_whose_members_lack_the_caller_is_refused);
     tcase_add_test(tc, a_world_larger_than_the_limit_is_refused_at_once);
     tcase_add_test(tc, a_job_name_over_the_limit_is_refused);
+    tcase_add_test(tc, a_member_with_other_ranks_than_the_creator_is_refused);
     tcase_add_test(tc, a_long_member_list_is_checked_in_linear_time);
     tcase_add_test(tc, a_multi_get_reply_larger_than_a_message_is_refused);
     tcase_add_test(tc, a_write_failing_mid_batch_leaves_every_reply_true);

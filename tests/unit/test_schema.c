@@ -1,6 +1,7 @@
 /* The database: created at the newest schema, migrated from older ones
  * with data kept, newer ones refused, one coordinator per file. */
 #include "db.h"
+#include "groups.h"
 #include "schema.h"
 
 #include "check_main.h"
@@ -81,6 +82,57 @@ START_TEST(version_1_database_is_migrated_with_its_data)
 }
 END_TEST
 
+/* Schema 8: a group's ranks were a comma-separated text in groups.ranks
+ * ("" for the world in order); they become group_ranks rows, and the hash
+ * an arrival is compared by is made from them at the group's first read. */
+START_TEST(version_7_groups_ranks_text_becomes_rows)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    for (int i = 0; i < 7; i++) /* as a schema-7 coordinator left it */
+        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO groups(job, generation, name, ranks, size, "
+                                     "joined, formed, secret) VALUES('j', 1, 'world', '', 6, 6, "
+                                     "1, 11), ('j', 1, 'world.1', '5,0,3', 3, 3, 1, 12); "
+                                     "PRAGMA user_version = 7", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('groups') WHERE "
+                                  "name = 'ranks'"), 0);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM group_ranks WHERE name = 'world'"), 0);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM group_ranks WHERE name = 'world.1'"), 3);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM group_ranks WHERE name = 'world.1' AND "
+                                  "(idx, rank) IN (VALUES (0, 5), (1, 0), (2, 3))"), 3);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM groups WHERE ranks_hash IS NULL"), 2);
+
+    c10ds_groups g;
+    ck_assert_int_eq(c10ds_groups_init(&g, &db), 0);
+    c10ds_group grp;
+    int32_t sub[] = {5, 0, 3};
+    ck_assert_int_eq(c10ds_groups_group(&g, "j", 1, "world.1", &grp), 1);
+    ck_assert_int_eq(grp.size, 3);
+    ck_assert_int_eq(grp.secret, 12);
+    ck_assert(grp.ranks_hash == c10ds_ranks_hash(sub, 3));
+    int32_t *r = c10ds_groups_ranks(&g, "j", 1, "world.1", 3);
+    ck_assert(r && r[0] == 5 && r[1] == 0 && r[2] == 3);
+    free(r);
+    ck_assert_int_eq(c10ds_groups_group(&g, "j", 1, "world", &grp), 1);
+    ck_assert(grp.ranks_hash == c10ds_ranks_hash(NULL, 6)); /* 0..5 */
+    r = c10ds_groups_ranks(&g, "j", 1, "world", 6);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(r[i], i);
+    free(r);
+    /* Made once: written back. */
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM groups WHERE ranks_hash IS NULL"), 0);
+    c10ds_groups_fini(&g);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -131,6 +183,7 @@ int main(void)
     tcase_add_test(tc, migrations_are_numbered_without_gaps);
     tcase_add_test(tc, fresh_database_gets_newest_schema_in_wal);
     tcase_add_test(tc, version_1_database_is_migrated_with_its_data);
+    tcase_add_test(tc, version_7_groups_ranks_text_becomes_rows);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

@@ -1,5 +1,5 @@
 /* The collective front end: check arguments (before anything is sent),
- * pick the backend from the tensors' device (CPU: host, CUDA: NCCL),
+ * pick the group's backend for the tensors' device (backend_ctx.c),
  * describe and number the call, and hand it to the group's lane. It knows
  * nothing of how the backend moves bytes. */
 #include "work.h"
@@ -77,38 +77,44 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     return C10D_OK;
 }
 
-/* Which backend serves a call on `device`: the host backend for CPU
- * buffers, NCCL for CUDA buffers (C10D_BACKEND_AUTO serves both, like
- * torch's "cpu:gloo,cuda:nccl"). Checked before the call is numbered, so
- * a refusal leaves the group usable. */
+/* What the messages call a group's backend setting. */
+static const char *backend_words(c10d_backend b)
+{
+    return b == C10D_BACKEND_NCCL ? "the NCCL backend, which takes CUDA buffers"
+                                  : "the host backend, which takes CPU buffers";
+}
+
+/* Which backend serves a call on `device`: the group's backend for that
+ * kind of device (CPU buffers: host, CUDA buffers: NCCL; C10D_BACKEND_AUTO
+ * serves both, like torch's "cpu:gloo,cuda:nccl"). Checked before the
+ * call is numbered, so a refusal leaves the group usable. */
 c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
 {
-    if (device == C10DI_GROUP_DEVICE && pg->backend != C10D_BACKEND_NCCL)
+    if (device == C10DI_GROUP_DEVICE && c10di_backend_home(pg->backend) == C10DI_DEV_CPU)
         device = C10D_CPU;
     if (device == C10DI_ANY_CUDA)
         device = -1; /* the group's CUDA device, whichever it is */
     c->device = device;
-    if (device == C10D_CPU) {
-        if (pg->backend == C10D_BACKEND_NCCL)
-            return c10di_error(C10D_EINVAL, "%s: the tensors are on the CPU, but group %s uses "
-                               "the NCCL backend, which takes CUDA buffers (C10D_BACKEND_AUTO "
-                               "serves both)", fn, pg->name);
-        c->be = pg->be;
-        c->be_state = pg->be_state;
-        return C10D_OK;
+    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
+    if (!(c10di_backend_serves(pg->backend) & 1u << kind)) {
+        char dev[32];
+        if (kind == C10DI_DEV_CPU)
+            snprintf(dev, sizeof dev, "the CPU");
+        else
+            snprintf(dev, sizeof dev, "cuda:%d", device);
+        return c10di_error(C10D_EINVAL, "%s: the tensors are on %s, but group %s uses %s "
+                           "(C10D_BACKEND_AUTO serves both)", fn, dev, pg->name,
+                           backend_words(pg->backend));
     }
-    if (pg->backend == C10D_BACKEND_HOST)
-        return c10di_error(C10D_EINVAL, "%s: the tensors are on cuda:%d, but group %s uses the "
-                           "host backend, which takes CPU buffers (C10D_BACKEND_AUTO serves "
-                           "both)", fn, device, pg->name);
-    c10d_status st = c10di_nccl_available();
+    c10d_status st = c10di_backend_available(kind);
     if (st != C10D_OK)
-        return c10di_error(st, "%s on cuda:%d: the NCCL backend is unavailable: %s", fn,
-                           device, c10d_errmsg());
-    if (!pg->gpu_state)
-        return c10di_error(C10D_EBACKEND, "%s: group %s has no NCCL state", fn, pg->name);
-    c->be = pg->gpu_be;
-    c->be_state = pg->gpu_state;
+        return c10di_error(st, "%s on cuda:%d: the %s backend is unavailable: %s", fn, device,
+                           c10di_backend_of(kind)->name, c10d_errmsg());
+    if (!pg->be[kind].state)
+        return c10di_error(C10D_EBACKEND, "%s: group %s has no %s state", fn, pg->name,
+                           c10di_backend_of(kind)->name);
+    c->be = pg->be[kind].ops;
+    c->be_state = pg->be[kind].state;
     return C10D_OK;
 }
 
@@ -160,13 +166,13 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     if (c->kind == C10DC_MONITORED_BARRIER) { /* meets through the store, not a data plane */
         c->device = C10D_CPU;
         c->be = &c10di_monitored_ops;
-        c->be_state = NULL;
+        c->be_state = pg;
     } else if ((st = c10di_route(pg, c, device, fn)) != C10D_OK) {
         goto out;
     }
     /* On the caller's thread: what its stream has queued so far comes
      * before the collective, even if the lane runs it later. */
-    if (c->be->prepare && (st = c->be->prepare(pg, c->be_state, c)) != C10D_OK)
+    if (c->be->prepare && (st = c->be->prepare(c->be_state, c)) != C10D_OK)
         goto out;
     describe(pg, c, numel);
     c->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms;

@@ -47,17 +47,26 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
 
 /* Whether a region begun now has its joined ranks shadow in-band: every
  * collective of the group runs on a data plane whose transfers name the
- * collective (the host backend's). CUDA buffers carry no such header, so
- * where NCCL can serve the group the coordinator tells joined ranks what
- * to shadow. */
+ * collective (a backend with peek and announce: the host backend). CUDA
+ * buffers carry no such header, so where NCCL can serve the group the
+ * coordinator tells joined ranks what to shadow. */
 static int inband_capable(c10d_pg *pg)
 {
     /* C10D_JOIN_INBAND=0: through the coordinator anyway (what NCCL groups
      * do; for tests and comparisons). */
     if (c10di_env_long("C10D_JOIN_INBAND", 1) == 0)
         return 0;
-    return pg->be && pg->be->peek && pg->be->announce &&
-           (pg->backend == C10D_BACKEND_HOST || c10di_nccl_available() != C10D_OK);
+    unsigned serves = c10di_backend_serves(pg->backend);
+    for (int k = 0; k < C10DI_DEV_KINDS; k++) {
+        const c10di_be_slot *s = &pg->be[k];
+        int serving = s->state && serves & 1u << k &&
+                      c10di_backend_available((c10di_dev_kind)k) == C10D_OK;
+        if (serving && !(s->ops->peek && s->ops->announce))
+            return 0;
+    }
+    /* A joined rank reads the headers on the host data plane's links. */
+    const c10di_be_slot *cpu = &pg->be[C10DI_DEV_CPU];
+    return cpu->state && cpu->ops->peek && cpu->ops->announce;
 }
 
 c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c)
@@ -128,7 +137,7 @@ void c10di_joins_changed(c10di_join *j)
 static int runs_alone(c10d_pg *pg, const c10di_coll *c)
 {
     if (pg->size < 2 || !c10di_join_in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
-        c->be != &c10di_host_backend)
+        !c->be->announce)
         return 0;
     switch (c->kind) {
     case C10DC_ALL_REDUCE:
@@ -244,7 +253,7 @@ c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
     /* The joined ranks wait in join_end for a header: this one tells them
      * to meet the barrier, or that the group failed. */
     for (int k = 0; k < n_tell; k++) /* the host backend's links (a monitored barrier has no be) */
-        pg->be->announce(pg, pg->be_state, c, tell[k]);
+        pg->be[C10DI_DEV_CPU].ops->announce(pg->be[C10DI_DEV_CPU].state, c, tell[k]);
     free(tell);
     if (!bad)
         return C10D_OK;
@@ -376,60 +385,6 @@ void c10di_join_acks_free(C10dpb__JoinKnown **acks, size_t n)
         free(acks[i]);
     }
     free(acks);
-}
-
-/* --- identities --- */
-
-size_t c10di_identity_element(c10d_dtype dtype, c10d_reduce_op op, void *out)
-{
-    union {
-        float f;
-        double d;
-        int8_t i8;
-        uint8_t u8;
-        int32_t i32;
-        int64_t i64;
-        uint16_t h;
-        unsigned char b[8];
-    } v;
-    memset(&v, 0, sizeof v);
-    size_t es = c10d_dtype_size(dtype);
-    int hi = op == C10D_MIN; /* MIN's identity is the largest value */
-    int lo = op == C10D_MAX;
-    int one = op == C10D_PROD;
-    switch (dtype) {
-    case C10D_FLOAT32: v.f = hi ? __builtin_inff() : lo ? -__builtin_inff() : one ? 1.0f : 0.0f; break;
-    case C10D_FLOAT64: v.d = hi ? __builtin_inf() : lo ? -__builtin_inf() : one ? 1.0 : 0.0; break;
-    /* IEEE half: +inf 0x7c00, -inf 0xfc00, 1.0 0x3c00; bfloat16: 0x7f80, 0xff80, 0x3f80 */
-    case C10D_FLOAT16: v.h = hi ? 0x7c00 : lo ? 0xfc00 : one ? 0x3c00 : 0; break;
-    case C10D_BFLOAT16: v.h = hi ? 0x7f80 : lo ? 0xff80 : one ? 0x3f80 : 0; break;
-    case C10D_INT8: v.i8 = hi ? INT8_MAX : lo ? INT8_MIN : one ? 1 : 0; break;
-    case C10D_UINT8: v.u8 = hi ? UINT8_MAX : lo ? 0 : one ? 1 : 0; break;
-    case C10D_INT32: v.i32 = hi ? INT32_MAX : lo ? INT32_MIN : one ? 1 : 0; break;
-    case C10D_INT64: v.i64 = hi ? INT64_MAX : lo ? INT64_MIN : one ? 1 : 0; break;
-    default: return 0;
-    }
-    memcpy(out, v.b, es);
-    return es;
-}
-
-void c10di_fill_pattern(void *buf, size_t bytes, const void *elem, size_t esize)
-{
-    uint8_t *b = buf;
-    int zero = 1;
-    for (size_t i = 0; i < esize; i++)
-        zero &= ((const uint8_t *)elem)[i] == 0;
-    if (zero || !esize) {
-        memset(b, 0, bytes);
-        return;
-    }
-    size_t done = esize < bytes ? esize : bytes;
-    memcpy(b, elem, done);
-    while (done < bytes) { /* doubling copies */
-        size_t k = done < bytes - done ? done : bytes - done;
-        memcpy(b + done, b, k);
-        done += k;
-    }
 }
 
 /* --- c10d_join_begin / c10d_join_end --- */

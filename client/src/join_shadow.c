@@ -102,7 +102,7 @@ static c10d_status shadow(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int div
         st = c10di_route(pg, &c, fp->device == C10DC_DEV_CUDA ? C10DI_ANY_CUDA : C10D_CPU,
                          "join_end");
         if (st == C10D_OK && c.be->prepare)
-            st = c.be->prepare(pg, c.be_state, &c);
+            st = c.be->prepare(c.be_state, &c);
         if (st == C10D_OK)
             st = c10di_execute(pg, &c);
         if (c.be && c.be->forget)
@@ -329,7 +329,7 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         }
         int found = 0;
         c10di_peeked pk;
-        if (!over && (st = pg->be->peek(pg, pg->be_state, next, &found, &pk)) != C10D_OK) {
+        if (!over && (st = pg->be[C10DI_DEV_CPU].ops->peek(pg->be[C10DI_DEV_CPU].state, next, &found, &pk)) != C10D_OK) {
             /* A peer gone: perhaps the last joiner, the region over. */
             if (st == C10D_EPEERLOST && over_after_all(pg, next, &done, &last))
                 st = C10D_OK;

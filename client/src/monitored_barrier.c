@@ -104,10 +104,10 @@ c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int w
     return st;
 }
 
-static c10d_status monitored_run(c10d_pg *pg, void *state, c10di_coll *c)
+/* Its state is the group itself (coll.c). */
+static c10d_status monitored_run(void *state, c10di_coll *c)
 {
-    (void)state;
-    return c10di_monitored_barrier_meet(pg, c, c->wait_all);
+    return c10di_monitored_barrier_meet(state, c, c->wait_all);
 }
 
 const c10di_backend_ops c10di_monitored_ops = {

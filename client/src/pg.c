@@ -48,10 +48,7 @@ static void pg_free(c10d_pg *pg)
         }
     pthread_mutex_unlock(&pg->w->mu);
     c10di_lane_stop(pg);
-    if (pg->gpu_be && pg->gpu_state)
-        pg->gpu_be->close(pg->gpu_state);
-    if (pg->be && pg->be_state)
-        pg->be->close(pg->be_state);
+    c10di_backends_close(pg);
     c10di_world_unref(pg->w);
     free(pg->ranks);
     free(pg->join.after);
@@ -84,8 +81,6 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
         pg->ranks[i] = ranks ? ranks[i] : i;
     pg->timeout_ms = w->timeout_ms;
     pg->backend = w->backend;
-    pg->be = &c10di_host_backend;
-    pg->gpu_be = w->backend != C10D_BACKEND_HOST ? c10di_nccl_ops() : NULL;
     pthread_mutex_lock(&w->mu);
     pg->next_in_world = w->groups;
     w->groups = pg;
@@ -104,7 +99,7 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     c10di_world *w = pg->w;
     char ep[1024];
     size_t eplen = 0;
-    c10d_status st = pg->be->open(pg, &pg->be_state, ep, sizeof ep, &eplen);
+    c10d_status st = c10di_backends_open(pg, !world, ep, sizeof ep, &eplen);
     if (st != C10D_OK)
         return st;
     C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
@@ -152,15 +147,7 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     }
     pg->secret = gj->has_secret ? gj->secret : 0;
     c10di_peers peers = {gj->n_endpoints, gj->endpoint_ranks, gj->endpoints};
-    st = pg->be->connect(pg, pg->be_state, &peers);
-    /* NCCL publishes nothing in the rendezvous: it bootstraps through the
-     * store, at setup (C10D_BACKEND_NCCL) or at the first CUDA call. */
-    if (st == C10D_OK && pg->gpu_be) {
-        size_t none = 0;
-        st = pg->gpu_be->open(pg, &pg->gpu_state, ep, sizeof ep, &none);
-        if (st == C10D_OK)
-            st = pg->gpu_be->connect(pg, pg->gpu_state, &peers);
-    }
+    st = c10di_backends_connect(pg, &peers);
     c10dpb__reply__free_unpacked(rep, NULL);
     return st;
 }
@@ -246,11 +233,13 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     if (opts.backend != C10D_BACKEND_AUTO && opts.backend != C10D_BACKEND_HOST &&
         opts.backend != C10D_BACKEND_NCCL)
         return c10di_error(C10D_EINVAL, "c10d_init: unknown backend %d", (int)opts.backend);
-    /* Asked for NCCL explicitly: say at once if it cannot be had, before
+    /* A backend asked for by name: say at once if it cannot be had, before
      * the peers are kept waiting in the rendezvous. */
-    if (opts.backend == C10D_BACKEND_NCCL && (st = c10di_nccl_available()) != C10D_OK)
-        return c10di_error(st, "c10d_init: C10D_BACKEND_NCCL is unavailable: %s (the host "
-                           "backend serves CPU buffers)", c10d_errmsg());
+    if (opts.backend != C10D_BACKEND_AUTO &&
+        (st = c10di_backend_available(c10di_backend_home(opts.backend))) != C10D_OK)
+        return c10di_error(st, "c10d_init: C10D_BACKEND_%s is unavailable: %s (the host "
+                           "backend serves CPU buffers)",
+                           opts.backend == C10D_BACKEND_NCCL ? "NCCL" : "HOST", c10d_errmsg());
     c10di_world *w = calloc(1, sizeof *w);
     if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
         !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs)) ||
@@ -341,20 +330,19 @@ c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int
         if (ranks[i] == parent->rank)
             me = i;
     }
-    /* A parent with an NCCL communicator splits it: every member of the
-     * parent takes part, those outside the new group too. */
-    int split = parent->gpu_be && parent->gpu_be->split;
+    /* A parent's backend that splits (NCCL's communicator) does so with
+     * every member of the parent, those outside the new group too. */
     if (me < 0) {
         free(global);
-        return split ? parent->gpu_be->split(parent, parent->gpu_state, NULL, NULL) : C10D_OK;
+        return c10di_backends_split(parent, NULL);
     }
     c10d_pg *pg = pg_new(parent->w, name, global, n, me);
     free(global);
     if (!pg)
         return c10di_error(C10D_ENOMEM, "out of memory");
     c10d_status st = rendezvous(pg, 0);
-    if (st == C10D_OK && split)
-        st = parent->gpu_be->split(parent, parent->gpu_state, pg, pg->gpu_state);
+    if (st == C10D_OK)
+        st = c10di_backends_split(parent, pg);
     if (st != C10D_OK) {
         pg_free(pg);
         return st;

@@ -1,88 +1,15 @@
-/* Process groups inside the library: the world a rank belongs to, its
- * groups, the description of one collective, and the ops table every data
- * backend fills (host for CPU buffers, NCCL for CUDA buffers). The
- * collective front end (coll.c) knows nothing of sockets, shared memory or
- * CUDA: it checks arguments, picks the backend from the tensors' device,
- * numbers the call, orders it on the group's lane and hands a c10di_coll
- * to the backend. */
+/* Process groups inside the library (the front end): the world a rank
+ * belongs to, its groups, and their backends. The collective front end
+ * (coll.c) knows nothing of sockets, shared memory or CUDA: it checks
+ * arguments, picks the backend from the tensors' device, numbers the call,
+ * orders it on the group's lane and hands a c10di_coll to the backend
+ * (backend.h). Backends never include this header. */
 #ifndef C10DI_PG_INTERNAL_H
 #define C10DI_PG_INTERNAL_H
 
-#include "fingerprint.h"
-#include "internal.h"
+#include "backend.h"
 
 #include <pthread.h>
-
-/* --- one collective, as a backend sees it --- */
-typedef struct c10di_coll {
-    c10dc_kind kind; /* C10DC_ALL_REDUCE ... (common/fingerprint.h) */
-    c10d_dtype dtype;
-    c10d_reduce_op op;
-    size_t count; /* elements in t / in / out (one rank's block) */
-    void *buf;    /* all_reduce, broadcast, reduce, send, recv: the tensor */
-    const void *in;
-    void *out;
-    /* per group rank, size(pg) entries (owned by the caller of run) */
-    void **outs;
-    const void **ins;
-    int root; /* broadcast, reduce, gather, scatter: group rank; send/recv: peer */
-    int tag;
-    uint64_t seq;        /* collectives: the group's; send/recv: their own count */
-    c10dc_fp fp;         /* what is verified across ranks */
-    int timeout_ms;
-    int64_t deadline_ms; /* monotonic */
-    char what[160];      /* "#5 ALL_REDUCE float32[4] SUM" for messages */
-    /* where it runs (chosen by the front end from the tensors' device) */
-    int device; /* C10D_CPU, a CUDA device, or C10DI_GROUP_DEVICE (barrier) */
-    const struct c10di_backend_ops *be;
-    void *be_state;
-    /* backends that complete on CUDA streams (NCCL) */
-    void *stream;        /* the caller's cudaStream_t; NULL: the default stream */
-    int async;           /* the caller holds a work handle */
-    void *ready;         /* what the caller's stream had queued when it called */
-    void *pending;       /* async: what the work handle waits on / queries */
-    int completes_later; /* run only enqueued it: completion is reported later */
-    /* join (join.c) */
-    int shadow;  /* this rank joined: contribute identities, discard results (the
-                    backend uses buffers of its own; buf, ins, outs... are unset) */
-    int divisor; /* AVG: divide by this; 0: the group's size */
-    int discard; /* the backend's shadow buffers: a result nobody reads may be skipped */
-    /* In-band join, every other member joined before c (docs/join.md,
-     * "The last active rank"): there is no data to move. The active rank
-     * computes its result by itself and sends each joined rank c's header
-     * alone; a joined rank (with shadow) takes that header from group rank
-     * alone_from and nothing else. */
-    int alone;
-    int alone_from;
-    /* monitored barrier: rank 0 names every missing rank, not the first */
-    int wait_all;
-} c10di_coll;
-
-/* A barrier runs where the group's default data plane is: its NCCL
- * communicator's device under C10D_BACKEND_NCCL, else the CPU. */
-#define C10DI_GROUP_DEVICE (-2)
-/* A joined rank's shadow of a CUDA collective: on the group's CUDA device. */
-#define C10DI_ANY_CUDA (-3)
-
-/* What a peer's transfer header says of the collective it began (join). */
-typedef struct c10di_peeked {
-    c10dc_fp fp;
-    int divisor;     /* what an AVG divides by (0: the group's size) */
-    int from;        /* the peer (group rank) */
-    uint32_t region; /* the join region it is in (0: none) */
-    int alone;       /* it runs c by itself: the header is all it sends (c10di_coll.alone) */
-} c10di_peeked;
-
-/* What the rendezvous told a rank of its peers: the endpoints of the
- * members on its own host (shared memory), by group rank. Any other
- * member's comes from c10di_fetch_endpoints when a link to it is first
- * needed, so a rendezvous costs the coordinator O(N), not N endpoints
- * sent to each of N ranks. */
-typedef struct c10di_peers {
-    size_t n;
-    const int32_t *ranks; /* group ranks, ascending */
-    const ProtobufCBinaryData *eps;
-} c10di_peers;
 
 /* The endpoints of group ranks[0..n) from the coordinator (a formed
  * group's; any number, fetched in requests of at most 1024). eps[i].data
@@ -90,54 +17,32 @@ typedef struct c10di_peers {
 c10d_status c10di_fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
                                   ProtobufCBinaryData *eps, int timeout_ms);
 
-/* --- the backend ops table --- */
-typedef struct c10di_backend_ops {
-    const char *name;
-    /* Prepares this rank's side of a new group and writes into buf the
-     * bytes peers need to reach it (published by the rendezvous). */
-    c10d_status (*open)(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len);
-    /* Connects to the members, given the endpoints of those on this
-     * rank's host; others' are fetched when needed (c10di_fetch_endpoints). */
-    c10d_status (*connect)(c10d_pg *pg, void *state, const c10di_peers *peers);
-    /* Runs one collective to completion on the calling thread. A backend
-     * that completes on streams (NCCL) enqueues it, sets completes_later,
-     * and for async calls leaves in c->pending what the work handle waits
-     * on. With c->shadow the rank has joined (docs/join.md): it takes part
-     * with identity buffers of its own and discards what it receives; an
-     * AVG divides by c->divisor when it is set. */
-    c10d_status (*run)(c10d_pg *pg, void *state, c10di_coll *c);
-    void (*close)(void *state);
-    /* The rest are optional (NULL for the host backend). */
-    /* On the caller's thread when the call is made, before it may be
-     * queued on the lane: notes what the caller's stream has queued. */
-    c10d_status (*prepare)(c10d_pg *pg, void *state, c10di_coll *c);
-    /* Work handles of calls that complete later: wait orders the caller's
-     * stream after the call and says how it ended so far; is_done
-     * queries; forget drops c->ready and c->pending. */
-    c10d_status (*wait)(void *pending, void *stream);
-    int (*is_done)(void *pending);
-    void (*forget)(c10di_coll *c);
-    /* A new group's communicator from its parent's (all of the parent's
-     * members call it, in the same order; child is NULL on non-members). */
-    c10d_status (*split)(c10d_pg *parent, void *parent_state, c10d_pg *child, void *child_state);
-    /* In-band join (docs/join.md), for data planes whose transfers carry a
-     * header naming the collective (the host backend; NULL for NCCL, whose
-     * joined ranks learn what to shadow from the coordinator). peek: has
-     * a peer begun collective seq, and what is it (*found, *out), without
-     * consuming anything. announce: c's header alone to group rank `to` (a joined
-     * rank), so that it learns of a call it cannot take part in. */
-    c10d_status (*peek)(c10d_pg *pg, void *state, uint64_t seq, int *found,
-                        struct c10di_peeked *out);
-    void (*announce)(c10d_pg *pg, void *state, const c10di_coll *c, int to);
-} c10di_backend_ops;
+/* A group's backend for one kind of device, and the context it was opened
+ * with (backend_ctx.c). */
+typedef struct c10di_be_slot {
+    const c10di_backend_ops *ops; /* NULL: the group serves no such buffers */
+    void *state;                  /* NULL until opened */
+    c10di_be_ctx ctx;
+} c10di_be_slot;
 
-extern const c10di_backend_ops c10di_host_backend;
-/* The NCCL backend, or NULL in a build without CUDA/NCCL (nccl/). */
-const c10di_backend_ops *c10di_nccl_ops(void);
-/* Whether CUDA buffers can be served: C10D_OK, or C10D_EBACKEND saying
- * why ("built without NCCL", "libnccl.so.2 not found", "no CUDA device
- * visible"). Loads NCCL the first time. */
-c10d_status c10di_nccl_available(void);
+/* backend_ctx.c: the backend for a kind of device (never NULL; a backend
+ * not built has no open), and whether it can serve now (C10D_OK, or
+ * C10D_EBACKEND saying why). */
+const c10di_backend_ops *c10di_backend_of(c10di_dev_kind kind);
+c10d_status c10di_backend_available(c10di_dev_kind kind);
+/* The kinds of buffers a group under `backend` serves (a bit per
+ * c10di_dev_kind), and where its barrier runs. */
+unsigned c10di_backend_serves(c10d_backend backend);
+c10di_dev_kind c10di_backend_home(c10d_backend backend);
+/* Opens pg's backends (before its rendezvous; subgroup: made by
+ * c10d_new_group): the bytes peers need are written to buf. */
+c10d_status c10di_backends_open(c10d_pg *pg, int subgroup, char *buf, size_t cap, size_t *len);
+/* After the rendezvous: completes the contexts and connects. */
+c10d_status c10di_backends_connect(c10d_pg *pg, const c10di_peers *peers);
+/* A new group's backends from its parent's, for those that split (all of
+ * the parent's members call it; child is NULL on non-members). */
+c10d_status c10di_backends_split(c10d_pg *parent, c10d_pg *child);
+void c10di_backends_close(c10d_pg *pg);
 
 /* --- the world: shared by the world group and its subgroups --- */
 typedef struct c10di_world {
@@ -235,10 +140,7 @@ struct c10d_pg {
     int *ranks; /* global rank of each group rank */
     int timeout_ms;
     c10d_backend backend;
-    const c10di_backend_ops *be; /* CPU buffers: the host backend */
-    void *be_state;
-    const c10di_backend_ops *gpu_be; /* CUDA buffers: NCCL, or NULL (not built) */
-    void *gpu_state;
+    c10di_be_slot be[C10DI_DEV_KINDS]; /* its data planes, by kind of device */
     uint64_t secret;    /* the group's data-plane admission secret, from the rendezvous (0: none) */
     uint64_t seq;       /* collectives issued on this group */
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
@@ -331,12 +233,6 @@ void c10di_join_ran(c10d_pg *pg, const c10di_coll *c);
 int c10di_join_apply(c10di_world *w, const C10dpb__JoinState *js);
 size_t c10di_join_acks(c10di_world *w, C10dpb__JoinKnown ***acks);
 void c10di_join_acks_free(C10dpb__JoinKnown **acks, size_t n);
-/* One identity element of dtype for op into out (8 bytes room): 0 for
- * SUM/AVG, 1 for PROD, the largest/lowest value for MIN/MAX (inf for
- * floats). Returns its size in bytes (0 for an unknown dtype). */
-size_t c10di_identity_element(c10d_dtype dtype, c10d_reduce_op op, void *out);
-/* Fills bytes of buf with copies of the element (esize bytes). */
-void c10di_fill_pattern(void *buf, size_t bytes, const void *elem, size_t esize);
 
 /* coll.c: which backend serves a call on `device` (C10D_CPU, a CUDA
  * device, C10DI_GROUP_DEVICE or C10DI_ANY_CUDA); fills c->device, c->be. */

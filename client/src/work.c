@@ -50,7 +50,7 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     if (st == C10D_OK)
         st = c10di_join_prepare(pg, c);
     if (st == C10D_OK)
-        st = c->be->run(pg, c->be_state, c);
+        st = c->be->run(c->be_state, c);
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
     if (st == C10D_OK)

@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     size_t max = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)256 << 20;
     rank = (int)c10di_env_long("RANK", 0);
     world = (int)c10di_env_long("WORLD_SIZE", 1);
-    if (c10di_nccl_available() != C10D_OK) {
+    if (c10di_backend_available(C10DI_DEV_CUDA) != C10D_OK) {
         if (rank == 0)
             printf("bench_nccl: skipped: %s\n", c10d_errmsg());
         return 0;

@@ -69,7 +69,7 @@ static c10d_pg *init_with(int rank, int n, c10d_backend be, c10d_verify v, c10d_
 
 static int gpu_available(void)
 {
-    return c10di_nccl_available() == C10D_OK;
+    return c10di_backend_available(C10DI_DEV_CUDA) == C10D_OK;
 }
 
 /* --- without a GPU --- */

@@ -106,11 +106,11 @@ END_TEST
 START_TEST(missing_nccl_is_named)
 {
     setenv("C10D_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
-    ck_assert_int_eq(c10di_nccl_available(), C10D_EBACKEND);
+    ck_assert_int_eq(c10di_backend_available(C10DI_DEV_CUDA), C10D_EBACKEND);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "libnccl.so.2 not found"));
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "/nonexistent/libnccl.so.2"));
     /* asked again: the same answer, not a crash or a retry */
-    ck_assert_int_eq(c10di_nccl_available(), C10D_EBACKEND);
+    ck_assert_int_eq(c10di_backend_available(C10DI_DEV_CUDA), C10D_EBACKEND);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "libnccl.so.2 not found"));
 }
 END_TEST
@@ -118,14 +118,14 @@ END_TEST
 START_TEST(missing_cuda_runtime_is_named)
 {
     setenv("C10D_CUDART_LIBRARY", "/nonexistent/libcudart.so", 1);
-    ck_assert_int_eq(c10di_nccl_available(), C10D_EBACKEND);
+    ck_assert_int_eq(c10di_backend_available(C10DI_DEV_CUDA), C10D_EBACKEND);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "CUDA runtime"));
 }
 END_TEST
 
 START_TEST(no_device_is_named)
 {
-    if (c10di_nccl_available() == C10D_OK) {
+    if (c10di_backend_available(C10DI_DEV_CUDA) == C10D_OK) {
         printf("no_device_is_named: this machine has a GPU; nothing to check\n");
         return;
     }
@@ -136,9 +136,9 @@ END_TEST
 #else
 START_TEST(a_build_without_nccl_says_so)
 {
-    ck_assert_int_eq(c10di_nccl_available(), C10D_EBACKEND);
+    ck_assert_int_eq(c10di_backend_available(C10DI_DEV_CUDA), C10D_EBACKEND);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "built without NCCL"));
-    ck_assert_ptr_null(c10di_nccl_ops());
+    ck_assert_ptr_null(c10di_nccl_backend.open);
 }
 END_TEST
 #endif

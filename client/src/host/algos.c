@@ -372,7 +372,7 @@ static c10d_status run_alone(c10di_host *h, const c10di_coll *c)
     /* Nothing here waits, so nothing else would ask: a joined rank that
      * died fails this call, not the one after a full channel (under SYNC
      * the coordinator's OK does not cover members lost since they joined). */
-    c10d_status lost = c10di_pg_check(h->pg, c, -1);
+    c10d_status lost = c10di_be_check(h->ctx, c, -1);
     if (lost != C10D_OK)
         return lost;
     for (int i = 0; i < h->n; i++) {

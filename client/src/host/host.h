@@ -4,7 +4,7 @@
 #ifndef C10DI_HOST_H
 #define C10DI_HOST_H
 
-#include "../pg_internal.h"
+#include "../backend.h"
 
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -57,7 +57,7 @@ typedef struct c10di_p2p_partial {
 } c10di_p2p_partial;
 
 typedef struct c10di_host {
-    c10d_pg *pg;
+    const c10di_be_ctx *ctx; /* the group it serves */
     int n, me;
     uint32_t group_hash; /* in every collective's header: a stray group's bytes are refused */
     c10di_link *links;
@@ -99,7 +99,7 @@ ssize_t c10di_ring_peek(c10di_ring *r, void *p, size_t len);
 
 /* host_backend.c: what peer's endpoint says (host, pid, TCP address),
  * into its link. */
-void c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep);
+c10d_status c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep);
 
 /* tcp.c. TCP links are made when first needed: of a pair the higher rank
  * dials (fetching the peer's endpoint from the coordinator the first
@@ -107,7 +107,7 @@ void c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep);
  * peers its algorithms use, not to all N. */
 c10d_status c10di_tcp_listen(c10di_host *h);
 /* Both channels to peer connected (a no-op for itself and shared memory).
- * Waits until c's deadline or a loss c10di_pg_check reports; while it
+ * Waits until c's deadline or a loss the check hook reports; while it
  * waits it takes other peers' connections and, for a p2p send, reads
  * what peers send this rank (an isend ring goes on). */
 c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c);
@@ -124,7 +124,7 @@ c10d_status c10di_tcp_dial(const struct sockaddr_storage *sa, socklen_t salen, c
 
 /* xfer.c: sends slen bytes to `to` while receiving rlen bytes from
  * `from` on channel ch (-1 = no peer), until both are done; fails with
- * C10D_EPEERLOST / C10D_ETIMEDOUT through c10di_pg_check. */
+ * C10D_EPEERLOST / C10D_ETIMEDOUT through the check hook. */
 c10d_status c10di_xfer(c10di_host *h, const c10di_coll *c, int ch, int to, const void *sbuf,
                        size_t slen, int from, void *rbuf, size_t rlen);
 /* Join (docs/join.md): whether a peer has begun collective seq, read from

@@ -83,16 +83,17 @@ static void host_close(void *state)
     free(h);
 }
 
-static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len)
+static c10d_status host_open(const c10di_be_ctx *x, void **state, char *buf, size_t cap,
+                             size_t *len)
 {
     c10di_host *h = calloc(1, sizeof *h);
     c10d_status st;
     if (!h)
         return c10di_error(C10D_ENOMEM, "out of memory");
-    h->pg = pg;
-    h->group_hash = c10d_fnv1a32(pg->name);
-    h->n = pg->size;
-    h->me = pg->rank;
+    h->ctx = x;
+    h->group_hash = c10d_fnv1a32(x->group);
+    h->n = x->size;
+    h->me = x->rank;
     h->listen_fd = -1;
     h->links = calloc((size_t)h->n, sizeof *h->links);
     h->peer_seg = calloc((size_t)h->n, sizeof *h->peer_seg);
@@ -104,61 +105,77 @@ static c10d_status host_open(c10d_pg *pg, void **state, char *buf, size_t cap, s
     }
     for (int i = 0; i < h->n; i++)
         h->links[i].fd[0] = h->links[i].fd[1] = -1;
-    local_addr(pg->w->conn->url, h->addr, sizeof h->addr); /* what peers are told */
+    local_addr(x->coord_url, h->addr, sizeof h->addr); /* what peers are told */
     if ((st = c10di_tcp_listen(h)) != C10D_OK) {
         host_close(h);
         return st;
     }
     char name[96];
     snprintf(name, sizeof name, "/c10d.%016llx.%d.%d",
-             (unsigned long long)c10d_fnv1a64(pg->name, c10d_fnv1a64(pg->w->job, C10D_FNV64_BASIS)),
+             (unsigned long long)c10d_fnv1a64(x->group, c10d_fnv1a64(x->job, C10D_FNV64_BASIS)),
              (int)getpid(), atomic_fetch_add(&segments_made, 1));
     /* Made at connect, for the peers found on this host. None when TCP is
      * forced: a peer on this host must not wait for a segment never made. */
     const char *mode = getenv("C10D_HOST_TRANSPORT");
     if (h->n > 1 && !(mode && strcmp(mode, "tcp") == 0))
         snprintf(h->shm_published, sizeof h->shm_published, "%s", name);
-    int k = snprintf(buf, cap, "host=%s\npid=%d\nshm=%s\naddr=%s\nport=%d\n", pg->w->host,
-                     (int)getpid(), h->shm_published, h->addr, h->port);
-    *len = k < (int)cap ? (size_t)k : cap;
+    C10dpb__HostEndpoint ep = C10DPB__HOST_ENDPOINT__INIT;
+    ep.host = (char *)x->host;
+    ep.shm = h->shm_published;
+    ep.addr = h->addr;
+    ep.has_pid = ep.has_port = 1;
+    ep.pid = (int)getpid();
+    ep.port = h->port;
+    if (c10dpb__host_endpoint__get_packed_size(&ep) > cap) {
+        host_close(h);
+        return c10di_error(C10D_EINVAL, "group %s: this rank's endpoint does not fit in %zu "
+                           "bytes (host name %.64s...)", x->group, cap, x->host);
+    }
+    *len = c10dpb__host_endpoint__pack(&ep, (uint8_t *)buf);
     *state = h;
     return C10D_OK;
 }
 
-/* Reads "key=value" from an endpoint's lines. */
-static void field(const ProtobufCBinaryData *ep, const char *key, char *out, size_t cap)
+/* What peer's endpoint says; NULL if it is not one (unpacked: free it). */
+static C10dpb__HostEndpoint *endpoint_of(const ProtobufCBinaryData *ep)
 {
-    size_t kl = strlen(key);
-    out[0] = '\0';
-    const char *p = (const char *)ep->data, *end = p + ep->len;
-    while (p && p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        if ((size_t)(le - p) > kl && memcmp(p, key, kl) == 0 && p[kl] == '=') {
-            size_t n = (size_t)(le - p) - kl - 1;
-            snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), p + kl + 1);
-            return;
-        }
-        p = nl ? nl + 1 : NULL;
+    C10dpb__HostEndpoint *e = c10dpb__host_endpoint__unpack(NULL, ep->len, ep->data);
+    if (e && (!e->host || !e->shm || !e->addr)) { /* proto2 strings: absent is NULL */
+        c10dpb__host_endpoint__free_unpacked(e, NULL);
+        e = NULL;
     }
+    return e;
 }
 
-void c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep)
+static c10d_status not_an_endpoint(c10di_host *h, int peer, const ProtobufCBinaryData *ep)
+{
+    return c10di_error(C10D_EPROTO, "group %s: the endpoint of rank %d (%zu bytes) is not a "
+                       "host backend's", h->ctx->group, peer, ep->len);
+}
+
+static void learn(c10di_host *h, int peer, const C10dpb__HostEndpoint *e)
 {
     c10di_link *l = &h->links[peer];
-    char host[256], pid[16], port[16];
-    field(ep, "host", host, sizeof host);
-    field(ep, "pid", pid, sizeof pid);
-    field(ep, "addr", l->addr, sizeof l->addr);
-    field(ep, "port", port, sizeof port);
-    snprintf(l->host, sizeof l->host, "%.63s", host);
-    l->pid = atoi(pid);
-    l->port = atoi(port);
+    snprintf(l->host, sizeof l->host, "%.63s", e->host);
+    snprintf(l->addr, sizeof l->addr, "%s", e->addr);
+    l->pid = e->pid;
+    l->port = e->port;
 }
 
-static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *peers)
+c10d_status c10di_host_learn(c10di_host *h, int peer, const ProtobufCBinaryData *ep)
+{
+    C10dpb__HostEndpoint *e = endpoint_of(ep);
+    if (!e)
+        return not_an_endpoint(h, peer, ep);
+    learn(h, peer, e);
+    c10dpb__host_endpoint__free_unpacked(e, NULL);
+    return C10D_OK;
+}
+
+static c10d_status host_connect(void *state, const c10di_peers *peers)
 {
     c10di_host *h = state;
+    const c10di_be_ctx *x = h->ctx;
     const char *mode = getenv("C10D_HOST_TRANSPORT");
     int force_tcp = mode && strcmp(mode, "tcp") == 0;
     c10d_status st = C10D_OK;
@@ -174,12 +191,16 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *pee
     }
     for (size_t i = 0; i < n; i++) {
         int j = peers->ranks[i];
-        char host[256];
-        c10di_host_learn(h, j, &peers->eps[i]);
-        field(&peers->eps[i], "host", host, sizeof host);
-        field(&peers->eps[i], "shm", shms[i], sizeof shms[i]);
-        local[i] = !force_tcp && strcmp(host, pg->w->host) == 0 && shms[i][0] &&
+        C10dpb__HostEndpoint *e = endpoint_of(&peers->eps[i]);
+        if (!e) {
+            st = not_an_endpoint(h, j, &peers->eps[i]);
+            goto out;
+        }
+        learn(h, j, e);
+        snprintf(shms[i], sizeof shms[i], "%s", e->shm);
+        local[i] = !force_tcp && strcmp(e->host, x->host) == 0 && shms[i][0] &&
                    h->shm_published[0];
+        c10dpb__host_endpoint__free_unpacked(e, NULL);
         nlocal += local[i] && j != h->me;
     }
     for (size_t i = 0, seen = 0; i < n; i++) {
@@ -196,7 +217,7 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *pee
     }
     c10di_coll setup0 = {0};
     snprintf(setup0.what, sizeof setup0.what, "mapping the shared memory of the group's peers");
-    setup0.deadline_ms = c10d_now_ms() + pg->timeout_ms;
+    setup0.deadline_ms = c10d_now_ms() + x->timeout_ms;
     if (nlocal && (st = c10di_shm_create(h, h->shm_published, nlocal)) != C10D_OK)
         goto out;
     for (size_t i = 0; i < n; i++)
@@ -206,11 +227,11 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *pee
     /* Admission to the group's links: the random secret the coordinator
      * handed every member in the (authenticated) rendezvous. A coordinator
      * older than schema 6 sends none: then the old, guessable, hash. */
-    h->cookie = pg->secret;
+    h->cookie = x->secret;
     if (!h->cookie) {
         char cookie_src[256];
-        snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", pg->w->job,
-                 (unsigned long long)pg->w->generation, pg->name);
+        snprintf(cookie_src, sizeof cookie_src, "%s/%llu/%s", x->job,
+                 (unsigned long long)x->generation, x->group);
         h->cookie = c10d_fnv1a64(cookie_src, C10D_FNV64_BASIS);
     }
     /* Once every member has mapped our segment, its name can go: nothing
@@ -218,7 +239,7 @@ static c10d_status host_connect(c10d_pg *pg, void *state, const c10di_peers *pee
      * barrier also makes this rank's first TCP links (log2 N of them). */
     c10di_coll setup = {0};
     snprintf(setup.what, sizeof setup.what, "the group's setup barrier");
-    setup.deadline_ms = c10d_now_ms() + pg->timeout_ms;
+    setup.deadline_ms = c10d_now_ms() + x->timeout_ms;
     if ((st = c10di_host_barrier(h, &setup)) != C10D_OK)
         goto out;
     if (h->shm_name[0]) {
@@ -231,27 +252,24 @@ out:
     return st;
 }
 
-static c10d_status host_run(c10d_pg *pg, void *state, c10di_coll *c)
+static c10d_status host_run(void *state, c10di_coll *c)
 {
-    (void)pg;
     return c10di_host_run(state, c);
 }
 
-static c10d_status host_peek(c10d_pg *pg, void *state, uint64_t seq, int *found,
-                             c10di_peeked *out)
+static c10d_status host_peek(void *state, uint64_t seq, int *found, c10di_peeked *out)
 {
-    (void)pg;
     return c10di_host_peek(state, seq, found, out);
 }
 
-static void host_announce(c10d_pg *pg, void *state, const c10di_coll *c, int to)
+static void host_announce(void *state, const c10di_coll *c, int to)
 {
-    (void)pg;
     c10di_host_announce(state, c, to);
 }
 
 const c10di_backend_ops c10di_host_backend = {
     .name = "host",
+    .kind = C10DI_DEV_CPU,
     .open = host_open,
     .connect = host_connect,
     .run = host_run,

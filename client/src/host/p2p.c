@@ -106,7 +106,7 @@ static c10d_status finish_partial(c10di_host *h, const c10di_coll *c, int src)
     memcpy(&f, s->frame, sizeof f);
     if (f.magic != FRAME_MAGIC)
         return c10di_error(C10D_EPROTO, "%s of group %s: garbled message from rank %d", c->what,
-                           h->pg->name, src);
+                           h->ctx->group, src);
     if (!s->data && !(s->data = malloc(f.len ? f.len : 1)))
         return c10di_error(C10D_ENOMEM, "out of memory keeping a %llu-byte message",
                            (unsigned long long)f.len);
@@ -136,7 +136,7 @@ static c10d_status deliver(const c10di_coll *c, c10di_host *h, size_t len, const
 {
     if (len != want)
         return c10di_error(C10D_EINVAL, "%s of group %s: rank %d sent %zu bytes with tag %d, this "
-                           "recv expects %zu", c->what, h->pg->name, c->root, len, c->tag, want);
+                           "recv expects %zu", c->what, h->ctx->group, c->root, len, c->tag, want);
     if (data && len)
         memcpy(dst, data, len);
     return C10D_OK;
@@ -165,7 +165,7 @@ c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c)
             return st;
         if (f.magic != FRAME_MAGIC)
             return c10di_error(C10D_EPROTO, "%s of group %s: garbled message from rank %d",
-                               c->what, h->pg->name, c->root);
+                               c->what, h->ctx->group, c->root);
         if (f.tag == c->tag) {
             if (f.len == want)
                 return want ? c10di_xfer(h, c, CH_P2P, -1, NULL, 0, c->root, c->buf, want)

@@ -94,7 +94,7 @@ c10d_status c10di_shm_attach(c10di_host *h, int peer, const char *name, const c1
                                peer, name, strerror(errno));
         if (fd >= 0)
             close(fd);
-        c10d_status st = c10di_pg_check(h->pg, setup, peer);
+        c10d_status st = c10di_be_check(h->ctx, setup, peer);
         if (st != C10D_OK)
             return st;
         usleep(1000);

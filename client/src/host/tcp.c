@@ -234,7 +234,7 @@ typedef struct {
 static c10d_status check_link(void *arg)
 {
     link_check *k = arg;
-    return c10di_pg_check(k->h->pg, k->c, k->peer);
+    return c10di_be_check(k->h->ctx, k->c, k->peer);
 }
 
 /* This rank dials peer (a lower rank) on every channel not yet up. */
@@ -245,14 +245,16 @@ static c10d_status dial(c10di_host *h, int peer, const c10di_coll *c)
     if (!l->port) {
         ProtobufCBinaryData ep = {0, NULL};
         int left = (int)(c->deadline_ms - c10d_now_ms());
-        if ((st = c10di_fetch_endpoints(h->pg, &peer, 1, &ep, left > 1000 ? left : 1000)) !=
-            C10D_OK)
+        if ((st = h->ctx->hooks->fetch_endpoints(h->ctx, &peer, 1, &ep,
+                                                 left > 1000 ? left : 1000)) != C10D_OK)
             return st;
-        c10di_host_learn(h, peer, &ep);
+        st = c10di_host_learn(h, peer, &ep);
         free(ep.data);
+        if (st != C10D_OK)
+            return st;
         if (!l->port)
             return c10di_error(C10D_EBACKEND, "rank %d of group %s published no TCP address",
-                               peer, h->pg->name);
+                               peer, h->ctx->group);
     }
     struct sockaddr_storage sa;
     socklen_t salen;
@@ -288,7 +290,7 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
     while (!c10di_tcp_linked(h, peer)) {
         if (h->listen_fd < 0)
             return c10di_error(C10D_EBACKEND, "group %s has no listener for rank %d's link",
-                               h->pg->name, peer);
+                               h->ctx->group, peer);
         struct pollfd p = {h->listen_fd, POLLIN, 0};
         if (poll(&p, 1, drain ? 5 : 50) > 0) {
             accept_one(h);
@@ -296,7 +298,7 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
         }
         if (drain)
             c10di_p2p_drain(h);
-        c10d_status st = c10di_pg_check(h->pg, c, peer);
+        c10d_status st = c10di_be_check(h->ctx, c, peer);
         if (st != C10D_OK)
             return st;
     }

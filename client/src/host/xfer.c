@@ -78,11 +78,8 @@ static coll_hdr hdr_of(const c10di_host *h, const c10di_coll *c)
     x.group = h->group_hash;
     x.seq = c->seq;
     x.count = c->fp.count;
-    x.joined = h->pg->join.shadow_after1;
+    h->ctx->hooks->join_mark(h->ctx, &x.joined, &x.region);
     x.divisor = c->divisor;
-    x.region = atomic_load_explicit(&h->pg->join.in_region, memory_order_acquire)
-                   ? h->pg->join.region
-                   : 0;
     x.alone = c->alone && !c->shadow;
     return x;
 }
@@ -166,23 +163,23 @@ ssize_t c10di_try_read(c10di_host *h, int peer, int ch, void *buf, size_t len)
  * way the coordinator names a desync, lower rank first. */
 static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const coll_hdr *got)
 {
-    c10d_pg *pg = h->pg;
+    const c10di_be_ctx *x = h->ctx;
     char mine[160], theirs[160], a[192], b[192], report[1024];
     /* With verification on, the coordinator has both ranks' reports and
      * names the cause better (a rank that ran ahead only shows the next
      * collective here): give its finding a moment to arrive. */
-    for (int64_t until = c10d_now_ms() + (pg->w->verify != C10D_VERIFY_OFF ? 1000 : 0);
+    for (int64_t until = c10d_now_ms() + (!x->verify_off ? 1000 : 0);
          c10d_now_ms() < until; usleep(2000)) {
-        c10d_status st = c10di_pg_failure(pg, c->seq, report, sizeof report);
+        c10d_status st = c10di_be_failure(x, c->seq, report, sizeof report);
         if (st != C10D_OK)
             return c10di_error(st, "%s of group %s (rank %d) did not run: %s", c->what,
-                               pg->name, h->me, report);
+                               x->group, h->me, report);
     }
     c10dc_fp fp = fp_of(got);
     if (got->magic != HDR_MAGIC || got->group != h->group_hash)
         snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
                  "%d received bytes from rank %d that are not %s (the two are in "
-                 "different operations; seen by rank %d's data plane)", pg->name, pg->w->job,
+                 "different operations; seen by rank %d's data plane)", x->group, x->job,
                  (unsigned long long)c->seq, h->me, peer,
                  got->magic != HDR_MAGIC ? "a collective's" : "this group's", h->me);
     else {
@@ -200,13 +197,13 @@ static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const 
             snprintf(b, sizeof b, "rank %d called %s", peer, theirs);
         }
         snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s, %s "
-                 "(different %s) — seen by rank %d's data plane", pg->name, pg->w->job,
+                 "(different %s) — seen by rank %d's data plane", x->group, x->job,
                  (unsigned long long)(got->seq < c->seq ? got->seq : c->seq),
                  h->me < peer ? a : b, h->me < peer ? b : a, field ? field : "call", h->me);
     }
-    c10di_record_alert(pg->w, pg->name, C10D_EDESYNC, report);
+    c10di_be_alert(x, C10D_EDESYNC, report);
     return c10di_error(C10D_EDESYNC, "%s of group %s (rank %d) did not run: %s", c->what,
-                       pg->name, h->me, report);
+                       x->group, h->me, report);
 }
 
 /* A TCP peer closed its end. Its process most likely died or left: give
@@ -218,13 +215,13 @@ static c10d_status peer_gone(c10di_host *h, const c10di_coll *c, int peer)
     c10di_coll probe = *c;
     probe.deadline_ms = INT64_MAX;
     while (c10d_now_ms() < until) {
-        c10d_status st = c10di_pg_check(h->pg, &probe, peer);
+        c10d_status st = c10di_be_check(h->ctx, &probe, peer);
         if (st != C10D_OK)
             return st;
         usleep(5000);
     }
     return c10di_error(C10D_EPEERLOST, "%s of group %s (rank %d) failed: the connection to rank "
-                       "%d (host %s, pid %d) closed", c->what, h->pg->name, h->me, peer,
+                       "%d (host %s, pid %d) closed", c->what, h->ctx->group, h->me, peer,
                        h->links[peer].host, h->links[peer].pid);
 }
 
@@ -275,14 +272,14 @@ static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, cons
                 if ((theirs.alone != 0) != (c->shadow && c->alone))
                     return c10di_error(C10D_EPROTO, "%s of group %s (rank %d): rank %d %s (an "
                                        "internal error of join: the two disagree on who "
-                                       "joined)", c->what, h->pg->name, h->me, from,
+                                       "joined)", c->what, h->ctx->group, h->me, from,
                                        theirs.alone ? "ran it alone, taking this rank for joined"
                                                     : "sent data where its header alone was due");
 
                 if (theirs.joined != h->heard_joined[from]) {
                     h->heard_joined[from] = theirs.joined;
                     if (theirs.joined)
-                        c10di_join_heard(h->pg, from, theirs.joined - 1);
+                        h->ctx->hooks->join_heard(h->ctx, from, theirs.joined - 1);
                 }
                 checked = 1;
             }
@@ -305,7 +302,7 @@ static c10d_status xfer(c10di_host *h, const c10di_coll *c, int ch, int to, cons
         } else if (!c10di_idle_wait(idle)) {
             continue;
         }
-        c10d_status st = c10di_pg_check(h->pg, c, in.done < recv_total ? from : to);
+        c10d_status st = c10di_be_check(h->ctx, c, in.done < recv_total ? from : to);
         if (st != C10D_OK)
             return st;
     }
@@ -339,24 +336,24 @@ static ssize_t peek_link(c10di_link *l, void *p, size_t len)
 
 /* A joined rank waiting to shadow collective seq found something else at
  * the front of peer's channel. */
-static c10d_status stray(c10di_host *h, uint64_t seq, int peer, const coll_hdr *x)
+static c10d_status stray(c10di_host *h, uint64_t seq, int peer, const coll_hdr *got)
 {
-    c10d_pg *pg = h->pg;
+    const c10di_be_ctx *x = h->ctx;
     char f[160], report[1024];
-    c10dc_fp fp = fp_of(x);
-    if (x->magic != HDR_MAGIC || x->group != h->group_hash)
+    c10dc_fp fp = fp_of(got);
+    if (got->magic != HDR_MAGIC || got->group != h->group_hash)
         snprintf(report, sizeof report, "desync in group %s (job %s): rank %d, which joined, "
                  "waits to shadow collective #%llu, but received bytes from rank %d that are not "
-                 "%s", pg->name, pg->w->job, h->me, (unsigned long long)seq, peer,
-                 x->magic != HDR_MAGIC ? "a collective's" : "this group's");
+                 "%s", x->group, x->job, h->me, (unsigned long long)seq, peer,
+                 got->magic != HDR_MAGIC ? "a collective's" : "this group's");
     else
         snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: rank "
                  "%d, which joined, waits to shadow #%llu, but rank %d sent #%llu %s, which "
-                 "this rank has passed", pg->name, pg->w->job, (unsigned long long)x->seq,
-                 h->me, (unsigned long long)seq, peer, (unsigned long long)x->seq,
+                 "this rank has passed", x->group, x->job, (unsigned long long)got->seq,
+                 h->me, (unsigned long long)seq, peer, (unsigned long long)got->seq,
                  c10dc_fp_format(&fp, f, sizeof f));
-    c10di_record_alert(pg->w, pg->name, C10D_EDESYNC, report);
-    return c10di_error(C10D_EDESYNC, "join_end of group %s (rank %d): %s", pg->name, h->me,
+    c10di_be_alert(x, C10D_EDESYNC, report);
+    return c10di_error(C10D_EDESYNC, "join_end of group %s (rank %d): %s", x->group, h->me,
                        report);
 }
 
@@ -386,7 +383,7 @@ c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeke
             c10di_coll probe;
             memset(&probe, 0, sizeof probe);
             probe.seq = seq;
-            probe.deadline_ms = c10d_now_ms() + h->pg->timeout_ms;
+            probe.deadline_ms = c10d_now_ms() + h->ctx->timeout_ms;
             snprintf(probe.what, sizeof probe.what, "#%llu (shadowed: this rank joined)",
                      (unsigned long long)seq);
             c10d_status st = c10di_tcp_link(h, peer, &probe);
@@ -429,7 +426,7 @@ c10d_status c10di_host_peek(c10di_host *h, uint64_t seq, int *found, c10di_peeke
         if (x.joined != h->heard_joined[peer]) {
             h->heard_joined[peer] = x.joined;
             if (x.joined)
-                c10di_join_heard(h->pg, peer, x.joined - 1);
+                h->ctx->hooks->join_heard(h->ctx, peer, x.joined - 1);
         }
         return C10D_OK;
     }

@@ -54,7 +54,7 @@ static void abort_locked(c10di_nccl *s, c10d_status st, const char *msg)
         next = op->next;
         op->st = st;
         snprintf(op->msg, sizeof op->msg, "%s of group %s (rank %d) was aborted on its GPU: %s",
-                 op->what, s->pg->name, s->pg->rank, msg);
+                 op->what, s->ctx->group, s->ctx->rank, msg);
         atomic_store(&op->state, OP_FAILED);
         c10di_gpu_op_unref(op);
     }
@@ -74,10 +74,10 @@ static c10d_status nccl_failure(c10di_nccl *s, ncclComm_t comm, ncclResult_t r,
                                 const c10di_coll *c, char *msg, size_t cap)
 {
     char report[1024];
-    c10d_status st = c10di_pg_failure(s->pg, c->seq, report, sizeof report);
+    c10d_status st = c10di_be_failure(s->ctx, c->seq, report, sizeof report);
     for (int i = 0; st == C10D_OK && r == ncclRemoteError && i < 100; i++) {
         sleep_us(10000); /* up to 1 s for the watcher to learn which peer */
-        st = c10di_pg_failure(s->pg, c->seq, report, sizeof report);
+        st = c10di_be_failure(s->ctx, c->seq, report, sizeof report);
     }
     const char *last = comm ? c10di_gpu.ncclGetLastError(comm) : NULL;
     snprintf(msg, cap, "NCCL error on cuda:%d: %s%s%s%s%s", atomic_load(&s->device),
@@ -103,7 +103,7 @@ c10d_status c10di_nccl_settle(c10di_nccl *s, ncclResult_t r, const c10di_coll *c
             st = nccl_failure(s, comm, r, c, msg, sizeof msg);
             break;
         }
-        if ((st = c10di_pg_failure(s->pg, c->seq, msg, sizeof msg)) != C10D_OK)
+        if ((st = c10di_be_failure(s->ctx, c->seq, msg, sizeof msg)) != C10D_OK)
             break;
         if (c10d_now_ms() > c->deadline_ms) {
             st = C10D_ETIMEDOUT;
@@ -115,8 +115,8 @@ c10d_status c10di_nccl_settle(c10di_nccl *s, ncclResult_t r, const c10di_coll *c
             r = ncclInternalError;
     }
     abort_locked(s, st, msg);
-    return c10di_error(st, "%s of group %s (rank %d) failed: %s", c->what, s->pg->name,
-                       s->pg->rank, msg);
+    return c10di_error(st, "%s of group %s (rank %d) failed: %s", c->what, s->ctx->group,
+                       s->ctx->rank, msg);
 }
 
 /* --- the watchdog --- */
@@ -145,7 +145,7 @@ static void *watchdog_main(void *arg)
                 pthread_mutex_unlock(&s->mu);
                 atomic_store(&op->state, OP_DONE);
                 if (op->counts)
-                    c10di_pg_completed(s->pg, op->seq);
+                    s->ctx->hooks->completed(s->ctx, op->seq);
                 c10di_gpu_op_unref(op);
             } else {
                 pthread_mutex_unlock(&s->mu);
@@ -172,7 +172,7 @@ static void *watchdog_main(void *arg)
             pthread_mutex_unlock(&s->comm_mu);
         }
         if (st == C10D_OK)
-            st = c10di_pg_failure(s->pg, op->seq, msg, sizeof msg);
+            st = c10di_be_failure(s->ctx, op->seq, msg, sizeof msg);
         if (st == C10D_OK && c10d_now_ms() > op->deadline_ms) {
             st = C10D_ETIMEDOUT;
             snprintf(msg, sizeof msg, "not completed within %d ms (c10d-ctl desync shows who "
@@ -194,7 +194,7 @@ static c10d_status start_watchdog(c10di_nccl *s)
         return C10D_OK;
     if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0)
         return c10di_error(C10D_ENOMEM, "cannot start the NCCL watchdog thread of group %s",
-                           s->pg->name);
+                           s->ctx->group);
     s->watchdog_on = 1;
     return C10D_OK;
 }
@@ -231,12 +231,12 @@ int c10di_nccl_device(c10di_nccl *s, int want)
     int d = atomic_load(&s->device);
     if (d >= 0)
         return d;
-    if (s->pg->w->device >= 0)
-        d = s->pg->w->device;
+    if (s->ctx->device >= 0)
+        d = s->ctx->device;
     else if (want >= 0)
         d = want;
     else
-        d = s->pg->w->rank % (c10di_gpu.devices > 0 ? c10di_gpu.devices : 1);
+        d = s->ctx->world_rank % (c10di_gpu.devices > 0 ? c10di_gpu.devices : 1);
     int expected = -1;
     if (!atomic_compare_exchange_strong(&s->device, &expected, d))
         d = expected;
@@ -248,16 +248,12 @@ int c10di_nccl_device(c10di_nccl *s, int want)
  * waits so that a peer's death or the deadline ends it. */
 static c10d_status exchange_id(c10di_nccl *s, const c10di_coll *c, ncclUniqueId *id)
 {
-    c10d_pg *pg = s->pg;
-    char prefix[512], key[32], msg[1024];
-    snprintf(prefix, sizeof prefix, "c10d/nccl/%s/%llu/%s/", pg->w->job,
-             (unsigned long long)pg->w->generation, pg->name);
+    const c10di_be_ctx *x = s->ctx;
+    char key[32], msg[1024];
     snprintf(key, sizeof key, "id.%u", s->inits);
-    c10d_store *store;
-    c10d_status st = c10di_store_over(&store, pg->w->conn, prefix, pg->timeout_ms);
-    if (st != C10D_OK)
-        return st;
-    if (pg->rank == 0) {
+    c10d_store *store = x->store; /* the group's own prefix (backend_ctx.c) */
+    c10d_status st;
+    if (x->rank == 0) {
         ncclResult_t r = c10di_gpu.ncclGetUniqueId(id);
         st = r != ncclSuccess ? c10di_error(C10D_EBACKEND, "ncclGetUniqueId: %s",
                                             c10di_gpu.ncclGetErrorString(r))
@@ -271,14 +267,15 @@ static c10d_status exchange_id(c10di_nccl *s, const c10di_coll *c, ncclUniqueId 
                 if (len == sizeof *id)
                     memcpy(id, v, sizeof *id);
                 else
-                    st = c10di_error(C10D_EPROTO, "store key %s%s holds %zu bytes, not an NCCL "
-                                     "unique id", prefix, key, len);
+                    st = c10di_error(C10D_EPROTO, "store key %s of group %s's NCCL prefix "
+                                     "holds %zu bytes, not an NCCL unique id", key, x->group,
+                                     len);
                 c10d_free(v);
                 break;
             }
             if (st != C10D_ETIMEDOUT)
                 break;
-            if ((st = c10di_pg_failure(pg, c->seq, msg, sizeof msg)) != C10D_OK) {
+            if ((st = c10di_be_failure(x, c->seq, msg, sizeof msg)) != C10D_OK) {
                 c10di_error(st, "%s", msg);
                 break;
             }
@@ -289,7 +286,6 @@ static c10d_status exchange_id(c10di_nccl *s, const c10di_coll *c, ncclUniqueId 
             }
         }
     }
-    c10d_store_close(store);
     return st;
 }
 
@@ -307,50 +303,50 @@ c10d_status c10di_nccl_ensure(c10di_nccl *s, const c10di_coll *c)
         return C10D_OK;
     if (atomic_load(&s->aborted))
         return c10di_error(s->abort_st, "%s of group %s: the group's NCCL communicator was "
-                           "aborted: %s", c->what, s->pg->name, s->abort_msg);
+                           "aborted: %s", c->what, s->ctx->group, s->abort_msg);
     c10d_status st = c10di_nccl_available();
     if (st != C10D_OK)
         return st;
     int dev = c10di_nccl_device(s, c->device >= 0 ? c->device : -1);
     if (dev >= c10di_gpu.devices)
         return c10di_error(C10D_EINVAL, "group %s: CUDA device %d does not exist (%d visible)",
-                           s->pg->name, dev, c10di_gpu.devices);
+                           s->ctx->group, dev, c10di_gpu.devices);
     ncclUniqueId id;
     if ((st = make_stream(s, c)) != C10D_OK || (st = exchange_id(s, c, &id)) != C10D_OK)
         return st;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; /* so that an abort can end a hang */
     ncclComm_t comm = NULL;
-    ncclResult_t r = c10di_gpu.ncclCommInitRankConfig(&comm, s->pg->size, id, s->pg->rank,
+    ncclResult_t r = c10di_gpu.ncclCommInitRankConfig(&comm, s->ctx->size, id, s->ctx->rank,
                                                       &config);
     s->comm = comm;
     s->inits++;
     if ((st = c10di_nccl_settle(s, r, c)) != C10D_OK)
         return c10di_error(st, "cannot make the NCCL communicator of group %s on cuda:%d: %s",
-                           s->pg->name, dev, c10d_errmsg());
+                           s->ctx->group, dev, c10d_errmsg());
     return start_watchdog(s);
 }
 
 /* A stand-in collective for setup steps: their deadline and messages. */
-static void setup_coll(c10di_coll *c, c10d_pg *pg, const char *what)
+static void setup_coll(c10di_coll *c, const c10di_be_ctx *x, const char *what)
 {
     memset(c, 0, sizeof *c);
-    c->seq = pg->seq + 1;
+    c->seq = x->hooks->issued(x) + 1;
     c->device = C10DI_GROUP_DEVICE;
-    c->timeout_ms = pg->timeout_ms;
-    c->deadline_ms = c10d_now_ms() + pg->timeout_ms;
+    c->timeout_ms = x->timeout_ms;
+    c->deadline_ms = c10d_now_ms() + x->timeout_ms;
     snprintf(c->what, sizeof c->what, "%s", what);
 }
 
-c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len)
+c10d_status c10di_nccl_open(const c10di_be_ctx *ctx, void **state, char *buf, size_t cap,
+                            size_t *len)
 {
     (void)buf, (void)cap;
     *len = 0; /* nothing to publish: NCCL bootstraps through the store */
     c10di_nccl *s = calloc(1, sizeof *s);
     if (!s)
         return c10di_error(C10D_ENOMEM, "out of memory");
-    s->pg = pg;
-    s->eager = pg->backend == C10D_BACKEND_NCCL;
+    s->ctx = ctx;
     s->blocking_wait = c10di_env_long("C10D_NCCL_BLOCKING_WAIT", 0) != 0;
     atomic_init(&s->device, -1);
     pthread_mutex_init(&s->comm_mu, NULL);
@@ -360,30 +356,31 @@ c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, si
     return C10D_OK;
 }
 
-c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const c10di_peers *peers)
+c10d_status c10di_nccl_connect(void *state, const c10di_peers *peers)
 {
     (void)peers;
     c10di_nccl *s = state;
-    /* Subgroups get theirs from c10di_nccl_split, which every member of
-     * the parent calls. */
-    if (!s->eager || strcmp(pg->name, "world") != 0)
+    /* Made at the first CUDA collective, unless NCCL is the group's only
+     * data plane; subgroups get theirs from c10di_nccl_split, which every
+     * member of the parent calls. */
+    if (!s->ctx->primary || s->ctx->subgroup)
         return C10D_OK;
     c10di_coll c;
-    setup_coll(&c, pg, "NCCL communicator setup");
+    setup_coll(&c, s->ctx, "NCCL communicator setup");
     pthread_mutex_lock(&s->comm_mu);
     c10d_status st = c10di_nccl_ensure(s, &c);
     pthread_mutex_unlock(&s->comm_mu);
     return st;
 }
 
-c10d_status c10di_nccl_split(c10d_pg *parent, void *pstate, c10d_pg *child, void *cstate)
+c10d_status c10di_nccl_split(void *pstate, void *cstate)
 {
     c10di_nccl *p = pstate, *s = cstate;
     c10di_coll c;
     if (!p || !p->comm || atomic_load(&p->aborted)) {
-        if (!s || !s->eager)
+        if (!s || !s->ctx->primary)
             return C10D_OK; /* made at the group's first CUDA collective */
-        setup_coll(&c, child, "NCCL communicator setup");
+        setup_coll(&c, s->ctx, "NCCL communicator setup");
         pthread_mutex_lock(&s->comm_mu);
         c10d_status st = c10di_nccl_ensure(s, &c);
         pthread_mutex_unlock(&s->comm_mu);
@@ -392,15 +389,15 @@ c10d_status c10di_nccl_split(c10d_pg *parent, void *pstate, c10d_pg *child, void
     /* Everything the parent's lane queued must reach NCCL first: the split
      * is a call on the parent's communicator, in the same order on every
      * rank. */
-    c10di_lane_drain(parent);
-    setup_coll(&c, parent, "NCCL communicator split");
+    p->ctx->hooks->drain(p->ctx);
+    setup_coll(&c, p->ctx, "NCCL communicator split");
     pthread_mutex_lock(&p->comm_mu);
     c10di_gpu.cudaSetDevice(atomic_load(&p->device));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t nc = NULL;
-    ncclResult_t r = c10di_gpu.ncclCommSplit(p->comm, child ? 0 : NCCL_SPLIT_NOCOLOR,
-                                             child ? child->rank : 0, &nc, &config);
+    ncclResult_t r = c10di_gpu.ncclCommSplit(p->comm, s ? 0 : NCCL_SPLIT_NOCOLOR,
+                                             s ? s->ctx->rank : 0, &nc, &config);
     c10d_status st = c10di_nccl_settle(p, r, &c);
     pthread_mutex_unlock(&p->comm_mu);
     if (st != C10D_OK || !s)
@@ -409,7 +406,7 @@ c10d_status c10di_nccl_split(c10d_pg *parent, void *pstate, c10d_pg *child, void
     pthread_mutex_lock(&s->comm_mu);
     s->comm = nc;
     s->inits++;
-    setup_coll(&c, child, "NCCL communicator split");
+    setup_coll(&c, s->ctx, "NCCL communicator split");
     if (c10di_gpu.ncclCommGetAsyncError(nc, &r) != ncclSuccess)
         r = ncclInternalError;
     st = c10di_nccl_settle(s, r, &c);

@@ -64,7 +64,7 @@ c10d_status c10di_nccl_red_op(c10di_nccl *s, const c10di_coll *c, ncclRedOp_t *o
 {
     *made = 0;
     *op = (ncclRedOp_t)c10di_nccl_op(c->op);
-    int plan = c10di_nccl_avg_plan(c->dtype, c->op, c->divisor, s->pg->size);
+    int plan = c10di_nccl_avg_plan(c->dtype, c->op, c->divisor, s->ctx->size);
     if (plan == 0)
         return C10D_OK;
     if (plan < 0)
@@ -146,7 +146,7 @@ static c10d_status copy(const c10di_coll *c, void *dst, const void *src, size_t 
 static c10d_status all_gather(c10di_nccl *s, const c10di_coll *c, ncclDataType_t dt,
                               size_t bytes)
 {
-    int n = s->pg->size;
+    int n = s->ctx->size;
     if (c10di_blocks_flat((const void *const *)c->outs, n, bytes))
         return SETTLE(c10di_gpu.ncclAllGather(c->in, c->outs[0], c->count, dt, s->comm,
                                               s->stream));
@@ -162,7 +162,7 @@ static c10d_status all_gather(c10di_nccl *s, const c10di_coll *c, ncclDataType_t
 static c10d_status reduce_scatter(c10di_nccl *s, const c10di_coll *c, ncclDataType_t dt,
                                   ncclRedOp_t op, size_t bytes)
 {
-    int n = s->pg->size;
+    int n = s->ctx->size;
     if (c10di_blocks_flat((const void *const *)c->ins, n, bytes))
         return SETTLE(c10di_gpu.ncclReduceScatter(c->ins[0], c->out, c->count, dt, op, s->comm,
                                                   s->stream));
@@ -180,7 +180,7 @@ static c10d_status reduce_scatter(c10di_nccl *s, const c10di_coll *c, ncclDataTy
 static c10d_status p2p_group(c10di_nccl *s, const c10di_coll *c, ncclDataType_t dt,
                              size_t bytes)
 {
-    int n = s->pg->size, me = s->pg->rank;
+    int n = s->ctx->size, me = s->ctx->rank;
     size_t count = c->count;
     c10d_status st = C10D_OK;
     ncclResult_t r = c10di_gpu.ncclGroupStart();
@@ -275,13 +275,14 @@ c10d_status c10di_nccl_enqueue(c10di_nccl *s, const c10di_coll *c)
 
 /* --- the ops table --- */
 
-static c10d_status nccl_prepare(c10d_pg *pg, void *state, c10di_coll *c)
+static c10d_status nccl_prepare(void *state, c10di_coll *c)
 {
     c10di_nccl *s = state;
+    const c10di_be_ctx *x = s->ctx;
     /* Refused before the call is numbered, on every rank alike: after a
      * join it could not run (c10di_nccl_red_op), and a joined rank would
      * wait for it. */
-    if (!c->shadow && c10di_join_avg_by_active(pg, c) &&
+    if (!c->shadow && x->hooks->avg_by_active(x, c) &&
         c10di_nccl_avg_plan(c->dtype, c->op, 1, 2) < 0)
         return c10di_error(C10D_EINVAL, "%s on CUDA: an AVG of %s over the ranks that have not "
                            "joined (join region with divide_by_initial_world_size = 0) needs a "
@@ -293,10 +294,10 @@ static c10d_status nccl_prepare(c10d_pg *pg, void *state, c10di_coll *c)
         return c10di_error(C10D_EINVAL, "%s: the tensors are on cuda:%d, but group %s runs on "
                            "cuda:%d (set by c10d_init_opts.device, LOCAL_RANK or the group's "
                            "first CUDA collective)", c->kind < C10DC_KIND_COUNT ?
-                           c10dc_kind_name(c->kind) : "?", c->device, pg->name, dev);
+                           c10dc_kind_name(c->kind) : "?", c->device, x->group, dev);
     if (dev >= c10di_gpu.devices)
         return c10di_error(C10D_EINVAL, "group %s: CUDA device %d does not exist (%d visible)",
-                           pg->name, dev, c10di_gpu.devices);
+                           x->group, dev, c10di_gpu.devices);
     cudaEvent_t ev = NULL;
     cudaError_t e = c10di_gpu.cudaSetDevice(dev);
     if (e == cudaSuccess)
@@ -348,12 +349,12 @@ static c10d_status block_on(c10di_gpu_op *op)
     }
 }
 
-static c10d_status nccl_run(c10d_pg *pg, void *state, c10di_coll *c)
+static c10d_status nccl_run(void *state, c10di_coll *c)
 {
     c10di_nccl *s = state;
     if (atomic_load(&s->aborted))
         return c10di_error(s->abort_st, "%s of group %s (rank %d) did not run: the group's NCCL "
-                           "communicator was aborted: %s", c->what, pg->name, pg->rank,
+                           "communicator was aborted: %s", c->what, s->ctx->group, s->ctx->rank,
                            s->abort_msg);
     c10di_gpu_op *op = NULL;
     pthread_mutex_lock(&s->comm_mu);
@@ -430,8 +431,15 @@ static void nccl_forget(c10di_coll *c)
     }
 }
 
-static const c10di_backend_ops nccl_ops = {
+c10d_status c10di_nccl_available(void)
+{
+    return c10di_gpu_load();
+}
+
+const c10di_backend_ops c10di_nccl_backend = {
     .name = "nccl",
+    .kind = C10DI_DEV_CUDA,
+    .available = c10di_nccl_available,
     .open = c10di_nccl_open,
     .connect = c10di_nccl_connect,
     .run = nccl_run,
@@ -442,13 +450,3 @@ static const c10di_backend_ops nccl_ops = {
     .forget = nccl_forget,
     .split = c10di_nccl_split,
 };
-
-const c10di_backend_ops *c10di_nccl_ops(void)
-{
-    return &nccl_ops;
-}
-
-c10d_status c10di_nccl_available(void)
-{
-    return c10di_gpu_load();
-}

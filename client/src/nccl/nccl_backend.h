@@ -10,7 +10,7 @@
 #define C10DI_NCCL_BACKEND_H
 
 #include "gpu_api.h"
-#include "pg_internal.h"
+#include "backend.h"
 
 typedef struct c10di_nccl c10di_nccl;
 
@@ -34,8 +34,7 @@ typedef struct c10di_gpu_op {
 enum { OP_RUNNING, OP_DONE, OP_FAILED };
 
 struct c10di_nccl {
-    c10d_pg *pg;
-    int eager;          /* C10D_BACKEND_NCCL: the communicator is made at setup */
+    const c10di_be_ctx *ctx; /* the group it serves */
     int blocking_wait;  /* C10D_NCCL_BLOCKING_WAIT=1: calls block the CPU until done */
     atomic_int device;  /* -1 until decided */
     ncclComm_t comm;    /* NULL until made, and again after an abort */
@@ -73,10 +72,13 @@ struct c10di_nccl {
 };
 
 /* comm.c */
-c10d_status c10di_nccl_open(c10d_pg *pg, void **state, char *buf, size_t cap, size_t *len);
-c10d_status c10di_nccl_connect(c10d_pg *pg, void *state, const c10di_peers *peers);
+c10d_status c10di_nccl_open(const c10di_be_ctx *ctx, void **state, char *buf, size_t cap,
+                            size_t *len);
+c10d_status c10di_nccl_connect(void *state, const c10di_peers *peers);
 void c10di_nccl_close(void *state);
-c10d_status c10di_nccl_split(c10d_pg *parent, void *pstate, c10d_pg *child, void *cstate);
+c10d_status c10di_nccl_split(void *pstate, void *cstate);
+/* Whether NCCL can serve (loads CUDA and NCCL the first time). */
+c10d_status c10di_nccl_available(void);
 /* The communicator, made now if need be (the device decided first). */
 c10d_status c10di_nccl_ensure(c10di_nccl *s, const c10di_coll *c);
 /* After an NCCL call returned r: waits out ncclInProgress (non-blocking

@@ -61,7 +61,7 @@ static c10d_status identity(c10di_nccl *s, const c10di_coll *c, size_t bytes, vo
 c10d_status c10di_nccl_enqueue_shadow(c10di_nccl *s, const c10di_coll *c)
 {
     ncclDataType_t dt = (ncclDataType_t)c10di_nccl_dtype(c->dtype);
-    size_t bytes = c->count * c10d_dtype_size(c->dtype), n = (size_t)s->pg->size;
+    size_t bytes = c->count * c10d_dtype_size(c->dtype), n = (size_t)s->ctx->size;
     void *in = NULL, *out = NULL;
     ncclRedOp_t op;
     int made = 0;

@@ -11,6 +11,13 @@
 // is), so the differences are few and marked TORCH_VERSION_MAJOR. CUDA
 // tensors go to the C library's NCCL data plane where torch was built with
 // CUDA (C10D_TORCH_CUDA, set by setup.py); elsewhere they are refused.
+//
+// Why one file of ~1,000 lines: every translation unit that includes
+// torch's headers takes ~35 s to compile here (`bash scripts/build-torch.sh`,
+// 2 cores), and setuptools compiles them one after another, in CI's plain
+// and sanitizer runs and for torch 2.x; the parts are kept in the order a
+// reader needs them instead: errors and tensor views, finished and async
+// work, the store, the process group, what c10d-ctl shows, join.
 #include <torch/extension.h>
 #include <torch/version.h>
 #ifdef C10D_TORCH_CUDA

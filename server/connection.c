@@ -1,0 +1,184 @@
+/* A client connection's life and its replies: references (the read loop,
+ * a send in flight, each request the engine holds), closing it (its ranks
+ * are then dead), the reaper that frees it, and the queue of reply frames
+ * written back in the order the engine answers them (not the order the
+ * requests came: a parked get does not hold up the replies behind it).
+ *
+ * A connection is freed once it is closed, none of its I/O is in flight
+ * and the engine holds none of its requests; the freeing itself is done
+ * by the reaper thread, never inside a callback of the connection's own
+ * aios. */
+#include "listener_internal.h"
+
+#include "frame.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Frees dead connections on its own thread: a connection's last reference
+ * may go inside one of its aio callbacks, where its aios cannot be freed. */
+static void free_conns(c10ds_conn *dead)
+{
+    for (c10ds_conn *c = dead, *n; c; c = n) {
+        n = c->next;
+        nng_aio_free(c->recv_aio); /* waits for a callback still returning */
+        atomic_fetch_sub(&c->l->held, c->held);
+        nng_aio_free(c->send_aio);
+        nng_stream_free(c->s);
+        nng_mtx_free(c->mu);
+        free(c->rbuf);
+        free(c->out);
+        free(c->fly);
+        free(c);
+    }
+}
+
+void c10ds_conn_reaper(void *arg)
+{
+    c10ds_listener *l = arg;
+    nng_mtx_lock(l->mu);
+    for (;;) {
+        while (!l->dead && !l->reaper_stop)
+            nng_cv_wait(l->cv);
+        c10ds_conn *dead = l->dead;
+        l->dead = NULL;
+        int stop = l->reaper_stop;
+        nng_mtx_unlock(l->mu);
+        free_conns(dead);
+        nng_mtx_lock(l->mu);
+        if (stop && !l->dead)
+            break;
+    }
+    nng_mtx_unlock(l->mu);
+}
+
+void c10ds_conn_unref(c10ds_conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    c10ds_listener *l = c->l;
+    nng_mtx_lock(l->mu);
+    for (c10ds_conn **pp = &l->live; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            l->nlive--;
+            break;
+        }
+    c->next = l->dead;
+    l->dead = c;
+    nng_cv_wake(l->cv);
+    nng_mtx_unlock(l->mu);
+}
+
+/* Closes c (once): its I/O ends with errors, its ranks are declared dead
+ * by the engine, its queued replies are dropped. */
+void c10ds_conn_close(c10ds_conn *c, const char *why)
+{
+    nng_mtx_lock(c->mu);
+    int was = c->closed;
+    c->closed = 1;
+    c->out_len = 0;
+    nng_mtx_unlock(c->mu);
+    if (was)
+        return;
+    if (why)
+        c10ds_warn("closing connection %u: %s", c->id, why);
+    nng_stream_close(c->s);
+    /* Ranks that joined on this connection are dead: tell the engine (it
+     * owns the membership; never block an NNG callback). */
+    c10ds_request *r = c10ds_request_new(NULL, NULL);
+    if (r) {
+        r->event = C10DS_EV_PIPE_CLOSED;
+        r->pipe = c->id;
+        if (c10ds_engine_submit(c->l->engine, r) != 0)
+            c10ds_request_free(r);
+    }
+    atomic_fetch_sub(&c->l->engine->clients, 1);
+}
+
+/* Starts writing what is queued, if nothing is being written (c->mu held). */
+static void start_send_locked(c10ds_conn *c)
+{
+    if (c->fly_len || !c->out_len || c->closed)
+        return;
+    uint8_t *b = c->fly;
+    size_t cap = c->fly_cap;
+    c->fly = c->out;
+    c->fly_cap = c->out_cap;
+    c->fly_len = c->out_len;
+    c->fly_done = 0;
+    c->out = b;
+    c->out_cap = cap;
+    c->out_len = 0;
+    atomic_fetch_add(&c->refs, 1);
+    atomic_fetch_add(&c->l->sends_in_flight, 1);
+    nng_iov iov = {c->fly, c->fly_len};
+    nng_aio_set_iov(c->send_aio, 1, &iov);
+    nng_stream_send(c->s, c->send_aio);
+}
+
+void c10ds_conn_send_cb(void *arg)
+{
+    c10ds_conn *c = arg;
+    int rv = nng_aio_result(c->send_aio);
+    nng_mtx_lock(c->mu);
+    if (rv == 0) {
+        c->fly_done += nng_aio_count(c->send_aio);
+        if (c->fly_done < c->fly_len && !c->closed) {
+            /* A partial write: go on with the rest of the same buffer. */
+            nng_iov iov = {c->fly + c->fly_done, c->fly_len - c->fly_done};
+            nng_aio_set_iov(c->send_aio, 1, &iov);
+            nng_stream_send(c->s, c->send_aio);
+            nng_mtx_unlock(c->mu);
+            return;
+        }
+    }
+    c->fly_len = 0;
+    if (rv == 0)
+        start_send_locked(c); /* takes its own reference */
+    nng_mtx_unlock(c->mu);
+    atomic_fetch_sub(&c->l->sends_in_flight, 1);
+    if (rv != 0)
+        c10ds_conn_close(c, NULL); /* the client went away */
+    c10ds_conn_unref(c);
+}
+
+/* Queues one reply frame on c. */
+void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
+{
+    nng_mtx_lock(c->mu);
+    if (c->closed) {
+        nng_mtx_unlock(c->mu);
+        return;
+    }
+    size_t need = c->out_len + C10DC_FRAME_HDR + len;
+    if (need > c->l->cfg->max_conn_buffer) {
+        nng_mtx_unlock(c->mu);
+        char why[160];
+        snprintf(why, sizeof why, "it does not read its replies (%zu bytes queued, over "
+                 "--max-connection-buffer)", need);
+        c10ds_conn_close(c, why);
+        return;
+    }
+    if (need > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *nb = realloc(c->out, cap);
+        if (!nb) {
+            nng_mtx_unlock(c->mu);
+            c10ds_conn_close(c, "out of memory for its replies");
+            return;
+        }
+        c->out = nb;
+        c->out_cap = cap;
+    }
+    c10dc_frame_header(c->out + c->out_len, request_id, len);
+    if (len)
+        memcpy(c->out + c->out_len + C10DC_FRAME_HDR, body, len);
+    c->out_len = need;
+    start_send_locked(c);
+    nng_mtx_unlock(c->mu);
+}

@@ -1,0 +1,181 @@
+/* A connection's read loop: the byte stream cut into frames
+ * (common/frame.h: a u32 length, the u64 request id, the protobuf), each
+ * decoded and handed to the engine. An undecodable frame gets a
+ * protocol-error reply; a frame over --max-message-bytes, a request not
+ * whole within --frame-timeout, or unfinished requests over
+ * --max-pending-bytes (all connections together) close the connection.
+ * Only the receive callback touches the read buffer. */
+#include "listener_internal.h"
+
+#include "frame.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The engine is done with a request of c's. */
+static void release_slot(void *slot)
+{
+    c10ds_conn_unref(slot);
+}
+
+static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, const char *detail)
+{
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.request_id = request_id;
+    rep.status = st;
+    rep.detail = (char *)detail;
+    uint8_t buf[1024];
+    size_t n = c10dpb__reply__get_packed_size(&rep);
+    if (n <= sizeof buf) {
+        c10dpb__reply__pack(&rep, buf);
+        c10ds_conn_queue(c, request_id, buf, n);
+    }
+}
+
+static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
+{
+    c10ds_listener *l = c->l;
+    C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, body);
+    if (!pb) {
+        c10ds_warn("undecodable request of %zu bytes on connection %u; answered with a "
+                   "protocol error", len, c->id);
+        reply_error(c, frame_id, C10D_EPROTO, "the coordinator could not decode this request "
+                    "(not a c10d protocol message, or truncated)");
+        return;
+    }
+    if (pb->op_case == C10DPB__REQUEST__OP__NOT_SET) {
+        c10dpb__request__free_unpacked(pb, NULL);
+        reply_error(c, frame_id, C10D_EPROTO, "request names no operation (is the client newer "
+                    "than the coordinator?)");
+        return;
+    }
+    /* The protobuf's id is the one the engine deduplicates by; the
+     * frame's is the one the client routes by: they must agree. */
+    pb->request_id = frame_id;
+    c10ds_request *r = c10ds_request_new(pb, c);
+    if (!r) {
+        reply_error(c, frame_id, C10D_ENOMEM, "coordinator out of memory");
+        c10dpb__request__free_unpacked(pb, NULL);
+        return;
+    }
+    r->pipe = c->id;
+    r->release = release_slot;
+    atomic_fetch_add(&c->refs, 1);
+    if (c10ds_engine_submit(l->engine, r) != 0) {
+        /* Shutting down: leave it unanswered; the client resends it to the
+         * next coordinator. */
+        c10ds_request_free(r);
+    }
+}
+
+/* Decodes the complete frames in rbuf. Returns -1 when the client sent
+ * something that is not a frame, or one over the limit. */
+static int parse(c10ds_conn *c)
+{
+    size_t off = 0;
+    uint64_t max = c->l->cfg->max_message_bytes;
+    while (c->rlen - off >= C10DC_FRAME_HDR) {
+        uint32_t n = c10dc_get_u32(c->rbuf + off);
+        if (n < 8 || n - 8 > max) {
+            c10ds_warn("connection %u sent a frame of %u bytes (limit %llu, "
+                       "--max-message-bytes): closing it", c->id, n, (unsigned long long)max);
+            return -1;
+        }
+        if (c->rlen - off < 4 + (size_t)n)
+            break;
+        on_frame(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR, n - 8);
+        off += 4 + (size_t)n;
+    }
+    if (off) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    /* A large request done: give its buffer back (forty connections that
+     * each sent one 16 MiB set must not keep 640 MiB). */
+    if (c->rlen < C10DS_RBUF_MIN && c->rcap > C10DS_RBUF_MIN) {
+        uint8_t *nb = realloc(c->rbuf, C10DS_RBUF_MIN);
+        if (nb) {
+            c->rbuf = nb;
+            c->rcap = C10DS_RBUF_MIN;
+        }
+    }
+    /* Room for the next frame, whole. */
+    size_t want = C10DS_RBUF_MIN;
+    if (c->rlen >= 4 && 4 + (size_t)c10dc_get_u32(c->rbuf) > want)
+        want = 4 + (size_t)c10dc_get_u32(c->rbuf);
+    if (want > c->rcap) {
+        uint8_t *nb = realloc(c->rbuf, want);
+        if (!nb) {
+            c10ds_warn("out of memory for a %zu-byte request on connection %u", want, c->id);
+            return -1;
+        }
+        c->rbuf = nb;
+        c->rcap = want;
+    }
+    return 0;
+}
+
+/* Counts what c holds of an unfinished request (after parse) in the
+ * listener's total. Returns -1 when that total is over the limit and c
+ * holds part of it. */
+static int account(c10ds_conn *c)
+{
+    size_t now = c->rlen, before = c->held;
+    c->held = now;
+    size_t total = now >= before ? atomic_fetch_add(&c->l->held, now - before) + (now - before)
+                                 : atomic_fetch_sub(&c->l->held, before - now) - (before - now);
+    if (now && total > c->l->cfg->max_pending_bytes) {
+        c10ds_warn("closing connection %u: it holds %zu bytes of an unfinished request, and "
+                   "unfinished requests come to %zu bytes (--max-pending-bytes %llu)", c->id,
+                   now, total, (unsigned long long)c->l->cfg->max_pending_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/* A request begun must be whole within --frame-timeout of its first
+ * bytes (one deadline a request, not a receive: a byte every 29 s would
+ * hold it open for ever). Between requests a connection may stay quiet
+ * for ever. */
+void c10ds_conn_recv_start(c10ds_conn *c)
+{
+    nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+    nng_aio_set_iov(c->recv_aio, 1, &iov);
+    if (!c->rlen) {
+        c->frame_due = 0;
+        nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
+    } else {
+        nng_time now = nng_clock();
+        if (!c->frame_due)
+            c->frame_due = now + (nng_time)c->l->cfg->frame_timeout_ms;
+        nng_aio_set_timeout(c->recv_aio,
+                            c->frame_due > now ? (nng_duration)(c->frame_due - now) : 1);
+    }
+    nng_stream_recv(c->s, c->recv_aio);
+}
+
+void c10ds_conn_recv_cb(void *arg)
+{
+    c10ds_conn *c = arg;
+    int rv = nng_aio_result(c->recv_aio);
+    if (rv == 0) {
+        c->rlen += nng_aio_count(c->recv_aio);
+        if (parse(c) == 0 && account(c) == 0) {
+            c10ds_conn_recv_start(c);
+            return;
+        }
+        c10ds_conn_close(c, NULL);
+    } else if (rv == NNG_ETIMEDOUT) {
+        char why[160];
+        snprintf(why, sizeof why, "it sent %zu bytes of a request and not the rest within %d "
+                 "ms (--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);
+        c10ds_conn_close(c, why);
+    } else {
+        if (rv != NNG_ECLOSED && rv != NNG_ECONNSHUT && rv != NNG_ECONNRESET)
+            c10ds_debug("connection %u: %s", c->id, nng_strerror(rv));
+        c10ds_conn_close(c, NULL);
+    }
+    c10ds_conn_unref(c); /* the read loop's reference */
+}

@@ -1,0 +1,86 @@
+/* What the coordinator's network side shares among its files, and no
+ * other module sees (they see listener.h):
+ *
+ *   listener.c    the NNG stream listener: accepting, start and close
+ *   connection.c  a connection's life (references, closing, the reaper
+ *                 that frees it) and its reply queue
+ *   framing.c     a connection's read loop: the stream cut into frames,
+ *                 the limits on them, each request decoded for the engine
+ *
+ * listener.c calls the other two; framing.c calls connection.c; nothing
+ * calls back up. Everything runs in NNG's aio callbacks: no thread per
+ * connection, and the engine never blocks on a client. */
+#ifndef C10DS_LISTENER_INTERNAL_H
+#define C10DS_LISTENER_INTERNAL_H
+
+#include "listener.h"
+
+#include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A read buffer's size between large requests. */
+#define C10DS_RBUF_MIN (64u * 1024)
+
+typedef struct c10ds_conn {
+    struct c10ds_conn *next;  /* in the listener's list (live or dead) */
+    c10ds_listener *l;
+    nng_stream *s;
+    uint32_t id;              /* what requests carry as their pipe */
+    atomic_int refs;          /* the read loop, a send in flight, each request */
+    nng_mtx *mu;              /* guards what follows */
+    int closed;
+    uint8_t *out, *fly;       /* queued frames; the frames being written */
+    size_t out_len, out_cap, fly_len, fly_cap, fly_done;
+    /* the read loop's own (only its callback touches these) */
+    nng_aio *recv_aio, *send_aio;
+    uint8_t *rbuf;
+    size_t rlen, rcap;
+    size_t held; /* bytes of an unfinished request counted in l->held */
+    nng_time frame_due; /* when the unfinished request must be whole (--frame-timeout) */
+} c10ds_conn;
+
+struct c10ds_listener {
+    nng_stream_listener *lst;
+    c10ds_engine *engine;
+    const c10ds_config *cfg;
+    nng_aio *accept_aio;
+    nng_thread *reaper;
+    nng_mtx *mu;
+    nng_cv *cv;        /* on mu: a connection died, or closing */
+    c10ds_conn *live, *dead; /* guarded by mu */
+    int closing, reaper_stop, nlive;
+    atomic_uint next_id;
+    atomic_int sends_in_flight;
+    /* Bytes of unfinished requests, all connections together: a client
+     * (or forty) holding half-sent 16 MiB frames must not exhaust the
+     * coordinator's memory (--max-pending-bytes). */
+    atomic_size_t held;
+};
+
+/* --- connection.c --- */
+
+/* The listener's reaper thread (arg: the listener): frees the connections
+ * whose last reference went, until reaper_stop. */
+void c10ds_conn_reaper(void *arg);
+/* Drops a reference; the last one hands c to the reaper. */
+void c10ds_conn_unref(c10ds_conn *c);
+/* Closes c (once; why, if any, is logged): its I/O ends with errors, its
+ * ranks are declared dead by the engine, its queued replies are dropped. */
+void c10ds_conn_close(c10ds_conn *c, const char *why);
+/* Queues one reply frame on c; a client over --max-connection-buffer of
+ * unread replies is closed instead. */
+void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
+/* send_aio's callback. */
+void c10ds_conn_send_cb(void *arg);
+
+/* --- framing.c --- */
+
+/* Arms the next receive (with the --frame-timeout of a request begun). */
+void c10ds_conn_recv_start(c10ds_conn *c);
+/* recv_aio's callback: frames cut, decoded, handed to the engine. */
+void c10ds_conn_recv_cb(void *arg);
+
+#endif

@@ -111,6 +111,12 @@ c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait
 
 /* --- store.c --- */
 c10di_conn *c10di_store_conn(c10d_store *s);
+/* The store's prefix ("" or ending in '/'), which its keys start with. */
+const char *c10di_store_prefix(const c10d_store *s);
+/* c10di_call over the store's connection with the store's timeout (for
+ * store_admin.c's calls; on C10D_OK free *rep). */
+c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+                             C10dpb__Reply **rep);
 /* A store handle over an existing connection (taking a reference), whose
  * keys all start with prefix ("" or ending in '/'). */
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,

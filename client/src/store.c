@@ -1,4 +1,6 @@
-/* The public store API: argument checks, prefixing, one request each. */
+/* The public store API: handles and prefix views, argument checks against
+ * the coordinator's limits, and the key-value calls, one request each. The
+ * operators' calls (list, coord_info) are store_admin.c's. */
 #include "internal.h"
 
 #include <limits.h>
@@ -174,21 +176,6 @@ static int wait_ms(const c10d_store *s, int timeout_ms)
     return timeout_ms < 0 ? s->timeout_ms : timeout_ms;
 }
 
-static c10d_status call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
-                        C10dpb__Reply **rep)
-{
-    return c10di_call(s->conn, req, server_wait_ms, s->timeout_ms, rep);
-}
-
-static c10d_status call_simple(c10d_store *s, C10dpb__Request *req)
-{
-    C10dpb__Reply *rep = NULL;
-    c10d_status st = call(s, req, 0, &rep);
-    if (rep)
-        c10dpb__reply__free_unpacked(rep, NULL);
-    return st;
-}
-
 static void *copy_out(const void *v, size_t n)
 {
     char *p = malloc(n + 1);
@@ -198,6 +185,54 @@ static void *copy_out(const void *v, size_t n)
         p[n] = '\0';
     }
     return p;
+}
+
+c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+                             C10dpb__Reply **rep)
+{
+    return c10di_call(s->conn, req, server_wait_ms, s->timeout_ms, rep);
+}
+
+const char *c10di_store_prefix(const c10d_store *s)
+{
+    return s->prefix;
+}
+
+/* What a call keeps of its reply: the fields asked for (non-NULL), written
+ * only on success. */
+typedef struct {
+    int64_t *number;
+    int *flag;
+    void **value; /* a NUL-terminated copy, for c10d_free */
+    size_t *value_len;
+} reply_out;
+
+/* The one path of the key-value calls: sends req, keeps what out asks
+ * for, frees the reply. */
+static c10d_status call_for(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+                            reply_out out)
+{
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_store_call(s, req, server_wait_ms, &rep);
+    if (st != C10D_OK)
+        return st;
+    if (out.value) {
+        void *p = copy_out(rep->value.data, rep->value.len);
+        if (!p)
+            st = c10di_error(C10D_ENOMEM, "out of memory for a %zu-byte value", rep->value.len);
+        else
+            *out.value = p;
+    }
+    if (st == C10D_OK) {
+        if (out.value_len)
+            *out.value_len = rep->value.len;
+        if (out.number)
+            *out.number = rep->number;
+        if (out.flag)
+            *out.flag = rep->flag ? 1 : 0;
+    }
+    c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
 }
 
 /* --- operations --- */
@@ -214,7 +249,7 @@ c10d_status c10d_store_set(c10d_store *s, const char *key, const void *val, size
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_SET;
         req.set = &m;
-        st = call_simple(s, &req);
+        st = call_for(s, &req, 0, (reply_out){0});
     }
     free(k);
     return st;
@@ -238,17 +273,7 @@ c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *l
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_GET;
     req.get = &m;
-    C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, m.timeout_ms, &rep)) == C10D_OK) {
-        void *p = copy_out(rep->value.data, rep->value.len);
-        if (!p) {
-            st = c10di_error(C10D_ENOMEM, "out of memory for a %zu-byte value", rep->value.len);
-        } else {
-            *val = p;
-            *len = rep->value.len;
-        }
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
+    st = call_for(s, &req, m.timeout_ms, (reply_out){.value = val, .value_len = len});
     free(k);
     return st;
 }
@@ -265,12 +290,7 @@ c10d_status c10d_store_add(c10d_store *s, const char *key, int64_t delta, int64_
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_ADD;
     req.add = &m;
-    C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
-        if (result)
-            *result = rep->number;
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
+    st = call_for(s, &req, 0, (reply_out){.number = result});
     free(k);
     return st;
 }
@@ -302,19 +322,7 @@ c10d_status c10d_store_compare_set(c10d_store *s, const char *key, const void *e
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_COMPARE_SET;
     req.compare_set = &m;
-    C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
-        if (cur) {
-            void *p = copy_out(rep->value.data, rep->value.len);
-            if (!p)
-                st = c10di_error(C10D_ENOMEM, "out of memory");
-            else
-                *cur = p;
-        }
-        if (clen && st == C10D_OK)
-            *clen = rep->value.len;
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
+    st = call_for(s, &req, 0, (reply_out){.value = cur, .value_len = clen});
     free(k);
     return st;
 }
@@ -333,10 +341,7 @@ c10d_status c10d_store_wait(c10d_store *s, const char *const *keys, size_t n, in
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_WAIT;
     req.wait = &m;
-    C10dpb__Reply *rep = NULL;
-    st = call(s, &req, m.timeout_ms, &rep);
-    if (rep)
-        c10dpb__reply__free_unpacked(rep, NULL);
+    st = call_for(s, &req, m.timeout_ms, (reply_out){0});
     free_keys(k, n);
     return st;
 }
@@ -353,12 +358,7 @@ c10d_status c10d_store_check(c10d_store *s, const char *const *keys, size_t n, i
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_CHECK;
     req.check = &m;
-    C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
-        if (all_exist)
-            *all_exist = rep->flag ? 1 : 0;
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
+    st = call_for(s, &req, 0, (reply_out){.flag = all_exist});
     free_keys(k, n);
     return st;
 }
@@ -372,13 +372,7 @@ c10d_status c10d_store_num_keys(c10d_store *s, int64_t *n)
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_NUM_KEYS;
     req.num_keys = &m;
-    C10dpb__Reply *rep = NULL;
-    c10d_status st = call(s, &req, 0, &rep);
-    if (st == C10D_OK) {
-        *n = rep->number;
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
-    return st;
+    return call_for(s, &req, 0, (reply_out){.number = n});
 }
 
 c10d_status c10d_store_delete_key(c10d_store *s, const char *key, int *deleted)
@@ -392,12 +386,7 @@ c10d_status c10d_store_delete_key(c10d_store *s, const char *key, int *deleted)
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_DELETE_KEY;
     req.delete_key = &m;
-    C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, 0, &rep)) == C10D_OK) {
-        if (deleted)
-            *deleted = rep->flag ? 1 : 0;
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
+    st = call_for(s, &req, 0, (reply_out){.flag = deleted});
     free(k);
     return st;
 }
@@ -414,7 +403,7 @@ c10d_status c10d_store_append(c10d_store *s, const char *key, const void *val, s
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_APPEND;
         req.append = &m;
-        st = call_simple(s, &req);
+        st = call_for(s, &req, 0, (reply_out){0});
     }
     free(k);
     return st;
@@ -440,7 +429,7 @@ c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t 
     req.op_case = C10DPB__REQUEST__OP_MULTI_GET;
     req.multi_get = &m;
     C10dpb__Reply *rep = NULL;
-    if ((st = call(s, &req, m.timeout_ms, &rep)) == C10D_OK) {
+    if ((st = c10di_store_call(s, &req, m.timeout_ms, &rep)) == C10D_OK) {
         if (!rep->values || rep->values->n_values != n) {
             st = c10di_error(C10D_EPROTO, "multi_get of %zu keys answered with %zu values", n,
                              rep->values ? rep->values->n_values : 0);
@@ -493,91 +482,10 @@ c10d_status c10d_store_multi_set(c10d_store *s, const char *const *keys, const v
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_MULTI_SET;
     req.multi_set = &m;
-    st = call_simple(s, &req);
+    st = call_for(s, &req, 0, (reply_out){0});
 cleanup:
     free(kvs);
     free(ptrs);
     free_keys(k, n);
     return st;
-}
-
-c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
-                            c10d_key_info **keys, size_t *n, int *truncated)
-{
-    if (!s || !keys || !n)
-        return c10di_error(C10D_EINVAL, "c10d_store_list: store, keys and n must not be NULL");
-    size_t plen = strlen(s->prefix);
-    size_t qlen = plen + (prefix ? strlen(prefix) : 0);
-    char *q = malloc(qlen + 1);
-    if (!q)
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    snprintf(q, qlen + 1, "%s%s", s->prefix, prefix ? prefix : "");
-    C10dpb__StoreList m = C10DPB__STORE_LIST__INIT;
-    m.prefix = q;
-    m.has_limit = 1;
-    m.limit = (uint32_t)(limit ? (limit > 100000 ? 100000 : limit) : 10000);
-    C10dpb__Request req = C10DPB__REQUEST__INIT;
-    req.op_case = C10DPB__REQUEST__OP_LIST;
-    req.list = &m;
-    C10dpb__Reply *rep = NULL;
-    c10d_status st = call(s, &req, 0, &rep);
-    free(q);
-    if (st != C10D_OK)
-        return st;
-    /* One allocation: the array, then the key strings (prefix stripped). */
-    size_t count = rep->keys ? rep->keys->n_keys : 0, bytes = count * sizeof(c10d_key_info);
-    for (size_t i = 0; i < count; i++)
-        bytes += strlen(rep->keys->keys[i]->key) - plen + 1;
-    c10d_key_info *out = malloc(bytes ? bytes : 1);
-    if (!out) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_ENOMEM, "out of memory for %zu keys", count);
-    }
-    char *strs = (char *)(out + count);
-    for (size_t i = 0; i < count; i++) {
-        const C10dpb__KeyInfo *ki = rep->keys->keys[i];
-        size_t l = strlen(ki->key) - plen;
-        memcpy(strs, ki->key + plen, l + 1);
-        out[i].key = strs;
-        out[i].size = ki->size;
-        out[i].updated_ms = ki->updated_ms;
-        strs += l + 1;
-    }
-    if (truncated)
-        *truncated = rep->keys && rep->keys->truncated;
-    c10dpb__reply__free_unpacked(rep, NULL);
-    *keys = out;
-    *n = count;
-    return C10D_OK;
-}
-
-c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info *info)
-{
-    if (!s || !info)
-        return c10di_error(C10D_EINVAL, "c10d_store_coord_info: store and info must not be NULL");
-    C10dpb__CoordStatus m = C10DPB__COORD_STATUS__INIT;
-    C10dpb__Request req = C10DPB__REQUEST__INIT;
-    req.op_case = C10DPB__REQUEST__OP_STATUS;
-    req.status = &m;
-    C10dpb__Reply *rep = NULL;
-    c10d_status st = call(s, &req, 0, &rep);
-    if (st != C10D_OK)
-        return st;
-    const C10dpb__StatusReply *r = rep->status_info;
-    if (!r) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_EPROTO, "status reply without status");
-    }
-    memset(info, 0, sizeof *info);
-    snprintf(info->version, sizeof info->version, "%s", r->version ? r->version : "");
-    snprintf(info->listen_url, sizeof info->listen_url, "%s", r->listen_url ? r->listen_url : "");
-    snprintf(info->db_path, sizeof info->db_path, "%s", r->db_path ? r->db_path : "");
-    info->schema_version = r->schema_version;
-    info->uptime_ms = r->uptime_ms;
-    info->num_keys = r->num_keys;
-    info->clients = r->clients;
-    info->requests = r->requests;
-    info->parked = r->parked;
-    c10dpb__reply__free_unpacked(rep, NULL);
-    return C10D_OK;
 }

@@ -139,9 +139,11 @@ int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job
 /* The job's version goes up and its watchers are answered. */
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
 /* Moves a member to state ("left", "dead") with reason, once: its peers'
- * watches and any rendezvous still forming in its generation hear of it. */
+ * watches and any rendezvous still forming in its generation hear of it.
+ * A rank that leaves says where it stopped in each group (finals). */
 void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank,
-                       const char *state, const char *reason, const char *final_seqs);
+                       const char *state, const char *reason, C10dpb__GroupSeq *const *finals,
+                       size_t n_finals);
 /* Members of a generation that are not alive (free with _lost_free). */
 C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
 

@@ -26,9 +26,12 @@ static const char *const sql[GS_COUNT] = {
     [GS_MEMBER_PUT] = "INSERT OR REPLACE INTO members(job, generation, rank, host, pid, "
                       "client_id, pipe, state, joined_ms, changed_ms, last_seen_ms) "
                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'alive', ?8, ?8, ?8)",
-    [GS_MEMBER_STATE] = "UPDATE members SET state = ?4, reason = ?5, changed_ms = ?6, "
-                        "final_seqs = coalesce(?7, final_seqs) WHERE job = ?1 AND "
-                        "generation = ?2 AND rank = ?3 AND state = 'alive'",
+    [GS_MEMBER_STATE] = "UPDATE members SET state = ?4, reason = ?5, changed_ms = ?6 WHERE "
+                        "job = ?1 AND generation = ?2 AND rank = ?3 AND state = 'alive'",
+    [GS_FINALS_PUT] = "INSERT OR REPLACE INTO member_finals(job, generation, rank, grp, seq) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [GS_FINALS_OF] = "SELECT grp, seq FROM member_finals WHERE job = ?1 AND generation = ?2 AND "
+                     "rank = ?3 ORDER BY grp",
     [GS_MEMBER_SEEN] = "UPDATE members SET last_seen_ms = ?4, pipe = ?5, activity = "
                        "coalesce(?6, activity) WHERE job = ?1 AND generation = ?2 AND rank = ?3",
     [GS_MEMBERS_BY_PIPE] = "SELECT job, generation, rank FROM members WHERE pipe = ?1 AND "
@@ -36,15 +39,14 @@ static const char *const sql[GS_COUNT] = {
     [GS_MEMBERS_STALE] = "SELECT job, generation, rank, last_seen_ms FROM members WHERE "
                          "state = 'alive' AND last_seen_ms < ?1",
     [GS_MEMBERS_OF_GEN] = "SELECT rank, state, host, pid, coalesce(reason, ''), "
-                          "coalesce(activity, ''), changed_ms, last_seen_ms, "
-                          "coalesce(final_seqs, '') FROM members WHERE job = ?1 AND "
-                          "generation = ?2 ORDER BY rank",
+                          "coalesce(activity, ''), changed_ms, last_seen_ms FROM members "
+                          "WHERE job = ?1 AND generation = ?2 ORDER BY rank",
     /* Once per arrival in a rendezvous: the partial index reads the lost
      * members only (the planner, without statistics, takes the primary
      * key and reads the whole generation, N² rows for a rendezvous). */
     [GS_MEMBERS_LOST] = "SELECT rank, state, host, pid, coalesce(reason, ''), "
-                        "coalesce(activity, ''), changed_ms, last_seen_ms, "
-                        "coalesce(final_seqs, '') FROM members INDEXED BY members_lost "
+                        "coalesce(activity, ''), changed_ms, last_seen_ms "
+                        "FROM members INDEXED BY members_lost "
                         "WHERE job = ?1 AND generation = ?2 AND state != 'alive' ORDER BY rank",
     [GS_GROUP_GET] = "SELECT ranks_hash, size, joined, formed, secret FROM groups WHERE job = ?1 "
                      "AND generation = ?2 AND name = ?3",
@@ -118,7 +120,11 @@ void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
         free(v[i]->host);
         free(v[i]->reason);
         free(v[i]->activity);
-        free(v[i]->final_seqs);
+        for (size_t k = 0; k < v[i]->n_finals; k++) {
+            free(v[i]->finals[k]->group);
+            free(v[i]->finals[k]);
+        }
+        free(v[i]->finals);
         free(v[i]);
     }
     free(v);
@@ -245,7 +251,8 @@ int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int 
 }
 
 int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
-                           const char *state, const char *reason, const char *final_seqs)
+                           const char *state, const char *reason,
+                           C10dpb__GroupSeq *const *finals, size_t n_finals)
 {
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_STATE);
     bind_jg(s, job, gen);
@@ -261,10 +268,18 @@ int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int r
         now = g->last_change_ms + 1;
     g->last_change_ms = now;
     sqlite3_bind_int64(s, 6, now);
-    if (final_seqs)
-        sqlite3_bind_text(s, 7, final_seqs, -1, SQLITE_STATIC);
     if (step_done(s) != 0 || sqlite3_changes(g->db->h) != 1)
         return 0;
+    for (size_t i = 0; i < n_finals; i++) {
+        if (!finals[i]->group)
+            continue;
+        s = c10ds_groups_stmt(g, GS_FINALS_PUT);
+        bind_jg(s, job, gen);
+        sqlite3_bind_int(s, 3, rank);
+        sqlite3_bind_text(s, 4, finals[i]->group, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64)finals[i]->seq);
+        step_done(s);
+    }
     s = c10ds_groups_stmt(g, GS_JOB_BUMP);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
     step_done(s);
@@ -428,7 +443,41 @@ static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
     m->activity = strdup((const char *)sqlite3_column_text(s, 5));
     m->changed_ms = sqlite3_column_int64(s, 6);
     m->last_seen_ms = sqlite3_column_int64(s, 7);
-    m->final_seqs = strdup((const char *)sqlite3_column_text(s, 8));
+}
+
+/* Where a member that left stopped in each of its groups (none for one
+ * that died: it stopped wherever it was). Out of memory, fewer are named:
+ * a peer then fails a collective the rank had finished, never the other
+ * way round. */
+static void load_finals(c10ds_groups *g, const char *job, uint64_t gen, C10dpb__MemberInfo *m)
+{
+    if (!m->state || strcmp(m->state, "left") != 0)
+        return;
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_FINALS_OF);
+    bind_jg(s, job, gen);
+    sqlite3_bind_int(s, 3, m->rank);
+    size_t cap = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (m->n_finals == cap) {
+            size_t ncap = cap ? cap * 2 : 4;
+            C10dpb__GroupSeq **nv = realloc(m->finals, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            m->finals = nv, cap = ncap;
+        }
+        C10dpb__GroupSeq *f = malloc(sizeof *f);
+        if (!f)
+            break;
+        c10dpb__group_seq__init(f);
+        f->group = strdup((const char *)sqlite3_column_text(s, 0));
+        f->seq = (uint64_t)sqlite3_column_int64(s, 1);
+        if (!f->group) {
+            free(f);
+            break;
+        }
+        m->finals[m->n_finals++] = f;
+    }
+    sqlite3_reset(s);
 }
 
 /* Members of a generation (all, or only those not alive). */
@@ -455,6 +504,8 @@ C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64
         fill_member(s, v[(*n)++]);
     }
     sqlite3_reset(s);
+    for (size_t i = 0; i < *n; i++)
+        load_finals(g, job, gen, v[i]);
     return v;
 }
 

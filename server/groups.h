@@ -29,6 +29,8 @@ enum {
     GS_MEMBERS_STALE,
     GS_MEMBERS_OF_GEN,
     GS_MEMBERS_LOST,
+    GS_FINALS_PUT,
+    GS_FINALS_OF,
     GS_GROUP_GET,
     GS_GROUP_PUT,
     GS_GROUP_JOINED,
@@ -153,10 +155,12 @@ int c10ds_groups_member(c10ds_groups *g, const char *job, uint64_t gen, int rank
                         c10ds_member *out);
 int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int rank,
                             const char *host, int pid, uint64_t client_id, uint32_t pipe);
-/* Moves an alive member to state ("left"/"dead"); 1 if it changed. Bumps
- * the job's version so watchers learn of it. */
+/* Moves an alive member to state ("left"/"dead") and records where it
+ * stopped in each group (finals, a rank that leaves); 1 if it changed.
+ * Bumps the job's version so watchers learn of it. */
 int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
-                           const char *state, const char *reason, const char *final_seqs);
+                           const char *state, const char *reason,
+                           C10dpb__GroupSeq *const *finals, size_t n_finals);
 void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank, uint32_t pipe,
                        const char *activity);
 

@@ -47,9 +47,9 @@ static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
 }
 
 void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank, const char *state,
-                       const char *reason, const char *final_seqs)
+                       const char *reason, C10dpb__GroupSeq *const *finals, size_t n_finals)
 {
-    if (!c10ds_groups_set_state(&e->groups, job, gen, rank, state, reason, final_seqs))
+    if (!c10ds_groups_set_state(&e->groups, job, gen, rank, state, reason, finals, n_finals))
         return;
     c10ds_info("job %s generation %llu: rank %d %s (%s)", job, (unsigned long long)gen, rank,
                state, reason);
@@ -87,7 +87,7 @@ static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_pha
     if (m->activity)
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
     c10ds_member_mark(e, m->job, m->generation, m->rank, "left", "called c10d_destroy",
-                      m->final_seqs);
+                      m->finals, m->n_finals);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     return c10ds_reply(r, &rep);
 }
@@ -288,7 +288,8 @@ void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
     member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++)
         c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead",
-             "its connection to the coordinator closed: the process exited or was killed", NULL);
+             "its connection to the coordinator closed: the process exited or was killed", NULL,
+             0);
     free(v);
 }
 
@@ -303,7 +304,7 @@ void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms)
         char why[128];
         snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",
                  (long long)(now_ms - v[i].seen), timeout);
-        c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL);
+        c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL, 0);
     }
     free(v);
 }

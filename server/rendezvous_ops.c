@@ -157,7 +157,7 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
     if (strcmp(m->name, "world") == 0) {
         char reason[600];
         snprintf(reason, sizeof reason, "gave up: its %s", why);
-        c10ds_member_mark(e, m->job, gen, m->rank, "left", reason, NULL);
+        c10ds_member_mark(e, m->job, gen, m->rank, "left", reason, NULL, 0);
     }
     free(ranks), free(arrived), free(missing);
     return o;

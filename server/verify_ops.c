@@ -409,23 +409,6 @@ static void on_watch_done(C10dpb__WatchReply *w)
     w->n_alerts = 0;
 }
 
-/* The next "name=seq" of a ",world=57,world.1=3," list: returns where
- * to go on from, or NULL at the end. */
-static const char *next_group_seq(const char *p, char *name, size_t cap, uint64_t *seq)
-{
-    while (p && *p == ',')
-        p++;
-    if (!p || !*p)
-        return NULL;
-    const char *eq = strchr(p, '='), *end = strchr(p, ',');
-    if (!eq || (end && end < eq))
-        return NULL;
-    int n = (int)(eq - p) < (int)cap - 1 ? (int)(eq - p) : (int)cap - 1;
-    snprintf(name, cap, "%.*s", n, p);
-    *seq = strtoull(eq + 1, NULL, 10);
-    return end ? end + 1 : eq + strlen(eq);
-}
-
 /* A watch says what its rank completed, and which checks it was told had
  * passed. The second matters after a restart: this coordinator starts
  * with no verification state, and a rank its predecessor let into #N is
@@ -434,10 +417,10 @@ static const char *next_group_seq(const char *p, char *name, size_t cap, uint64_
  * member: everyone is moved on to it, releasing their checks. */
 static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
 {
-    char name[64];
-    uint64_t seq;
-    for (const char *p = m->completed; (p = next_group_seq(p, name, sizeof name, &seq));) {
-        if (!seq)
+    for (size_t i = 0; i < m->n_completed; i++) {
+        const char *name = m->completed[i]->group;
+        uint64_t seq = m->completed[i]->seq;
+        if (!seq || !name)
             continue;
         /* made here too, so a restarted coordinator knows where a rank is
          * before it reports anything */
@@ -446,7 +429,11 @@ static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
             seq > g->completed[g->index_of[m->rank]])
             g->completed[g->index_of[m->rank]] = seq;
     }
-    for (const char *p = m->verified; (p = next_group_seq(p, name, sizeof name, &seq));) {
+    for (size_t k = 0; k < m->n_verified; k++) {
+        const char *name = m->verified[k]->group;
+        uint64_t seq = m->verified[k]->seq;
+        if (!name)
+            continue;
         c10ds_vgroup *g = c10ds_verify_group(e, m->job, m->generation, name);
         if (!g || g->status || seq <= g->min_entered || m->rank < 0 || m->rank >= g->world ||
             g->index_of[m->rank] < 0)

@@ -23,11 +23,11 @@ void c10di_world_unref(c10di_world *w)
     c10di_alerts_free(w);
     for (int i = 0; w->lost && i < w->size; i++) {
         free(w->lost[i]);
-        free(w->lost_seqs[i]);
+        c10di_seqs_clear(&w->lost_finals[i]);
     }
     free(w->lost);
-    free(w->lost_seqs);
-    free(w->final_seqs);
+    free(w->lost_finals);
+    c10di_seqs_clear(&w->finals);
     free(w->lost_order);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->flush_mu);
@@ -242,11 +242,11 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
                            opts.backend == C10D_BACKEND_NCCL ? "NCCL" : "HOST", c10d_errmsg());
     c10di_world *w = calloc(1, sizeof *w);
     if (!w || !(w->lost = calloc((size_t)size, sizeof *w->lost)) ||
-        !(w->lost_seqs = calloc((size_t)size, sizeof *w->lost_seqs)) ||
+        !(w->lost_finals = calloc((size_t)size, sizeof *w->lost_finals)) ||
         !(w->lost_order = calloc((size_t)size, sizeof *w->lost_order))) {
         if (w) {
             free(w->lost);
-            free(w->lost_seqs);
+            free(w->lost_finals);
         }
         free(w);
         return c10di_error(C10D_ENOMEM, "out of memory");
@@ -276,7 +276,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, opts.tls_ca,
                                  w->timeout_ms)) != C10D_OK) {
         free(w->lost);
-        free(w->lost_seqs);
+        free(w->lost_finals);
+        free(w->lost_order);
         pthread_mutex_destroy(&w->mu);
         pthread_mutex_destroy(&w->flush_mu);
         pthread_spin_destroy(&w->rmu);
@@ -375,14 +376,7 @@ void c10d_destroy(c10d_pg *pg)
     /* Every destroyed group is named, however many: a list cut short
      * made peers of the groups left out fail with a false EPEERLOST. */
     pthread_mutex_lock(&w->mu);
-    size_t used = w->final_seqs ? strlen(w->final_seqs) : 0;
-    size_t need = used + strlen(pg->name) + 32;
-    char *grown = realloc(w->final_seqs, need);
-    if (grown) {
-        snprintf(grown + used, need - used, "%s%s=%llu,", used ? "" : ",", pg->name,
-                 (unsigned long long)pg->seq);
-        w->final_seqs = grown;
-    }
+    (void)c10di_seqs_put(&w->finals, pg->name, pg->seq);
     pthread_mutex_unlock(&w->mu);
     if (strcmp(pg->name, "world") == 0) {
         c10di_verify_stop(w); /* flushes queued reports before we leave */
@@ -394,13 +388,16 @@ void c10d_destroy(c10d_pg *pg)
         m.generation = w->generation;
         m.rank = w->rank;
         m.activity = activity;
-        m.final_seqs = w->final_seqs;
+        c10di_seqs_pb_mem mem;
+        m.finals = c10di_seqs_pb(&w->finals, &mem);
+        m.n_finals = m.finals ? w->finals.n : 0;
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
         req.group_leave = &m;
         /* Leaving also answers this rank's parked watch, so the watcher
          * stops at once. A coordinator that is gone is not waited for. */
         (void)c10di_call_drop(w->conn, &req, 0, 2000);
+        c10di_seqs_pb_free(&mem);
         c10di_watch_stop(w);
     }
     pg_free(pg);

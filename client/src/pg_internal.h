@@ -44,6 +44,30 @@ c10d_status c10di_backends_connect(c10d_pg *pg, const c10di_peers *peers);
 c10d_status c10di_backends_split(c10d_pg *parent, c10d_pg *child);
 void c10di_backends_close(c10d_pg *pg);
 
+/* --- (group, collective number) lists (group_seqs.c) --- */
+typedef struct c10di_group_seq {
+    char *group;
+    uint64_t seq;
+} c10di_group_seq;
+typedef struct c10di_seqs {
+    size_t n;
+    c10di_group_seq *v;
+} c10di_seqs;
+/* Sets group's number (adds it the first time). */
+c10d_status c10di_seqs_put(c10di_seqs *s, const char *group, uint64_t seq);
+/* 1 and *seq if s (may be NULL) has group, else 0. */
+int c10di_seqs_get(const c10di_seqs *s, const char *group, uint64_t *seq);
+void c10di_seqs_clear(c10di_seqs *s);
+c10d_status c10di_seqs_from_pb(c10di_seqs *s, C10dpb__GroupSeq *const *pb, size_t n);
+/* s as GroupSeq messages for a request (pointing into s: valid while s
+ * is unchanged); NULL when out of memory. Free with c10di_seqs_pb_free. */
+typedef struct c10di_seqs_pb_mem {
+    C10dpb__GroupSeq *msgs;
+    C10dpb__GroupSeq **ptrs;
+} c10di_seqs_pb_mem;
+C10dpb__GroupSeq **c10di_seqs_pb(const c10di_seqs *s, c10di_seqs_pb_mem *mem);
+void c10di_seqs_pb_free(c10di_seqs_pb_mem *mem);
+
 /* --- the world: shared by the world group and its subgroups --- */
 typedef struct c10di_world {
     atomic_int refs;
@@ -63,10 +87,10 @@ typedef struct c10di_world {
     pthread_mutex_t mu;
     atomic_uint lost_version; /* bumped whenever lost[] gains an entry */
     char **lost;              /* per global rank: why it is gone, or NULL (mu) */
-    char **lost_seqs;         /* per global rank that left: its final_seqs (mu) */
+    c10di_seqs *lost_finals;  /* per global rank that left: where it stopped in each group (mu) */
     unsigned *lost_order;     /* per global rank: 1 for the first heard lost, ... (mu) */
     unsigned lost_count;      /* (mu) */
-    char *final_seqs;         /* ",name=seq," of this rank's destroyed groups, grown (mu) */
+    c10di_seqs finals;        /* this rank's destroyed groups: their last collective (mu) */
     /* What this rank is doing, for peers' reports: written on every
      * collective without a lock (a seqlock over atomic bytes), because a
      * mutex taken millions of times a second starves the watcher. */

@@ -83,8 +83,7 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
                      what);
         w->lost[m->rank] = strdup(buf);
         w->lost_order[m->rank] = ++w->lost_count;
-        if (m->final_seqs && *m->final_seqs)
-            w->lost_seqs[m->rank] = strdup(m->final_seqs);
+        (void)c10di_seqs_from_pb(&w->lost_finals[m->rank], m->finals, m->n_finals);
         atomic_fetch_add(&w->lost_version, 1);
     }
     pthread_mutex_unlock(&w->mu);
@@ -138,14 +137,6 @@ static void record_lost_in_order(c10di_world *w, C10dpb__MemberInfo **lost, size
         free(m);
 }
 
-/* Appends "name=seq," to a ",world=57,world.1=3," list (what ends up
- * too long for buf is left out). */
-static void group_seq(char *buf, size_t cap, size_t *off, const char *name, uint64_t seq)
-{
-    if (*off + 48 < cap)
-        *off += (size_t)snprintf(buf + *off, cap - *off, "%s%s=%llu,", *off ? "" : ",", name,
-                                 (unsigned long long)seq);
-}
 
 static void *watch_main(void *arg)
 {
@@ -153,19 +144,19 @@ static void *watch_main(void *arg)
     uint64_t known = 0;
     char last[sizeof w->act_text + 16] = "";
     while (!atomic_load(&w->stopping)) {
-        char activity[sizeof w->act_text + 16], completed[1024], verified[1024];
-        size_t off = 0, voff = 0;
+        char activity[sizeof w->act_text + 16];
+        c10di_seqs completed = {0}, verified = {0};
         c10di_activity_read(w, activity, sizeof activity);
         pthread_mutex_lock(&w->mu);
         /* what each live group completed: a stall report can then say a
-         * rank finished #5 rather than that it is still in it */
-        completed[0] = verified[0] = '\0';
-        /* and which checks passed: a restarted coordinator must not wait
-         * for this rank to enter a collective it is already running */
+         * rank finished #5 rather than that it is still in it; and which
+         * checks passed: a restarted coordinator must not wait for this
+         * rank to enter a collective it is already running (out of
+         * memory, a heartbeat says less, never something wrong) */
         for (c10d_pg *g = w->groups; g; g = g->next_in_world) {
-            group_seq(completed, sizeof completed, &off, g->name, atomic_load(&g->completed));
+            (void)c10di_seqs_put(&completed, g->name, atomic_load(&g->completed));
             if (atomic_load(&g->verified))
-                group_seq(verified, sizeof verified, &voff, g->name, atomic_load(&g->verified));
+                (void)c10di_seqs_put(&verified, g->name, atomic_load(&g->verified));
         }
         pthread_mutex_unlock(&w->mu);
         int busy = strcmp(activity, last) != 0;
@@ -178,8 +169,11 @@ static void *watch_main(void *arg)
         m.known_version = known;
         m.wait_ms = busy ? WATCH_BUSY_MS : WATCH_WAIT_MS;
         m.activity = activity;
-        m.completed = completed;
-        m.verified = verified;
+        c10di_seqs_pb_mem cmem, vmem;
+        m.completed = c10di_seqs_pb(&completed, &cmem);
+        m.n_completed = m.completed ? completed.n : 0;
+        m.verified = c10di_seqs_pb(&verified, &vmem);
+        m.n_verified = m.verified ? verified.n : 0;
         m.has_lost_ranges_ok = m.lost_ranges_ok = 1;
         /* the join states applied so far: the coordinator hands a joined
          * rank nothing this rank might count or divide wrongly */
@@ -192,6 +186,10 @@ static void *watch_main(void *arg)
          * a restarted coordinator where this rank is now. */
         c10d_status st = c10di_call_once(w->conn, &req, m.wait_ms, 5000, &rep);
         c10di_join_acks_free(m.join_known, m.n_join_known);
+        c10di_seqs_pb_free(&cmem);
+        c10di_seqs_pb_free(&vmem);
+        c10di_seqs_clear(&completed);
+        c10di_seqs_clear(&verified);
         if (st != C10D_OK) {
             /* The coordinator is unreachable or restarting: that is not a
              * peer's death. Try again shortly. */
@@ -240,17 +238,15 @@ void c10di_watch_stop(c10di_world *w)
 
 /* A member that left cleanly had finished every collective it issued; it
  * fails only those of its peers' collectives it never entered. */
-static uint64_t final_seq(const char *final_seqs, const char *group)
+static uint64_t final_seq(const c10di_seqs *finals, const char *group)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, ",%s=", group);
-    const char *p = final_seqs ? strstr(final_seqs, needle) : NULL;
-    return p ? strtoull(p + strlen(needle), NULL, 10) : 0;
+    uint64_t seq = 0;
+    return c10di_seqs_get(finals, group, &seq) ? seq : 0;
 }
 
-static int left_after(const char *final_seqs, const char *group, uint64_t seq)
+static int left_after(const c10di_seqs *finals, const char *group, uint64_t seq)
 {
-    return final_seq(final_seqs, group) >= seq;
+    return final_seq(finals, group) >= seq;
 }
 
 /* The group's failure as this rank knows it (w->mu held): its alert (a
@@ -276,11 +272,11 @@ static c10d_status failure_locked(c10d_pg *pg, int has_seq, uint64_t seq, char *
         int g = pg->ranks[i];
         if (!w->lost[g])
             continue;
-        if (!(has_seq && left_after(w->lost_seqs[g], pg->name, seq))) {
+        if (!(has_seq && left_after(&w->lost_finals[g], pg->name, seq))) {
             if (first < 0 || w->lost_order[g] < w->lost_order[first])
                 first = g;
         } else { /* left after seq: matters from its next collective */
-            uint64_t next = final_seq(w->lost_seqs[g], pg->name) + 1;
+            uint64_t next = final_seq(&w->lost_finals[g], pg->name) + 1;
             *recheck = next < *recheck ? next : *recheck;
         }
     }

@@ -213,7 +213,11 @@ static void world_of_two(const char *job, int desync)
         m.generation = 1;
         m.rank = rank;
         m.activity = "step";
-        m.completed = ",world=0,";
+        C10dpb__GroupSeq done = C10DPB__GROUP_SEQ__INIT, *dp = &done;
+        done.group = "world";
+        done.seq = 0;
+        m.n_completed = 1;
+        m.completed = &dp;
         REQ(watch, WATCH, m);
         put(&r, rank, 100 + (uint64_t)rank);
     }
@@ -279,7 +283,11 @@ static void join_region(const char *job)
     m.job = (char *)job;
     m.generation = 1;
     m.rank = 1;
-    m.final_seqs = ",world=1,";
+    C10dpb__GroupSeq fin = C10DPB__GROUP_SEQ__INIT, *fp = &fin;
+    fin.group = "world";
+    fin.seq = 1;
+    m.n_finals = 1;
+    m.finals = &fp;
     REQ(group_leave, GROUP_LEAVE, m);
     put(&r, 1, 101);
 }

@@ -133,6 +133,52 @@ START_TEST(version_7_groups_ranks_text_becomes_rows)
 }
 END_TEST
 
+START_TEST(version_8_final_seqs_text_becomes_rows)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    for (int i = 0; i < 8; i++) /* as a schema-8 coordinator left it */
+        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO members(job, generation, rank, host, pid, "
+                                     "client_id, pipe, state, joined_ms, changed_ms, "
+                                     "last_seen_ms, final_seqs) VALUES "
+                                     "('j', 1, 0, 'h', 1, 1, 0, 'left', 0, 0, 0, "
+                                     "',world=349,world.1=20,'), "
+                                     "('j', 1, 1, 'h', 2, 2, 0, 'dead', 0, 0, 0, NULL), "
+                                     "('j', 1, 2, 'h', 3, 3, 0, 'left', 0, 0, 0, ''); "
+                                     "PRAGMA user_version = 8", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('members') WHERE "
+                                  "name = 'final_seqs'"), 0);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals"), 2);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals WHERE rank = 0 AND "
+                                  "(grp, seq) IN (VALUES ('world', 349), ('world.1', 20))"), 2);
+
+    /* and read back as GroupSeq messages of the member that left */
+    c10ds_groups g;
+    ck_assert_int_eq(c10ds_groups_init(&g, &db), 0);
+    size_t n = 0;
+    C10dpb__MemberInfo **v = c10ds_members_load(&g, "j", 1, 1, &n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(v[0]->rank, 0);
+    ck_assert_uint_eq(v[0]->n_finals, 2);
+    ck_assert_str_eq(v[0]->finals[0]->group, "world");
+    ck_assert_uint_eq(v[0]->finals[0]->seq, 349);
+    ck_assert_str_eq(v[0]->finals[1]->group, "world.1");
+    ck_assert_uint_eq(v[0]->finals[1]->seq, 20);
+    ck_assert_uint_eq(v[1]->n_finals, 0); /* died: stopped wherever it was */
+    ck_assert_uint_eq(v[2]->n_finals, 0);
+    c10ds_groups_lost_free(v, n);
+    c10ds_groups_fini(&g);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -184,6 +230,7 @@ int main(void)
     tcase_add_test(tc, fresh_database_gets_newest_schema_in_wal);
     tcase_add_test(tc, version_1_database_is_migrated_with_its_data);
     tcase_add_test(tc, version_7_groups_ranks_text_becomes_rows);
+    tcase_add_test(tc, version_8_final_seqs_text_becomes_rows);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

@@ -5,6 +5,7 @@
  * by the world size. */
 #define _GNU_SOURCE /* pthread_setattr_default_np */
 #include "coord_proc.h"
+#include "state_wait.h"
 #include "world_proc.h"
 
 #include "check_main.h"
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static coord_proc coord;
@@ -661,19 +663,27 @@ static int subgroups(int rank, int n, void *arg)
     return 0;
 }
 
-/* Rank 2 arrives 2.5 s late for a 1 s monitored barrier: rank 0 names
- * it, and so does rank 1. (Rank 2 must still call the monitored barrier,
- * late: calling anything else there is a desync, which verification
- * reports instead.) */
+/* How many of ranks 0 and 1 returned from the monitored barrier (shared
+ * with the forked ranks). */
+static volatile int *mon_returned;
+
+/* Rank 2 arrives at a 1 s monitored barrier once the others gave up on it:
+ * rank 0 names it, and so does rank 1. (Rank 2 must still call the
+ * monitored barrier, late: calling anything else there is a desync, which
+ * verification reports instead.) */
 static int monitored(int rank, int n, void *arg)
 {
     c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
     int rc = 0;
-    if (rank == 2)
-        usleep(2500000);
+    if (rank == 2 && !wait_shared(mon_returned, 2, 30000)) {
+        fprintf(stderr, "rank 2: ranks 0 and 1 never returned from the monitored barrier\n");
+        rc = 2;
+    }
     c10d_status st = c10d_monitored_barrier(pg, 1000, 1);
+    if (rank != 2)
+        __sync_fetch_and_add(mon_returned, 1);
     if (st != C10D_ETIMEDOUT ||
         (rank != 2 && !strstr(c10d_errmsg(), "rank 2 (global 2) did not arrive"))) {
         fprintf(stderr, "rank %d: %s: %s\n", rank, c10d_status_name(st), c10d_errmsg());
@@ -686,7 +696,12 @@ static int monitored(int rank, int n, void *arg)
 
 START_TEST(monitored_barrier_names_the_missing_rank)
 {
+    mon_returned = mmap(NULL, sizeof *mon_returned, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne((void *)mon_returned, MAP_FAILED);
+    *mon_returned = 0;
     ck_assert_int_eq(world_run(3, monitored, (void *)world_job("mon"), 60, NULL), 0);
+    munmap((void *)mon_returned, sizeof *mon_returned);
 }
 END_TEST
 

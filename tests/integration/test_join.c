@@ -7,6 +7,7 @@
  * region; c10d-ctl status showing who joined; a coordinator restart.
  * Real coordinator, real forked ranks, the host data plane. */
 #include "coord_proc.h"
+#include "state_wait.h"
 #include "world_proc.h"
 
 #include "check_main.h"
@@ -982,9 +983,8 @@ static int restart_body(int rank, int n, void *arg)
         FAIL(11, "rank %d: join_begin: %s", rank, c10d_errmsg());
     int rc, last;
     for (int i = 0; i < batches[rank]; i++) {
-        if (rank == 1 && i == 20) /* the test restarts the coordinator now */
-            while (!sh->restarted)
-                usleep(1000);
+        if (rank == 1 && i == 20 && !wait_shared(&sh->restarted, 1, 60000))
+            FAIL(14, "rank 1: the test never restarted the coordinator");
         if ((rc = step(pg, rank, i, batches, n)) != 0)
             return rc;
     }
@@ -1191,6 +1191,8 @@ static void *die_on_cue(void *arg)
 
 static void *resume_later(void *arg)
 {
+    /* not synchronisation: rank 0 stays stopped while rank 1's next header
+     * waits for room in the full channel (a blocked send shows no state) */
     usleep(500000);
     kill(*(pid_t *)arg, SIGCONT);
     return NULL;
@@ -1329,9 +1331,36 @@ START_TEST(the_call_after_a_region_is_not_shadowed)
 }
 END_TEST
 
+/* 1 once rank 1 has arrived at the group's first monitored barrier: its
+ * key is in the store (monitored_barrier.c's layout:
+ * c10d/monitored_barrier/<job>/<generation>/<group>/<n>/arrived/<rank>). */
+static int rank1_waits_in_monitored_barrier(const char *job, int timeout_ms)
+{
+    c10d_store *s;
+    if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
+        return 0;
+    char prefix[200];
+    snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/", job);
+    long long until = test_now_ms() + timeout_ms;
+    int found = 0;
+    do {
+        c10d_key_info *keys = NULL;
+        size_t nk = 0;
+        if (c10d_store_list(s, prefix, 100, &keys, &nk, NULL) == C10D_OK)
+            for (size_t k = 0; k < nk && !found; k++) {
+                static const char tail[] = "/world/1/arrived/1";
+                size_t l = strlen(keys[k].key), tl = sizeof tail - 1;
+                found = l > tl && !strcmp(keys[k].key + l - tl, tail);
+            }
+        c10d_free(keys);
+    } while (!found && test_now_ms() < until && usleep(1000) == 0);
+    c10d_store_close(s);
+    return found;
+}
+
 /* A monitored barrier meets through the store, not the data plane: the
  * active rank tells the joined one on the data plane to meet it. Rank 1
- * calls the first 0.3 s before rank 0 joins: it tells rank 0 once it
+ * is waiting in the first when rank 0 joins: it tells rank 0 once it
  * hears of the join, while it waits, instead of waiting for it until the
  * timeout. */
 static int monitored_body(int rank, int n, void *arg)
@@ -1342,8 +1371,9 @@ static int monitored_body(int rank, int n, void *arg)
     if (!pg)
         return 10;
     int rc, last = -1;
-    if (rank == 0)
-        usleep(300000);
+    if (rank == 0 && !rank1_waits_in_monitored_barrier(sc->job, 10000))
+        FAIL(15, "rank 0: rank 1 never arrived at its monitored barrier (no key "
+             "c10d/monitored_barrier/%s/.../world/1/arrived/1 in 10 s)", sc->job);
     for (int i = rank == 0 ? 0 : -1; i < batches[rank]; i++) {
         if (i >= 0 && (rc = step(pg, rank, i, batches, n)) != 0)
             return rc;

@@ -119,8 +119,8 @@ static void sigkill_mid_collective(void)
     snprintf(sh->job, sizeof sh->job, "%s", world_job("kill"));
     pid_t pids[3];
     world_spawn(3, killed_rank_body, NULL, pids);
-    while (sh->ready < 3)
-        usleep(1000);
+    ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
+                  sh->ready);
     /* ranks 0 and 1 are inside the all_reduce: verification has their
      * entries (SYNC and ASYNC alike) */
     const int waiting[2] = {0, 1};
@@ -198,8 +198,8 @@ START_TEST(rank_whose_heartbeats_stop_is_declared_dead)
     snprintf(sh->job, sizeof sh->job, "%s", world_job("hb"));
     pid_t pids[2];
     world_spawn(2, stopped_body, NULL, pids);
-    while (sh->ready < 2)
-        usleep(1000);
+    ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
+                  sh->ready);
     sh->event_ms = test_now_ms();
     kill(pids[1], SIGSTOP);
     int st;
@@ -255,8 +255,10 @@ static int holder_body(int rank, int n, void *arg)
         c10d_init(&pg, &o); /* waits for a rank 1 that never comes */
         return 0;
     }
-    while (!sh->pid[0])
-        usleep(1000);
+    if (!wait_shared(&sh->pid[0], 1, 60000)) {
+        fprintf(stderr, "rank %d: the rank holding rank 0 never started\n", rank);
+        return 3;
+    }
     if (!wait_member(coord.url, sh->job, 0, "alive", 30000)) /* the first holds rank 0 */
         return 2;
     c10d_status st = c10d_init(&pg, &o);
@@ -367,8 +369,10 @@ static int sigpipe_body(int rank, int n, void *arg)
     char *buf = calloc(1, BIG_SEND);
     if (!buf)
         return 11;
-    while (!sh->go)
-        usleep(1000);
+    if (!wait_shared(&sh->go, 1, 60000)) {
+        fprintf(stderr, "rank %d: the test never said go\n", rank);
+        return 3;
+    }
     c10d_tensor t = c10d_tensor_1d(buf, C10D_UINT8, BIG_SEND);
     c10d_status st = c10d_broadcast(pg, &t, 0, NULL, NULL);
     free(buf);
@@ -396,8 +400,8 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
     snprintf(sh->job, sizeof sh->job, "%s", world_job("sigpipe"));
     pid_t pids[2];
     world_spawn(2, sigpipe_body, NULL, pids);
-    while (sh->ready < 2)
-        usleep(1000);
+    ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
+                  sh->ready);
     kill(coord.pid, SIGSTOP);
     int st;
     waitpid(pids[1], &st, 0);
@@ -438,8 +442,10 @@ static int mass_body(int rank, int n, void *arg)
     if (rank != 0)
         for (;;)
             pause();
-    while (!sh->go)
-        usleep(1000);
+    if (!wait_shared(&sh->go, 1, 60000)) {
+        fprintf(stderr, "rank %d: the test never said go\n", rank);
+        return 3;
+    }
     int in_full = 0, in_runs = 0, rc = 0;
     for (int k = 1; k < n && !rc; k++) {
         c10d_status st = c10d_barrier(pair[k], NULL, NULL);
@@ -473,8 +479,8 @@ START_TEST(ranks_lost_together_are_all_named)
     snprintf(sh->job, sizeof sh->job, "%s", world_job("mass"));
     pid_t pids[MASS];
     world_spawn(MASS, mass_body, NULL, pids);
-    while (sh->ready < MASS)
-        usleep(1000);
+    ck_assert_msg(wait_shared(&sh->ready, MASS, 30000), "%d of %d ranks were ready after 30 s",
+                  sh->ready, MASS);
     for (int r = 1; r < MASS; r++)
         kill(pids[r], SIGKILL);
     for (int r = 1; r < MASS; r++)

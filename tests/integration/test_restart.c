@@ -8,6 +8,7 @@
  * (their watch says what they were told) that the collective was verified,
  * or everyone waits for the collective timeout. */
 #include "coord_proc.h"
+#include "state_wait.h"
 #include "world_proc.h"
 
 #include "check_main.h"
@@ -187,8 +188,10 @@ static int run_before(c10d_pg *pg, after_shared *sh, int rank)
         }
     }
     sh->ready[rank] = 1;
-    while (!sh->restarted)
-        usleep(1000);
+    if (!wait_shared(&sh->restarted, 1, 60000)) {
+        fprintf(stderr, "rank %d: the test never restarted the coordinator\n", rank);
+        return -1;
+    }
     return 0;
 }
 
@@ -302,7 +305,10 @@ START_TEST(a_rank_lost_after_a_restart_is_named_with_its_last_collective)
     ck_assert_msg(knows_rank1_completed(sh->job), "rank 1's watch never reached the new "
                   "coordinator");
     sh->restarted = 1;
-    usleep(50 * 1000); /* let rank 0 report #31 first; either order must pass */
+    /* rank 0 waits inside #31 for rank 1 when rank 1 dies */
+    const int rank0[1] = {0};
+    ck_assert_msg(wait_entered(coord.url, sh->job, "world", rank0, 1, BEFORE + 1, 10000),
+                  "rank 0 never entered collective #%d on the new coordinator", BEFORE + 1);
     kill(pids[1], SIGKILL);
     int st;
     waitpid(pids[1], &st, 0);

@@ -3,6 +3,7 @@
  * real database file, real client processes and threads. */
 #include "coord_proc.h"
 #include "sim_ranks.h"
+#include "state_wait.h"
 
 #include <arpa/inet.h>
 #include <c10d/c10d.h>
@@ -244,12 +245,9 @@ START_TEST(blocked_get_wakes_on_set_from_another_client)
     close(fd[1]);
     c10d_store *s = connect_store();
     /* The reader is parked on the coordinator, not polling. */
-    c10d_coord_info info;
-    long long t0 = test_now_ms();
-    do {
-        OK(c10d_store_coord_info(s, &info));
-    } while (info.parked != 1 && test_now_ms() - t0 < 10000 && usleep(1000) == 0);
-    ck_assert_int_eq(info.parked, 1);
+    long long parked;
+    ck_assert_msg(wait_parked(coord.url, 1, 10000, &parked),
+                  "the get never parked on the coordinator (parked: %lld)", parked);
     long long t_set = test_now_ms();
     OK(c10d_store_set(s, "late", "hello", 5));
     long long returned;
@@ -277,23 +275,16 @@ START_TEST(a_parked_get_goes_with_its_connection)
             c10d_store_get(s, "never", &v, &n, 600000);
         _exit(1);
     }
-    c10d_store *s = connect_store();
-    c10d_coord_info info;
-    long long t0 = test_now_ms();
-    do {
-        OK(c10d_store_coord_info(s, &info));
-    } while (info.parked != 1 && test_now_ms() - t0 < 10000 && usleep(1000) == 0);
-    ck_assert_int_eq(info.parked, 1);
+    long long parked;
+    ck_assert_msg(wait_parked(coord.url, 1, 10000, &parked),
+                  "the get never parked on the coordinator (parked: %lld)", parked);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     /* Not kept for ten minutes, holding the dead connection. */
-    t0 = test_now_ms();
-    do {
-        OK(c10d_store_coord_info(s, &info));
-    } while (info.parked != 0 && test_now_ms() - t0 < 10000 && usleep(1000) == 0);
-    ck_assert_int_eq(info.parked, 0);
+    long long t0 = test_now_ms();
+    ck_assert_msg(wait_parked(coord.url, 0, 10000, &parked),
+                  "the dead client's get is still parked after 10 s (parked: %lld)", parked);
     ck_assert_int_lt(test_now_ms() - t0, 2000);
-    c10d_store_close(s);
 }
 END_TEST
 
@@ -324,7 +315,9 @@ START_TEST(wait_timeout_names_the_missing_keys)
         ck_assert_int_eq(c10d_store_get(s, "zzz", &v, &n, 50), C10D_ETIMEDOUT);
         if (test_now_ms() - t0 > worst)
             worst = test_now_ms() - t0;
-        usleep(37 * 1000); /* land at different points of the sweep period */
+        /* not synchronisation: each get starts at another point of the
+         * 500 ms sweep period */
+        usleep(37 * 1000);
     }
     ck_assert_msg(worst < 300, "a 50 ms get timed out after %lld ms", worst);
     /* and a wait that is satisfied while parked */
@@ -591,7 +584,7 @@ END_TEST
 typedef struct {
     char url[256]; /* a copy: the test rewrites coord.url on each restart */
     atomic_int stop;
-    int ok, failed;
+    atomic_int ok, failed;
 } restart_arg;
 
 static void *add_until_stopped(void *p)
@@ -614,6 +607,19 @@ static void *add_until_stopped(void *p)
     return NULL;
 }
 
+/* Waits until the two clients had `more` adds acknowledged beyond those so
+ * far: they talk to the coordinator that runs now. */
+static void wait_adds(restart_arg *a, restart_arg *b, int more, const char *when)
+{
+    int base = atomic_load(&a->ok) + atomic_load(&b->ok);
+    long long t0 = test_now_ms();
+    while (atomic_load(&a->ok) + atomic_load(&b->ok) < base + more && test_now_ms() - t0 < 15000)
+        usleep(1000);
+    int got = atomic_load(&a->ok) + atomic_load(&b->ok) - base;
+    ck_assert_msg(got >= more, "%s: %d adds acknowledged in 15 s, not %d (%d failed)", when, got,
+                  more, atomic_load(&a->failed) + atomic_load(&b->failed));
+}
+
 /* A client busy with adds while the coordinator is killed -9 and restarted
  * on the same port and database: every call completes, and the counter
  * equals the adds acknowledged (resent adds were not applied twice). */
@@ -621,19 +627,21 @@ START_TEST(client_rides_through_a_coordinator_restart)
 {
     char listen[64];
     snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port_of(coord.url));
-    restart_arg a = {"", 0, 0, 0};
+    restart_arg a = {"", 0, 0, 0}, b;
     snprintf(a.url, sizeof a.url, "%s", coord.url);
     pthread_t th[2];
-    restart_arg b = a;
+    b = a;
     pthread_create(&th[0], NULL, add_until_stopped, &a);
     pthread_create(&th[1], NULL, add_until_stopped, &b);
+    wait_adds(&a, &b, 50, "before the first restart");
     for (int round = 0; round < 3; round++) {
-        usleep(300000);
         coord_stop(&coord, round == 1 ? SIGTERM : SIGKILL);
+        /* not synchronisation: the coordinator stays down a while, so the
+         * clients' calls fail, redial and back off before it is back */
         usleep(400000);
         ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
+        wait_adds(&a, &b, 50, round == 2 ? "after the last restart" : "after a restart");
     }
-    usleep(300000);
     atomic_store(&a.stop, 1);
     atomic_store(&b.stop, 1);
     pthread_join(th[0], NULL);
@@ -783,6 +791,8 @@ static char late_listen[64];
 
 static void *start_late(void *arg)
 {
+    /* not synchronisation: the scenario is a coordinator that starts
+     * 0.5 s after its client */
     usleep(500000);
     *(int *)arg = coord_start(&coord, late_listen, NULL, NULL);
     return NULL;

@@ -6,6 +6,7 @@
  * message naming the group, the collective number, the ranks and what each
  * called, within 2 s. And long runs of matching collectives stay quiet. */
 #include "coord_proc.h"
+#include "state_wait.h"
 #include "world_proc.h"
 
 #include "check_main.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,8 +318,12 @@ START_TEST(async_rank_left_before_the_collective)
 }
 END_TEST
 
-/* Rank 1 stops calling collectives after #5; rank 0 enters #6 with a
- * 1.5 s timeout: the report says who is where. */
+/* Set by rank 0 once its stalled collective returned (shared with the
+ * forked ranks). */
+static volatile int *stall_seen;
+
+/* Rank 1 stops calling collectives after #5, alive, until rank 0, in #6
+ * with a 1.5 s timeout, has its report: it says who is where. */
 static int stall_body(int rank, int n, void *arg)
 {
     const scenario *sc = arg;
@@ -325,9 +331,11 @@ static int stall_body(int rank, int n, void *arg)
     if (!pg || five_matching(pg) != 0)
         return 10;
     if (rank == 1) {
-        sleep(4);
+        int seen = wait_shared(stall_seen, 1, 30000);
+        if (!seen)
+            fprintf(stderr, "rank 1: rank 0's collective #6 never returned\n");
         c10d_destroy(pg);
-        return 0;
+        return seen ? 0 : 3;
     }
     c10d_coll_opts co = C10D_COLL_OPTS_INIT;
     co.timeout_ms = 1500;
@@ -349,22 +357,33 @@ static int stall_body(int rank, int n, void *arg)
         fprintf(stderr, "rank 0: stall report: %s\n", msg);
         rc = 2;
     }
+    *stall_seen = 1;
     c10d_destroy(pg);
     return rc;
 }
 
+static void run_stall(c10d_verify mode)
+{
+    stall_seen = mmap(NULL, sizeof *stall_seen, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne((void *)stall_seen, MAP_FAILED);
+    *stall_seen = 0;
+    scenario sc = {world_job("stall"), mode, 0};
+    ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
+    munmap((void *)stall_seen, sizeof *stall_seen);
+    if (mode == C10D_VERIFY_SYNC)
+        expect_ctl_desync(sc.job, 7, "\"status\":\"ETIMEDOUT\"", "stall in group world");
+}
+
 START_TEST(sync_stall_says_who_is_where)
 {
-    scenario sc = {world_job("stall"), C10D_VERIFY_SYNC, 0};
-    ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
-    expect_ctl_desync(sc.job, 7, "\"status\":\"ETIMEDOUT\"", "stall in group world");
+    run_stall(C10D_VERIFY_SYNC);
 }
 END_TEST
 
 START_TEST(async_stall_times_out)
 {
-    scenario sc = {world_job("stall"), C10D_VERIFY_ASYNC, 0};
-    ck_assert_int_eq(world_run(2, stall_body, &sc, 60, NULL), 0);
+    run_stall(C10D_VERIFY_ASYNC);
 }
 END_TEST
 

@@ -63,3 +63,36 @@ int wait_entered(const char *url, const char *job, const char *group, const int 
     c10d_store_close(s);
     return ok;
 }
+
+int wait_parked(const char *url, long long want, int timeout_ms, long long *seen)
+{
+    c10d_store *s = NULL;
+    if (seen)
+        *seen = -1;
+    if (c10d_store_connect(&s, url, NULL) != C10D_OK)
+        return 0;
+    long long until = test_now_ms() + timeout_ms;
+    c10d_coord_info info;
+    int ok = 0;
+    for (;;) {
+        if (c10d_store_coord_info(s, &info) == C10D_OK) {
+            if (seen)
+                *seen = info.parked;
+            if ((ok = info.parked == want) || test_now_ms() >= until)
+                break;
+        } else if (test_now_ms() >= until) {
+            break;
+        }
+        usleep(1000);
+    }
+    c10d_store_close(s);
+    return ok;
+}
+
+int wait_shared(const volatile int *v, int want, int timeout_ms)
+{
+    long long until = test_now_ms() + timeout_ms;
+    while (*v < want && test_now_ms() < until)
+        usleep(1000);
+    return *v >= want;
+}

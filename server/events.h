@@ -1,13 +1,15 @@
 /* What happens to jobs and groups, told to the modules that keep state
- * about them. group_ops.c announces membership changes and heartbeats
- * (watches) and asks for the parts of watch and status replies others own;
- * verify_ops.c announces collectives entered and findings made. Each
- * listener reacts inside its own module (verification, join), so no module
- * calls another's handlers and the dependencies run one way:
+ * about them. liveness_ops.c announces membership changes and heartbeats
+ * (watches) and asks for the parts of watch replies others own, admin_ops.c
+ * for theirs of the jobs listing; rendezvous_ops.c announces a generation's
+ * start, verify_ops.c collectives entered and findings made.
+ * Each listener reacts inside its own module (verification in verify_ops.c,
+ * join in join_events.c), so no module calls another's handlers and the
+ * dependencies run one way:
  *
- *     group_ops ──▶ events ◀── verify_ops ◀── join_ops
- *                     │            ▲             ▲
- *                     └──listeners─┴─────────────┘
+ *     liveness_ops ──▶ events ◀── verify_ops ◀── join_release ◀── join_ops
+ *                        │            ▲               ▲
+ *                        └─listeners──┴── join_events ┘
  *
  * Every entry is optional (NULL). All run on the engine thread, inside its
  * transaction. */
@@ -52,7 +54,7 @@ typedef struct c10ds_listener {
 } c10ds_listener;
 
 extern const c10ds_listener c10ds_verify_listener; /* verify_ops.c */
-extern const c10ds_listener c10ds_join_listener;   /* join_ops.c */
+extern const c10ds_listener c10ds_join_listener;   /* join_events.c */
 
 void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen);

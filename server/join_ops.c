@@ -1,66 +1,23 @@
-/* Join on the wire: join_begin, join_shadow (a joined rank asking what to
- * shadow), and what join hears from the rest of the coordinator (events.h):
- * collectives entered (verification), acknowledgements on heartbeats,
- * members lost, findings. See join.h for the rule and docs/join.md for the
- * semantics.
+/* Join on the wire: join_begin (a member enters a join region) and
+ * join_shadow (a joined rank asking what to shadow). See join.h for the
+ * rule, join_release.c for its application and docs/join.md for the
+ * semantics; what join hears from the rest of the coordinator is
+ * join_events.c's.
  *
  * A joined rank's join_shadow is parked on the group's join key until the
  * collectives it asks for are released, the region is over, or the group
  * fails (a finding: a desync between the active ranks, a collective no
  * joined rank can take part in, a member lost, a stall). */
 #include "engine.h"
-#include "events.h"
 #include "join.h"
+#include "join_release.h"
 #include "verify.h"
-
-#include "c10d_time.h"
-#include "log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_RUNS_PER_REPLY 256
-
-static void join_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name)
-{
-    snprintf(buf, cap, "\x01join:%s:%llu:%s", job, (unsigned long long)gen, name);
-}
-
-static void wake(c10ds_engine *e, const c10ds_jregion *jr)
-{
-    char key[512];
-    join_key(key, sizeof key, jr->job, jr->gen, jr->name);
-    c10ds_waiters_touch(e->waiters, key);
-}
-
-static int same_group(const c10ds_jregion *jr, const c10ds_vgroup *g)
-{
-    return jr->gen == g->gen && !strcmp(jr->name, g->name) && !strcmp(jr->job, g->job);
-}
-
-/* "rank 0 joined after #5, rank 2 after #7" (at most 8 named). */
-static void joined_list(const c10ds_jregion *jr, const c10ds_vgroup *g, uint64_t s, char *buf,
-                        size_t cap)
-{
-    size_t off = 0;
-    int named = 0;
-    buf[0] = '\0';
-    for (uint32_t o = 1; o <= jr->joins && off + 64 < cap; o++)
-        for (int i = 0; i < jr->size; i++) {
-            if (jr->m[i].order != o || !c10ds_join_shadows(jr, i, s))
-                continue;
-            char w[64];
-            if (named++ == 8) {
-                snprintf(buf + off, cap - off, " and others");
-                return;
-            }
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s joined after %s#%llu",
-                                    named > 1 ? ", " : "", c10ds_verify_who(g, i, w, sizeof w),
-                                    named > 1 ? "" : "collective ",
-                                    (unsigned long long)jr->m[i].after);
-        }
-}
 
 /* "EINVAL" for -2 (the client's status names, from the one error list). */
 static const char *status_name(int st)
@@ -72,147 +29,6 @@ static const char *status_name(int st)
 #undef C10DS_STATUS_NAME
     }
     return "unknown status";
-}
-
-/* A collective the joined ranks cannot take part in: every rank gets
- * C10D_EJOINED naming it and who joined, instead of a hang. */
-static void cannot_shadow(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, uint64_t s,
-                          const c10ds_vrun *run, const char *why)
-{
-    char a[64], f[160], joined[512], report[1024];
-    joined_list(jr, g, s, joined, sizeof joined);
-    snprintf(report, sizeof report, "join in group %s (job %s) at collective #%llu: %s called %s, "
-             "which %s; %s (out of inputs). Only all_reduce, reduce, reduce_scatter, barrier and "
-             "broadcast from an active rank can run while a member has joined",
-             g->name, g->job, (unsigned long long)s,
-             c10ds_verify_who(g, run->first, a, sizeof a), c10dc_fp_format(&run->fp, f, sizeof f),
-             why, joined);
-    c10ds_verify_finding(e, g, s, C10D_EJOINED, report);
-}
-
-/* Every joined rank of the region learns what to shadow in-band. */
-static int inband_only(const c10ds_jregion *jr)
-{
-    for (int i = 0; i < jr->size; i++)
-        if (jr->m[i].order && !jr->m[i].inband)
-            return 0;
-    return 1;
-}
-
-/* Releases to the joined ranks every collective the active ranks allow
- * (join.h): enters it for them, so verification moves on, and logs it
- * for their join_shadow. */
-static void release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
-{
-    int moved = 0;
-    uint64_t *unknown = jr->joins ? malloc((jr->joins + 1) * sizeof *unknown) : NULL;
-    if (unknown)
-        c10ds_join_unknown_after(jr, unknown);
-    while (!g->status && unknown) {
-        uint64_t s = jr->released + 1, end = UINT64_MAX;
-        if (jr->done && s > jr->final_seq)
-            break;
-        int active = 0;
-        for (int i = 0; i < jr->size; i++) {
-            if (c10ds_join_shadows(jr, i, s))
-                continue;
-            active++;
-            uint64_t lim = c10ds_join_member_limit(jr, i, s, g->entered[i], unknown);
-            if (lim < end)
-                end = lim;
-        }
-        if (!active || end < s)
-            break;
-        const c10ds_vrun *run = c10ds_verify_ref(g, s);
-        if (!run && inband_only(jr)) {
-            /* Ranks that shadow in-band need nothing from here, and their
-             * watches say what they completed: verification may have
-             * passed s already. The bookkeeping just follows. */
-            jr->released = end;
-            for (int i = 0; i < jr->size; i++)
-                if (c10ds_join_shadows(jr, i, s))
-                    c10ds_verify_skip_to(e, g, i, end);
-            continue;
-        }
-        if (!run) {
-            char report[512];
-            snprintf(report, sizeof report, "join in group %s (job %s): the coordinator does not "
-                     "know what collective #%llu was (its reports were lost, perhaps in a "
-                     "coordinator restart), so the joined ranks cannot shadow it", g->name,
-                     g->job, (unsigned long long)s);
-            c10ds_verify_finding(e, g, s, C10D_EABORTED, report);
-            break;
-        }
-        if (run->end < end)
-            end = run->end;
-        int culprit;
-        const char *why = c10ds_join_unshadowable(jr, &run->fp, s, &culprit);
-        if (why) {
-            cannot_shadow(e, jr, g, s, run, why);
-            break;
-        }
-        c10dc_fp fp = run->fp; /* entering may drop the run */
-        if (c10ds_join_log(jr, s, end, &fp, active) != 0) {
-            c10ds_error("out of memory releasing collectives of group %s", g->name);
-            break;
-        }
-        jr->released = end;
-        jr->last_fp = fp;
-        c10ds_join_trim(jr); /* in-band joined ranks never ask for the runs */
-        for (int i = 0; i < jr->size; i++)
-            if (c10ds_join_shadows(jr, i, s))
-                c10ds_verify_enter(e, g, i, s, end, &fp);
-        moved = 1;
-    }
-    free(unknown);
-    if (moved)
-        wake(e, jr);
-}
-
-/* Sends and recvs of active ranks waiting for a joined peer can never be
- * matched: the joined rank issues nothing but shadows. */
-static void p2p_with_joined(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g,
-                            const c10ds_vp2p *x)
-{
-    int poster = x->kind == C10DC_SEND ? x->src : x->dst;
-    int peer = x->kind == C10DC_SEND ? x->dst : x->src;
-    if (g->status || peer < 0 || peer >= jr->size || !jr->m[peer].order ||
-        jr->m[poster].order)
-        return;
-    char a[64], b[64], report[1024];
-    snprintf(report, sizeof report, "join in group %s (job %s), tag %d: %s %s %s[%lld] %s %s, "
-             "which joined after collective #%llu (out of inputs) and will never %s it",
-             g->name, g->job, x->tag, c10ds_verify_who(g, poster, a, sizeof a),
-             x->kind == C10DC_SEND ? "sends" : "receives", c10dc_dtype_name(x->fp.dtype),
-             (long long)x->fp.count, x->kind == C10DC_SEND ? "to" : "from",
-             c10ds_verify_who(g, peer, b, sizeof b), (unsigned long long)jr->m[peer].after,
-             x->kind == C10DC_SEND ? "receive" : "send");
-    c10ds_verify_finding(e, g, g->min_entered + 1, C10D_EJOINED, report);
-}
-
-/* Group rank idx of g is out of inputs after collective `after`. */
-static void record_join(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, int idx,
-                        uint64_t after)
-{
-    /* What it issued without reporting (OFF) counts as entered. */
-    c10ds_verify_skip_to(e, g, idx, after);
-    c10ds_join_record(&e->join, jr, idx, after);
-    char w[64];
-    c10ds_info("job %s generation %llu: %s of group %s joined after collective #%llu (join "
-               "region %u, %u of %d joined)", g->job, (unsigned long long)g->gen,
-               c10ds_verify_who(g, idx, w, sizeof w), g->name, (unsigned long long)after,
-               jr->region, jr->joins, jr->size);
-    if (jr->throw_early && !g->status) {
-        char report[512];
-        snprintf(report, sizeof report, "%s ran out of inputs after collective #%llu of group %s "
-                 "(job %s), and the join region was begun with throw_on_early_termination",
-                 w, (unsigned long long)after, g->name, g->job);
-        c10ds_verify_finding(e, g, after + 1, C10D_EJOINED, report);
-    }
-    for (const c10ds_vp2p *x = g->p2p; x && !g->status; x = x->next)
-        p2p_with_joined(e, jr, g, x);
-    c10ds_groups_bump(e, g->job, g->gen); /* the active ranks hear of it on their watch */
-    wake(e, jr);
 }
 
 /* --- the request's group and region --- */
@@ -383,7 +199,7 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
             return c10ds_fail(r, C10D_ETIMEDOUT, "%s", report);
         }
         char key[512];
-        join_key(key, sizeof key, g->job, g->gen, g->name);
+        c10ds_join_key(key, sizeof key, g->job, g->gen, g->name);
         return c10ds_park(e, r, ph, key, m->has_timeout_ms && m->timeout_ms > 0 ? m->timeout_ms
                                                                               : 600000);
     }
@@ -462,7 +278,7 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
                               "collective #%llu already, not #%llu", idx, g->name, jr->region,
                               (unsigned long long)me->after, (unsigned long long)upto);
         if (!me->order) /* the join (or, after a restart, a join not recorded) */
-            record_join(e, jr, g, idx, upto);
+            c10ds_join_joined(e, jr, g, idx, upto);
         /* It shadowed everything before next_seq: after a coordinator
          * restart this is how verification learns it. */
         c10ds_verify_skip_to(e, g, idx, upto);
@@ -473,216 +289,12 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
         if (m->inband)
             me->inband = 1;
         c10ds_join_trim(jr);
-        release(e, jr, g);
+        c10ds_join_release(e, jr, g);
     }
     if (m->inband)
         return answer_inband(e, r, jr, g, idx);
     return answer(e, r, ph, jr, g, idx);
 }
-
-/* --- what join hears --- */
-
-static void each_region(c10ds_engine *e, const c10ds_vgroup *g,
-                        void (*fn)(c10ds_engine *, c10ds_jregion *, c10ds_vgroup *))
-{
-    for (c10ds_jregion *jr = e->join.regions, *n; jr; jr = n) {
-        n = jr->next;
-        if (same_group(jr, g))
-            fn(e, jr, (c10ds_vgroup *)g);
-    }
-}
-
-static void on_entered(c10ds_engine *e, c10ds_vgroup *g, int idx, uint32_t join_known)
-{
-    for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next) {
-        if (!same_group(jr, g))
-            continue;
-        if (join_known > jr->m[idx].known)
-            jr->m[idx].known = join_known;
-        if (jr->joins && !jr->done)
-            release(e, jr, g);
-    }
-}
-
-/* A heartbeat acknowledges the join states the rank applied. */
-static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
-{
-    for (size_t k = 0; k < m->n_join_known; k++) {
-        const C10dpb__JoinKnown *x = m->join_known[k];
-        for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next) {
-            if (jr->region != x->region || jr->gen != m->generation || strcmp(jr->name, x->group) ||
-                strcmp(jr->job, m->job))
-                continue;
-            c10ds_vgroup *g = c10ds_verify_group(e, jr->job, jr->gen, jr->name);
-            int idx = g && m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1;
-            if (idx < 0 || x->version <= jr->m[idx].known)
-                continue;
-            jr->m[idx].known = x->version;
-            release(e, jr, g);
-        }
-    }
-}
-
-static void on_p2p_unmatched(c10ds_engine *e, c10ds_vgroup *g, const c10ds_vp2p *x)
-{
-    for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        if (same_group(jr, g) && jr->joins && !jr->done)
-            p2p_with_joined(e, jr, g, x);
-}
-
-static void wake_cb(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
-{
-    (void)g;
-    wake(e, jr);
-}
-
-static void on_finding(c10ds_engine *e, c10ds_vgroup *g)
-{
-    each_region(e, g, wake_cb);
-}
-
-static void on_membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
-{
-    for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        if (jr->gen == gen && !strcmp(jr->job, job))
-            wake(e, jr);
-}
-
-/* A region as a JoinState message, owning all it points to (the region
- * may be gone before the reply is packed); free with state_free. */
-static C10dpb__JoinState *state_of(const c10ds_jregion *jr)
-{
-    C10dpb__JoinState *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    c10dpb__join_state__init(s);
-    if (!(s->group = strdup(jr->name))) {
-        free(s);
-        return NULL;
-    }
-    s->region = jr->region;
-    s->has_version = s->has_throw_on_early_termination = s->has_divide_by_initial_world_size = 1;
-    s->has_begun = s->has_released = s->has_done = 1;
-    s->version = jr->joins;
-    s->throw_on_early_termination = jr->throw_early;
-    s->divide_by_initial_world_size = jr->divide_initial;
-    s->released = jr->released;
-    s->done = jr->done;
-    if (jr->done) {
-        s->has_last_joiner = s->has_final_seq = 1;
-        s->last_joiner = jr->last_joiner;
-        s->final_seq = jr->final_seq;
-    }
-    for (int i = 0; i < jr->size; i++)
-        s->begun += jr->m[i].begun;
-    if (jr->joins && (s->joined = calloc(jr->joins, sizeof *s->joined))) {
-        for (uint32_t o = 1; o <= jr->joins; o++)
-            for (int i = 0; i < jr->size; i++) {
-                if (jr->m[i].order != o)
-                    continue;
-                C10dpb__JoinedRank *x = calloc(1, sizeof *x);
-                if (!x)
-                    break;
-                c10dpb__joined_rank__init(x);
-                x->rank = i;
-                x->has_global_rank = x->has_joined_ms = 1;
-                x->global_rank = jr->ranks[i];
-                x->after_seq = jr->m[i].after;
-                x->joined_ms = jr->m[i].joined_ms;
-                s->joined[s->n_joined++] = x;
-            }
-    }
-    s->has_caught_up = 1;
-    s->caught_up = jr->run_count == 0;
-    if (jr->last_fp.kind < C10DC_KIND_COUNT) {
-        char f[160], buf[256];
-        snprintf(buf, sizeof buf, "#%llu %s", (unsigned long long)jr->released,
-                 c10dc_fp_format(&jr->last_fp, f, sizeof f));
-        s->shadowing = strdup(buf);
-    }
-    return s;
-}
-
-static void state_free(C10dpb__JoinState *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->n_joined; i++)
-        free(s->joined[i]);
-    free(s->joined);
-    free(s->shadowing);
-    free(s->group);
-    free(s);
-}
-
-/* The active ranks learn of joins on their watch (and acknowledge them on
- * the next one); ranks that shadow in-band learn there that the region is
- * over (kept until every member was told). */
-static int announced(const c10ds_jregion *jr, const char *job, uint64_t gen)
-{
-    /* Not a region that was over before a restart: its members returned
-     * already and will never say they heard it. */
-    return jr->gen == gen && jr->joins && !(jr->done && jr->restored) && !strcmp(jr->job, job);
-}
-
-static void on_watch_reply(c10ds_engine *e, const char *job, uint64_t gen, C10dpb__WatchReply *w)
-{
-    size_t n = 0;
-    for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        n += announced(jr, job, gen);
-    if (!n || !(w->joins = calloc(n, sizeof *w->joins)))
-        return;
-    for (c10ds_jregion *jr = e->join.regions; jr; jr = jr->next)
-        if (announced(jr, job, gen) && (w->joins[w->n_joins] = state_of(jr)))
-            w->n_joins++;
-}
-
-static void on_watch_done(C10dpb__WatchReply *w)
-{
-    for (size_t i = 0; i < w->n_joins; i++)
-        state_free(w->joins[i]);
-    free(w->joins);
-    w->joins = NULL;
-    w->n_joins = 0;
-}
-
-static void on_group_info(c10ds_engine *e, const char *job, uint64_t gen, C10dpb__GroupInfo *gi)
-{
-    if (!gi->n_ranks)
-        return;
-    int loaned;
-    c10ds_jregion *jr = c10ds_join_latest(&e->join, job, gen, gi->name, (int)gi->n_ranks,
-                                          gi->ranks, &loaned);
-    if (jr)
-        gi->join = state_of(jr);
-    if (loaned)
-        c10ds_join_region_free(jr);
-}
-
-static void on_group_info_done(C10dpb__GroupInfo *gi)
-{
-    state_free(gi->join);
-    gi->join = NULL;
-}
-
-static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen)
-{
-    c10ds_join_prune(&e->join, job, gen);
-}
-
-const c10ds_listener c10ds_join_listener = {
-    .name = "join",
-    .generation_started = on_generation_started,
-    .membership_changed = on_membership_changed,
-    .watch_request = on_watch_request,
-    .watch_reply = on_watch_reply,
-    .watch_done = on_watch_done,
-    .group_info = on_group_info,
-    .group_info_done = on_group_info_done,
-    .entered = on_entered,
-    .p2p_unmatched = on_p2p_unmatched,
-    .finding = on_finding,
-};
 
 const c10ds_op c10ds_join_ops[] = {
     {C10DPB__REQUEST__OP_JOIN_BEGIN, "join_begin", op_join_begin, 0},

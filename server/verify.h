@@ -78,7 +78,8 @@ typedef struct c10ds_verify {
 
 void c10ds_verify_fini(c10ds_verify *v);
 
-/* --- for modules that build on verification (join_ops.c) --- */
+/* --- for modules that build on verification (join_release.c, join_ops.c,
+ * join_events.c) --- */
 
 /* The group's verification state, made from the groups table the first
  * time; NULL if the group has not formed. */

@@ -11,10 +11,11 @@
  * wait (a get of a missing key) are parked and run again when the key is
  * written or their deadline passes; they never hold up anyone else.
  *
- * Operations plug in through tables of c10ds_op (store_ops.c,
- * admin_ops.c, group_ops.c, verify_ops.c, join_ops.c): one handler per
- * operation of proto/c10d.proto, in the module that owns its state. The
- * modules hear of each other's changes through events.h. */
+ * Operations plug in through tables of c10ds_op (store_ops.c, admin_ops.c,
+ * rendezvous_ops.c, liveness_ops.c, verify_ops.c, verify_report.c,
+ * verify_trace.c, join_ops.c): one handler per operation of
+ * proto/c10d.proto, in the module that owns its state. The modules hear
+ * of each other's changes through events.h. */
 #ifndef C10DS_ENGINE_H
 #define C10DS_ENGINE_H
 
@@ -123,7 +124,7 @@ void c10ds_engine_stop(c10ds_engine *e);
 void c10ds_engine_release(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
 
-/* Liveness (group_ops.c): members that joined on a closed connection are
+/* Liveness (liveness_ops.c): members that joined on a closed connection are
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
 void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms); /* now: c10d_steady_wall_ms() */
@@ -151,10 +152,9 @@ C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);
 
+/* --- requests and what handlers answer with (request.c) --- */
 c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot);
 void c10ds_request_free(c10ds_request *r);
-
-/* --- for handlers --- */
 /* Answers r with rep (request_id is filled in; status is rep->status). */
 c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
 c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)

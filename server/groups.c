@@ -1,3 +1,7 @@
+/* Jobs, members and groups over SQLite (groups.h): the statements, and the
+ * reads and writes of each table: a job's generations, a member's state and
+ * where it stopped, a group's row, its ranks (rows, compared by hash) and
+ * its members' arrivals. */
 #include "groups.h"
 
 #include "c10d_hash.h"
@@ -102,47 +106,6 @@ int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
     return 0;
 }
 
-void c10ds_endpoints_clear(c10ds_endpoints *c)
-{
-    for (int i = 0; c->eps && i < c->size; i++)
-        free(c->eps[i].data);
-    free(c->eps);
-    free(c->by_host);
-    free(c->host_from);
-    free(c->host_to);
-    memset(c, 0, sizeof *c);
-}
-
-void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free(v[i]->state);
-        free(v[i]->host);
-        free(v[i]->reason);
-        free(v[i]->activity);
-        for (size_t k = 0; k < v[i]->n_finals; k++) {
-            free(v[i]->finals[k]->group);
-            free(v[i]->finals[k]);
-        }
-        free(v[i]->finals);
-        free(v[i]);
-    }
-    free(v);
-}
-
-void c10ds_lost_cache_clear(c10ds_lost_cache *c)
-{
-    c10ds_groups_lost_free(c->v, c->n);
-    free(c->detail);
-    for (size_t i = 0; i < c->n_ranges; i++) {
-        free(c->ranges[i]->state);
-        free(c->ranges[i]->reason);
-        free(c->ranges[i]);
-    }
-    free(c->ranges);
-    memset(c, 0, sizeof *c);
-}
-
 void c10ds_groups_fini(c10ds_groups *g)
 {
     c10ds_endpoints_clear(&g->formed);
@@ -150,14 +113,6 @@ void c10ds_groups_fini(c10ds_groups *g)
     for (int i = 0; i < GS_COUNT; i++)
         sqlite3_finalize(g->st[i]);
     memset(g, 0, sizeof *g);
-}
-
-sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id)
-{
-    sqlite3_stmt *s = g->st[id];
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    return s;
 }
 
 static void bind_jg(sqlite3_stmt *s, const char *job, uint64_t gen)
@@ -417,177 +372,4 @@ int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const ch
     sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
     step_done(s);
     return 1;
-}
-
-/* --- waiter keys and members as messages --- */
-
-void c10ds_watch_key(char *buf, size_t cap, const char *job, uint64_t gen)
-{
-    snprintf(buf, cap, "\x01live:%s:%llu", job, (unsigned long long)gen);
-}
-
-void c10ds_group_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name)
-{
-    snprintf(buf, cap, "\x01group:%s:%llu:%s", job, (unsigned long long)gen, name);
-}
-
-static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
-{
-    c10dpb__member_info__init(m);
-    m->rank = sqlite3_column_int(s, 0);
-    m->state = strdup((const char *)sqlite3_column_text(s, 1));
-    m->host = strdup((const char *)sqlite3_column_text(s, 2));
-    m->has_pid = m->has_changed_ms = m->has_last_seen_ms = 1;
-    m->pid = sqlite3_column_int(s, 3);
-    m->reason = strdup((const char *)sqlite3_column_text(s, 4));
-    m->activity = strdup((const char *)sqlite3_column_text(s, 5));
-    m->changed_ms = sqlite3_column_int64(s, 6);
-    m->last_seen_ms = sqlite3_column_int64(s, 7);
-}
-
-/* Where a member that left stopped in each of its groups (none for one
- * that died: it stopped wherever it was). Out of memory, fewer are named:
- * a peer then fails a collective the rank had finished, never the other
- * way round. */
-static void load_finals(c10ds_groups *g, const char *job, uint64_t gen, C10dpb__MemberInfo *m)
-{
-    if (!m->state || strcmp(m->state, "left") != 0)
-        return;
-    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_FINALS_OF);
-    bind_jg(s, job, gen);
-    sqlite3_bind_int(s, 3, m->rank);
-    size_t cap = 0;
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        if (m->n_finals == cap) {
-            size_t ncap = cap ? cap * 2 : 4;
-            C10dpb__GroupSeq **nv = realloc(m->finals, ncap * sizeof *nv);
-            if (!nv)
-                break;
-            m->finals = nv, cap = ncap;
-        }
-        C10dpb__GroupSeq *f = malloc(sizeof *f);
-        if (!f)
-            break;
-        c10dpb__group_seq__init(f);
-        f->group = strdup((const char *)sqlite3_column_text(s, 0));
-        f->seq = (uint64_t)sqlite3_column_int64(s, 1);
-        if (!f->group) {
-            free(f);
-            break;
-        }
-        m->finals[m->n_finals++] = f;
-    }
-    sqlite3_reset(s);
-}
-
-/* Members of a generation (all, or only those not alive). */
-C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64_t gen,
-                                        int lost_only, size_t *n)
-{
-    sqlite3_stmt *s =
-        c10ds_groups_stmt(g, lost_only ? GS_MEMBERS_LOST : GS_MEMBERS_OF_GEN);
-    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
-    C10dpb__MemberInfo **v = NULL;
-    size_t cap = 0;
-    *n = 0;
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            C10dpb__MemberInfo **nv = realloc(v, cap * sizeof *v);
-            if (!nv)
-                break;
-            v = nv;
-        }
-        if (!(v[*n] = malloc(sizeof **v)))
-            break;
-        fill_member(s, v[(*n)++]);
-    }
-    sqlite3_reset(s);
-    for (size_t i = 0; i < *n; i++)
-        load_finals(g, job, gen, v[i]);
-    return v;
-}
-
-/* --- the formed group's endpoints, for its members' replies --- */
-
-/* The endpoints of a formed group, from the cache or the database. */
-const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
-                                                         uint64_t gen, const char *name, int size)
-{
-    c10ds_endpoints *c = &g->formed;
-    char key[512];
-    c10ds_group_key(key, sizeof key, job, gen, name);
-    if (c->eps && c->size == size && strcmp(c->key, key) == 0)
-        return c->eps;
-    c10ds_endpoints_clear(c);
-    if (!(c->eps = calloc((size_t)size, sizeof *c->eps)))
-        return NULL;
-    c->size = size;
-    snprintf(c->key, sizeof c->key, "%s", key);
-    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_GM_LIST);
-    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
-    sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
-    /* A column's blob is only valid until the next step: copy each. */
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        int idx = sqlite3_column_int(s, 0);
-        size_t len = (size_t)sqlite3_column_bytes(s, 1);
-        if (idx < 0 || idx >= size || c->eps[idx].data ||
-            !(c->eps[idx].data = malloc(len ? len : 1)))
-            continue;
-        if (len)
-            memcpy(c->eps[idx].data, sqlite3_column_blob(s, 1), len);
-        c->eps[idx].len = len;
-    }
-    sqlite3_reset(s);
-    /* Who shares a host: ranks ordered by (host, rank) and, per rank, its
-     * host's range in that order. */
-    c->by_host = calloc((size_t)size, sizeof *c->by_host);
-    c->host_from = calloc((size_t)size, sizeof *c->host_from);
-    c->host_to = calloc((size_t)size, sizeof *c->host_to);
-    if (!c->by_host || !c->host_from || !c->host_to) {
-        c10ds_endpoints_clear(c);
-        return NULL;
-    }
-    s = c10ds_groups_stmt(g, GS_GM_HOSTS);
-    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);
-    sqlite3_bind_text(s, 3, name, -1, SQLITE_TRANSIENT);
-    int n = 0, from = 0;
-    char prev[256] = "";
-    while (sqlite3_step(s) == SQLITE_ROW && n < size) {
-        int idx = sqlite3_column_int(s, 0);
-        const char *host = (const char *)sqlite3_column_text(s, 1);
-        if (idx < 0 || idx >= size)
-            continue;
-        if (n == 0 || strcmp(prev, host ? host : "") != 0) {
-            for (int k = from; k < n; k++)
-                c->host_to[c->by_host[k]] = n;
-            from = n;
-            snprintf(prev, sizeof prev, "%s", host ? host : "");
-        }
-        c->by_host[n] = idx;
-        c->host_from[idx] = from;
-        n++;
-    }
-    for (int k = from; k < n; k++)
-        c->host_to[c->by_host[k]] = n;
-    sqlite3_reset(s);
-    return c->eps;
-}
-
-/* idx's host's members, in rank order (group ranks), from the cache. */
-int c10ds_endpoints_host_peers(const c10ds_endpoints *c, int idx, int32_t *out)
-{
-    int n = 0;
-    for (int k = c->host_from[idx]; k < c->host_to[idx]; k++)
-        out[n++] = c->by_host[k];
-    for (int i = 1; i < n; i++) /* a host holds a few ranks: insertion sort */
-        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-            int32_t t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-    return n;
 }

@@ -1,7 +1,12 @@
 /* Jobs, members and process groups over the database: who is in which
  * generation of a job, who is alive, which groups exist and which of their
  * members have arrived. Runs on the engine thread, inside its transaction.
- * rendezvous_ops.c and liveness_ops.c turn these into the wire operations. */
+ * rendezvous_ops.c and liveness_ops.c turn these into the wire operations.
+ *
+ * groups.c holds the statements and the tables' reads and writes;
+ * members.c builds members as messages (and the lost members' cache),
+ * endpoints.c the formed group's endpoints by host. Both read through
+ * c10ds_groups_stmt; groups.c only frees their caches. */
 #ifndef C10DS_GROUPS_H
 #define C10DS_GROUPS_H
 
@@ -13,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
     GS_JOB_GET,
@@ -83,9 +89,6 @@ typedef struct c10ds_lost_cache {
 
 #define C10DS_LOST_DETAIL 16
 
-/* Frees everything the cache holds and marks it empty. */
-void c10ds_lost_cache_clear(c10ds_lost_cache *c);
-
 typedef struct c10ds_groups {
     int64_t last_change_ms; /* the latest state change stamped (see set_state) */
     c10ds_db *db;
@@ -94,23 +97,6 @@ typedef struct c10ds_groups {
     c10ds_lost_cache lost;
 } c10ds_groups;
 
-void c10ds_endpoints_clear(c10ds_endpoints *c);
-/* The endpoints of a formed group of size members (group-rank order),
- * from the cache or, for another group than the cached one, the database;
- * NULL out of memory. */
-const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
-                                                         uint64_t gen, const char *name, int size);
-/* The members on group rank idx's host, in rank order, into out (room for
- * host_to - host_from); returns how many. */
-int c10ds_endpoints_host_peers(const c10ds_endpoints *c, int idx, int32_t *out);
-void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
-/* Members of a generation as messages (all, or those not alive), in rank
- * order; free with c10ds_groups_lost_free. */
-C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64_t gen,
-                                        int lost_only, size_t *n);
-/* The waiter keys: a job's watches, and a forming group's joins. */
-void c10ds_watch_key(char *buf, size_t cap, const char *job, uint64_t gen);
-void c10ds_group_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name);
 /* FNV-1a over a group's global ranks in group order, what an arrival's
  * list is compared by; ranks NULL is the world in order, 0..n-1. */
 uint64_t c10ds_ranks_hash(const int32_t *ranks, size_t n);
@@ -145,8 +131,51 @@ typedef struct c10ds_group {
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db);
 void c10ds_groups_fini(c10ds_groups *g);
+
 /* The statement id, reset and ready to bind. */
-sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id);
+static inline sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id)
+{
+    sqlite3_stmt *s = g->st[id];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+/* The waiter keys: a job's watches, and a forming group's joins. */
+static inline void c10ds_watch_key(char *buf, size_t cap, const char *job, uint64_t gen)
+{
+    snprintf(buf, cap, "\x01live:%s:%llu", job, (unsigned long long)gen);
+}
+
+static inline void c10ds_group_key(char *buf, size_t cap, const char *job, uint64_t gen,
+                                   const char *name)
+{
+    snprintf(buf, cap, "\x01group:%s:%llu:%s", job, (unsigned long long)gen, name);
+}
+
+/* --- members.c --- */
+
+/* Members of a generation as messages (all, or those not alive), in rank
+ * order, each that left with its finals; free with c10ds_groups_lost_free. */
+C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64_t gen,
+                                        int lost_only, size_t *n);
+void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
+/* Frees everything the cache holds and marks it empty. */
+void c10ds_lost_cache_clear(c10ds_lost_cache *c);
+
+/* --- endpoints.c --- */
+
+/* The endpoints of a formed group of size members (group-rank order),
+ * from the cache or, for another group than the cached one, the database;
+ * NULL out of memory. */
+const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
+                                                         uint64_t gen, const char *name, int size);
+/* The members on group rank idx's host, in rank order, into out (room for
+ * host_to - host_from); returns how many. */
+int c10ds_endpoints_host_peers(const c10ds_endpoints *c, int idx, int32_t *out);
+void c10ds_endpoints_clear(c10ds_endpoints *c);
+
+/* --- groups.c: the tables --- */
 
 /* 1 found, 0 not, -1 error. */
 int c10ds_groups_job(c10ds_groups *g, const char *job, c10ds_job *out);

@@ -1,0 +1,225 @@
+#define _GNU_SOURCE /* memmem */
+/* The coordinator against bad clients: values over its limits, frames
+ * left unfinished (timed out and capped), bytes that are no protocol, a
+ * wrong or missing token; everyone else is served throughout. */
+#include "store_coord.h"
+
+#include "check_main.h"
+#include "frame.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* A plain TCP connection to the coordinator, speaking no protocol. */
+static int raw_connect(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port_of(coord.url))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Reads until end-of-file (0) or a 2 s timeout or error (-1). */
+static int read_until_eof(int fd)
+{
+    char rb[256];
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssize_t r;
+    while ((r = read(fd, rb, sizeof rb)) > 0)
+        ;
+    return r == 0 || (r < 0 && errno == ECONNRESET) ? 0 : -1;
+}
+
+START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
+{
+    coord_stop(&coord, SIGTERM);
+    const char *args[] = {"--max-value-bytes", "1024", "--max-message-bytes", "8192", NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    c10d_store *s = connect_store();
+    char *big = calloc(1, 4096);
+    ck_assert_int_eq(c10d_store_set(s, "big", big, 4096), C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "value of 4096 bytes for key 'big' exceeds"));
+    OK(c10d_store_set(s, "small", big, 1024));
+    OK(c10d_store_append(s, "small", "x", 0));
+    ck_assert_int_eq(c10d_store_append(s, "small", "x", 1), C10D_ETOOBIG);
+
+    /* A raw peer that ignores the limits: its over-limit frame gets its
+     * connection closed; the coordinator serves everyone else. */
+    int fd = raw_connect();
+    uint8_t hdr[C10DC_FRAME_HDR];
+    c10dc_frame_header(hdr, 1, 100000);
+    ck_assert_int_eq(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+    char *huge = calloc(1, 100000);
+    (void)!write(fd, huge, 100000); /* may fail half-way: the coordinator hung up */
+    ck_assert_msg(read_until_eof(fd) == 0, "connection not closed after an oversized frame");
+    close(fd);
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "small", &v, &n, 0));
+    ck_assert_uint_eq(n, 1024);
+    c10d_free(v);
+    free(big);
+    free(huge);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* Issue 12, finding 9: forty connections each holding 16 MiB of an
+ * unfinished frame took 645 MB, for ever. A frame left unfinished is cut
+ * off after --frame-timeout; unfinished frames together are capped by
+ * --max-pending-bytes; everyone else is served. */
+START_TEST(unfinished_requests_are_timed_out_and_capped)
+{
+    coord_stop(&coord, SIGTERM);
+    const char *args[] = {"--frame-timeout", "500", "--max-value-bytes", "1048576",
+                          "--max-pending-bytes", "4194304", NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    /* 1. half a request, then silence */
+    int fd = raw_connect();
+    uint8_t hdr[C10DC_FRAME_HDR];
+    c10dc_frame_header(hdr, 1, 1 << 20);
+    ck_assert_int_eq(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
+    char part[1000] = {0};
+    ck_assert_int_eq(write(fd, part, sizeof part), (ssize_t)sizeof part);
+    long long t0 = test_now_ms();
+    ck_assert_msg(read_until_eof(fd) == 0, "a connection holding half a request was not closed");
+    long long took = test_now_ms() - t0;
+    ck_assert_msg(took >= 400 && took < 1900, "closed after %lld ms (--frame-timeout 500)", took);
+    ck_assert(coord_log_contains(&coord, "--frame-timeout"));
+    close(fd);
+    /* 2. eight connections each holding 1 MiB of a request of 1 MiB +
+     * 4 KiB: 8 MiB against a 4 MiB cap. Those over it are closed. */
+    int fds[8], closed = 0;
+    char *mib = calloc(1, 1 << 20);
+    for (int i = 0; i < 8; i++) {
+        fds[i] = raw_connect();
+        c10dc_frame_header(hdr, 1, (1 << 20) + 4096);
+        ck_assert_int_eq(write(fds[i], hdr, sizeof hdr), (ssize_t)sizeof hdr);
+        (void)!write(fds[i], mib, 1 << 20); /* may stop short: the coordinator hung up */
+    }
+    for (int i = 0; i < 8; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        if (poll(&p, 1, 300) == 1) {
+            char c;
+            closed += read(fds[i], &c, 1) <= 0;
+        }
+    }
+    ck_assert_msg(closed >= 4, "only %d of 8 connections over --max-pending-bytes were closed",
+                  closed);
+    ck_assert(coord_log_contains(&coord, "--max-pending-bytes"));
+    /* 3. everyone else is served meanwhile */
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+    free(mib);
+}
+END_TEST
+
+START_TEST(garbage_on_the_port_does_not_hurt_others)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "before", "1", 1));
+    /* 1. raw TCP junk: not even a frame (its length is absurd) */
+    for (int i = 0; i < 5; i++) {
+        int fd = raw_connect();
+        char junk[512];
+        for (size_t j = 0; j < sizeof junk; j++)
+            junk[j] = j < 4 ? (char)0xff : (char)(rand() & 0xff);
+        ck_assert_int_gt(write(fd, junk, sizeof junk), 0);
+        /* The coordinator closes it: we must see end-of-file, not a
+         * timeout. */
+        ck_assert_msg(read_until_eof(fd) == 0, "connection not closed after junk");
+        close(fd);
+    }
+    /* 2. a proper frame whose bytes are not a request */
+    int fd = raw_connect();
+    uint8_t frame[C10DC_FRAME_HDR + 11];
+    c10dc_frame_header(frame, 77, 11);
+    memcpy(frame + C10DC_FRAME_HDR, "\xff\xff\xff\xffgarbage", 11);
+    ck_assert_int_eq(write(fd, frame, sizeof frame), (ssize_t)sizeof frame);
+    uint8_t rb[2048];
+    size_t got = 0;
+    struct timeval tv = {2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t r; got < C10DC_FRAME_HDR || got < 4 + c10dc_get_u32(rb);) {
+        ck_assert_int_gt(r = read(fd, rb + got, sizeof rb - got), 0);
+        got += (size_t)r;
+    }
+    /* The reply is a protocol error for that request, not silence. */
+    ck_assert_uint_eq(c10dc_get_u64(rb + 4), 77);
+    ck_assert_ptr_nonnull(memmem(rb, got, "could not decode", 16));
+    close(fd);
+
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "before", &v, &n, 0));
+    c10d_free(v);
+    OK(c10d_store_set(s, "after", "1", 1));
+    c10d_store_close(s);
+}
+END_TEST
+
+START_TEST(token_is_required_when_configured)
+{
+    coord_stop(&coord, SIGTERM);
+    char tf[600];
+    snprintf(tf, sizeof tf, "%s/token", coord.dir);
+    FILE *f = fopen(tf, "w");
+    fputs("s3cret\n", f);
+    fclose(f);
+    const char *args[] = {"--token-file", tf, NULL};
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 2000;
+    unsetenv("C10D_TOKEN");
+    ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    o.token = "wrong";
+    ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "does not match"));
+    /* Issue 12, finding 11: each refusal was a log line (6,000 refused
+     * tokens, 6,084 lines). Warnings of one kind are limited to 10 a
+     * second, the rest counted. */
+    long long t0 = test_now_ms();
+    for (int i = 0; i < 300; i++)
+        ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
+    long long secs = (test_now_ms() - t0) / 1000 + 2;
+    FILE *log = fopen(coord.log, "r");
+    char line[4096];
+    int refusals = 0;
+    while (fgets(line, sizeof line, log))
+        refusals += strstr(line, "token") != NULL && strstr(line, "refused") != NULL;
+    fclose(log);
+    ck_assert_msg(refusals <= 10 * secs, "%d log lines for 300 refused tokens in %lld s",
+                  refusals, secs);
+    o.token = "s3cret";
+    OK(c10d_store_connect(&s, coord.url, &o));
+    OK(c10d_store_set(s, "k", "v", 1));
+    c10d_store_close(s);
+}
+END_TEST
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    Suite *s = suite_create("store_hostile");
+    TCase *tc = store_tcase("store_hostile");
+    tcase_add_test(tc, oversized_values_are_refused_and_the_coordinator_carries_on);
+    tcase_add_test(tc, garbage_on_the_port_does_not_hurt_others);
+    tcase_add_test(tc, unfinished_requests_are_timed_out_and_capped);
+    tcase_add_test(tc, token_is_required_when_configured);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

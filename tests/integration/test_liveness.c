@@ -1,7 +1,12 @@
 /* Liveness and rendezvous failures end to end: a rank killed in the
  * middle of a collective, a rank that leaves while a peer waits, one whose
  * heartbeats stop, a rendezvous that times out, a rank number taken twice,
- * and a restarted job. Peers must get an error naming the rank, fast. */
+ * and a restarted job. Peers must get an error naming the rank, fast.
+ *
+ * Just over 500 lines on purpose: every scenario is read against the one
+ * scoreboard its ranks share with the test (shared_t: ready counts, pids,
+ * when the test struck, go); split, each part would carry a copy of it and
+ * of the fixture for a hundred lines of cases. */
 #include "coord_proc.h"
 #include "state_wait.h"
 #include "world_proc.h"

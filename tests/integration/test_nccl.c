@@ -10,7 +10,12 @@
  * world size 2 (two GPUs, or one GPU where NCCL allows several ranks on
  * it) a sum, the abort that ends a collective whose peer died, and a
  * joined rank shadowing CUDA collectives. Those cases print why they skip
- * where there is no GPU. */
+ * where there is no GPU.
+ *
+ * Just over 500 lines, one program on purpose: CTest runs it twice
+ * (test_nccl, and test_nccl --gpu, which exits 77 with the reason where
+ * there is no GPU), and both halves choose a backend and set up ranks
+ * alike (init_with). */
 #include "coord_proc.h"
 #include "pg_internal.h"
 #include "world_proc.h"

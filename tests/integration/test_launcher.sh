@@ -34,7 +34,10 @@ grep -q "EPEERLOST.*rank 2 (host .*, pid [0-9]*) died" "$out/bad.err" ||
 # SIGTERM to the launcher reaches the ranks; it exits 128+15.
 "$run" -n 2 -- sleep 30 >"$out/sig.out" 2>"$out/sig.err" &
 lp=$!
-sleep 0.5
+# once both ranks run (children of the launcher), not after a guessed pause
+ranks() { pgrep -P "$lp" -fc "^sleep 30$"; }
+for _ in $(seq 200); do [ "$(ranks)" = 2 ] && break; sleep 0.05; done
+[ "$(ranks)" = 2 ] || fail "the launcher did not start its 2 ranks within 10 s"
 kill -TERM "$lp"
 wait "$lp"
 rc=$?

@@ -52,7 +52,8 @@ int main(int argc, char **argv)
     }
     /* One round trip: the coordinator holds the request until every
      * address is there. */
-    check(c10d_store_multi_get(s, keys, (size_t)world, vals, lens, -1), "multi_get");
+    check(c10d_store_multi_get(s, keys, (size_t)world, vals, lens, C10D_TIMEOUT_DEFAULT),
+          "multi_get");
     if (rank == 0) {
         for (int r = 0; r < world; r++)
             printf("rank 0: rank %d is at %.*s\n", r, (int)lens[r], (char *)vals[r]);

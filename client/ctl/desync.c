@@ -185,7 +185,7 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
     if ((*err = c10d_store_health(s, job, group, &g, &ng)) != C10D_OK)
         return -1;
     if ((*err = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK) {
-        c10d_health_free(g, ng);
+        c10d_free(g);
         return -1;
     }
     int healthy = 1;
@@ -199,8 +199,8 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
         print_json(g, ng, jobs, nj, healthy);
     else
         print_text(g, ng, jobs, nj, healthy);
-    c10d_health_free(g, ng);
-    c10d_jobs_free(jobs, nj);
+    c10d_free(g);
+    c10d_free(jobs);
     return healthy ? 0 : EXIT_UNHEALTHY;
 }
 
@@ -241,7 +241,7 @@ int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
             printf("%-20s %-10s %s\n", seqs, rows[i].state, rows[i].what);
         }
     }
-    c10d_trace_free(rows, nr);
+    c10d_free(rows);
     return 0;
 }
 

@@ -281,7 +281,7 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "keys") == 0)
         rc = cmd_keys(s, nargs ? args[0] : NULL, op.limit);
     else if (strcmp(cmd, "get") == 0)
-        rc = cmd_get(s, args[0], (int)op.wait);
+        rc = cmd_get(s, args[0], op.wait > 0 ? (int)op.wait : C10D_NO_WAIT);
     else if (strcmp(cmd, "set") == 0)
         rc = cmd_set(s, args[0], args[1]);
     else if (strcmp(cmd, "del") == 0)

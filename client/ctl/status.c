@@ -205,14 +205,17 @@ int cmd_status(c10d_store *s, int nargs, char **args)
         job = args[1];
     else if (nargs)
         return ctl_usage_error("%s", "status takes no arguments but --job J");
-    c10d_coord_info info;
-    c10d_status st = c10d_store_coord_info(s, &info);
+    c10d_coord_info *ip = NULL;
+    c10d_status st = c10d_store_coord_info(s, &ip);
     if (st != C10D_OK)
         return ctl_fail_last(st);
+    c10d_coord_info info = *ip; /* its strings stay in ip's block until the end */
     c10d_job_info *jobs = NULL;
     size_t nj = 0;
-    if ((st = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK)
+    if ((st = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK) {
+        c10d_free(ip);
         return ctl_fail_last(st);
+    }
     if (ctl_json) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");
         json_string(stdout, c10d_store_url(s), strlen(c10d_store_url(s)));
@@ -228,7 +231,8 @@ int cmd_status(c10d_store *s, int nargs, char **args)
                info.parked);
         print_jobs_json(jobs, nj);
         printf("}\n");
-        c10d_jobs_free(jobs, nj);
+        c10d_free(jobs);
+        c10d_free(ip);
         return EXIT_OK;
     }
     char up[64];
@@ -242,6 +246,7 @@ int cmd_status(c10d_store *s, int nargs, char **args)
     printf("requests     %" PRId64 " served, %" PRId64 " waiting on keys\n", info.requests,
            info.parked);
     print_jobs_text(jobs, nj);
-    c10d_jobs_free(jobs, nj);
+    c10d_free(jobs);
+    c10d_free(ip);
     return EXIT_OK;
 }

@@ -234,7 +234,7 @@ static int first_to_go(const char *coord, const char *job, const int *failed, in
                     snprintf(why, cap, "%s: %s", mi->state, mi->reason ? mi->reason : "");
                 }
             }
-        c10d_jobs_free(jobs, nj);
+        c10d_free(jobs);
     }
     c10d_store_close(s);
     return best;

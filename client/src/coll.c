@@ -175,7 +175,9 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     if (c->be->prepare && (st = c->be->prepare(c->be_state, c)) != C10D_OK)
         goto out;
     describe(pg, c, numel);
-    c->timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : pg->timeout_ms;
+    if ((st = c10di_timeout(fn, "opts.timeout_ms", o ? o->timeout_ms : C10D_TIMEOUT_DEFAULT,
+                            pg->timeout_ms, 0, &c->timeout_ms)) != C10D_OK)
+        goto out;
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
@@ -478,7 +480,7 @@ c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ran
     init_coll(&c, C10DC_MONITORED_BARRIER, C10D_FLOAT32, 0);
     c.wait_all = wait_all_ranks;
     c10d_coll_opts o = C10D_COLL_OPTS_INIT;
-    o.timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    o.timeout_ms = timeout_ms; /* checked with the rest: C10D_TIMEOUT_DEFAULT, the group's */
     return dispatch(pg, &c, 0, C10D_CPU, "monitored_barrier", &o, NULL);
 }
 

@@ -50,6 +50,25 @@ c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int go
                        "libc10dclient it runs with", fn, type, got, known);
 }
 
+c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int def,
+                          int no_wait_ok, int *out)
+{
+    if (timeout_ms > 0 || timeout_ms == C10D_TIMEOUT_DEFAULT) {
+        *out = timeout_ms > 0 ? timeout_ms : def;
+        return C10D_OK;
+    }
+    if (timeout_ms == C10D_NO_WAIT && no_wait_ok) {
+        *out = 0;
+        return C10D_OK;
+    }
+    if (timeout_ms == C10D_NO_WAIT)
+        return c10di_error(C10D_EINVAL, "%s: %s is C10D_NO_WAIT, which does not apply here "
+                           "(it waits for its peers): give milliseconds, or "
+                           "C10D_TIMEOUT_DEFAULT", fn, what);
+    return c10di_error(C10D_EINVAL, "%s: %s is %d: a timeout is milliseconds (> 0), "
+                       "C10D_TIMEOUT_DEFAULT (0) or C10D_NO_WAIT (-1)", fn, what, timeout_ms);
+}
+
 c10d_status c10di_error(c10d_status st, const char *fmt, ...)
 {
     /* Formatted aside first: callers may wrap the previous detail,

@@ -27,6 +27,13 @@ c10d_status c10di_error(c10d_status st, const char *fmt, ...) __attribute__((for
 c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int got,
                                unsigned int known);
 
+/* A timeout argument or option field under the API's one convention
+ * (c10d/common.h): > 0 as it is, C10D_TIMEOUT_DEFAULT as def, C10D_NO_WAIT
+ * as 0 where no_wait_ok (else refused), anything else refused; C10D_EINVAL
+ * names fn and what. */
+c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int def,
+                          int no_wait_ok, int *out);
+
 /* --- env.c --- */
 /* Resolves a coordinator URL: url if given ("host:port" becomes
  * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT,

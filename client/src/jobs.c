@@ -1,57 +1,92 @@
-/* c10d_store_jobs: the coordinator's jobs, members and groups, for
- * operators. The strings point into the decoded reply, which the result
- * keeps alive until c10d_jobs_free. */
+/* c10d_store_jobs, c10d_store_health, c10d_store_trace: what the
+ * coordinator knows of jobs, their verification and a rank's recent
+ * collectives, for operators. Each result is one allocation (block.h),
+ * freed with c10d_free. */
+#include "block.h"
 #include "internal.h"
 
-#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
-typedef struct {
-    C10dpb__Reply *rep;
-    c10d_job_info jobs[];
-} jobs_block;
-
-static const char *str(const char *s)
+/* Asks the coordinator; the reply must be of kind `want`. */
+static c10d_status ask(c10d_store *s, C10dpb__Request *req, C10dpb__Reply__ResultCase want,
+                       const char *what, C10dpb__Reply **rep)
 {
-    return s ? s : "";
-}
-
-void c10d_jobs_free(c10d_job_info *jobs, size_t n)
-{
-    if (!jobs)
-        return;
-    jobs_block *b = (jobs_block *)((char *)jobs - offsetof(jobs_block, jobs));
-    for (size_t i = 0; i < n; i++) {
-        for (size_t k = 0; jobs[i].groups && k < jobs[i].n_groups; k++)
-            if (jobs[i].groups[k].join) {
-                free((void *)jobs[i].groups[k].join->joined);
-                free((void *)jobs[i].groups[k].join);
-            }
-        free((void *)jobs[i].members);
-        free((void *)jobs[i].groups);
+    c10d_status st = c10di_call(c10di_store_conn(s), req, 0, 30000, rep);
+    if (st != C10D_OK)
+        return st;
+    if ((*rep)->result_case != want) {
+        c10dpb__reply__free_unpacked(*rep, NULL);
+        return c10di_error(C10D_EPROTO, "the coordinator answered %s with something else", what);
     }
-    c10dpb__reply__free_unpacked(b->rep, NULL);
-    free(b);
+    return C10D_OK;
 }
 
-static const c10d_join_info *join_info(const C10dpb__JoinState *js)
+/* Runs fill over part of reply rep twice (measure, then build): result is
+ * the block. */
+#define BUILD(result, fill, part, rep)                                                             \
+    do {                                                                                           \
+        c10di_block b_ = {NULL, 0};                                                                \
+        fill(&b_, part);                                                                           \
+        if (!(b_.base = malloc(b_.used ? b_.used : 1))) {                                          \
+            c10dpb__reply__free_unpacked(rep, NULL);                                               \
+            return c10di_error(C10D_ENOMEM, "out of memory");                                      \
+        }                                                                                          \
+        b_.used = 0;                                                                               \
+        (result) = fill(&b_, part);                                                                \
+    } while (0)
+
+/* --- jobs --- */
+
+static const c10d_join_info *join_info(c10di_block *b, const C10dpb__JoinState *js)
 {
-    c10d_join_info *ji = calloc(1, sizeof *ji);
-    c10d_joined_rank *jr = calloc(js->n_joined ? js->n_joined : 1, sizeof *jr);
-    if (!ji || !jr) {
-        free(ji);
-        free(jr);
+    c10d_join_info *ji = c10di_block_take(b, sizeof *ji);
+    c10d_joined_rank *jr = c10di_block_take(b, js->n_joined * sizeof *jr);
+    const char *shadowing = c10di_block_str(b, js->shadowing);
+    if (!ji)
         return NULL;
-    }
     for (size_t i = 0; i < js->n_joined; i++)
         jr[i] = (c10d_joined_rank){js->joined[i]->rank, js->joined[i]->global_rank,
                                    js->joined[i]->after_seq, js->joined[i]->joined_ms};
     *ji = (c10d_join_info){js->region, js->begun, js->throw_on_early_termination,
                            js->divide_by_initial_world_size, js->n_joined, jr, js->released,
-                           str(js->shadowing), js->caught_up, js->done,
+                           shadowing, js->caught_up, js->done,
                            js->has_last_joiner ? js->last_joiner : -1};
     return ji;
+}
+
+static c10d_job_info *fill_jobs(c10di_block *b, const C10dpb__JobsReply *r)
+{
+    c10d_job_info *out = c10di_block_take(b, r->n_jobs * sizeof *out);
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const C10dpb__JobInfo *j = r->jobs[i];
+        c10d_member_info *m = c10di_block_take(b, j->n_members * sizeof *m);
+        c10d_group_info *g = c10di_block_take(b, j->n_groups * sizeof *g);
+        const char *job = c10di_block_str(b, j->job);
+        for (size_t k = 0; k < j->n_members; k++) {
+            const C10dpb__MemberInfo *x = j->members[k];
+            const char *state = c10di_block_str(b, x->state), *host = c10di_block_str(b, x->host);
+            const char *reason = c10di_block_str(b, x->reason);
+            const char *activity = c10di_block_str(b, x->activity);
+            if (m)
+                m[k] = (c10d_member_info){x->rank, state, host, x->pid, reason, activity,
+                                          x->changed_ms, x->last_seen_ms};
+        }
+        for (size_t k = 0; k < j->n_groups; k++) {
+            const C10dpb__GroupInfo *x = j->groups[k];
+            const char *name = c10di_block_str(b, x->name);
+            int *ranks = c10di_block_take(b, x->n_ranks * sizeof *ranks);
+            const c10d_join_info *join = x->join ? join_info(b, x->join) : NULL;
+            if (ranks && x->n_ranks)
+                memcpy(ranks, x->ranks, x->n_ranks * sizeof *ranks);
+            if (g)
+                g[k] = (c10d_group_info){name, (int)x->n_ranks, ranks, x->joined, x->formed,
+                                         join};
+        }
+        if (out)
+            out[i] = (c10d_job_info){job, j->generation, j->world_size, j->formed, j->n_members,
+                                     m, j->n_groups, g};
+    }
+    return out;
 }
 
 c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out, size_t *n)
@@ -64,72 +99,37 @@ c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out,
     req.op_case = C10DPB__REQUEST__OP_JOBS;
     req.jobs = &q;
     C10dpb__Reply *rep = NULL;
-    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_JOBS, "a jobs query", &rep);
     if (st != C10D_OK)
         return st;
-    if (rep->result_case != C10DPB__REPLY__RESULT_JOBS) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_EPROTO, "jobs reply without jobs");
-    }
-    size_t nj = rep->jobs->n_jobs;
-    jobs_block *b = calloc(1, sizeof *b + (nj ? nj : 1) * sizeof b->jobs[0]);
-    if (!b) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    }
-    b->rep = rep;
-    for (size_t i = 0; i < nj; i++) {
-        const C10dpb__JobInfo *j = rep->jobs->jobs[i];
-        c10d_job_info *o = &b->jobs[i];
-        c10d_member_info *m = calloc(j->n_members ? j->n_members : 1, sizeof *m);
-        c10d_group_info *g = calloc(j->n_groups ? j->n_groups : 1, sizeof *g);
-        o->members = m;
-        o->groups = g;
-        if (!m || !g) {
-            c10d_jobs_free(b->jobs, i + 1);
-            return c10di_error(C10D_ENOMEM, "out of memory");
-        }
-        o->job = str(j->job);
-        o->generation = j->generation;
-        o->world_size = j->world_size;
-        o->formed = j->formed;
-        o->n_members = j->n_members;
-        for (size_t k = 0; k < j->n_members; k++) {
-            const C10dpb__MemberInfo *x = j->members[k];
-            m[k] = (c10d_member_info){x->rank, str(x->state), str(x->host), x->pid,
-                                      str(x->reason), str(x->activity), x->changed_ms,
-                                      x->last_seen_ms};
-        }
-        o->n_groups = j->n_groups;
-        for (size_t k = 0; k < j->n_groups; k++) {
-            const C10dpb__GroupInfo *x = j->groups[k];
-            g[k] = (c10d_group_info){str(x->name), (int)x->n_ranks, x->ranks, x->joined,
-                                     x->formed, NULL};
-            if (x->join && !(g[k].join = join_info(x->join))) {
-                c10d_jobs_free(b->jobs, i + 1);
-                return c10di_error(C10D_ENOMEM, "out of memory");
-            }
-        }
-    }
-    *out = b->jobs;
-    *n = nj;
+    BUILD(*out, fill_jobs, rep->jobs, rep);
+    *n = rep->jobs->n_jobs;
+    c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
 }
 
-typedef struct {
-    C10dpb__Reply *rep;
-    c10d_group_health groups[];
-} health_block;
+/* --- verification state --- */
 
-void c10d_health_free(c10d_group_health *groups, size_t n)
+static c10d_group_health *fill_health(c10di_block *b, const C10dpb__CollStatusReply *r)
 {
-    if (!groups)
-        return;
-    health_block *b = (health_block *)((char *)groups - offsetof(health_block, groups));
-    for (size_t i = 0; i < n; i++)
-        free((void *)groups[i].ranks);
-    c10dpb__reply__free_unpacked(b->rep, NULL);
-    free(b);
+    c10d_group_health *out = c10di_block_take(b, r->n_groups * sizeof *out);
+    for (size_t i = 0; i < r->n_groups; i++) {
+        const C10dpb__GroupHealth *h = r->groups[i];
+        c10d_rank_progress *rk = c10di_block_take(b, h->n_ranks * sizeof *rk);
+        const char *job = c10di_block_str(b, h->job), *group = c10di_block_str(b, h->group);
+        const char *report = c10di_block_str(b, h->report);
+        for (size_t k = 0; k < h->n_ranks; k++) {
+            const C10dpb__RankProgress *p = h->ranks[k];
+            const char *last = c10di_block_str(b, p->last);
+            if (rk)
+                rk[k] = (c10d_rank_progress){p->rank, p->global_rank, p->entered, p->completed,
+                                             p->entered_ms, last};
+        }
+        if (out)
+            out[i] = (c10d_group_health){job, h->generation, group, h->size,
+                                         (c10d_status)h->status, report, h->n_ranks, rk};
+    }
+    return out;
 }
 
 c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
@@ -144,54 +144,28 @@ c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
     req.op_case = C10DPB__REQUEST__OP_COLL_STATUS;
     req.coll_status = &q;
     C10dpb__Reply *rep = NULL;
-    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_COLL_STATUS, "a coll_status query",
+                         &rep);
     if (st != C10D_OK)
         return st;
-    if (rep->result_case != C10DPB__REPLY__RESULT_COLL_STATUS) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_EPROTO, "coll_status reply without groups");
-    }
-    size_t ng = rep->coll_status->n_groups;
-    health_block *b = calloc(1, sizeof *b + (ng ? ng : 1) * sizeof b->groups[0]);
-    if (!b) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    }
-    b->rep = rep;
-    for (size_t i = 0; i < ng; i++) {
-        const C10dpb__GroupHealth *h = rep->coll_status->groups[i];
-        c10d_group_health *o = &b->groups[i];
-        c10d_rank_progress *r = calloc(h->n_ranks ? h->n_ranks : 1, sizeof *r);
-        if (!r) {
-            c10d_health_free(b->groups, i);
-            return c10di_error(C10D_ENOMEM, "out of memory");
-        }
-        *o = (c10d_group_health){str(h->job), h->generation, str(h->group), h->size,
-                                 (c10d_status)h->status, str(h->report), h->n_ranks, r};
-        for (size_t k = 0; k < h->n_ranks; k++) {
-            const C10dpb__RankProgress *p = h->ranks[k];
-            r[k] = (c10d_rank_progress){p->rank, p->global_rank, p->entered, p->completed,
-                                        p->entered_ms, str(p->last)};
-        }
-    }
-    *out = b->groups;
-    *n = ng;
+    BUILD(*out, fill_health, rep->coll_status, rep);
+    *n = rep->coll_status->n_groups;
+    c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
 }
 
-typedef struct {
-    C10dpb__Reply *rep;
-    c10d_trace_row rows[];
-} trace_block;
+/* --- a rank's trace --- */
 
-void c10d_trace_free(c10d_trace_row *rows, size_t n)
+static c10d_trace_row *fill_trace(c10di_block *b, const C10dpb__CollTraceReply *r)
 {
-    (void)n;
-    if (!rows)
-        return;
-    trace_block *b = (trace_block *)((char *)rows - offsetof(trace_block, rows));
-    c10dpb__reply__free_unpacked(b->rep, NULL);
-    free(b);
+    c10d_trace_row *out = c10di_block_take(b, r->n_rows * sizeof *out);
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const C10dpb__TraceRow *x = r->rows[i];
+        const char *what = c10di_block_str(b, x->what), *state = c10di_block_str(b, x->state);
+        if (out)
+            out[i] = (c10d_trace_row){x->first_seq, x->last_seq, what, state, x->entered_ms};
+    }
+    return out;
 }
 
 c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
@@ -209,26 +183,11 @@ c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, 
     req.op_case = C10DPB__REQUEST__OP_COLL_TRACE;
     req.coll_trace = &q;
     C10dpb__Reply *rep = NULL;
-    c10d_status st = c10di_call(c10di_store_conn(s), &req, 0, 30000, &rep);
+    c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_COLL_TRACE, "a coll_trace query", &rep);
     if (st != C10D_OK)
         return st;
-    if (rep->result_case != C10DPB__REPLY__RESULT_COLL_TRACE) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_EPROTO, "coll_trace reply without rows");
-    }
-    size_t nr = rep->coll_trace->n_rows;
-    trace_block *b = calloc(1, sizeof *b + (nr ? nr : 1) * sizeof b->rows[0]);
-    if (!b) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    }
-    b->rep = rep;
-    for (size_t i = 0; i < nr; i++) {
-        const C10dpb__TraceRow *r = rep->coll_trace->rows[i];
-        b->rows[i] = (c10d_trace_row){r->first_seq, r->last_seq, str(r->what), str(r->state),
-                                      r->entered_ms};
-    }
-    *out = b->rows;
-    *n = nr;
+    BUILD(*out, fill_trace, rep->coll_trace, rep);
+    *n = rep->coll_trace->n_rows;
+    c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
 }

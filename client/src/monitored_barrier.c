@@ -81,7 +81,7 @@ static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int ti
     /* Rank 0 answers within its own timeout; allow for it being late. */
     if (st == C10D_OK)
         st = wait_keys(pg, c, s, &done, 1, 2 * timeout_ms + 5000);
-    if (st == C10D_OK && (st = c10d_store_get(s, done, &v, &len, 0)) == C10D_OK) {
+    if (st == C10D_OK && (st = c10d_store_get(s, done, &v, &len, C10D_NO_WAIT)) == C10D_OK) {
         if (len != 2 || memcmp(v, "ok", 2) != 0)
             st = c10di_error(C10D_ETIMEDOUT, "%.*s", (int)len, (const char *)v);
         c10d_free(v);

@@ -210,15 +210,18 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     c10d_verify verify;
     if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
         (opts.world_size <= 0 && (st = c10di_env_int("WORLD_SIZE", 0, 1, INT_MAX, &env_size))) ||
-        (opts.timeout_ms <= 0 && (st = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1,
-                                                     INT_MAX, &env_timeout))) ||
+        (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
+         (st = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout))) ||
         (opts.device < 0 && (st = c10di_env_int("LOCAL_RANK", -1, 0, INT_MAX, &env_device))) ||
         (st = c10di_verify_mode(opts.verify, &verify)))
         return c10di_error(st, "c10d_init: %s", c10d_errmsg());
     int rank = opts.rank >= 0 ? opts.rank : (int)env_rank;
     int size = opts.world_size > 0 ? opts.world_size : (int)env_size;
     const char *job = opts.job ? opts.job : getenv("C10D_JOB");
-    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms : (int)env_timeout;
+    int timeout;
+    if ((st = c10di_timeout("c10d_init", "opts.timeout_ms", opts.timeout_ms, (int)env_timeout, 0,
+                            &timeout)) != C10D_OK)
+        return st;
     int device = opts.device >= 0 ? opts.device : (int)env_device;
     if (size <= 0)
         return c10di_error(C10D_EINVAL, "c10d_init: no world size (set WORLD_SIZE or "

@@ -56,11 +56,15 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     if (o)
         opts = *o;
     long env_timeout = DEFAULT_TIMEOUT_MS;
-    if (opts.timeout_ms <= 0 &&
+    if (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
         (est = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout)))
         return c10di_error(est, "c10d_store_connect: %s", c10d_errmsg());
-    int timeout = opts.timeout_ms > 0 ? opts.timeout_ms : (int)env_timeout;
-    int connect_timeout = opts.connect_timeout_ms > 0 ? opts.connect_timeout_ms : timeout;
+    int timeout, connect_timeout;
+    if ((est = c10di_timeout("c10d_store_connect", "opts.timeout_ms", opts.timeout_ms,
+                             (int)env_timeout, 0, &timeout)) != C10D_OK ||
+        (est = c10di_timeout("c10d_store_connect", "opts.connect_timeout_ms",
+                             opts.connect_timeout_ms, timeout, 0, &connect_timeout)) != C10D_OK)
+        return est;
     const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
     c10di_conn *conn;
     c10d_status st = c10di_conn_open(&conn, url, token, opts.tls_ca, connect_timeout);
@@ -171,9 +175,11 @@ static void free_keys(char **k, size_t n)
     free(k);
 }
 
-static int wait_ms(const c10d_store *s, int timeout_ms)
+/* How long the coordinator holds a get or wait for a missing key, under
+ * the API's timeout convention (c10d/common.h): C10D_NO_WAIT is 0 there. */
+static c10d_status wait_ms(const c10d_store *s, const char *fn, int timeout_ms, int *out)
 {
-    return timeout_ms < 0 ? s->timeout_ms : timeout_ms;
+    return c10di_timeout(fn, "timeout_ms", timeout_ms, s->timeout_ms, 1, out);
 }
 
 static void *copy_out(const void *v, size_t n)
@@ -263,13 +269,18 @@ c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *l
     *val = NULL; /* defined on failure (a timeout): c10d_free(*val) is safe */
     *len = 0;
     char *k = NULL;
+    int wait = 0;
     c10d_status st = full_key(s, key, &k);
-    if (st != C10D_OK)
+    if (st == C10D_OK)
+        st = wait_ms(s, "c10d_store_get", timeout_ms, &wait);
+    if (st != C10D_OK) {
+        free(k);
         return st;
+    }
     C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
     m.key = k;
     m.has_timeout_ms = 1;
-    m.timeout_ms = wait_ms(s, timeout_ms);
+    m.timeout_ms = wait;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_GET;
     req.get = &m;
@@ -330,14 +341,18 @@ c10d_status c10d_store_compare_set(c10d_store *s, const char *key, const void *e
 c10d_status c10d_store_wait(c10d_store *s, const char *const *keys, size_t n, int timeout_ms)
 {
     char **k = NULL;
-    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    int wait = 0;
+    c10d_status st = s ? wait_ms(s, "c10d_store_wait", timeout_ms, &wait)
+                       : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st == C10D_OK)
+        st = full_keys(s, keys, n, &k);
     if (st != C10D_OK)
         return st;
     C10dpb__StoreWait m = C10DPB__STORE_WAIT__INIT;
     m.keys = k;
     m.n_keys = n;
     m.has_timeout_ms = 1;
-    m.timeout_ms = wait_ms(s, timeout_ms);
+    m.timeout_ms = wait;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_WAIT;
     req.wait = &m;
@@ -417,14 +432,18 @@ c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t 
     for (size_t i = 0; keys && i < n; i++)
         vals[i] = NULL, lens[i] = 0;
     char **k = NULL;
-    c10d_status st = s ? full_keys(s, keys, n, &k) : c10di_error(C10D_EINVAL, "store is NULL");
+    int wait = 0;
+    c10d_status st = s ? wait_ms(s, "c10d_store_multi_get", timeout_ms, &wait)
+                       : c10di_error(C10D_EINVAL, "store is NULL");
+    if (st == C10D_OK)
+        st = full_keys(s, keys, n, &k);
     if (st != C10D_OK)
         return st;
     C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
     m.keys = k;
     m.n_keys = n;
     m.has_timeout_ms = 1;
-    m.timeout_ms = wait_ms(s, timeout_ms);
+    m.timeout_ms = wait;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_MULTI_GET;
     req.multi_get = &m;

@@ -1,5 +1,6 @@
 /* The store's calls for operators (c10d-ctl): the keys under a prefix,
  * with their sizes and ages, and what the coordinator says about itself. */
+#include "block.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -57,8 +58,22 @@ c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
     return C10D_OK;
 }
 
-c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info *info)
+static c10d_coord_info *fill_info(c10di_block *b, const C10dpb__StatusReply *r)
 {
+    c10d_coord_info *info = c10di_block_take(b, sizeof *info);
+    const char *version = c10di_block_str(b, r->version);
+    const char *listen_url = c10di_block_str(b, r->listen_url);
+    const char *db_path = c10di_block_str(b, r->db_path);
+    if (info)
+        *info = (c10d_coord_info){version, listen_url, db_path, r->schema_version, r->uptime_ms,
+                                  r->num_keys, r->clients, r->requests, r->parked};
+    return info;
+}
+
+c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info)
+{
+    if (info)
+        *info = NULL;
     if (!s || !info)
         return c10di_error(C10D_EINVAL, "c10d_store_coord_info: store and info must not be NULL");
     C10dpb__CoordStatus m = C10DPB__COORD_STATUS__INIT;
@@ -74,16 +89,14 @@ c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info *info)
         c10dpb__reply__free_unpacked(rep, NULL);
         return c10di_error(C10D_EPROTO, "status reply without status");
     }
-    memset(info, 0, sizeof *info);
-    snprintf(info->version, sizeof info->version, "%s", r->version ? r->version : "");
-    snprintf(info->listen_url, sizeof info->listen_url, "%s", r->listen_url ? r->listen_url : "");
-    snprintf(info->db_path, sizeof info->db_path, "%s", r->db_path ? r->db_path : "");
-    info->schema_version = r->schema_version;
-    info->uptime_ms = r->uptime_ms;
-    info->num_keys = r->num_keys;
-    info->clients = r->clients;
-    info->requests = r->requests;
-    info->parked = r->parked;
+    c10di_block b = {NULL, 0};
+    fill_info(&b, r);
+    if (!(b.base = malloc(b.used))) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    b.used = 0;
+    *info = fill_info(&b, r);
     c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
 }

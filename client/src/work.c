@@ -7,6 +7,7 @@
 
 #include "c10d_time.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,11 +208,20 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
 {
     if (!w)
         return c10di_error(C10D_EINVAL, "NULL work handle");
-    struct timespec ts = c10d_deadline_ts(timeout_ms > 0 ? timeout_ms : 0);
+    /* C10D_TIMEOUT_DEFAULT: until it ends (its own deadline ends it);
+     * C10D_NO_WAIT: how it stands now. */
+    int limit = 0;
+    c10d_status vst =
+        c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, INT_MAX, 1, &limit);
+    if (vst != C10D_OK)
+        return vst;
+    struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
     while (!w->done && !timed_out) {
-        if (timeout_ms > 0)
+        if (limit == 0)
+            timed_out = 1;
+        else if (limit != INT_MAX)
             timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0 && !w->done;
         else
             pthread_cond_wait(&w->cv, &w->mu);
@@ -220,6 +230,9 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
     char msg[sizeof w->msg];
     memcpy(msg, w->msg, sizeof msg);
     pthread_mutex_unlock(&w->mu);
+    if (timed_out && timeout_ms == C10D_NO_WAIT)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
+                           w->c.what, w->pg->name);
     if (timed_out)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
                            w->pg->name, timeout_ms);

@@ -26,7 +26,7 @@ int main(void)
     /* --- to here --- */
     if (c10d_store_connect(&s, NULL, NULL) != C10D_OK)
         return 1;
-    if (c10d_store_get(s, "addr/0", &v, &n, 0) != C10D_OK || n != 13)
+    if (c10d_store_get(s, "addr/0", &v, &n, C10D_NO_WAIT) != C10D_OK || n != 13)
         return 2;
     printf("store_basics: got %.*s back\n", (int)n, (const char *)v);
     c10d_free(v);

@@ -276,7 +276,7 @@ class Finishers {
     }
     static void finish_or_throw(Pending &p)
     {
-        c10d_status st = c10d_work_wait(p.w, 0);
+        c10d_status st = c10d_work_wait(p.w, C10D_TIMEOUT_DEFAULT);
         std::string msg = st == C10D_OK ? "" : c10d_errmsg();
         c10d_work_free(p.w);
         if (st != C10D_OK) {
@@ -446,10 +446,11 @@ class StoreCoord : public c10d::Store {
                                         "strings on c10d-coord; NUL is refused)");
         return key.c_str();
     }
-    /* torch's 0 (kNoTimeout) waits for ever; the C API's 0 does not wait */
+    /* torch's 0 (kNoTimeout) and unset (negative) timeouts are the store's
+     * own here (C10D_TIMEOUT_DEFAULT: c10d/common.h) */
     static int ms(std::chrono::milliseconds t)
     {
-        return t.count() <= 0 || t.count() > INT32_MAX ? -1 : (int)t.count();
+        return t.count() <= 0 || t.count() > INT32_MAX ? C10D_TIMEOUT_DEFAULT : (int)t.count();
     }
     static std::vector<const char *> cstrs(const std::vector<std::string> &keys)
     {
@@ -820,8 +821,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override
     {
+        /* torch's unset timeout (kUnsetTimeout, negative) is the group's */
+        long long t = o.timeout.count();
         check("monitored_barrier",
-              c10d_monitored_barrier(pg_, (int)o.timeout.count(), wait_all_ranks));
+              c10d_monitored_barrier(pg_, t > 0 && t <= INT32_MAX ? (int)t : C10D_TIMEOUT_DEFAULT,
+                                     wait_all_ranks));
     }
 
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override
@@ -940,7 +944,7 @@ py::list jobs_of(StoreCoord &st, const std::string &job)
         d["groups"] = groups;
         out.append(d);
     }
-    c10d_jobs_free(jobs, n);
+    c10d_free(jobs);
     return out;
 }
 
@@ -977,7 +981,7 @@ py::list health_of(StoreCoord &st, const std::string &job, const std::string &gr
         d["ranks"] = ranks;
         out.append(d);
     }
-    c10d_health_free(gs, n);
+    c10d_free(gs);
     return out;
 }
 
@@ -1001,7 +1005,7 @@ py::list trace_of(StoreCoord &st, const std::string &job, const std::string &gro
         d["state"] = rows[i].state;
         out.append(d);
     }
-    c10d_trace_free(rows, n);
+    c10d_free(rows);
     return out;
 }
 

@@ -63,7 +63,7 @@ static void client(const char *url, int idx, int ops, float *lat, double *phase)
                 void *v;
                 size_t len;
                 snprintf(key, sizeof key, "k%d_%d", idx, i);
-                if ((st = c10d_store_get(s, key, &v, &len, 0)) == C10D_OK)
+                if ((st = c10d_store_get(s, key, &v, &len, C10D_NO_WAIT)) == C10D_OK)
                     c10d_free(v);
             } else if (op == OP_ADD) {
                 st = c10d_store_add(s, "ctr", 1, NULL);
@@ -81,7 +81,8 @@ static void client(const char *url, int idx, int ops, float *lat, double *phase)
                 }
                 if (op == OP_MSET) {
                     st = c10d_store_multi_set(s, keys, vals, lens, BATCH);
-                } else if ((st = c10d_store_multi_get(s, keys, BATCH, got, lens, 0)) == C10D_OK) {
+                } else if ((st = c10d_store_multi_get(s, keys, BATCH, got, lens,
+                                                      C10D_NO_WAIT)) == C10D_OK) {
                     for (int j = 0; j < BATCH; j++)
                         c10d_free(got[j]);
                 }

@@ -195,7 +195,7 @@ static void check_all_reduce(c10d_pg *pg, int async)
                 c10d_work *w = NULL;
                 c10d_status st = c10d_all_reduce(pg, &t, ops[o], &co, &w);
                 if (st == C10D_OK && async)
-                    st = c10d_work_wait(w, 0);
+                    st = c10d_work_wait(w, C10D_TIMEOUT_DEFAULT);
                 c10d_work_free(w);
                 if (st != C10D_OK)
                     FAIL("rank %d all_reduce %s %s [%lld]: %s", r, c10d_dtype_name(dt),

@@ -1,6 +1,7 @@
 /* The collective front end beyond the data: subgroups translate ranks and
  * run independently; a monitored barrier names the rank that never
- * arrived; a call refused after it was numbered gives its number back.
+ * arrived; a call refused after it was numbered gives its number back;
+ * a work handle looked at without waiting.
  * Forked ranks, a real c10d-coord, the host data plane. */
 #define _GNU_SOURCE /* pthread_setattr_default_np */
 #include "coord_proc.h"
@@ -155,6 +156,69 @@ START_TEST(a_call_refused_after_numbering_gives_its_number_back)
 }
 END_TEST
 
+/* Issue 14, one timeout convention: C10D_NO_WAIT on a work handle says
+ * how it stands now. Rank 0's async all_reduce cannot finish before rank 1
+ * calls it, and rank 1 calls it only once rank 0 has looked (a shared
+ * flag): the look must say "still running"; then it completes. A
+ * collective's own timeout cannot be C10D_NO_WAIT. */
+static volatile int *looked;
+
+static int no_wait(int rank, int n, void *arg)
+{
+    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    if (!pg)
+        return 10;
+    int64_t v = 1;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+    o.timeout_ms = C10D_NO_WAIT;
+    int rc = 0;
+    if (c10d_all_reduce(pg, &t, C10D_SUM, &o, NULL) != C10D_EINVAL ||
+        !strstr(c10d_errmsg(), "opts.timeout_ms is C10D_NO_WAIT")) {
+        fprintf(stderr, "rank %d: NO_WAIT collective: %s\n", rank, c10d_errmsg());
+        rc = 1;
+    }
+    o = (c10d_coll_opts)C10D_COLL_OPTS_INIT;
+    o.async_op = 1;
+    c10d_work *w = NULL;
+    if (rank == 1 && !wait_shared(looked, 1, 30000)) {
+        fprintf(stderr, "rank 1: rank 0 never looked at its work\n");
+        rc = 2;
+    }
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, &o, &w);
+    if (st == C10D_OK && rank == 0) {
+        st = c10d_work_wait(w, C10D_NO_WAIT);
+        if (st != C10D_ETIMEDOUT || !strstr(c10d_errmsg(), "is still running (C10D_NO_WAIT)")) {
+            fprintf(stderr, "rank 0: NO_WAIT said %s: %s\n", c10d_status_name(st),
+                    c10d_errmsg());
+            rc = 3;
+        }
+        *looked = 1;
+        st = C10D_OK;
+    }
+    if (st == C10D_OK)
+        st = c10d_work_wait(w, C10D_TIMEOUT_DEFAULT);
+    if (st != C10D_OK || v != n) {
+        fprintf(stderr, "rank %d: %s %s (v %lld)\n", rank, c10d_status_name(st), c10d_errmsg(),
+                (long long)v);
+        rc = 4;
+    }
+    c10d_work_free(w);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(no_wait_on_a_work_says_how_it_stands)
+{
+    looked = mmap(NULL, sizeof *looked, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                  0);
+    ck_assert_ptr_ne((void *)looked, MAP_FAILED);
+    *looked = 0;
+    ck_assert_int_eq(world_run(2, no_wait, (void *)world_job("nowait"), 60, NULL), 0);
+    munmap((void *)looked, sizeof *looked);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("collectives_groups");
@@ -164,6 +228,7 @@ int main(void)
     tcase_add_test(tc, subgroups_translate_ranks);
     tcase_add_test(tc, monitored_barrier_names_the_missing_rank);
     tcase_add_test(tc, a_call_refused_after_numbering_gives_its_number_back);
+    tcase_add_test(tc, no_wait_on_a_work_says_how_it_stands);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

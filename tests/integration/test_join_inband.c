@@ -21,10 +21,11 @@
 static int64_t requests_served(void)
 {
     c10d_store *s;
-    c10d_coord_info info;
+    c10d_coord_info *info = NULL;
     if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
         return -1;
-    int64_t n = c10d_store_coord_info(s, &info) == C10D_OK ? info.requests : -1;
+    int64_t n = c10d_store_coord_info(s, &info) == C10D_OK ? info->requests : -1;
+    c10d_free(info);
     c10d_store_close(s);
     return n;
 }

@@ -263,7 +263,7 @@ static int world1_body(int rank, int n, void *arg)
     c10d_work *w = NULL;
     if ((st = c10d_all_reduce(pg, &t, C10D_SUM, &o, &w)) != C10D_OK || !w)
         FAIL(12, "async all_reduce");
-    if ((st = c10d_work_wait(w, 0)) != C10D_OK)
+    if ((st = c10d_work_wait(w, C10D_TIMEOUT_DEFAULT)) != C10D_OK)
         FAIL(13, "work wait");
     int64_t until = c10d_now_ms() + 10000;
     while (!c10d_work_is_completed(w) && c10d_now_ms() < until)

@@ -289,7 +289,7 @@ static int knows_rank1_completed(const char *job)
             for (size_t k = 0; k < g[i].n_ranks; k++)
                 if (g[i].ranks[k].rank == 1 && g[i].ranks[k].completed == BEFORE)
                     known = 1;
-        c10d_health_free(g, n);
+        c10d_free(g);
     }
     c10d_store_close(s);
     return known;

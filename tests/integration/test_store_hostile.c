@@ -65,7 +65,7 @@ START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
     close(fd);
     void *v;
     size_t n;
-    OK(c10d_store_get(s, "small", &v, &n, 0));
+    OK(c10d_store_get(s, "small", &v, &n, C10D_NO_WAIT));
     ck_assert_uint_eq(n, 1024);
     c10d_free(v);
     free(big);
@@ -164,7 +164,7 @@ START_TEST(garbage_on_the_port_does_not_hurt_others)
 
     void *v;
     size_t n;
-    OK(c10d_store_get(s, "before", &v, &n, 0));
+    OK(c10d_store_get(s, "before", &v, &n, C10D_NO_WAIT));
     c10d_free(v);
     OK(c10d_store_set(s, "after", "1", 1));
     c10d_store_close(s);

@@ -23,7 +23,7 @@ START_TEST(every_operation_round_trips)
     void *v;
     size_t n;
     OK(c10d_store_set(s, "k", "a\0b", 3));
-    OK(c10d_store_get(s, "k", &v, &n, 0));
+    OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
     ck_assert_uint_eq(n, 3);
     ck_assert_mem_eq(v, "a\0b", 3);
     c10d_free(v);
@@ -43,7 +43,7 @@ START_TEST(every_operation_round_trips)
 
     OK(c10d_store_append(s, "log", "ab", 2));
     OK(c10d_store_append(s, "log", "cd", 2));
-    OK(c10d_store_get(s, "log", &v, &n, 0));
+    OK(c10d_store_get(s, "log", &v, &n, C10D_NO_WAIT));
     ck_assert_uint_eq(n, 4);
     ck_assert_mem_eq(v, "abcd", 4);
     c10d_free(v);
@@ -54,7 +54,7 @@ START_TEST(every_operation_round_trips)
     OK(c10d_store_multi_set(s, keys, vals, lens, 3));
     void *got[3];
     size_t glen[3];
-    OK(c10d_store_multi_get(s, keys, 3, got, glen, 0));
+    OK(c10d_store_multi_get(s, keys, 3, got, glen, C10D_NO_WAIT));
     ck_assert_uint_eq(glen[1], 2);
     ck_assert_mem_eq(got[1], "yy", 2);
     ck_assert_uint_eq(glen[2], 0);
@@ -76,7 +76,12 @@ START_TEST(every_operation_round_trips)
     ck_assert_int_eq(deleted, 1);
     OK(c10d_store_delete_key(s, "k", &deleted));
     ck_assert_int_eq(deleted, 0);
-    ck_assert_int_eq(c10d_store_get(s, "k", &v, &n, 0), C10D_ENOTFOUND);
+    ck_assert_int_eq(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT), C10D_ENOTFOUND);
+    /* the one timeout convention (c10d/common.h): anything else is refused */
+    ck_assert_int_eq(c10d_store_get(s, "k", &v, &n, -7), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "c10d_store_get: timeout_ms is -7"));
+    const char *missing[] = {"k"};
+    ck_assert_int_eq(c10d_store_wait(s, missing, 1, C10D_NO_WAIT), C10D_ENOTFOUND);
 
     c10d_key_info *ki;
     size_t nki;
@@ -87,11 +92,12 @@ START_TEST(every_operation_round_trips)
     ck_assert_uint_eq(ki[1].size, 2);
     c10d_free(ki);
 
-    c10d_coord_info info;
+    c10d_coord_info *info = NULL;
     OK(c10d_store_coord_info(s, &info));
-    ck_assert_int_eq(info.num_keys, 6);
-    ck_assert_str_eq(info.db_path, coord.db);
-    ck_assert_int_ge(info.clients, 1);
+    ck_assert_int_eq(info->num_keys, 6);
+    ck_assert_str_eq(info->db_path, coord.db);
+    ck_assert_int_ge(info->clients, 1);
+    c10d_free(info); /* one allocation, its strings inside */
     c10d_store_close(s);
 }
 END_TEST
@@ -301,13 +307,13 @@ START_TEST(prefix_stores_are_isolated)
     OK(c10d_store_set(p1a, "x", "3", 1));
     void *v;
     size_t n;
-    OK(c10d_store_get(root, "job1/x", &v, &n, 0));
+    OK(c10d_store_get(root, "job1/x", &v, &n, C10D_NO_WAIT));
     ck_assert_mem_eq(v, "1", 1);
     c10d_free(v);
-    OK(c10d_store_get(root, "job1/a/x", &v, &n, 0));
+    OK(c10d_store_get(root, "job1/a/x", &v, &n, C10D_NO_WAIT));
     ck_assert_mem_eq(v, "3", 1);
     c10d_free(v);
-    OK(c10d_store_get(p2, "x", &v, &n, 0));
+    OK(c10d_store_get(p2, "x", &v, &n, C10D_NO_WAIT));
     ck_assert_mem_eq(v, "2", 1);
     c10d_free(v);
     int64_t nk;
@@ -324,7 +330,7 @@ START_TEST(prefix_stores_are_isolated)
     c10d_free(ki);
     /* closing the parent leaves views working */
     c10d_store_close(root);
-    OK(c10d_store_get(p1a, "x", &v, &n, 0));
+    OK(c10d_store_get(p1a, "x", &v, &n, C10D_NO_WAIT));
     c10d_free(v);
     c10d_store_close(p1a);
     c10d_store_close(p1);

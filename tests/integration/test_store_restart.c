@@ -63,7 +63,7 @@ START_TEST(kill_9_keeps_every_acknowledged_write)
         snprintf(want, sizeof want, "value-%d", k);
         void *v;
         size_t n;
-        ck_assert_msg(c10d_store_get(s, key, &v, &n, 0) == C10D_OK, "acknowledged %s lost", key);
+        ck_assert_msg(c10d_store_get(s, key, &v, &n, C10D_NO_WAIT) == C10D_OK, "acknowledged %s lost", key);
         ck_assert_uint_eq(n, strlen(want));
         ck_assert_mem_eq(v, want, n);
         c10d_free(v);
@@ -312,7 +312,7 @@ START_TEST(a_resent_request_is_answered_from_the_request_log)
     c10d_store *s = connect_store();
     void *v;
     size_t n;
-    OK(c10d_store_get(s, "resent", &v, &n, 0));
+    OK(c10d_store_get(s, "resent", &v, &n, C10D_NO_WAIT));
     ck_assert_int_eq((int)n, 1);
     ck_assert_int_eq(memcmp(v, "5", 1), 0);
     c10d_free(v);

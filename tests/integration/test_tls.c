@@ -59,7 +59,7 @@ START_TEST(the_store_works_over_tls_with_a_token)
     OK(c10d_store_set(s, "k", "v", 1));
     void *v;
     size_t n;
-    OK(c10d_store_get(s, "k", &v, &n, 0));
+    OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
     ck_assert_uint_eq(n, 1);
     c10d_free(v);
     int64_t x;
@@ -150,7 +150,7 @@ START_TEST(a_client_rides_through_a_restart_over_tls)
     ck_assert_int_eq(x, 2); /* the database kept the first */
     void *v;
     size_t n;
-    OK(c10d_store_get(s, "n", &v, &n, 0));
+    OK(c10d_store_get(s, "n", &v, &n, C10D_NO_WAIT));
     c10d_free(v);
     c10d_store_close(s);
 }

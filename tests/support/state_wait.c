@@ -17,7 +17,7 @@ static int member_in(c10d_store *s, const char *job, int rank, const char *state
         for (size_t k = 0; k < jobs[j].n_members && !found; k++)
             found = jobs[j].members[k].rank == rank &&
                     strcmp(jobs[j].members[k].state, state) == 0;
-    c10d_jobs_free(jobs, nj);
+    c10d_free(jobs);
     return found;
 }
 
@@ -46,7 +46,7 @@ static int all_entered(c10d_store *s, const char *job, const char *group, const 
         for (size_t k = 0; k < g[i].n_ranks; k++)
             for (int r = 0; r < n; r++)
                 in += g[i].ranks[k].rank == ranks[r] && g[i].ranks[k].entered >= seq;
-    c10d_health_free(g, ng);
+    c10d_free(g);
     return in == n;
 }
 
@@ -72,13 +72,15 @@ int wait_parked(const char *url, long long want, int timeout_ms, long long *seen
     if (c10d_store_connect(&s, url, NULL) != C10D_OK)
         return 0;
     long long until = test_now_ms() + timeout_ms;
-    c10d_coord_info info;
     int ok = 0;
     for (;;) {
+        c10d_coord_info *info = NULL;
         if (c10d_store_coord_info(s, &info) == C10D_OK) {
             if (seen)
-                *seen = info.parked;
-            if ((ok = info.parked == want) || test_now_ms() >= until)
+                *seen = info->parked;
+            ok = info->parked == want;
+            c10d_free(info);
+            if (ok || test_now_ms() >= until)
                 break;
         } else if (test_now_ms() >= until) {
             break;

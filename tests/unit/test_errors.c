@@ -232,6 +232,43 @@ START_TEST(bad_settings_are_refused_naming_them)
 }
 END_TEST
 
+/* Issue 14: one timeout convention (c10d/common.h) for arguments and
+ * option fields alike: > 0 ms, C10D_TIMEOUT_DEFAULT, C10D_NO_WAIT where
+ * not waiting means something; anything else is refused by name. */
+START_TEST(timeouts_follow_one_convention)
+{
+    int out = -9;
+    ck_assert_int_eq(c10di_timeout("f", "t", 250, 7, 0, &out), C10D_OK);
+    ck_assert_int_eq(out, 250);
+    ck_assert_int_eq(c10di_timeout("f", "t", C10D_TIMEOUT_DEFAULT, 7, 0, &out), C10D_OK);
+    ck_assert_int_eq(out, 7);
+    ck_assert_int_eq(c10di_timeout("f", "t", C10D_NO_WAIT, 7, 1, &out), C10D_OK);
+    ck_assert_int_eq(out, 0);
+    ck_assert_int_eq(c10di_timeout("f", "t", C10D_NO_WAIT, 7, 0, &out), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "f: t is C10D_NO_WAIT, which does not apply"));
+    ck_assert_int_eq(c10di_timeout("f", "t", -5, 7, 1, &out), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "f: t is -5"));
+
+    /* where it is refused: before anything is sent (no coordinator here) */
+    c10d_store_opts so = C10D_STORE_OPTS_INIT;
+    ck_assert_int_eq(so.timeout_ms, C10D_TIMEOUT_DEFAULT);
+    so.connect_timeout_ms = C10D_NO_WAIT;
+    c10d_store *s = NULL;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", &so), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "opts.connect_timeout_ms is C10D_NO_WAIT"));
+    c10d_init_opts io = C10D_INIT_OPTS_INIT;
+    io.rank = 0;
+    io.world_size = 1;
+    io.coord_url = "tcp://127.0.0.1:1";
+    io.timeout_ms = -2;
+    c10d_pg *pg = NULL;
+    ck_assert_int_eq(c10d_init(&pg, &io), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "c10d_init: opts.timeout_ms is -2"));
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    ck_assert_int_eq(co.timeout_ms, C10D_TIMEOUT_DEFAULT);
+}
+END_TEST
+
 /* Issue 12, finding 16: integer reductions. AVG of uint8 over 256 ranks
  * divided by (uint8_t)256 == 0 (SIGFPE); int8 AVG from 128 ranks divided
  * by -128; int32/int64 SUM and PROD overflowed, undefined behaviour (this
@@ -285,6 +322,7 @@ int main(void)
     tcase_add_test(tc, bad_url_is_einval);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
     tcase_add_test(tc, bad_settings_are_refused_naming_them);
+    tcase_add_test(tc, timeouts_follow_one_convention);
     tcase_add_test(tc, integer_reductions_wrap_and_average_at_any_world_size);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

@@ -54,10 +54,10 @@ typedef struct c10d_coll_opts {
     unsigned int version; /* C10D_COLL_OPTS_VERSION */
     int async_op;    /* 1: return at once with *work */
     void *stream;    /* CUDA buffers: a cudaStream_t to order against */
-    int timeout_ms;  /* 0: the group's (C10D_TIMEOUT_MS) */
+    int timeout_ms;  /* C10D_TIMEOUT_DEFAULT (0): the group's; c10d/common.h */
 } c10d_coll_opts;
 
-#define C10D_COLL_OPTS_INIT {C10D_COLL_OPTS_VERSION, 0, NULL, 0}
+#define C10D_COLL_OPTS_INIT {C10D_COLL_OPTS_VERSION, 0, NULL, C10D_TIMEOUT_DEFAULT}
 
 /* In place on t, on every rank. AVG on integers truncates. */
 C10D_API c10d_status c10d_all_reduce(c10d_pg *pg, c10d_tensor *t, c10d_reduce_op op,
@@ -106,13 +106,14 @@ C10D_API c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag,
                                const c10d_coll_opts *o, c10d_work **work);
 C10D_API c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work);
 /* A barrier through the coordinator that names the ranks that did not
- * arrive within timeout_ms (all of them when wait_all_ranks, else the
- * first). Errors: C10D_ETIMEDOUT on rank 0 naming the missing ranks, and
+ * arrive within timeout_ms (C10D_TIMEOUT_DEFAULT: the group's timeout;
+ * all of them when wait_all_ranks, else the first). Errors: C10D_ETIMEDOUT on rank 0 naming the missing ranks, and
  * on the others. */
 C10D_API c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wait_all_ranks);
 
-/* Waits for an async operation: its status (and c10d_errmsg()). timeout_ms
- * <= 0 waits without limit. C10D_ETIMEDOUT leaves it running. */
+/* Waits for an async operation: its status (and c10d_errmsg()). timeout_ms:
+ * C10D_TIMEOUT_DEFAULT waits until it ends (the call's own timeout ends it),
+ * C10D_NO_WAIT says how it stands now. C10D_ETIMEDOUT leaves it running. */
 C10D_API c10d_status c10d_work_wait(c10d_work *w, int timeout_ms);
 /* 1 when finished (successfully or not). NULL is 1: a sync call leaves no
  * work handle, and what it did is finished. */

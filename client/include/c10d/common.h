@@ -15,8 +15,27 @@
 extern "C" {
 #endif
 
-/* Frees anything the library returned through a `void **` or `char **`
- * out-parameter. NULL is accepted. */
+/* Timeouts, everywhere in this API (arguments and option fields alike),
+ * in milliseconds:
+ *   > 0                   at most that long;
+ *   C10D_TIMEOUT_DEFAULT  the default of what the call belongs to: the
+ *                         store's timeout, the group's, C10D_TIMEOUT_MS for
+ *                         c10d_init and c10d_store_connect; c10d_work_wait
+ *                         waits until the work ends (its own timeout bounds
+ *                         it). An option struct's _INIT sets this.
+ *   C10D_NO_WAIT          do not wait: answer from what is there now (a
+ *                         store get of a missing key is C10D_ENOTFOUND; a
+ *                         work still running is C10D_ETIMEDOUT). Only where
+ *                         that means something: store gets and waits,
+ *                         c10d_work_wait; elsewhere it is C10D_EINVAL.
+ * Any other negative value is C10D_EINVAL, naming the call. */
+#define C10D_TIMEOUT_DEFAULT 0
+#define C10D_NO_WAIT (-1)
+
+/* Frees anything the library returned through an out-parameter (a value's
+ * bytes, a key list, a job listing...): every result is one allocation.
+ * NULL is accepted. Handles (c10d_store, c10d_pg, c10d_work) are closed
+ * by their own calls instead. */
 C10D_API void c10d_free(void *p);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */

@@ -67,10 +67,10 @@ typedef struct c10d_job_info {
 } c10d_job_info;
 
 /* Jobs on the coordinator behind s (job NULL = all; else that one). On
- * success *jobs (free with c10d_jobs_free) holds *n entries. */
+ * success *jobs holds *n entries: one allocation with everything they
+ * point to, freed with one c10d_free. */
 C10D_API c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **jobs,
                                      size_t *n);
-C10D_API void c10d_jobs_free(c10d_job_info *jobs, size_t n);
 
 /* Collective-sequence verification, per group: how far each rank got,
  * and the group's finding if any (a desync, a lost member, a stall). */
@@ -96,10 +96,9 @@ typedef struct c10d_group_health {
 
 /* Verification state of the current generation's groups (job and group
  * NULL = all). Groups appear once a collective was verified on them. On
- * success *groups (free with c10d_health_free) holds *n entries. */
+ * success *groups holds *n entries (one allocation: free with c10d_free). */
 C10D_API c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
                                        c10d_group_health **groups, size_t *n);
-C10D_API void c10d_health_free(c10d_group_health *groups, size_t n);
 
 /* A run of a rank's collectives: the same call from first to last. */
 typedef struct c10d_trace_row {
@@ -112,10 +111,9 @@ typedef struct c10d_trace_row {
 
 /* The most recent `limit` collectives (0: 50) that global rank `rank`
  * entered in `group` (NULL: "world") of `job` (NULL: any), oldest first.
- * Free *rows with c10d_trace_free. Errors: C10D_ENOTFOUND. */
+ * *rows is one allocation: free it with c10d_free. Errors: C10D_ENOTFOUND. */
 C10D_API c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
                                       unsigned limit, c10d_trace_row **rows, size_t *n);
-C10D_API void c10d_trace_free(c10d_trace_row *rows, size_t n);
 
 #ifdef __cplusplus
 }

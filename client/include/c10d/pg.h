@@ -51,7 +51,8 @@ typedef struct c10d_init_opts {
     const char *job;       /* NULL: C10D_JOB, else "default"; at most C10D_MAX_JOB_BYTES */
     c10d_backend backend;
     c10d_verify verify;
-    int timeout_ms; /* rendezvous and collectives; 0: C10D_TIMEOUT_MS, else 600000 */
+    int timeout_ms; /* rendezvous and collectives; C10D_TIMEOUT_DEFAULT: C10D_TIMEOUT_MS,
+                       else 600000 */
     int device;     /* CUDA device; -1: LOCAL_RANK */
     /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
      * certificate; NULL: C10D_TLS_CA. */
@@ -59,7 +60,8 @@ typedef struct c10d_init_opts {
 } c10d_init_opts;
 
 #define C10D_INIT_OPTS_INIT                                                                        \
-    {C10D_INIT_OPTS_VERSION, NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT, 0, -1, NULL}
+    {C10D_INIT_OPTS_VERSION, NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT,            \
+     C10D_TIMEOUT_DEFAULT, -1, NULL}
 
 /* Joins the world group of the job and waits for every rank. o NULL =
  * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +

@@ -34,11 +34,11 @@ typedef struct c10d_store c10d_store;
 typedef struct c10d_store_opts {
     unsigned int version; /* C10D_STORE_OPTS_VERSION */
     /* How long a call may take, in ms: a get or wait for a missing key, and
-     * any call while the coordinator is unreachable. 0 = default
+     * any call while the coordinator is unreachable. C10D_TIMEOUT_DEFAULT
      * (C10D_TIMEOUT_MS from the environment, else 300000, TCPStore's). */
     int timeout_ms;
     /* How long c10d_store_connect waits for a coordinator to answer.
-     * 0 = default (timeout_ms). */
+     * C10D_TIMEOUT_DEFAULT: timeout_ms. */
     int connect_timeout_ms;
     /* Shared secret the coordinator was started with; NULL = C10D_TOKEN
      * from the environment, if set. */
@@ -48,7 +48,8 @@ typedef struct c10d_store_opts {
     const char *tls_ca;
 } c10d_store_opts;
 
-#define C10D_STORE_OPTS_INIT {C10D_STORE_OPTS_VERSION, 0, 0, NULL, NULL}
+#define C10D_STORE_OPTS_INIT                                                                       \
+    {C10D_STORE_OPTS_VERSION, C10D_TIMEOUT_DEFAULT, C10D_TIMEOUT_DEFAULT, NULL, NULL}
 
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment
@@ -75,10 +76,12 @@ C10D_API c10d_status c10d_store_prefix(c10d_store **out, c10d_store *parent, con
 C10D_API c10d_status c10d_store_set(c10d_store *s, const char *key, const void *val, size_t len);
 
 /* Gets key's value, waiting up to timeout_ms for the key to be set
- * (< 0: the store's timeout; 0: do not wait). *val (free with c10d_free,
- * NUL-terminated for convenience, not counted in *len) and *len are set on
- * success only. Errors: C10D_ETIMEDOUT (the key did not appear; the
- * message names it), C10D_ENOTFOUND (timeout_ms 0 and no such key). */
+ * (C10D_TIMEOUT_DEFAULT: the store's timeout; C10D_NO_WAIT: do not wait;
+ * c10d/common.h). *val (free with c10d_free, NUL-terminated for
+ * convenience, not counted in *len) and *len are set on success only.
+ * Errors: C10D_ETIMEDOUT (the key did not appear; the message names it),
+ * C10D_ENOTFOUND (C10D_NO_WAIT and no such key), C10D_EINVAL (a timeout
+ * that is none of those). */
 C10D_API c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *len,
                                     int timeout_ms);
 
@@ -98,8 +101,9 @@ C10D_API c10d_status c10d_store_compare_set(c10d_store *s, const char *key, cons
                                             size_t elen, const void *desired, size_t dlen,
                                             void **cur, size_t *clen);
 
-/* Waits until all n keys exist (timeout_ms < 0: the store's timeout).
- * Errors: C10D_ETIMEDOUT, naming the keys still missing. */
+/* Waits until all n keys exist (timeout_ms as for c10d_store_get).
+ * Errors: C10D_ETIMEDOUT, naming the keys still missing; with
+ * C10D_NO_WAIT, C10D_ENOTFOUND if one is missing now. */
 C10D_API c10d_status c10d_store_wait(c10d_store *s, const char *const *keys, size_t n,
                                      int timeout_ms);
 
@@ -118,7 +122,7 @@ C10D_API c10d_status c10d_store_delete_key(c10d_store *s, const char *key, int *
 C10D_API c10d_status c10d_store_append(c10d_store *s, const char *key, const void *val,
                                        size_t len);
 
-/* Gets n keys at once, waiting up to timeout_ms (< 0: the store's timeout)
+/* Gets n keys at once, waiting up to timeout_ms (as for c10d_store_get)
  * for all to exist. On success vals[i] (free each with c10d_free) and
  * lens[i] are set for every i; on failure none is. */
 C10D_API c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t n,
@@ -144,9 +148,9 @@ C10D_API c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t l
 
 /* What the coordinator says about itself (c10d-ctl status). */
 typedef struct c10d_coord_info {
-    char version[32];
-    char listen_url[256];
-    char db_path[1024];
+    const char *version;
+    const char *listen_url;
+    const char *db_path;
     int schema_version;
     int64_t uptime_ms;
     int64_t num_keys;
@@ -155,7 +159,8 @@ typedef struct c10d_coord_info {
     int64_t parked;   /* requests waiting on keys now */
 } c10d_coord_info;
 
-C10D_API c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info *info);
+/* *info is one allocation with its strings: free it with c10d_free. */
+C10D_API c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info);
 
 /* The URL this handle is connected to (owned by the handle). */
 C10D_API const char *c10d_store_url(const c10d_store *s);

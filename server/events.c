@@ -4,7 +4,8 @@
 
 /* In the order they hear things: verification first, so that join sees a
  * group's entries and findings already applied. */
-static const c10ds_listener *const listeners[] = {&c10ds_verify_listener, &c10ds_join_listener};
+static const c10ds_event_listener *const listeners[] = {&c10ds_verify_listener,
+                                                        &c10ds_join_listener};
 
 #define N_LISTENERS (sizeof listeners / sizeof listeners[0])
 

@@ -24,7 +24,7 @@ typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_vgroup c10ds_vgroup;
 typedef struct c10ds_vp2p c10ds_vp2p;
 
-typedef struct c10ds_listener {
+typedef struct c10ds_event_listener {
     const char *name;
     /* A member of (job, gen) died or left. */
     void (*membership_changed)(c10ds_engine *e, const char *job, uint64_t gen);
@@ -51,10 +51,10 @@ typedef struct c10ds_listener {
      * kept in memory for its older generations can go, so a coordinator
      * that sees many restarts does not grow with each. */
     void (*generation_started)(c10ds_engine *e, const char *job, uint64_t gen);
-} c10ds_listener;
+} c10ds_event_listener;
 
-extern const c10ds_listener c10ds_verify_listener; /* verify_ops.c */
-extern const c10ds_listener c10ds_join_listener;   /* join_events.c */
+extern const c10ds_event_listener c10ds_verify_listener; /* verify_ops.c */
+extern const c10ds_event_listener c10ds_join_listener;   /* join_events.c */
 
 void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen);

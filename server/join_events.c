@@ -207,7 +207,7 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     c10ds_join_prune(&e->join, job, gen);
 }
 
-const c10ds_listener c10ds_join_listener = {
+const c10ds_event_listener c10ds_join_listener = {
     .name = "join",
     .generation_started = on_generation_started,
     .membership_changed = on_membership_changed,

@@ -479,7 +479,7 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     }
 }
 
-const c10ds_listener c10ds_verify_listener = {
+const c10ds_event_listener c10ds_verify_listener = {
     .name = "verify",
     .generation_started = on_generation_started,
     .membership_changed = on_membership_changed,

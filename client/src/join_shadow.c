@@ -329,7 +329,8 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
         }
         int found = 0;
         c10di_peeked pk;
-        if (!over && (st = pg->be[C10DI_DEV_CPU].ops->peek(pg->be[C10DI_DEV_CPU].state, next, &found, &pk)) != C10D_OK) {
+        const c10di_be_slot *cpu = &pg->be[C10DI_DEV_CPU]; /* in-band: the host links */
+        if (!over && (st = cpu->ops->peek(cpu->state, next, &found, &pk)) != C10D_OK) {
             /* A peer gone: perhaps the last joiner, the region over. */
             if (st == C10D_EPEERLOST && over_after_all(pg, next, &done, &last))
                 st = C10D_OK;

@@ -1,6 +1,10 @@
 """One rank of a torch job on the coord backend, run by test_torch_backend.py
 through c10d-run (which sets C10D_COORD, RANK, WORLD_SIZE). argv[1] names
-the case; a rank exits 0 when its checks held and prints why otherwise."""
+the case; a rank exits 0 when its checks held and prints why otherwise.
+
+One file of ~550 lines on purpose: each case_* is one rank's side of one
+test in test_torch_backend.py, which c10d-run starts as `worker.py CASE`;
+a module per case would only multiply the imports and the entry point."""
 import os
 import sys
 import time

@@ -2,7 +2,10 @@
  * on the engine and a real SQLite database, without the network: crash it
  * (a group_join naming members without the caller), hold it (a world of
  * twenty million), blow up a reply (multi_get of one key many times), or
- * make a reply lie about what was stored (a write that fails mid-batch). */
+ * make a reply lie about what was stored (a write that fails mid-batch).
+ *
+ * One file of ~550 lines on purpose: every case is a finding of issue 12
+ * against the same engine fixture, and a reader checks them as a list. */
 #include "engine.h"
 #include "engine_request.h"
 

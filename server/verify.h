@@ -71,6 +71,33 @@ typedef struct c10ds_vgroup {
     char report[1024];
 } c10ds_vgroup;
 
+/* --- the state machine (verify_runs.c): pure, no engine or SQLite --- */
+
+/* Where the state machine says what it found. */
+typedef struct c10ds_vsink {
+    /* Group rank idx entered seq with fp, which differs from the
+     * reference ref in field ("dtype", "count"...). */
+    void (*desync)(void *arg, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref, int idx,
+                   const c10dc_fp *fp, const char *field);
+    /* Every member has entered up to g->min_entered now (it moved). */
+    void (*min_moved)(void *arg, const c10ds_vgroup *g);
+    void *arg;
+} c10ds_vsink;
+
+/* A group of n members (their global ranks) in a world of `world`. */
+c10ds_vgroup *c10ds_vgroup_new(const char *job, uint64_t gen, const char *name,
+                               const int32_t *ranks, int n, int world);
+void c10ds_vgroup_free(c10ds_vgroup *g);
+/* Group rank idx entered start..end, all fp: compared with the reference
+ * where some member was there first, the reference after that. A resend
+ * (up to what idx entered already) changes nothing. */
+void c10ds_vgroup_enter(c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
+                        const c10dc_fp *fp, const c10ds_vsink *sink);
+/* idx moved on to seq without reporting (OFF): not compared. */
+void c10ds_vgroup_skip_to(c10ds_vgroup *g, int idx, uint64_t seq, const c10ds_vsink *sink);
+/* The reference run holding seq, or NULL once every member passed it. */
+const c10ds_vrun *c10ds_vgroup_ref(c10ds_vgroup *g, uint64_t seq);
+
 typedef struct c10ds_verify {
     c10ds_vgroup *groups;
     int64_t next_flush_ms; /* traces to SQLite, monotonic */

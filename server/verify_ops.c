@@ -19,30 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void vgroup_free(c10ds_vgroup *g)
-{
-    free(g->ranks);
-    free(g->index_of);
-    free(g->entered);
-    free(g->completed);
-    free(g->entered_ms);
-    free(g->last);
-    free(g->runs);
-    for (int i = 0; g->traces && i < g->size; i++)
-        free(g->traces[i].ring);
-    for (c10ds_vp2p *x = g->p2p, *n; x; x = n) {
-        n = x->next;
-        free(x);
-    }
-    free(g->traces);
-    free(g);
-}
-
 void c10ds_verify_fini(c10ds_verify *v)
 {
     for (c10ds_vgroup *g = v->groups, *n; g; g = n) {
         n = g->next;
-        vgroup_free(g);
+        c10ds_vgroup_free(g);
     }
     v->groups = NULL;
 }
@@ -59,171 +40,55 @@ c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen,
         return NULL;
     if (c10ds_groups_job(&e->groups, job, &jb) != 1 || !grp.formed)
         return NULL;
-    c10ds_vgroup *g = calloc(1, sizeof *g);
-    int n = grp.size, w = jb.world_size;
-    if (g) {
-        g->ranks = calloc((size_t)n, sizeof *g->ranks);
-        g->index_of = malloc((size_t)w * sizeof *g->index_of);
-        g->entered = calloc((size_t)n, sizeof *g->entered);
-        g->completed = calloc((size_t)n, sizeof *g->completed);
-        g->entered_ms = calloc((size_t)n, sizeof *g->entered_ms);
-        g->last = calloc((size_t)n, sizeof *g->last);
-        g->traces = calloc((size_t)n, sizeof *g->traces);
-    }
-    if (!g || !g->ranks || !g->index_of || !g->entered || !g->completed || !g->entered_ms ||
-        !g->last || !g->traces) {
-        if (g)
-            vgroup_free(g);
-        return NULL;
-    }
-    snprintf(g->job, sizeof g->job, "%s", job);
-    snprintf(g->name, sizeof g->name, "%s", name);
-    g->gen = gen;
-    g->size = n;
-    g->at_min = n; /* everyone at 0 */
-    g->world = w;
-    for (int i = 0; i < w; i++)
-        g->index_of[i] = -1;
-    int32_t *ranks = c10ds_groups_ranks(&e->groups, job, gen, name, n);
-    if (!ranks) {
-        vgroup_free(g);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        g->ranks[i] = ranks[i];
-        if (g->ranks[i] >= 0 && g->ranks[i] < w)
-            g->index_of[g->ranks[i]] = i;
-        g->last[i].kind = C10DC_KIND_COUNT;
-    }
+    int32_t *ranks = c10ds_groups_ranks(&e->groups, job, gen, name, grp.size);
+    c10ds_vgroup *g = ranks ? c10ds_vgroup_new(job, gen, name, ranks, grp.size, jb.world_size)
+                            : NULL;
     free(ranks);
+    if (!g)
+        return NULL;
     g->next = e->verify.groups;
     e->verify.groups = g;
     return g;
 }
 
-/* "rank 1" in the world; "rank 1 (global 3)" in a subgroup. */
-static c10ds_vrun *run_at(c10ds_vgroup *g, size_t i)
+/* What the state machine (verify_runs.c) finds, told to the engine: a
+ * desync becomes the group's finding; a minimum that moved releases the
+ * SYNC reports parked up to it. */
+static void sink_desync(void *arg, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref, int idx,
+                        const c10dc_fp *fp, const char *field)
 {
-    return &g->runs[(g->run_head + i) % g->run_cap];
+    c10ds_verify_desync(arg, g, seq, ref, idx, fp, field);
 }
 
-static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_fp *fp, int first)
+static void sink_min_moved(void *arg, const c10ds_vgroup *g)
 {
-    if (g->run_count) {
-        c10ds_vrun *last = run_at(g, g->run_count - 1);
-        if (last->end + 1 == start && last->first == first && !memcmp(&last->fp, fp, sizeof *fp)) {
-            last->end = end;
-            return 0;
-        }
-    }
-    if (g->run_count == g->run_cap) {
-        size_t cap = g->run_cap ? g->run_cap * 2 : 16;
-        c10ds_vrun *nr = malloc(cap * sizeof *nr);
-        if (!nr)
-            return -1;
-        for (size_t i = 0; i < g->run_count; i++)
-            nr[i] = *run_at(g, i);
-        free(g->runs);
-        g->runs = nr;
-        g->run_cap = cap;
-        g->run_head = 0;
-    }
-    *run_at(g, g->run_count++) = (c10ds_vrun){start, end, *fp, first, c10d_now_ms()};
-    return 0;
+    c10ds_verify_wake(arg, g);
 }
 
-/* Member idx has now entered everything up to end. The minimum only moves
- * when the last member at it moves on: count them, and rescan only then
- * (amortised O(1) per entry). */
-static void advance(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t end)
+static c10ds_vsink sink_of(c10ds_engine *e)
 {
-    int was_at_min = g->entered[idx] == g->min_entered;
-    g->entered[idx] = end;
-    g->entered_ms[idx] = c10d_steady_wall_ms();
-    if (!was_at_min || --g->at_min > 0)
-        return;
-    uint64_t min = UINT64_MAX;
-    int at = 0;
-    for (int i = 0; i < g->size; i++) {
-        if (g->entered[i] < min)
-            min = g->entered[i], at = 0;
-        at += g->entered[i] == min;
-    }
-    g->at_min = at;
-    if (min > g->min_entered) {
-        g->min_entered = min;
-        g->min_since_ms = c10d_now_ms();
-        while (g->run_count && g->runs[g->run_head].end <= min) {
-            g->run_head = (g->run_head + 1) % g->run_cap;
-            g->run_count--;
-        }
-        if (g->run_count && g->runs[g->run_head].start <= min)
-            g->runs[g->run_head].start = min + 1;
-        c10ds_verify_wake(e, g); /* SYNC waiters of seqs up to min can go */
-    }
-}
-
-/* Rank idx entered seqs start..end, all with fp. The part some rank has
- * reported before is compared with that reference; the rest becomes the
- * reference. Runs every member has passed are dropped, so memory follows
- * the distance between the fastest and the slowest rank, not the job's
- * length. */
-static void enter_run(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
-                      const c10dc_fp *fp)
-{
-    if (end <= g->entered[idx])
-        return; /* a resend */
-    if (start <= g->entered[idx])
-        start = g->entered[idx] + 1;
-    uint64_t ref_end = g->run_count ? run_at(g, g->run_count - 1)->end : g->min_entered;
-    /* Runs are in seq order: find the first that ends at or after start. */
-    size_t lo = 0, hi = g->run_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (run_at(g, mid)->end < start)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t i = lo; i < g->run_count && !g->status; i++) {
-        c10ds_vrun *r = run_at(g, i);
-        if (r->start > end)
-            break;
-        const char *field = c10dc_fp_diff(&r->fp, fp);
-        if (field)
-            c10ds_verify_desync(e, g, start > r->start ? start : r->start, r, idx, fp, field);
-    }
-    if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
-        c10ds_error("out of memory verifying group %s", g->name);
-    g->last[idx] = *fp;
-    advance(e, g, idx, end);
+    return (c10ds_vsink){sink_desync, sink_min_moved, e};
 }
 
 void c10ds_verify_skip_to(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t seq)
 {
-    if (seq > g->entered[idx])
-        advance(e, g, idx, seq);
+    c10ds_vsink k = sink_of(e);
+    c10ds_vgroup_skip_to(g, idx, seq, &k);
 }
 
 void c10ds_verify_enter(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
                         const c10dc_fp *fp)
 {
     if (end > g->entered[idx])
-        c10ds_trace_add(&g->traces[idx], start > g->entered[idx] ? start : g->entered[idx] + 1, end, fp);
-    enter_run(e, g, idx, start, end, fp);
+        c10ds_trace_add(&g->traces[idx], start > g->entered[idx] ? start : g->entered[idx] + 1,
+                        end, fp);
+    c10ds_vsink k = sink_of(e);
+    c10ds_vgroup_enter(g, idx, start, end, fp, &k);
 }
 
 const c10ds_vrun *c10ds_verify_ref(c10ds_vgroup *g, uint64_t seq)
 {
-    size_t lo = 0, hi = g->run_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (run_at(g, mid)->end < seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < g->run_count && run_at(g, lo)->start <= seq ? run_at(g, lo) : NULL;
+    return c10ds_vgroup_ref(g, seq);
 }
 
 /* Send/recv: a send from a to b with tag t is matched with b's first
@@ -472,7 +337,7 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
         if (g->gen < gen && strcmp(g->job, job) == 0) {
             *pp = g->next;
             c10ds_traces_flush_group(e, g); /* c10d-ctl trace still shows its last collectives */
-            vgroup_free(g);
+            c10ds_vgroup_free(g);
         } else {
             pp = &g->next;
         }

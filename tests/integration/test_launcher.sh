@@ -38,12 +38,13 @@ lp=$!
 ranks() { pgrep -P "$lp" -fc "^sleep 30$"; }
 for _ in $(seq 200); do [ "$(ranks)" = 2 ] && break; sleep 0.05; done
 [ "$(ranks)" = 2 ] || fail "the launcher did not start its 2 ranks within 10 s"
+rpids=$(pgrep -P "$lp" -f "^sleep 30$") # this launcher's ranks, not anyone's sleep
 kill -TERM "$lp"
 wait "$lp"
 rc=$?
 [ "$rc" = 143 ] || fail "after SIGTERM the launcher exited $rc, expected 143"
 grep -q "forwarded to the ranks" "$out/sig.err" || fail "no word about forwarding"
-pgrep -f "^sleep 30$" >/dev/null && fail "a rank outlived the launcher"
+for p in $rpids; do kill -0 "$p" 2>/dev/null && fail "rank pid $p outlived the launcher"; done
 
 # Issue 12, finding 20: bad values are refused; a coordinator that does not
 # start says why and leaves no temporary directory.
@@ -68,11 +69,12 @@ lp=$!
 for _ in $(seq 100); do grep -q "coordinator tcp" "$out/k9.err" && break; sleep 0.05; done
 cpid=$(sed -n 's/.*coordinator tcp:[^ ]* (pid \([0-9]*\).*/\1/p' "$out/k9.err")
 [ -n "$cpid" ] || fail "no coordinator pid in the launcher's output"
+for _ in $(seq 100); do kpids=$(pgrep -P "$lp" -f "^sleep 30$") && break; sleep 0.05; done
 kill -9 "$lp"
 wait "$lp" 2>/dev/null
 for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$cpid" 2>/dev/null && { kill "$cpid"; fail "the coordinator outlived a killed launcher"; }
-pkill -f "^sleep 30$"
+[ -n "${kpids:-}" ] && kill $kpids 2>/dev/null # its orphaned rank, by pid (not every sleep 30)
 
 # Finding 20: an unreachable --coord is said at once (the launcher) and
 # while the ranks keep trying (the library), not waited out in silence.

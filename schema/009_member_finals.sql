@@ -12,18 +12,24 @@ CREATE TABLE member_finals (
     PRIMARY KEY (job, generation, rank, grp)
 ) WITHOUT ROWID;
 
--- ",a=1,b=2," cut at its commas: each "name=seq" item becomes a row.
+-- ",a=1,b=2," cut at its commas (with or without the commas at its ends):
+-- each "name=seq" item becomes a row, split at its last '=' (the number
+-- is digits; a name may hold '=').
 WITH RECURSIVE items(job, generation, rank, rest, item) AS (
-    SELECT job, generation, rank, substr(final_seqs, 2), NULL
+    SELECT job, generation, rank, ltrim(rtrim(final_seqs, ','), ',') || ',', NULL
     FROM members WHERE final_seqs IS NOT NULL AND final_seqs != ''
     UNION ALL
     SELECT job, generation, rank, substr(rest, instr(rest, ',') + 1),
            substr(rest, 1, instr(rest, ',') - 1)
     FROM items WHERE instr(rest, ',') > 0
+), parts(job, generation, rank, item, head) AS (
+    SELECT job, generation, rank, item, rtrim(item, '0123456789')
+    FROM items WHERE item IS NOT NULL
 )
 INSERT OR REPLACE INTO member_finals(job, generation, rank, grp, seq)
-    SELECT job, generation, rank, substr(item, 1, instr(item, '=') - 1),
-           CAST(substr(item, instr(item, '=') + 1) AS INTEGER)
-    FROM items WHERE item IS NOT NULL AND instr(item, '=') > 1;
+    SELECT job, generation, rank, substr(head, 1, length(head) - 1),
+           CAST(substr(item, length(head) + 1) AS INTEGER)
+    FROM parts
+    WHERE length(head) > 1 AND substr(head, -1) = '=' AND length(head) < length(item);
 
 ALTER TABLE members DROP COLUMN final_seqs;

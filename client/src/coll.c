@@ -163,6 +163,10 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c->async = async;
     c->stream = o ? o->stream : NULL;
+    /* Before the call is numbered: a refused one leaves the count alone. */
+    if ((st = c10di_timeout(fn, "opts.timeout_ms", o ? o->timeout_ms : C10D_TIMEOUT_DEFAULT,
+                            pg->timeout_ms, 0, &c->timeout_ms)) != C10D_OK)
+        goto out;
     if (c->kind == C10DC_MONITORED_BARRIER) { /* meets through the store, not a data plane */
         c->device = C10D_CPU;
         c->be = &c10di_monitored_ops;
@@ -175,9 +179,6 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     if (c->be->prepare && (st = c->be->prepare(c->be_state, c)) != C10D_OK)
         goto out;
     describe(pg, c, numel);
-    if ((st = c10di_timeout(fn, "opts.timeout_ms", o ? o->timeout_ms : C10D_TIMEOUT_DEFAULT,
-                            pg->timeout_ms, 0, &c->timeout_ms)) != C10D_OK)
-        goto out;
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;

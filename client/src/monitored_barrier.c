@@ -6,6 +6,7 @@
 
 #include "c10d_time.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +79,11 @@ static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int ti
     void *v = NULL;
     size_t len = 0;
     const char *done = "done";
-    /* Rank 0 answers within its own timeout; allow for it being late. */
+    /* Rank 0 answers within its own timeout; allow for it being late (in
+     * 64 bits: a timeout near INT_MAX must not overflow). */
+    int64_t late = 2 * (int64_t)timeout_ms + 5000;
     if (st == C10D_OK)
-        st = wait_keys(pg, c, s, &done, 1, 2 * timeout_ms + 5000);
+        st = wait_keys(pg, c, s, &done, 1, late > INT_MAX ? INT_MAX : (int)late);
     if (st == C10D_OK && (st = c10d_store_get(s, done, &v, &len, C10D_NO_WAIT)) == C10D_OK) {
         if (len != 2 || memcmp(v, "ok", 2) != 0)
             st = c10di_error(C10D_ETIMEDOUT, "%.*s", (int)len, (const char *)v);

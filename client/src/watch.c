@@ -324,12 +324,14 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
             return st;
     }
     if (c && c10d_now_ms() > c->deadline_ms) {
+        /* the call's own timeout (its options'); a setup step's is the group's */
+        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
         if (waiting_for >= 0)
             return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
                                "waiting for rank %d (global rank %d)", c->what, pg->name,
-                               pg->rank, pg->timeout_ms, waiting_for, pg->ranks[waiting_for]);
+                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
-                           c->what, pg->name, pg->rank, pg->timeout_ms);
+                           c->what, pg->name, pg->rank, ms);
     }
     return C10D_OK;
 }

@@ -145,7 +145,9 @@ START_TEST(version_8_final_seqs_text_becomes_rows)
                                      "('j', 1, 0, 'h', 1, 1, 0, 'left', 0, 0, 0, "
                                      "',world=349,world.1=20,'), "
                                      "('j', 1, 1, 'h', 2, 2, 0, 'dead', 0, 0, 0, NULL), "
-                                     "('j', 1, 2, 'h', 3, 3, 0, 'left', 0, 0, 0, ''); "
+                                     "('j', 1, 2, 'h', 3, 3, 0, 'left', 0, 0, 0, ''), "
+                                     "('j', 1, 3, 'h', 4, 4, 0, 'left', 0, 0, 0, "
+                                     "'x=y=5,g=7'); "
                                      "PRAGMA user_version = 8", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
 
@@ -155,7 +157,10 @@ START_TEST(version_8_final_seqs_text_becomes_rows)
     ck_assert_int_eq(db.schema_version, c10ds_migration_count);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('members') WHERE "
                                   "name = 'final_seqs'"), 0);
-    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals"), 2);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals"), 4);
+    /* no commas at its ends, a name holding '=': split at the last one */
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals WHERE rank = 3 AND "
+                                  "(grp, seq) IN (VALUES ('x=y', 5), ('g', 7))"), 2);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals WHERE rank = 0 AND "
                                   "(grp, seq) IN (VALUES ('world', 349), ('world.1', 20))"), 2);
 
@@ -164,7 +169,7 @@ START_TEST(version_8_final_seqs_text_becomes_rows)
     ck_assert_int_eq(c10ds_groups_init(&g, &db), 0);
     size_t n = 0;
     C10dpb__MemberInfo **v = c10ds_members_load(&g, "j", 1, 1, &n);
-    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(n, 4);
     ck_assert_int_eq(v[0]->rank, 0);
     ck_assert_uint_eq(v[0]->n_finals, 2);
     ck_assert_str_eq(v[0]->finals[0]->group, "world");

@@ -441,6 +441,7 @@ START_TEST(gpu_world2_sum_and_abort_when_a_peer_dies)
 END_TEST
 #endif
 
+#ifdef C10D_HAVE_NCCL
 /* Whether this machine can run the GPU cases, asked in a child process
  * (loading CUDA in the parent would break the ranks it forks); the reason
  * goes into why when it cannot. */
@@ -469,6 +470,7 @@ static int gpu_cases_possible(char *why, size_t cap)
     waitpid(pid, &st, 0);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
+#endif
 
 /* `test_nccl`: what holds without a GPU (and the refusals everywhere).
  * `test_nccl --gpu`: the GPU cases; without a GPU it exits 77, which CTest

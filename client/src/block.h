@@ -6,6 +6,7 @@
 #define C10DI_BLOCK_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct c10di_block {
@@ -30,6 +31,21 @@ static inline const char *c10di_block_str(c10di_block *b, const char *s)
     if (p)
         memcpy(p, s, n);
     return p;
+}
+
+/* Builds a result in one block: fill runs once to measure, once into the
+ * block. Its first take must be the result itself (so the block's start
+ * is what the caller frees with c10d_free). NULL when out of memory. */
+typedef void (*c10di_block_fill)(c10di_block *b, const void *arg);
+static inline void *c10di_block_build(c10di_block_fill fill, const void *arg)
+{
+    c10di_block b = {NULL, 0};
+    fill(&b, arg);
+    if (!(b.base = (char *)malloc(b.used ? b.used : 1)))
+        return NULL;
+    b.used = 0;
+    fill(&b, arg);
+    return b.base;
 }
 
 #endif

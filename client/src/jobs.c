@@ -21,19 +21,15 @@ static c10d_status ask(c10d_store *s, C10dpb__Request *req, C10dpb__Reply__Resul
     return C10D_OK;
 }
 
-/* Runs fill over part of reply rep twice (measure, then build): result is
- * the block. */
-#define BUILD(result, fill, part, rep)                                                             \
-    do {                                                                                           \
-        c10di_block b_ = {NULL, 0};                                                                \
-        fill(&b_, part);                                                                           \
-        if (!(b_.base = malloc(b_.used ? b_.used : 1))) {                                          \
-            c10dpb__reply__free_unpacked(rep, NULL);                                               \
-            return c10di_error(C10D_ENOMEM, "out of memory");                                      \
-        }                                                                                          \
-        b_.used = 0;                                                                               \
-        (result) = fill(&b_, part);                                                                \
-    } while (0)
+/* The reply's part as one block, or C10D_ENOMEM (the reply freed). */
+static c10d_status build(c10di_block_fill fill, const void *part, C10dpb__Reply *rep, void **out)
+{
+    if (!(*out = c10di_block_build(fill, part))) {
+        c10dpb__reply__free_unpacked(rep, NULL);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    return C10D_OK;
+}
 
 /* --- jobs --- */
 
@@ -54,8 +50,9 @@ static const c10d_join_info *join_info(c10di_block *b, const C10dpb__JoinState *
     return ji;
 }
 
-static c10d_job_info *fill_jobs(c10di_block *b, const C10dpb__JobsReply *r)
+static void fill_jobs(c10di_block *b, const void *arg)
 {
+    const C10dpb__JobsReply *r = arg;
     c10d_job_info *out = c10di_block_take(b, r->n_jobs * sizeof *out);
     for (size_t i = 0; i < r->n_jobs; i++) {
         const C10dpb__JobInfo *j = r->jobs[i];
@@ -86,7 +83,6 @@ static c10d_job_info *fill_jobs(c10di_block *b, const C10dpb__JobsReply *r)
             out[i] = (c10d_job_info){job, j->generation, j->world_size, j->formed, j->n_members,
                                      m, j->n_groups, g};
     }
-    return out;
 }
 
 c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out, size_t *n)
@@ -102,7 +98,8 @@ c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out,
     c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_JOBS, "a jobs query", &rep);
     if (st != C10D_OK)
         return st;
-    BUILD(*out, fill_jobs, rep->jobs, rep);
+    if ((st = build(fill_jobs, rep->jobs, rep, (void **)out)) != C10D_OK)
+        return st;
     *n = rep->jobs->n_jobs;
     c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
@@ -110,8 +107,9 @@ c10d_status c10d_store_jobs(c10d_store *s, const char *job, c10d_job_info **out,
 
 /* --- verification state --- */
 
-static c10d_group_health *fill_health(c10di_block *b, const C10dpb__CollStatusReply *r)
+static void fill_health(c10di_block *b, const void *arg)
 {
+    const C10dpb__CollStatusReply *r = arg;
     c10d_group_health *out = c10di_block_take(b, r->n_groups * sizeof *out);
     for (size_t i = 0; i < r->n_groups; i++) {
         const C10dpb__GroupHealth *h = r->groups[i];
@@ -129,7 +127,6 @@ static c10d_group_health *fill_health(c10di_block *b, const C10dpb__CollStatusRe
             out[i] = (c10d_group_health){job, h->generation, group, h->size,
                                          (c10d_status)h->status, report, h->n_ranks, rk};
     }
-    return out;
 }
 
 c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
@@ -148,7 +145,8 @@ c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
                          &rep);
     if (st != C10D_OK)
         return st;
-    BUILD(*out, fill_health, rep->coll_status, rep);
+    if ((st = build(fill_health, rep->coll_status, rep, (void **)out)) != C10D_OK)
+        return st;
     *n = rep->coll_status->n_groups;
     c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
@@ -156,8 +154,9 @@ c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
 
 /* --- a rank's trace --- */
 
-static c10d_trace_row *fill_trace(c10di_block *b, const C10dpb__CollTraceReply *r)
+static void fill_trace(c10di_block *b, const void *arg)
 {
+    const C10dpb__CollTraceReply *r = arg;
     c10d_trace_row *out = c10di_block_take(b, r->n_rows * sizeof *out);
     for (size_t i = 0; i < r->n_rows; i++) {
         const C10dpb__TraceRow *x = r->rows[i];
@@ -165,7 +164,6 @@ static c10d_trace_row *fill_trace(c10di_block *b, const C10dpb__CollTraceReply *
         if (out)
             out[i] = (c10d_trace_row){x->first_seq, x->last_seq, what, state, x->entered_ms};
     }
-    return out;
 }
 
 c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
@@ -186,7 +184,8 @@ c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, 
     c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_COLL_TRACE, "a coll_trace query", &rep);
     if (st != C10D_OK)
         return st;
-    BUILD(*out, fill_trace, rep->coll_trace, rep);
+    if ((st = build(fill_trace, rep->coll_trace, rep, (void **)out)) != C10D_OK)
+        return st;
     *n = rep->coll_trace->n_rows;
     c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;

@@ -7,6 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The keys of a list reply, their store's prefix (plen bytes) stripped. */
+typedef struct {
+    const C10dpb__KeyList *keys;
+    size_t plen;
+} key_list;
+
+static void fill_keys(c10di_block *b, const void *arg)
+{
+    const key_list *kl = arg;
+    c10d_key_info *out = c10di_block_take(b, kl->keys->n_keys * sizeof *out);
+    for (size_t i = 0; i < kl->keys->n_keys; i++) {
+        const C10dpb__KeyInfo *ki = kl->keys->keys[i];
+        const char *key = c10di_block_str(b, ki->key + kl->plen);
+        if (out)
+            out[i] = (c10d_key_info){key, ki->size, ki->updated_ms};
+    }
+}
+
 c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
                             c10d_key_info **keys, size_t *n, int *truncated)
 {
@@ -31,24 +49,12 @@ c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
     free(q);
     if (st != C10D_OK)
         return st;
-    /* One allocation: the array, then the key strings (prefix stripped). */
-    size_t count = rep->keys ? rep->keys->n_keys : 0, bytes = count * sizeof(c10d_key_info);
-    for (size_t i = 0; i < count; i++)
-        bytes += strlen(rep->keys->keys[i]->key) - plen + 1;
-    c10d_key_info *out = malloc(bytes ? bytes : 1);
+    size_t count = rep->keys ? rep->keys->n_keys : 0;
+    key_list kl = {rep->keys, plen};
+    c10d_key_info *out = count ? c10di_block_build(fill_keys, &kl) : malloc(1);
     if (!out) {
         c10dpb__reply__free_unpacked(rep, NULL);
         return c10di_error(C10D_ENOMEM, "out of memory for %zu keys", count);
-    }
-    char *strs = (char *)(out + count);
-    for (size_t i = 0; i < count; i++) {
-        const C10dpb__KeyInfo *ki = rep->keys->keys[i];
-        size_t l = strlen(ki->key) - plen;
-        memcpy(strs, ki->key + plen, l + 1);
-        out[i].key = strs;
-        out[i].size = ki->size;
-        out[i].updated_ms = ki->updated_ms;
-        strs += l + 1;
     }
     if (truncated)
         *truncated = rep->keys && rep->keys->truncated;
@@ -58,8 +64,9 @@ c10d_status c10d_store_list(c10d_store *s, const char *prefix, size_t limit,
     return C10D_OK;
 }
 
-static c10d_coord_info *fill_info(c10di_block *b, const C10dpb__StatusReply *r)
+static void fill_info(c10di_block *b, const void *arg)
 {
+    const C10dpb__StatusReply *r = arg;
     c10d_coord_info *info = c10di_block_take(b, sizeof *info);
     const char *version = c10di_block_str(b, r->version);
     const char *listen_url = c10di_block_str(b, r->listen_url);
@@ -67,7 +74,6 @@ static c10d_coord_info *fill_info(c10di_block *b, const C10dpb__StatusReply *r)
     if (info)
         *info = (c10d_coord_info){version, listen_url, db_path, r->schema_version, r->uptime_ms,
                                   r->num_keys, r->clients, r->requests, r->parked};
-    return info;
 }
 
 c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info)
@@ -89,14 +95,9 @@ c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info)
         c10dpb__reply__free_unpacked(rep, NULL);
         return c10di_error(C10D_EPROTO, "status reply without status");
     }
-    c10di_block b = {NULL, 0};
-    fill_info(&b, r);
-    if (!(b.base = malloc(b.used))) {
-        c10dpb__reply__free_unpacked(rep, NULL);
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    }
-    b.used = 0;
-    *info = fill_info(&b, r);
+    *info = c10di_block_build(fill_info, r);
     c10dpb__reply__free_unpacked(rep, NULL);
+    if (!*info)
+        return c10di_error(C10D_ENOMEM, "out of memory");
     return C10D_OK;
 }

@@ -2,10 +2,12 @@
  * byte for byte, the message field numbers as an ABI (golden bytes that
  * fail if a field of c10d.proto is renumbered or retyped), and the words
  * both sides use for a collective (common/fingerprint.c), which reports
- * and c10d-ctl quote. */
+ * and c10d-ctl quote; a run's store prefix (common/run_scope.c), which the
+ * client writes under and the coordinator deletes by. */
 #include "c10d.pb-c.h"
 #include "fingerprint.h"
 #include "frame.h"
+#include "run_scope.h"
 
 #include "check_main.h"
 
@@ -133,6 +135,27 @@ START_TEST(a_collective_is_worded_alike_on_both_sides)
 }
 END_TEST
 
+START_TEST(a_run_scope_is_never_inside_another_jobs)
+{
+    char buf[C10D_RUN_SCOPE_BYTES(16)];
+    ck_assert_uint_eq(c10d_run_scope(buf, sizeof buf, "train", 3), strlen("jobs/train/3/"));
+    ck_assert_str_eq(buf, "jobs/train/3/");
+    /* "a" and "a/1": the second's keys must not fall under the first's */
+    c10d_run_scope(buf, sizeof buf, "a/1", 2);
+    ck_assert_str_eq(buf, "jobs/a%2F1/2/");
+    c10d_run_scope(buf, sizeof buf, "50%", 18446744073709551615ull);
+    ck_assert_str_eq(buf, "jobs/50%25/18446744073709551615/");
+    /* the longest escaped name fits the room the macro asks for */
+    char name[17];
+    memset(name, '/', 16);
+    name[16] = '\0';
+    ck_assert_uint_gt(c10d_run_scope(buf, sizeof buf, name, UINT64_MAX), 0);
+    /* too small: nothing claimed written */
+    ck_assert_uint_eq(c10d_run_scope(buf, 8, "train", 3), 0);
+    ck_assert_uint_eq(c10d_run_scope(buf, strlen("jobs/train/3/"), "train", 3), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("codec");
@@ -140,6 +163,7 @@ int main(void)
     tcase_add_test(tc, frame_header_is_length_then_request_id_little_endian);
     tcase_add_test(tc, field_numbers_are_an_abi);
     tcase_add_test(tc, a_collective_is_worded_alike_on_both_sides);
+    tcase_add_test(tc, a_run_scope_is_never_inside_another_jobs);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -190,7 +190,8 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     atomic_init(&c->refs, 1);
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
-    c10di_resolve_url(url, c->url, sizeof c->url);
+    if ((st = c10di_resolve_url(url, c->url, sizeof c->url)) != C10D_OK)
+        goto fail;
     c->rx_async = c10dc_url_is_tls(c->url);
     if (token && *token && !(c->token = strdup(token))) {
         st = c10di_error(C10D_ENOMEM, "out of memory");

@@ -32,19 +32,35 @@ c10d_status c10di_env_int(const char *name, long def, long min, long max, long *
     return C10D_OK;
 }
 
-void c10di_resolve_url(const char *url, char *out, size_t outlen)
+/* Under torchrun (which sets TORCHELASTIC_RUN_ID in every worker),
+ * MASTER_ADDR:MASTER_PORT is torchrun's own store, a TCPStore: it accepts
+ * our connection and drops it, and a rank would retry it until its
+ * timeout. */
+static int under_torchrun(void)
+{
+    const char *id = getenv("TORCHELASTIC_RUN_ID");
+    return id && *id;
+}
+
+c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
 {
     const char *env = getenv("C10D_COORD");
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (!url || !*url) {
         if (env && *env) {
             url = env;
+        } else if (addr && *addr && under_torchrun()) {
+            snprintf(out, outlen, "(none)");
+            return c10di_error(C10D_EINVAL, "no coordinator named: under torchrun, MASTER_ADDR:"
+                               "MASTER_PORT (%s:%s) is torchrun's own store, not a c10d-coord; "
+                               "set C10D_COORD=tcp://HOST:PORT to the coordinator "
+                               "(docs/launcher.md)", addr, port && *port ? port : "?");
         } else if (addr && *addr) {
             /* torchrun's convention; an IPv6 literal needs brackets. */
             int v6 = strchr(addr, ':') && addr[0] != '[';
             snprintf(out, outlen, "tcp://%s%s%s:%s", v6 ? "[" : "", addr, v6 ? "]" : "",
                      port && *port ? port : "29500");
-            return;
+            return C10D_OK;
         } else {
             url = "tcp://127.0.0.1:29500";
         }
@@ -53,4 +69,23 @@ void c10di_resolve_url(const char *url, char *out, size_t outlen)
         snprintf(out, outlen, "%s", url);
     else
         snprintf(out, outlen, "tcp://%s", url);
+    return C10D_OK;
+}
+
+void c10di_default_job(char *out, size_t outlen)
+{
+    const char *job = getenv("C10D_JOB");
+    const char *run = getenv("TORCHELASTIC_RUN_ID");
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    if (job && *job)
+        snprintf(out, outlen, "%s", job);
+    else if (run && *run && strcmp(run, "none") != 0)
+        snprintf(out, outlen, "%s", run); /* torchrun --rdzv_id, or --standalone's uuid */
+    else if (run && *run && addr && *addr)
+        /* torchrun's static rendezvous names no run ("none"); its store's
+         * address is the job's own while it runs: jobs side by side have
+         * one each. */
+        snprintf(out, outlen, "torchrun-%s:%s", addr, port && *port ? port : "29500");
+    else
+        snprintf(out, outlen, "default");
 }

@@ -36,9 +36,14 @@ c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int 
 
 /* --- env.c --- */
 /* Resolves a coordinator URL: url if given ("host:port" becomes
- * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT,
- * else tcp://127.0.0.1:29500. */
-void c10di_resolve_url(const char *url, char *out, size_t outlen);
+ * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT
+ * (but not under torchrun, where that is torchrun's TCPStore: EINVAL
+ * saying to set C10D_COORD), else tcp://127.0.0.1:29500. */
+c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen);
+/* The job's name when none is given: C10D_JOB, else torchrun's run id
+ * (TORCHELASTIC_RUN_ID; its static rendezvous says "none": then
+ * "torchrun-MASTER_ADDR:MASTER_PORT"), else "default". */
+void c10di_default_job(char *out, size_t outlen);
 /* An integer from the environment, or def when unset or malformed (for
  * switches whose garbage means "off"). */
 long c10di_env_long(const char *name, long def);

@@ -5,6 +5,7 @@
 #include "work.h"
 
 #include "c10d_time.h"
+#include "run_scope.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -217,7 +218,9 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         return c10di_error(st, "c10d_init: %s", c10d_errmsg());
     int rank = opts.rank >= 0 ? opts.rank : (int)env_rank;
     int size = opts.world_size > 0 ? opts.world_size : (int)env_size;
-    const char *job = opts.job ? opts.job : getenv("C10D_JOB");
+    char env_job[C10D_MAX_JOB_BYTES + 2];
+    c10di_default_job(env_job, sizeof env_job);
+    const char *job = opts.job ? opts.job : env_job;
     int timeout;
     if ((st = c10di_timeout("c10d_init", "opts.timeout_ms", opts.timeout_ms, (int)env_timeout, 0,
                             &timeout)) != C10D_OK)
@@ -368,6 +371,28 @@ int c10d_size(const c10d_pg *pg)
 int c10d_global_rank(const c10d_pg *pg, int group_rank)
 {
     return pg && group_rank >= 0 && group_rank < pg->size ? pg->ranks[group_rank] : -1;
+}
+
+const char *c10d_pg_job(const c10d_pg *pg)
+{
+    return pg ? pg->w->job : NULL;
+}
+
+uint64_t c10d_pg_generation(const c10d_pg *pg)
+{
+    return pg ? pg->w->generation : 0;
+}
+
+c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg)
+{
+    if (out)
+        *out = NULL;
+    if (!out || !pg)
+        return c10di_error(C10D_EINVAL, "c10d_run_store: %s", !out ? "out is NULL" : "pg is NULL");
+    char scope[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES)];
+    if (!c10d_run_scope(scope, sizeof scope, pg->w->job, pg->w->generation))
+        return c10di_error(C10D_EINVAL, "c10d_run_store: job name too long (%s)", pg->w->job);
+    return c10di_store_over(out, pg->w->conn, scope, pg->w->timeout_ms);
 }
 
 void c10d_destroy(c10d_pg *pg)

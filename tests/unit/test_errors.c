@@ -169,6 +169,65 @@ START_TEST(null_handles_are_safe)
     ck_assert_int_eq(c10d_store_connect(NULL, NULL, NULL), C10D_EINVAL);
     ck_assert_str_ne(c10d_errmsg(), "");
     ck_assert_str_eq(c10d_version(), C10D_TEST_VERSION);
+    ck_assert_ptr_null(c10d_pg_job(NULL));
+    ck_assert_uint_eq(c10d_pg_generation(NULL), 0);
+    c10d_store *s = (c10d_store *)&n;
+    ck_assert_int_eq(c10d_run_store(&s, NULL), C10D_EINVAL);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* The job's name where none is given: what the launcher set. */
+START_TEST(job_name_comes_from_the_launcher)
+{
+    char job[C10D_MAX_JOB_BYTES + 2];
+    unsetenv("C10D_JOB");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, "default");
+    setenv("TORCHELASTIC_RUN_ID", "none", 1); /* torchrun's static rendezvous */
+    setenv("MASTER_ADDR", "10.0.0.1", 1);
+    setenv("MASTER_PORT", "29400", 1);
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, "torchrun-10.0.0.1:29400");
+    setenv("TORCHELASTIC_RUN_ID", "5f0c-uuid", 1); /* --standalone, or --rdzv_id */
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, "5f0c-uuid");
+    setenv("C10D_JOB", "resnet", 1); /* c10d-run, or the user */
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, "resnet");
+    unsetenv("C10D_JOB");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+}
+END_TEST
+
+/* Under torchrun MASTER_ADDR:MASTER_PORT is torchrun's TCPStore: a rank
+ * without C10D_COORD is told at once, not left retrying it. */
+START_TEST(torchrun_without_a_coordinator_is_told_at_once)
+{
+    char url[256];
+    unsetenv("C10D_COORD");
+    setenv("MASTER_ADDR", "localhost", 1);
+    setenv("MASTER_PORT", "29777", 1);
+    ck_assert_int_eq(c10di_resolve_url(NULL, url, sizeof url), C10D_OK);
+    ck_assert_str_eq(url, "tcp://localhost:29777");
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    ck_assert_int_eq(c10di_resolve_url(NULL, url, sizeof url), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "set C10D_COORD"));
+    c10d_store *s;
+    ck_assert_int_eq(c10d_store_connect(&s, NULL, NULL), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "torchrun's own store"));
+    setenv("C10D_COORD", "tcp://coord:1", 1);
+    ck_assert_int_eq(c10di_resolve_url(NULL, url, sizeof url), C10D_OK);
+    ck_assert_str_eq(url, "tcp://coord:1");
+    unsetenv("C10D_COORD");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
 }
 END_TEST
 
@@ -319,6 +378,8 @@ int main(void)
     tcase_add_test(tc, url_resolution_follows_torchrun_env);
     tcase_add_test(tc, env_long_ignores_garbage);
     tcase_add_test(tc, null_handles_are_safe);
+    tcase_add_test(tc, job_name_comes_from_the_launcher);
+    tcase_add_test(tc, torchrun_without_a_coordinator_is_told_at_once);
     tcase_add_test(tc, bad_url_is_einval);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
     tcase_add_test(tc, bad_settings_are_refused_naming_them);

@@ -15,6 +15,7 @@
 
 #include "common.h"
 #include "errors.h"
+#include "store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,7 +49,9 @@ typedef struct c10d_init_opts {
     const char *coord_url; /* NULL: C10D_COORD, or MASTER_ADDR + MASTER_PORT */
     int rank;              /* -1: RANK */
     int world_size;        /* 0: WORLD_SIZE */
-    const char *job;       /* NULL: C10D_JOB, else "default"; at most C10D_MAX_JOB_BYTES */
+    const char *job;       /* NULL: C10D_JOB, else torchrun's TORCHELASTIC_RUN_ID (its
+                              static rendezvous's "none": "torchrun-MASTER_ADDR:MASTER_PORT"),
+                              else "default"; at most C10D_MAX_JOB_BYTES */
     c10d_backend backend;
     c10d_verify verify;
     int timeout_ms; /* rendezvous and collectives; C10D_TIMEOUT_DEFAULT: C10D_TIMEOUT_MS,
@@ -84,6 +87,19 @@ C10D_API int c10d_rank(const c10d_pg *pg);
 C10D_API int c10d_size(const c10d_pg *pg);
 /* The rank in the world group of rank `group_rank` of pg; -1 if out of range. */
 C10D_API int c10d_global_rank(const c10d_pg *pg, int group_rank);
+
+/* The job pg belongs to (its world's name on the coordinator) and the
+ * generation its ranks met in: one run of the job. NULL and 0 for NULL. */
+C10D_API const char *c10d_pg_job(const c10d_pg *pg);
+C10D_API uint64_t c10d_pg_generation(const c10d_pg *pg);
+
+/* The run's store: a view of the coordinator's store that only this run
+ * of pg's job sees (keys under "jobs/<job>/<generation>/"; a restarted
+ * job, the next run and other jobs each have their own). The coordinator
+ * removes its keys once the run is over (every rank left or died):
+ * docs/store.md. Its timeout is pg's. Close it with c10d_store_close;
+ * it may outlive pg. Errors: C10D_EINVAL (NULL arguments). */
+C10D_API c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg);
 
 /* Leaves: for the world group the coordinator records this rank as left
  * (peers still waiting on it get C10D_EPEERLOST saying so). Subgroups made

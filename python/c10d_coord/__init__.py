@@ -32,24 +32,38 @@ ProcessGroupCoord = _C.ProcessGroupCoord
 def _create(opts, pg_options=None):
     """The backend's creator (torch calls it from init_process_group and
     new_group, with the extended API's options). The rendezvous is
-    c10d-coord's, at C10D_COORD: torch's own store is not used, and a
-    server that is not a coordinator is refused at once by the library
-    rather than waited for."""
+    c10d-coord's, at C10D_COORD: a server that is not a coordinator is
+    refused at once by the library rather than waited for. Where torch's
+    store is a run's (coord://, env:// with C10D_COORD), that rendezvous
+    already formed the world: the default group is that world group."""
+    timeout = opts.timeout
+    ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
+    if not opts.global_ranks_in_group:  # the default group
+        world = _C.formed_world(opts.store, opts.group_rank, opts.group_size)
+        if world is not None:
+            return world
     url = os.environ.get("C10D_COORD", "")
     if not url:
         raise RuntimeError(
             "c10d_coord: set C10D_COORD to the coordinator's URL (tcp://HOST:PORT); "
             "c10d-run sets it for every rank")
-    timeout = opts.timeout
-    ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
-    job = os.environ.get("C10D_JOB", "") or "default"
+    job = _C.run_job(opts.store) or _world_job() or os.environ.get("C10D_JOB", "")
     # The default group is the job's world; torch calls this for a new group
     # on its members only, with the name torch gave it alike on every rank
     # (group_id): each subgroup meets as a job of its own, "<job>.g<id>",
     # with its own verification and liveness.
     if opts.global_ranks_in_group:
-        job = f"{job}.g{opts.group_id}"
+        job = f"{job or _C.default_job()}.g{opts.group_id}"
     return _C.ProcessGroupCoord(opts.group_rank, opts.group_size, url, job, ms)
+
+
+def _world_job():
+    """The job of torch's default group where it is ours ("" otherwise)."""
+    try:
+        pg = dist.distributed_c10d._get_default_group()
+    except RuntimeError:  # none yet
+        return ""
+    return pg.job if isinstance(pg, _C.ProcessGroupCoord) else ""
 
 
 # torch 2.x asks which devices a backend serves (and warns without).
@@ -62,9 +76,14 @@ except TypeError:  # torch 1.13: no `devices`
 StoreCoord = _C.StoreCoord
 
 
-def _meet(coord, query, timeout):
+def _meet(coord, query, timeout, job=""):
     """torch's store and this rank's identity, on the coordinator at
-    `coord` (any URL the library takes: tcp://, ipc://, tls+tcp://)."""
+    `coord` (any URL the library takes: tcp://, ipc://, tls+tcp://). The
+    world group forms here, so the store torch gets is this run's only
+    (jobs/<job>/<generation>/ on the coordinator): a run never sees what an
+    earlier run of the job or another job wrote, and the coordinator
+    removes it when the run is over. The job is `job`, else the library's
+    default (C10D_JOB, torchrun's run id, ...: docs/pytorch.md)."""
     from urllib.parse import parse_qs
     q = {k: v[0] for k, v in parse_qs(query).items()}
     rank = int(q.get("rank", os.environ.get("RANK", -1)))
@@ -72,30 +91,36 @@ def _meet(coord, query, timeout):
     if rank < 0 or size < 1:
         raise ValueError("c10d_coord: the rendezvous needs rank and world_size (arguments of "
                          "init_process_group, or RANK and WORLD_SIZE)")
-    os.environ["C10D_COORD"] = coord  # where the process group meets too
+    os.environ["C10D_COORD"] = coord  # where subgroups meet too
+    if job:
+        os.environ["C10D_JOB"] = job
     ms = int(timeout.total_seconds() * 1000)
-    return (_C.StoreCoord(coord, ms), rank, size)
+    world = _C.ProcessGroupCoord(rank, size, coord, job, ms)
+    return (_C.StoreCoord.run(world, ms), rank, size)
 
 
 def _coord_rendezvous(url, timeout=timedelta(minutes=5), **kwargs):
-    """coord://HOST:PORT?rank=R&world_size=N: torch's store is c10d-coord's
-    (no TCPStore on rank 0); the process group meets there too. For ipc://
-    or tls+tcp:// coordinators, use env:// with C10D_COORD."""
-    from urllib.parse import urlparse
+    """coord://HOST:PORT[/JOB]?rank=R&world_size=N: torch's store is the
+    run's on c10d-coord (no TCPStore on rank 0); the process group meets
+    there too, as job JOB (else the library's default). For ipc:// or
+    tls+tcp:// coordinators, use env:// with C10D_COORD."""
+    from urllib.parse import unquote, urlparse
     u = urlparse(url)
-    yield _meet("tcp://" + u.netloc, u.query, timeout)
+    yield _meet("tcp://" + u.netloc, u.query, timeout, unquote(u.path.strip("/")))
 
 
 dist.register_rendezvous_handler("coord", _coord_rendezvous)
 
-# env:// with C10D_COORD set: the same, from the environment (torchrun,
-# c10d-run), so no MASTER_ADDR/MASTER_PORT and no TCPStore are needed.
-# C10D_COORD is used as it is (tls+tcp:// and ipc:// too).
+# env:// with C10D_COORD set: the same, from the environment (c10d-run,
+# torchrun with C10D_COORD exported), so no TCPStore is needed: under
+# torchrun MASTER_ADDR:MASTER_PORT is torchrun's own, and the run's store
+# on the coordinator replaces it. C10D_COORD is used as it is (tls+tcp://
+# and ipc:// too).
 _env_handler = _rdzv._rendezvous_handlers["env"]
 
 
 def _env_or_coord(url, timeout=timedelta(minutes=5), **kwargs):
-    if os.environ.get("C10D_COORD") and not os.environ.get("MASTER_ADDR"):
+    if os.environ.get("C10D_COORD"):
         from urllib.parse import urlparse
         yield _meet(os.environ["C10D_COORD"], urlparse(url).query, timeout)
         return

@@ -24,6 +24,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -360,8 +361,15 @@ const at::Tensor *first(const std::vector<at::Tensor> &ts)
     return ts.empty() ? nullptr : &ts[0];
 }
 
+class ProcessGroupCoord;
+
 // torch's Store on c10d-coord's (durable, on the coordinator): what
-// coord:// rendezvous hands torch, so rank 0 hosts no TCPStore.
+// coord:// rendezvous hands torch, so rank 0 hosts no TCPStore. Made from
+// a URL it is the coordinator's whole store (for scripts); made for a run
+// (run()) it is that run's store only (c10d_run_store: no other run or job
+// sees its keys) and holds the run's world group, which the backend's
+// creator takes as torch's default group, and which keeps the run alive
+// on the coordinator while torch still uses its store.
 class StoreCoord : public c10d::Store {
   public:
     StoreCoord(const std::string &url, std::chrono::milliseconds timeout)
@@ -374,8 +382,14 @@ class StoreCoord : public c10d::Store {
         }
         ::check("store", st);
     }
-    ~StoreCoord() override { c10d_store_close(s_); }
+    static c10::intrusive_ptr<StoreCoord> run(c10::intrusive_ptr<ProcessGroupCoord> world,
+                                              std::chrono::milliseconds timeout);
+    ~StoreCoord() override; /* after ProcessGroupCoord: it may drop the world */
     c10d_store *raw_store() const { return s_; }
+    // The run's world group, once: torch's default group is made from it.
+    c10::intrusive_ptr<ProcessGroupCoord> take_world(int rank, int size);
+    // The job whose run this store is ("" for a whole store).
+    std::string job() const;
 
     void set(const std::string &key, const std::vector<uint8_t> &value) override
     {
@@ -436,6 +450,9 @@ class StoreCoord : public c10d::Store {
         ::check("store wait", c10d_store_wait(s_, k.data(), k.size(), ms(t)));
     }
 
+    // Over a store handle of the library's (owned from here on).
+    StoreCoord(c10d_store *s, std::chrono::milliseconds timeout) : c10d::Store(timeout), s_(s) {}
+
   private:
     /* Keys are C strings on c10d-coord: one with a NUL byte would be cut
      * at it (setting "a\0b" overwrote "a"), so it is refused. */
@@ -460,6 +477,8 @@ class StoreCoord : public c10d::Store {
         return k;
     }
     c10d_store *s_ = nullptr;
+    c10::intrusive_ptr<ProcessGroupCoord> world_; /* a run's: its world group */
+    bool world_taken_ = false;
 };
 
 class ProcessGroupCoord : public c10d::ProcessGroup {
@@ -531,6 +550,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     void setGroupDesc(const std::string &desc) override { group_desc_ = desc; }
 #endif
     c10d_pg *pg() const { return pg_; }
+    std::string job() const { return c10d_pg_job(pg_); }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
                                              const c10d::BroadcastOptions &o) override
@@ -895,6 +915,68 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     std::unique_ptr<Finishers> finishers_;
 };
 
+c10::intrusive_ptr<StoreCoord> StoreCoord::run(c10::intrusive_ptr<ProcessGroupCoord> world,
+                                               std::chrono::milliseconds timeout)
+{
+    c10d_store *s = nullptr;
+    ::check("store", c10d_run_store(&s, world->pg()));
+    auto st = c10::make_intrusive<StoreCoord>(s, timeout);
+    st->world_ = std::move(world);
+    return st;
+}
+
+StoreCoord::~StoreCoord()
+{
+    c10d_store_close(s_);
+}
+
+c10::intrusive_ptr<ProcessGroupCoord> StoreCoord::take_world(int rank, int size)
+{
+    if (!world_ || world_taken_ || world_->getRank() != rank || world_->getSize() != size)
+        return {};
+    world_taken_ = true;
+    return world_;
+}
+
+std::string StoreCoord::job() const
+{
+    return world_ ? world_->job() : std::string();
+}
+
+// The StoreCoord under torch's PrefixStores (torch wraps the rendezvous's
+// store in one per group), or null when the store is not ours (file://,
+// tcp:// rendezvous).
+StoreCoord *run_store_under(const c10::intrusive_ptr<c10d::Store> &store)
+{
+    c10d::Store *s = store.get();
+    while (auto *p = dynamic_cast<c10d::PrefixStore *>(s))
+        s = p->getUnderlyingStore().get();
+    return dynamic_cast<StoreCoord *>(s);
+}
+
+// For the backend's creator: the world group the rendezvous formed for
+// this run, if `store` is a run's (once; None otherwise).
+py::object formed_world(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size)
+{
+    StoreCoord *s = run_store_under(store);
+    auto w = s ? s->take_world(rank, size) : c10::intrusive_ptr<ProcessGroupCoord>();
+    return w ? py::cast(w) : py::none();
+}
+
+// The job of the run whose store `store` is ("" when it is not a run's).
+std::string run_job(const c10::intrusive_ptr<c10d::Store> &store)
+{
+    StoreCoord *s = run_store_under(store);
+    return s ? s->job() : std::string();
+}
+
+std::string default_job()
+{
+    char job[C10D_MAX_JOB_BYTES + 2];
+    check("default_job", c10d_default_job(job, sizeof job));
+    return job;
+}
+
 // What c10d-ctl shows (c10d/jobs.h), as Python lists of dicts, for scripts.
 const char *opt(const std::string &s)
 {
@@ -1060,19 +1142,31 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         m, "ProcessGroupCoord")
         .def(py::init<int, int, const std::string &, const std::string &, int>(),
              py::arg("rank"), py::arg("size"), py::arg("url") = "", py::arg("job") = "",
-             py::arg("timeout_ms") = 0);
+             py::arg("timeout_ms") = 0)
+        .def_property_readonly("job", &ProcessGroupCoord::job,
+                               "The job this group is part of on the coordinator");
     py::class_<StoreCoord, c10d::Store, c10::intrusive_ptr<StoreCoord>>(m, "StoreCoord")
         .def(py::init([](const std::string &url, int timeout_ms) {
                  return c10::make_intrusive<StoreCoord>(url,
                                                         std::chrono::milliseconds(timeout_ms));
              }),
              py::arg("url"), py::arg("timeout_ms") = 300000)
+        .def_static("run", [](c10::intrusive_ptr<ProcessGroupCoord> world, int timeout_ms) {
+                        return StoreCoord::run(std::move(world),
+                                               std::chrono::milliseconds(timeout_ms));
+                    },
+                    py::arg("world"), py::arg("timeout_ms") = 300000,
+                    "The store of world's run (its keys only; removed when the run is over)")
         .def("jobs", &jobs_of, py::arg("job") = "",
              "Jobs on the coordinator: members (state, host, pid, reason, activity) and groups")
         .def("health", &health_of, py::arg("job") = "", py::arg("group") = "",
              "Verification state per group: status, the finding's report, each rank's progress")
         .def("trace", &trace_of, py::arg("job"), py::arg("group"), py::arg("rank"),
              py::arg("limit") = 50, "A rank's recent collectives, as runs of the same call");
+    m.def("formed_world", &formed_world, py::arg("store"), py::arg("rank"), py::arg("size"));
+    m.def("run_job", &run_job, py::arg("store"));
+    m.def("default_job", &default_job,
+          "The job name the library uses when none is given (C10D_JOB, torchrun's run id, ...)");
     m.def("join_begin", &join_begin, py::arg("pg"), py::arg("throw_on_early_termination"),
           py::arg("divide_by_initial_world_size"));
     m.def("join_end", &join_end, py::arg("pg"));

@@ -1,7 +1,9 @@
 """The torch.distributed backend "coord" (python/c10d_coord) with PyTorch's
-own DDP, against a real coordinator started by c10d-run, ranks as real
-processes (tests/python/worker.py). Skipped, with the reason, where PyTorch
-or the built extension is missing; scripts/test.sh builds it first."""
+own DDP, ranks as real processes (tests/python/worker.py) launched by
+c10d-run, every test a job of its own on the session's one long-lived
+coordinator (conftest.py), as users run job after job. Skipped, with the
+reason, where PyTorch or the built extension is missing; scripts/test.sh
+builds it first."""
 import os
 import subprocess
 import sys
@@ -22,12 +24,19 @@ except ImportError as e:  # pragma: no cover
                 allow_module_level=True)
 
 
+@pytest.fixture(autouse=True)
+def _the_sessions_coordinator(coordinator):
+    global COORD
+    COORD = coordinator.url
+
+
 def run(case, n=2, timeout=180, env=None, args=()):
     e = dict(os.environ)
     e["PYTHONPATH"] = os.path.join(ROOT, "python")
     e.pop("MASTER_ADDR", None)
     e.update(env or {})
-    p = subprocess.run([RUN, "-q", "-n", str(n), "--", sys.executable, WORKER, case, *args],
+    p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", COORD, "--", sys.executable, WORKER,
+                        case, *args],
                        env=e, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 

@@ -1,0 +1,63 @@
+"""What the PyTorch tests share: the build's paths, and one coordinator for
+the whole session, as users run it (job after job, jobs side by side, on
+one long-lived c10d-coord with its SQLite file), not a fresh one per test."""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
+COORD_BIN = os.path.join(BUILD, "server", "c10d-coord")
+
+
+class Coordinator:
+    """A c10d-coord on a free loopback port, its database in a temp dir."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.TemporaryDirectory(prefix="c10d-pytest-")
+        ready = os.path.join(self.dir.name, "ready")
+        self.log = open(os.path.join(self.dir.name, "coord.log"), "w+")
+        self.proc = subprocess.Popen(
+            [COORD_BIN, "--listen", "tcp://127.0.0.1:0", "--db",
+             os.path.join(self.dir.name, "coord.db"), "--ready-file", ready, *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not (os.path.exists(ready) and os.path.getsize(ready)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"c10d-coord did not start: {self.output()}")
+            time.sleep(0.02)
+        with open(ready) as f:
+            self.url = f.read().strip()
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        """SIGTERM: a coordinator that served every test shuts down cleanly."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def coordinator():
+    if not os.access(COORD_BIN, os.X_OK):
+        pytest.skip(f"{COORD_BIN} is not built")
+    c = Coordinator()
+    yield c
+    alive = c.proc.poll() is None
+    rc = c.stop()
+    assert alive, f"the session's coordinator died during the tests:\n{c.output()[-4000:]}"
+    assert rc == 0, f"the session's coordinator exited {rc} on SIGTERM:\n{c.output()[-4000:]}"

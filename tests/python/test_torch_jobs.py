@@ -1,0 +1,204 @@
+"""Jobs as teams run them: one long-lived coordinator (conftest.py's, for
+the whole session) serving torch jobs one after another and side by side,
+launched by c10d-run, by torchrun, or by hand with coord://. Real torch
+processes (tests/python/job.py, docs/examples/train_linear.c for C ranks)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import BUILD, ROOT
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
+try:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import c10d_coord  # noqa: F401
+except ImportError as e:  # pragma: no cover
+    pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",
+                allow_module_level=True)
+
+RUN = os.path.join(BUILD, "client", "c10d-run")
+CTL = os.path.join(BUILD, "client", "c10d-ctl")
+JOB = os.path.join(ROOT, "tests", "python", "job.py")
+TRAIN_C = os.path.join(BUILD, "docs", "examples", "train_linear")
+TORCHRUN = shutil.which("torchrun", path="/usr/bin:" + os.environ.get("PATH", ""))
+
+
+def env(coord=None, **extra):
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("C10D_", "MASTER_", "TORCHELASTIC_")) and
+         k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    if coord:
+        e["C10D_COORD"] = coord.url
+    e.update(extra)
+    return e
+
+
+def by_hand(init, world=2, hold=None, timeout=20, extra_env=None):
+    """world ranks of job.py started by hand (no launcher), each told its
+    rank: the way a script with coord://HOST:PORT is run."""
+    args = ["--init", init, "--world", str(world), "--timeout", str(timeout)]
+    if hold:
+        args += ["--hold", hold]
+    return [subprocess.Popen([sys.executable, JOB, *args, "--rank", str(r)],
+                             env=env(**(extra_env or {})), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+            for r in range(world)]
+
+
+def finish(procs, timeout=90):
+    outs, rcs = [], []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            out += "\n(killed: still running after the test's deadline)"
+        outs.append(out)
+        rcs.append(p.returncode)
+    return rcs, "\n".join(outs)
+
+
+def launch(coord, n=2, job=None, hold=None, timeout=20):
+    cmd = [RUN, "-q", "-n", str(n), "--coord", coord.url]
+    if job:
+        cmd += ["--job", job]
+    cmd += ["--", sys.executable, JOB, "--timeout", str(timeout)]
+    if hold:
+        cmd += ["--hold", hold]
+    return subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def wait_for(path, procs, what, timeout=60):
+    """Waits until path exists (a job reached a state), failing early with
+    the processes' output if one of them ended first."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        done = [p for p in procs if p.poll() is not None]
+        if done or time.monotonic() > deadline:
+            rcs, out = finish(procs, timeout=5)
+            pytest.fail(f"{what} never happened (exit {rcs}):\n{out}")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("how", ["coord-named", "coord-unnamed", "c10d-run-same-job",
+                                 "c10d-run-new-job"])
+def test_runs_in_a_row_on_one_coordinator(coordinator, how):
+    """The same job three times on one coordinator: each run gets a store of
+    its own (before, the second run waited in torch's store-based barrier
+    until its timeout: the first run's counter was still there)."""
+    for i in range(3):
+        if how.startswith("coord"):
+            name = "/in-a-row" if how == "coord-named" else ""
+            rcs, out = finish(by_hand(f"coord://127.0.0.1:{coordinator.port}{name}"))
+        else:
+            p = launch(coordinator, job="in-a-row-c10d-run" if how.endswith("same-job") else None)
+            rcs, out = finish([p])
+        assert rcs == [0] * len(rcs), f"run {i + 1}:\n{out}"
+        assert out.count(": ok, job ") == 2, out
+    if how == "coord-named":
+        assert "job in-a-row" in out, out
+
+
+def test_two_jobs_at_once(coordinator):
+    """Two jobs side by side on one coordinator, each with its own name (the
+    launcher's: c10d-run's run-<pid>), both held running at once."""
+    d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
+    try:
+        a = launch(coordinator, hold=d1)
+        b = launch(coordinator, hold=d2)
+        wait_for(os.path.join(d1, "formed"), [a, b], "job A formed")
+        wait_for(os.path.join(d2, "formed"), [a, b], "job B formed")
+        open(os.path.join(d1, "release"), "w").close()
+        open(os.path.join(d2, "release"), "w").close()
+        rcs, out = finish([a, b])
+        assert rcs == [0, 0], out
+        assert out.count(": ok, job run-") == 4, out
+    finally:
+        shutil.rmtree(d1)
+        shutil.rmtree(d2)
+
+
+@pytest.mark.parametrize("world_b", [2, 3])
+def test_a_second_unnamed_job_is_refused_saying_how_to_name_it(coordinator, world_b):
+    """Two scripts with coord://HOST:PORT and no name are both job
+    "default": the second is refused at once, told how to name jobs, and
+    the first runs on undisturbed (world 3: a rank the running job does not
+    have must not start a new generation under it)."""
+    hold = tempfile.mkdtemp()
+    url = f"coord://127.0.0.1:{coordinator.port}"
+    try:
+        a = by_hand(url, hold=hold)
+        wait_for(os.path.join(hold, "formed"), a, "the first job formed")
+        t0 = time.monotonic()
+        rcs_b, out_b = finish(by_hand(url, world=world_b, timeout=60), timeout=30)
+        took = time.monotonic() - t0
+        open(os.path.join(hold, "release"), "w").close()
+        rcs_a, out_a = finish(a)
+    finally:
+        shutil.rmtree(hold)
+    assert rcs_a == [0, 0], f"the running job was disturbed:\n{out_a}"
+    assert all(rc != 0 for rc in rcs_b), out_b
+    assert took < 20, f"the second job took {took:.1f} s to be refused:\n{out_b}"
+    assert "C10D_JOB" in out_b and "coord://HOST:PORT/NAME" in out_b, out_b
+
+
+def torchrun(coord, rdzv, prog, *args, n=2, no_python=False):
+    cmd = [TORCHRUN, f"--nproc_per_node={n}"]
+    if rdzv == "standalone":
+        cmd.append("--standalone")
+    else:
+        cmd += ["--rdzv_backend=static", f"--master_port={free_port()}"]
+    # torch 1.13's torchrun fails on Python 3.11 without these (its own bug:
+    # docs/launcher.md)
+    cmd += ["--redirects", "2", "--tee", "2"]
+    if no_python:
+        cmd.append("--no_python")
+    cmd += [prog, *args]
+    return subprocess.run(cmd, env=env(coord), capture_output=True, text=True, timeout=180)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
+@pytest.mark.parametrize("rdzv", ["standalone", "static"])
+def test_torchrun_runs_python_and_c_ranks(coordinator, rdzv):
+    """torchrun with the coordinator named in the environment (C10D_COORD):
+    Python ranks on the coord backend, twice in a row, then C ranks. The job
+    is named after torchrun's run (its --standalone uuid, or its store's
+    address for the static rendezvous)."""
+    for _ in range(2):
+        p = torchrun(coordinator, rdzv, JOB)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.count(": ok, job ") == 2, p.stdout + p.stderr
+        if rdzv == "static":
+            assert ": ok, job torchrun-127.0.0.1:" in p.stdout, p.stdout
+    c = torchrun(coordinator, rdzv, TRAIN_C, "50", no_python=True)
+    assert c.returncode == 0, c.stdout + c.stderr
+    assert "weights identical on 2 of 2 ranks" in c.stdout, c.stdout + c.stderr
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
+def test_torchrun_without_a_coordinator_says_so_at_once():
+    """No C10D_COORD under torchrun: MASTER_ADDR:MASTER_PORT is torchrun's
+    TCPStore. Both kinds of rank say so at once instead of retrying it."""
+    t0 = time.monotonic()
+    py = torchrun(None, "standalone", JOB)
+    c = torchrun(None, "standalone", TRAIN_C, "50", no_python=True)
+    took = time.monotonic() - t0
+    assert py.returncode != 0 and "set C10D_COORD" in py.stdout + py.stderr, py.stdout + py.stderr
+    assert c.returncode != 0 and "torchrun's own store" in c.stdout + c.stderr, \
+        c.stdout + c.stderr
+    assert took < 60, f"{took:.0f} s"

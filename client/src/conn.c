@@ -121,9 +121,16 @@ void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
     if (now < c->next_notice_ms || deadline - c->down_since_ms < 5000)
         return;
     c->next_notice_ms = now + 10000;
-    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s), after %lld s; still "
+    /* A coordinator that is down refuses connections; one that takes them
+     * and hangs up on our handshake is some other server (a TCPStore). */
+    const char *other = c->last_err == NNG_ECONNSHUT
+                            ? ": the server there accepts connections and closes them without "
+                              "answering, as a c10d-coord would not; is it another server, "
+                              "such as torchrun's TCPStore?"
+                            : "";
+    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; still "
             "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(), c->url,
-            nng_strerror(c->last_err), (long long)(now - c->down_since_ms) / 1000,
+            nng_strerror(c->last_err), other, (long long)(now - c->down_since_ms) / 1000,
             (long long)(deadline - now) / 1000);
 }
 

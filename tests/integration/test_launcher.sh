@@ -85,6 +85,25 @@ grep -q "c10d-run: warning: no coordinator answered at tcp://127.0.0.1:1" "$out/
 grep -q "c10d: pid [0-9]*: no coordinator answers at tcp://127.0.0.1:1 yet" "$out/unreach.err" ||
     fail "the rank did not say it keeps trying"
 
+# A server that takes the connection and hangs up on the handshake (as
+# torchrun's TCPStore does) is said to be some other server, not waited
+# for in silence as though the coordinator were down.
+if [ -x /usr/bin/python3 ]; then
+    /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.recv(64); c.close()' >"$out/hangup.port" &
+    hp=$!
+    for _ in $(seq 100); do [ -s "$out/hangup.port" ] && break; sleep 0.05; done
+    C10D_TIMEOUT_MS=5500 "$run" -q -n 1 --coord "tcp://127.0.0.1:$(cat "$out/hangup.port")" -- \
+        "$train" 10 >/dev/null 2>"$out/hangup.err"
+    kill $hp
+    grep -q "closes them without answering.*another server, such as torchrun's TCPStore" \
+        "$out/hangup.err" || fail "a server that hangs up was not said to be another server"
+fi
+
 "$run" --help | grep -q "Usage: c10d-run" || fail "--help"
 "$run" -n 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing program is not a usage error"

@@ -1,12 +1,54 @@
-"""Builds c10d_coord, the torch.distributed backend over libc10dclient.
+"""Builds c10d_coord, the torch.distributed backend "coord" over libc10dclient.
+
+Users (docs/pytorch.md, Install), in a venv made with --system-site-packages
+where torch comes from Debian:
+
+    pip install --no-build-isolation ./python
+
+Developers: scripts/build-torch.sh [BUILD_DIR], i.e.
 
     C10D_BUILD_DIR=build /usr/bin/python3 python/setup.py build_ext --inplace
 
-(scripts/build-torch.sh does this; docs/pytorch.md). The extension links
-the libc10dclient of C10D_BUILD_DIR (default: ../build) and finds it there
-at run time (rpath), so a build tree works without installing.
+Where libc10dclient comes from, the first that applies:
+
+1. C10D_BUILD_DIR=PATH: that CMake build tree of c10d-coord (headers from
+   its source tree and its generated c10d/version.h; the library from
+   PATH/client). An explicit choice wins over anything installed. Give
+   pip an absolute PATH: it runs this file in python/.
+2. pkg-config c10dclient (`pkg-config --cflags --libs c10dclient`, so
+   PKG_CONFIG_PATH is honoured): an installed prefix, e.g. after
+   `cmake --install build --prefix /opt/c10d`.
+3. ../build beside this directory: the checkout's own build tree, built
+   with the README's commands.
+
+Otherwise the build stops, naming both ways. setup.py prints which one it
+took (pip shows it with -v).
+
+Where the installed module finds the library at run time:
+
+- from a prefix: a RUNPATH to the prefix's libdir, so the library is used
+  where it was installed (and the prefix must stay);
+- from a build tree, installed (pip install, bdist_wheel): the library
+  (libc10dclient.so.0) is copied into the package beside _C, whose RUNPATH
+  is $ORIGIN, so the build tree is not needed once installed;
+- from a build tree, in place (build_ext --inplace: scripts/build-torch.sh):
+  a RUNPATH to the build tree's client/, so a rebuilt library is used
+  without rebuilding the extension.
+
+The package's version is the library's (pkg-config --modversion, or the
+build tree's c10d/version.h), both from project(VERSION) in CMakeLists.txt:
+one source of truth.
+
+CUDA tensors are built where torch has CUDA and its toolkit's headers are
+found (C10D_TORCH_CUDA=0: not), and C10D_TORCH_GROUP_NAME where torch's
+ProcessGroup.hpp makes the group's name virtual (2.x); both below.
 """
 import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 
 import torch
 from setuptools import setup
@@ -15,8 +57,92 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
-build = os.path.abspath(os.environ.get("C10D_BUILD_DIR", os.path.join(root, "build")))
-libdir = os.path.join(build, "client")
+SONAME = "libc10dclient.so.0"
+
+
+def fail(msg):
+    sys.exit("c10d_coord: " + msg)
+
+
+def pkg_config(*args):
+    """pkg-config's answer for c10dclient, or None where it has none."""
+    try:
+        p = subprocess.run(["pkg-config", *args, "c10dclient"], capture_output=True, text=True)
+    except OSError:  # no pkg-config
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+class Lib:
+    """Where libc10dclient and its headers are, and how to link it."""
+
+    def __init__(self, kind, where, version, include_dirs, library_dir, libraries=("c10dclient",),
+                 extra_compile=(), extra_link=()):
+        self.kind, self.where, self.version = kind, where, version
+        self.include_dirs, self.library_dir = list(include_dirs), library_dir
+        self.libraries, self.extra_compile, self.extra_link = (list(libraries), list(extra_compile),
+                                                               list(extra_link))
+
+
+def from_build_tree(build):
+    """The library of a CMake build tree of this project."""
+    libdir = os.path.join(build, "client")
+    version_h = os.path.join(build, "client", "include", "c10d", "version.h")
+    if not (os.path.exists(os.path.join(libdir, SONAME)) and os.path.exists(version_h)):
+        fail(f"{build} is not a built c10d-coord build tree (no client/{SONAME} or "
+             "client/include/c10d/version.h): build it (cmake --build), or point "
+             "PKG_CONFIG_PATH at an installed prefix's lib/pkgconfig instead")
+    with open(version_h, encoding="utf-8") as f:
+        version = re.search(r'#define C10D_VERSION "([^"]+)"', f.read()).group(1)
+    # The headers of the source tree this build tree was configured from
+    # (which need not be this checkout).
+    src = root
+    cache = os.path.join(build, "CMakeCache.txt")
+    if os.path.exists(cache):
+        with open(cache, encoding="utf-8", errors="replace") as f:
+            m = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", f.read(), re.M)
+        src = m.group(1) if m else src
+    return Lib("build tree", build, version,
+               [os.path.join(src, "client", "include"), os.path.join(build, "client", "include")],
+               libdir)
+
+
+def from_pkg_config():
+    """The installed library pkg-config knows of, or None."""
+    version = pkg_config("--modversion")
+    if version is None:
+        return None
+    libdir = os.path.normpath(pkg_config("--variable=libdir"))
+    cflags = shlex.split(pkg_config("--cflags"))
+    libs = shlex.split(pkg_config("--libs"))
+    # The run path is added once, normalized (the .pc file is relocatable,
+    # so its paths read PREFIX/lib/pkgconfig/../../lib).
+    return Lib("pkg-config", os.path.normpath(pkg_config("--variable=prefix")), version,
+               [os.path.normpath(a[2:]) for a in cflags if a.startswith("-I")], libdir,
+               [a[2:] for a in libs if a.startswith("-l")],
+               [a for a in cflags if not a.startswith("-I")],
+               [a for a in libs if not a.startswith(("-l", "-L", "-Wl,-rpath"))])
+
+
+def find_lib():
+    given = os.environ.get("C10D_BUILD_DIR")
+    if given:
+        if not os.path.isabs(given) and not os.path.exists(os.path.join(given, "client", SONAME)):
+            fail(f"C10D_BUILD_DIR={given} is relative and {os.path.abspath(given)} is no "
+                 "build tree; pip runs setup.py in python/: give an absolute path")
+        return from_build_tree(os.path.abspath(given))
+    lib = from_pkg_config()
+    if lib is not None:
+        return lib
+    if os.path.exists(os.path.join(root, "build", "client", SONAME)):
+        return from_build_tree(os.path.join(root, "build"))
+    fail("libc10dclient not found. Either install it and let pkg-config find it "
+         "(cmake --install build --prefix PREFIX; PKG_CONFIG_PATH=PREFIX/lib/pkgconfig), "
+         "or name a build tree (C10D_BUILD_DIR=path/to/build); "
+         f"{os.path.join(root, 'build')} has no client/{SONAME} either")
+
+
+lib = find_lib()
 
 # CUDA tensors (the C library's NCCL data plane) where torch was built with
 # CUDA and its toolkit's headers are here; C10D_TORCH_CUDA=0 leaves them out.
@@ -46,24 +172,58 @@ if header_has(os.path.join("torch", "csrc", "distributed", "c10d", "ProcessGroup
     macros.append(("C10D_TORCH_GROUP_NAME", "1"))
 print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
       f"{'on (' + torch.version.cuda + ')' if cuda else 'off (CPU tensors only)'}")
+print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")
+
+
+class build_ext(BuildExtension):
+    """torch's BuildExtension, linking the run path the install needs (see
+    the module's docstring) and bundling a build tree's library."""
+
+    def run(self):
+        # setuptools clears inplace while it builds (then copies the result
+        # into the source tree), so remember it here.
+        self.c10d_inplace = self.inplace
+        super().run()
+
+    def build_extension(self, ext):
+        bundle = lib.kind == "build tree" and not self.c10d_inplace
+        runpath = "$ORIGIN" if bundle else lib.library_dir
+        ext.extra_link_args = lib.extra_link + ["-Wl,-rpath," + runpath]
+        print(f"c10d_coord: compiling {ext.name} against torch {torch.__version__} and "
+              f"libc10dclient {lib.version} (run path {runpath}); a couple of minutes "
+              "unless already compiled", flush=True)
+        super().build_extension(ext)
+        dest = os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), SONAME)
+        if bundle:
+            # The file the soname names, not the link (a wheel keeps no links).
+            shutil.copyfile(os.path.realpath(os.path.join(lib.library_dir, SONAME)), dest)
+            print(f"c10d_coord: bundled {SONAME} from {lib.library_dir}")
+        elif not self.c10d_inplace and os.path.exists(dest):
+            os.remove(dest)  # an earlier build tree's, left in pip's build/lib
+
 
 setup(
     name="c10d_coord",
-    version="0.1.0",
+    version=lib.version,
     packages=["c10d_coord"],
-    package_dir={"c10d_coord": os.path.join(here, "c10d_coord")},
+    # setuptools takes relative paths only (relative to the working
+    # directory: pip's is this one, build-torch.sh's too).
+    package_dir={"c10d_coord": os.path.relpath(os.path.join(here, "c10d_coord"))},
     ext_modules=[
         Extension(
             "c10d_coord._C",
-            [os.path.join(here, "csrc", "coord.cpp")],
-            include_dirs=[os.path.join(root, "client", "include"),
-                          os.path.join(build, "client", "include")],  # c10d/version.h
-            library_dirs=[libdir],
-            libraries=["c10dclient"],
+            [os.path.relpath(os.path.join(here, "csrc", "coord.cpp"))],
+            include_dirs=lib.include_dirs,
+            library_dirs=[lib.library_dir],
+            libraries=lib.libraries,
             define_macros=macros,
-            extra_link_args=["-Wl,-rpath," + libdir],
-            extra_compile_args={"cxx": ["-O2"]} if cuda else ["-O2"],
+            extra_compile_args={"cxx": ["-O2"] + lib.extra_compile} if cuda else
+            ["-O2"] + lib.extra_compile,
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": build_ext},
+    # A build tree's objects stay in it (scripts/build-torch.sh's place too),
+    # so a pip build after build-torch.sh only links; -t overrides it.
+    options={"build_ext": {"build_temp": os.path.join(lib.where, "python-tmp")}}
+    if lib.kind == "build tree" else {},
 )

@@ -31,7 +31,9 @@ echo "== c10d-run: uneven inputs, 12 to 27 batches a rank, under join (docs/exam
 ../build/client/c10d-run -n 4 --coord "$url" --job uneven -- ../build/docs/examples/train_uneven 3
 
 if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
-    bash ../scripts/build-torch.sh ../build >/dev/null
+    # Says what it compiles first (a couple of minutes the first time) and
+    # how long it took.
+    bash ../scripts/build-torch.sh ../build
     echo "== PyTorch DDP on the coord backend, uneven inputs under c10d_coord.join() (docs/examples/train_ddp.py)"
     PYTHONPATH=../python ../build/client/c10d-run -n 4 --coord "$url" --job torch-ddp -- \
         /usr/bin/python3 ../docs/examples/train_ddp.py

@@ -2,8 +2,9 @@
 # Installs the Debian 12 packages c10d-coord builds and tests with.
 # Idempotent and quiet when everything is already there, so the README's
 # commands and CI can call it every time.
-# PyTorch from Debian (python3-torch, libtorch-dev, pybind11-dev, pytest)
-# comes too: the torch backend (python/c10d_coord) is built and tested with
+# PyTorch from Debian (python3-torch, libtorch-dev, pybind11-dev, pytest;
+# venv, pip and wheel to pip-install c10d_coord offline) comes too: the
+# torch backend (python/c10d_coord) is built, installed and tested with
 # it, and the benchmarks' anchors run on it.
 #   C10D_NO_TORCH=1    leaves PyTorch out (the C build and tests need none
 #                      of it; the torch tests then skip, saying why).
@@ -15,7 +16,9 @@ pkgs=(build-essential cmake pkg-config
       libsqlite3-dev sqlite3 check openssl
       clang)  # libFuzzer for scripts/fuzz.sh
 if [ "${C10D_NO_TORCH:-0}" != 1 ]; then
-    pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build)
+    pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build
+           # pip install ./python into a venv, offline (docs/pytorch.md; tests/install)
+           python3-venv python3-pip python3-wheel)
 fi
 
 missing=()

@@ -373,6 +373,14 @@ int c10d_global_rank(const c10d_pg *pg, int group_rank)
     return pg && group_rank >= 0 && group_rank < pg->size ? pg->ranks[group_rank] : -1;
 }
 
+c10d_status c10d_default_job(char *out, size_t len)
+{
+    if (!out || !len)
+        return c10di_error(C10D_EINVAL, "c10d_default_job: %s", !out ? "out is NULL" : "len is 0");
+    c10di_default_job(out, len);
+    return C10D_OK;
+}
+
 const char *c10d_pg_job(const c10d_pg *pg)
 {
     return pg ? pg->w->job : NULL;

@@ -198,6 +198,9 @@ START_TEST(job_name_comes_from_the_launcher)
     setenv("C10D_JOB", "resnet", 1); /* c10d-run, or the user */
     c10di_default_job(job, sizeof job);
     ck_assert_str_eq(job, "resnet");
+    ck_assert_int_eq(c10d_default_job(job, sizeof job), C10D_OK); /* the same, public */
+    ck_assert_str_eq(job, "resnet");
+    ck_assert_int_eq(c10d_default_job(NULL, 8), C10D_EINVAL);
     unsetenv("C10D_JOB");
     unsetenv("TORCHELASTIC_RUN_ID");
     unsetenv("MASTER_ADDR");

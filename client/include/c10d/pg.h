@@ -88,6 +88,11 @@ C10D_API int c10d_size(const c10d_pg *pg);
 /* The rank in the world group of rank `group_rank` of pg; -1 if out of range. */
 C10D_API int c10d_global_rank(const c10d_pg *pg, int group_rank);
 
+/* The job name c10d_init uses when opts->job is NULL (see
+ * c10d_init_opts.job), written to out (NUL-terminated, cut to len).
+ * Errors: C10D_EINVAL (out NULL or len 0). */
+C10D_API c10d_status c10d_default_job(char *out, size_t len);
+
 /* The job pg belongs to (its world's name on the coordinator) and the
  * generation its ranks met in: one run of the job. NULL and 0 for NULL. */
 C10D_API const char *c10d_pg_job(const c10d_pg *pg);

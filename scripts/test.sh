@@ -27,6 +27,11 @@ run_suite build
 bash scripts/build-torch.sh build
 echo "== test python/c10d_coord (pytest)"
 /usr/bin/python3 -m pytest -q -rs tests/python
+# pip install of c10d_coord into fresh venvs (offline), from an installed
+# prefix and from this build tree, each running a 2-rank job from outside
+# the checkout (after build-torch.sh: the build-tree case reuses its objects).
+echo "== test pip install of c10d_coord (venv, offline, from a prefix and a build tree)"
+/usr/bin/python3 -m pytest -q -rs tests/install
 # The coordinator's decoder and handlers under libFuzzer, for a bounded
 # time from the committed corpus (C10D_FUZZ_SECONDS, default 60).
 bash scripts/fuzz.sh

@@ -4,7 +4,8 @@
 # of 4 ranks launched with c10d-run (gradients averaged with all_reduce on
 # the host backend), the same with uneven inputs under join (ranks with 12
 # to 27 batches an epoch), PyTorch's DDP on the coord backend where PyTorch
-# is installed (docs/examples/train_ddp.py), a 4-rank store demo, and c10d-ctl showing the
+# is installed (docs/examples/train_ddp.py, by c10d-run and by torchrun),
+# a 4-rank store demo, and c10d-ctl showing the
 # jobs' members, join regions and what the ranks left in the store.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,11 @@ if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
     echo "== PyTorch DDP on the coord backend, uneven inputs under c10d_coord.join() (docs/examples/train_ddp.py)"
     PYTHONPATH=../python ../build/client/c10d-run -n 4 --coord "$url" --job torch-ddp -- \
         /usr/bin/python3 ../docs/examples/train_ddp.py
+    echo "== the same again under torch's own torchrun, on the same coordinator (its own run, its own store)"
+    # torch 1.13's torchrun needs --redirects/--tee on Python 3.11 (docs/launcher.md)
+    C10D_COORD=$url PYTHONPATH=../python /usr/bin/python3 -m torch.distributed.run --standalone \
+        --nproc_per_node=2 --redirects 2 --tee 2 ../docs/examples/train_ddp.py 2>&1 |
+        grep -v "^\*\|OMP_NUM_THREADS\|^WARNING:"
 fi
 
 echo "== a job of 4 ranks meets through the store"

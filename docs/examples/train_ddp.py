@@ -1,6 +1,7 @@
 """PyTorch DDP on the coord backend, with uneven inputs (docs/pytorch.md).
 
     c10d-run -n 4 -- /usr/bin/python3 docs/examples/train_ddp.py
+    C10D_COORD=tcp://HOST:PORT torchrun --standalone --nproc_per_node=2 docs/examples/train_ddp.py
 
 Each rank has a different number of batches (8 + 3*rank); under
 c10d_coord.join() the ranks that run out shadow the others' gradient
@@ -16,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import c10d_coord
 
-dist.init_process_group("coord")  # env://: C10D_COORD, RANK, WORLD_SIZE from c10d-run
+dist.init_process_group("coord")  # env://: C10D_COORD, RANK, WORLD_SIZE (c10d-run, torchrun)
 rank, world = dist.get_rank(), dist.get_world_size()
 torch.manual_seed(0)
 model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))

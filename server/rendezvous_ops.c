@@ -203,10 +203,17 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
                    (unsigned long long)job.generation);
         return 0;
     }
+    /* A run nobody in is alive is over (its store deleted): never joined
+     * again. */
+    int alive = have ? c10ds_groups_alive(&e->groups, m->job, job.generation, NULL, 0) : 0;
+    if (alive < 0) {
+        c10ds_fail(r, C10D_ERROR, "database error reading job %s", m->job);
+        return 0;
+    }
     uint64_t gen = have ? job.generation : 0;
-    if (!have || job.formed || held == 1) {
-        /* A new job, or a restarted one: its ranks start a new generation
-         * and never meet the old one's. */
+    if (!have || !alive || job.formed || held == 1) {
+        /* A new job, a finished one, or a restarted one: its ranks start
+         * a new generation and never meet the old one's. */
         gen++;
         if (c10ds_groups_new_generation(&e->groups, m->job, gen, m->world_size) != 0) {
             c10ds_fail(r, C10D_ERROR, "database error starting job %s", m->job);

@@ -3,7 +3,7 @@
  * then (only its own); an arrival never joins a run that is over; its
  * records go after the retention, a bounded number of rows a sweep, with
  * what the engine keeps in memory for it; a job's row goes with its last
- * run. */
+ * run; a rank with no holder in a running generation is refused. */
 #include "engine.h"
 #include "engine_request.h"
 #include "events.h"
@@ -245,6 +245,46 @@ START_TEST(a_rendezvous_everyone_gave_up_on_is_over_and_the_next_starts_afresh)
 }
 END_TEST
 
+START_TEST(a_running_generation_refuses_a_rank_it_lacks_naming_itself)
+{
+    uint64_t gen = form("default", 2);
+    /* a second job nobody named, with a larger world */
+    C10dpb__Reply *rep = run1(join_req(9, "default", 3, 4));
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    const char *want[] = {"rank 3 of job default (WORLD_SIZE=4) cannot join",
+                          "generation 1 of job default formed with world size 2",
+                          "2 of its ranks alive", "rank 0 on host node1 pid 1000",
+                          "rank 1 on host node1 pid 1001", "C10D_JOB=NAME",
+                          "c10d-run --job NAME", "coord://HOST:PORT/NAME", "--rdzv_id"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(rep->detail, want[i]), "'%s' not in: %s", want[i], rep->detail);
+    rep = run1(join_req(10, "default", 0, 4)); /* its rank 0: held */
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rep->detail, "already held by host node1 pid 1000"));
+    ck_assert_ptr_nonnull(strstr(rep->detail, "C10D_JOB=NAME"));
+    /* the running job is untouched */
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s'", "default"), 2);
+    /* A rank whose holder left (a restart; a rank that re-initialises
+     * while a peer finishes) still starts the next generation. */
+    ck_assert_int_eq(run1(leave_req(2, "default", gen, 1))->status, C10D_OK);
+    ck_assert_ptr_null(run1(join_req(2, "default", 1, 2)));
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 2);
+}
+END_TEST
+
+START_TEST(a_forming_generation_refuses_another_world_size_with_the_hint)
+{
+    ck_assert_ptr_null(run1(join_req(1, "default", 0, 2)));
+    C10dpb__Reply *rep = run1(join_req(2, "default", 1, 4));
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rep->detail, "says WORLD_SIZE=4, but generation 1 is forming "
+                                              "with world size 2"));
+    ck_assert_ptr_nonnull(strstr(rep->detail, "C10D_JOB=NAME"));
+}
+END_TEST
+
 /* A run over for the retention loses every record, a bounded number of
  * rows a sweep; what the engine held in memory for it goes too; the job's
  * row with its last run; the job comes back as generation 1, fresh. */
@@ -334,6 +374,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, a_run_ends_with_its_last_alive_member_and_only_its_keys_go);
     tcase_add_test(tc, a_rendezvous_everyone_gave_up_on_is_over_and_the_next_starts_afresh);
+    tcase_add_test(tc, a_running_generation_refuses_a_rank_it_lacks_naming_itself);
+    tcase_add_test(tc, a_forming_generation_refuses_another_world_size_with_the_hint);
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
     tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
     suite_add_tcase(s, tc);

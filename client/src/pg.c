@@ -395,6 +395,18 @@ c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg)
     return c10di_store_over(out, pg->w->conn, scope, pg->w->timeout_ms);
 }
 
+c10d_status c10d_run_prefix(char *buf, size_t len, const char *job, uint64_t generation)
+{
+    if (!buf || !job)
+        return c10di_error(C10D_EINVAL, "c10d_run_prefix: %s is NULL", !buf ? "buf" : "job");
+    if (c10d_run_scope(buf, len, job, generation))
+        return C10D_OK;
+    if (len)
+        buf[0] = '\0';
+    return c10di_error(C10D_ETOOBIG, "c10d_run_prefix: the prefix of job %.64s%s does not fit "
+                       "in %zu bytes", job, strlen(job) > 64 ? "..." : "", len);
+}
+
 void c10d_destroy(c10d_pg *pg)
 {
     if (!pg)

@@ -100,13 +100,6 @@ static int64_t run_stmt(sqlite3_stmt *s)
     return sqlite3_changes64(sqlite3_db_handle(s));
 }
 
-/* The run's store, "jobs/<job>/<generation>/"; 0 if the name cannot
- * have one (longer than any job the coordinator accepts). */
-static size_t scope_of(char *buf, size_t len, const char *job, uint64_t gen)
-{
-    return c10d_run_scope(buf, len, job, gen);
-}
-
 /* --- the end of a run --- */
 
 /* If no member of (job, gen) is alive, the run is over: its end is
@@ -119,8 +112,10 @@ static void end_if_over(c10ds_engine *e, const char *job, uint64_t gen)
     sqlite3_bind_int64(s, 3, c10d_steady_wall_ms());
     if (run_stmt(s) != 1)
         return; /* over already, or no such run */
+    /* The run's store, "jobs/<job>/<generation>/" (a name too long for
+     * one is one the coordinator never accepted). */
     char scope[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES)] = "";
-    int64_t keys = scope_of(scope, sizeof scope, job, gen)
+    int64_t keys = c10d_run_scope(scope, sizeof scope, job, gen)
                        ? c10ds_store_delete_prefix(&e->store, scope, -1)
                        : 0;
     c10ds_info("job %s generation %llu: run over (no member alive); %lld store key%s under %s "
@@ -184,7 +179,7 @@ static int64_t reclaim_run(c10ds_engine *e, const char *job, uint64_t gen, int64
     /* The keys went when the run ended; these were written after (a rank
      * that left and wrote on, a resent write). */
     char scope[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES)];
-    if (scope_of(scope, sizeof scope, job, gen)) {
+    if (c10d_run_scope(scope, sizeof scope, job, gen)) {
         if ((n = c10ds_store_delete_prefix(&e->store, scope, budget - used)) < 0)
             return -1;
         if ((used += n) >= budget)

@@ -260,7 +260,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     atomic_init(&w->refs, 1);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->flush_mu, NULL);
-    snprintf(w->job, sizeof w->job, "%s", job && *job ? job : "default");
+    /* its length was checked above: the precision only tells the compiler */
+    snprintf(w->job, sizeof w->job, "%.*s", C10D_MAX_JOB_BYTES, job && *job ? job : "default");
     /* C10D_HOST_NAME: the host this rank says it is on; ranks on one host
      * use shared memory (containers with their own host names but one
      * /dev/shm, or tests that play several hosts). */

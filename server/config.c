@@ -52,6 +52,11 @@ static const char usage[] =
     "      --heartbeat-timeout MS  a rank whose heartbeats stop this long is\n"
     "                            declared dead (default 10000); a rank whose\n"
     "                            connection closes is declared dead at once\n"
+    "      --retention S         how long a finished run's records (members,\n"
+    "                            groups, findings, traces; what c10d-ctl status,\n"
+    "                            desync and trace show) are kept after it is over\n"
+    "                            (default 86400, a day; 0: reclaimed at once). Its\n"
+    "                            store keys go as soon as it is over\n"
     "      --ready-file PATH     write the URL actually bound once serving\n"
     "      --log-level LEVEL     error, warn, info (default) or debug\n"
     "  -h, --help                show this help\n"
@@ -76,6 +81,7 @@ enum {
     OPT_TLS_CA,
     OPT_DEDUP,
     OPT_HEARTBEAT,
+    OPT_RETENTION,
     OPT_READY,
     OPT_LOG,
 };
@@ -133,6 +139,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
         {"dedup-window", required_argument, 0, OPT_DEDUP},
         {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
+        {"retention", required_argument, 0, OPT_RETENTION},
         {"ready-file", required_argument, 0, OPT_READY},
         {"log-level", required_argument, 0, OPT_LOG},
         {"help", no_argument, 0, 'h'},
@@ -148,6 +155,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->frame_timeout_ms = 30000;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
+    cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
     cfg->log_level = C10DS_LOG_INFO;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
     const char *env_log = getenv("C10D_LOG_LEVEL");
@@ -225,6 +233,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("heartbeat-timeout", optarg, 200, 3600000, &v))
                 return -1;
             cfg->heartbeat_timeout_ms = (int)v;
+            break;
+        case OPT_RETENTION:
+            if (parse_u64("retention", optarg, 0, 86400ull * 3650, &v))
+                return -1;
+            cfg->retention_s = (int64_t)v;
             break;
         case OPT_DEDUP:
             if (parse_u64("dedup-window", optarg, 1, 86400 * 7, &v))

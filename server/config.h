@@ -7,6 +7,7 @@
 
 #define C10DS_DEFAULT_LISTEN "tcp://0.0.0.0:29500"
 #define C10DS_DEFAULT_DB "c10d-coord.db"
+#define C10DS_DEFAULT_RETENTION_S 86400 /* a day: time for a post-mortem */
 
 typedef struct c10ds_config {
     char *listen_url;
@@ -24,6 +25,7 @@ typedef struct c10ds_config {
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */
+    int64_t retention_s;      /* a run over this long has its records reclaimed (runs.c) */
     int log_level;
 } c10ds_config;
 

@@ -65,7 +65,7 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
         register_ops(e, c10ds_verify_ops) != 0 ||
         register_ops(e, c10ds_trace_ops) != 0 ||
         register_ops(e, c10ds_health_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
-        c10ds_join_init(&e->join, db) != 0) {
+        c10ds_join_init(&e->join, db) != 0 || c10ds_runs_init(&e->runs, db) != 0) {
         snprintf(err, errlen, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);
         return NULL;
@@ -424,6 +424,7 @@ void c10ds_engine_release(c10ds_engine *e)
     c10ds_reqlog_fini(&e->reqlog);
     c10ds_verify_fini(&e->verify);
     c10ds_join_fini(&e->join);
+    c10ds_runs_fini(&e->runs);
     c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     e->released = 1;

@@ -15,7 +15,8 @@
  * rendezvous_ops.c, liveness_ops.c, verify_ops.c, verify_report.c,
  * verify_trace.c, join_ops.c): one handler per operation of
  * proto/c10d.proto, in the module that owns its state. The modules hear
- * of each other's changes through events.h. */
+ * of each other's changes through events.h (runs.c has no operation: it
+ * only listens, ending runs and reclaiming them). */
 #ifndef C10DS_ENGINE_H
 #define C10DS_ENGINE_H
 
@@ -25,6 +26,7 @@
 #include "join.h"
 #include "reqlog.h"
 #include "request.h"
+#include "runs.h"
 #include "store.h"
 #include "verify.h"
 #include "waiters.h"
@@ -76,6 +78,7 @@ struct c10ds_engine {
     c10ds_groups groups;
     c10ds_verify verify;
     c10ds_join join;
+    c10ds_runs runs;
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
     int64_t next_checkpoint_ms; /* the WAL's next deliberate checkpoint (monotonic) */
     c10ds_waiters *waiters;

@@ -3,9 +3,10 @@
 #include "engine.h"
 
 /* In the order they hear things: verification first, so that join sees a
- * group's entries and findings already applied. */
-static const c10ds_event_listener *const listeners[] = {&c10ds_verify_listener,
-                                                        &c10ds_join_listener};
+ * group's entries and findings already applied; runs last, so that a run
+ * ends after the others have reacted to the change that ended it. */
+static const c10ds_event_listener *const listeners[] = {
+    &c10ds_verify_listener, &c10ds_join_listener, &c10ds_runs_listener};
 
 #define N_LISTENERS (sizeof listeners / sizeof listeners[0])
 
@@ -25,6 +26,11 @@ void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t ge
 void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen)
 {
     EMIT(generation_started, e, job, gen);
+}
+
+void c10ds_emit_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    EMIT(run_reclaimed, e, job, gen);
 }
 
 void c10ds_emit_watch_request(c10ds_engine *e, const C10dpb__Watch *m)

@@ -52,6 +52,10 @@ static const char *const sql[GS_COUNT] = {
                         "coalesce(activity, ''), changed_ms, last_seen_ms "
                         "FROM members INDEXED BY members_lost "
                         "WHERE job = ?1 AND generation = ?2 AND state != 'alive' ORDER BY rank",
+    /* Whether a run is over (every leave and death asks): the partial
+     * index of schema 10 finds the first alive member, or none, at once. */
+    [GS_MEMBERS_ALIVE] = "SELECT rank, host, pid FROM members INDEXED BY members_alive "
+                         "WHERE job = ?1 AND generation = ?2 AND state = 'alive' ORDER BY rank",
     [GS_GROUP_GET] = "SELECT ranks_hash, size, joined, formed, secret FROM groups WHERE job = ?1 "
                      "AND generation = ?2 AND name = ?3",
     [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks_hash, size, secret) "
@@ -239,6 +243,26 @@ int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int r
     sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
     step_done(s);
     return 1;
+}
+
+int c10ds_groups_alive(c10ds_groups *g, const char *job, uint64_t gen, c10ds_alive_member *out,
+                       int max)
+{
+    sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBERS_ALIVE);
+    bind_jg(s, job, gen);
+    int n = 0, rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n < max) {
+            out[n].rank = sqlite3_column_int(s, 0);
+            copy_col(s, 1, out[n].host, sizeof out[n].host);
+            out[n].pid = sqlite3_column_int(s, 2);
+        }
+        n++;
+        if (max == 0)
+            break; /* whether any is: the first answers it */
+    }
+    sqlite3_reset(s);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? n : -1;
 }
 
 void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank, uint32_t pipe,

@@ -35,6 +35,7 @@ enum {
     GS_MEMBERS_STALE,
     GS_MEMBERS_OF_GEN,
     GS_MEMBERS_LOST,
+    GS_MEMBERS_ALIVE,
     GS_FINALS_PUT,
     GS_FINALS_OF,
     GS_GROUP_GET,
@@ -184,6 +185,16 @@ int c10ds_groups_member(c10ds_groups *g, const char *job, uint64_t gen, int rank
                         c10ds_member *out);
 int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int rank,
                             const char *host, int pid, uint64_t client_id, uint32_t pipe);
+/* How many members of (job, gen) are alive (-1: database error), and the
+ * first `max` of them in rank order into out (NULL when max is 0); with
+ * max 0 it stops at the first: whether any is. */
+typedef struct c10ds_alive_member {
+    int rank;
+    int pid;
+    char host[256];
+} c10ds_alive_member;
+int c10ds_groups_alive(c10ds_groups *g, const char *job, uint64_t gen, c10ds_alive_member *out,
+                       int max);
 /* Moves an alive member to state ("left"/"dead") and records where it
  * stopped in each group (finals, a rank that leaves); 1 if it changed.
  * Bumps the job's version so watchers learn of it. */

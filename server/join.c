@@ -263,6 +263,19 @@ void c10ds_join_prune(c10ds_join *j, const char *job, uint64_t current_gen)
     }
 }
 
+void c10ds_join_forget(c10ds_join *j, const char *job, uint64_t gen)
+{
+    for (c10ds_jregion **pp = &j->regions; *pp;) {
+        c10ds_jregion *r = *pp;
+        if (r->gen == gen && !strcmp(r->job, job)) {
+            *pp = r->next;
+            c10ds_join_region_free(r);
+        } else {
+            pp = &r->next;
+        }
+    }
+}
+
 /* --- the release rule --- */
 
 int c10ds_join_shadows(const c10ds_jregion *r, int idx, uint64_t s)

@@ -95,6 +95,8 @@ int c10ds_join_record(c10ds_join *j, c10ds_jregion *r, int idx, uint64_t after);
 /* Frees regions that are over and told to every member, and those of
  * generations other than the current one. */
 void c10ds_join_prune(c10ds_join *j, const char *job, uint64_t current_gen);
+/* Frees every region of (job, gen): its run's records are reclaimed. */
+void c10ds_join_forget(c10ds_join *j, const char *job, uint64_t gen);
 
 /* --- the release rule (pure: unit-tested) --- */
 

@@ -2,7 +2,7 @@
  * entered (verification may let more be released), acknowledgements of
  * join states on heartbeats, sends and recvs no peer matches, findings and
  * members lost (the parked join_shadow requests answer with them), a job's
- * restart; and what it adds to watch replies and the jobs listing (each
+ * restart, a finished run reclaimed; and what it adds to watch replies and the jobs listing (each
  * region as a JoinState). */
 #include "engine.h"
 #include "events.h"
@@ -207,9 +207,15 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     c10ds_join_prune(&e->join, job, gen);
 }
 
+static void on_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    c10ds_join_forget(&e->join, job, gen);
+}
+
 const c10ds_event_listener c10ds_join_listener = {
     .name = "join",
     .generation_started = on_generation_started,
+    .run_reclaimed = on_run_reclaimed,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,
     .watch_reply = on_watch_reply,

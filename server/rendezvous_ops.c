@@ -181,7 +181,40 @@ static c10ds_outcome refuse_other_ranks(c10ds_engine *e, c10ds_request *r, uint6
                       "same order", m->name, m->job, m->rank, want, have);
 }
 
-/* The world's generation this rank joins, or 0 after failing r. */
+/* Two jobs nobody named both run as "default" (C10D_JOB's default) and
+ * meet in one generation: what to do instead, in every refusal that can
+ * come of it. */
+#define SIDE_BY_SIDE_HINT                                                                          \
+    "to run jobs side by side, name each one: C10D_JOB=NAME, c10d-run --job NAME, "              \
+    "init_method coord://HOST:PORT/NAME, or torchrun --rdzv_id NAME"
+
+/* A rank with no holder in a generation that formed and still runs: not a
+ * member of it, and starting the next generation would take the job from
+ * under its alive ranks (their requests would wait on a generation that is
+ * no longer the job's). Refused, naming the running generation. */
+static void refuse_running(c10ds_request *r, const c10ds_job *job, int alive,
+                           const c10ds_alive_member *some, int n_some)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    char who[512] = "";
+    size_t off = 0;
+    for (int i = 0; i < n_some && off < sizeof who; i++)
+        off += (size_t)snprintf(who + off, sizeof who - off, "%srank %d on host %s pid %d",
+                                i ? ", " : "", some[i].rank, some[i].host, some[i].pid);
+    if (alive > n_some && off < sizeof who)
+        snprintf(who + off, sizeof who - off, ", ...");
+    c10ds_fail(r, C10D_EINVAL, "rank %d of job %s (WORLD_SIZE=%d) cannot join: generation %llu "
+               "of job %s formed with world size %d and is running (%d of its ranks alive: %s), "
+               "and rank %d is not one of them; if this is another job, %s", m->rank, m->job,
+               m->world_size, (unsigned long long)job->generation, m->job, job->world_size, alive,
+               who, m->rank, SIDE_BY_SIDE_HINT);
+}
+
+/* The world's generation this rank joins, or 0 after failing r. A rank
+ * starts the next generation when the job is new, when the current one is
+ * over (nobody in it alive: never join a run whose store was deleted), or
+ * when its own holder there left or died (a restart); it joins the current
+ * one while that forms; it is refused where it would break a running one. */
 static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
@@ -199,14 +232,26 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
             return job.generation; /* this join resent */
         c10ds_fail(r, C10D_EINVAL, "rank %d of job %s is already held by host %s pid %d (alive, "
                    "generation %llu): two processes were given the same RANK, or the old job "
-                   "is still running", m->rank, m->job, mem.host, mem.pid,
-                   (unsigned long long)job.generation);
+                   "is still running; if these are two jobs, %s", m->rank, m->job, mem.host,
+                   mem.pid, (unsigned long long)job.generation, SIDE_BY_SIDE_HINT);
+        return 0;
+    }
+    c10ds_alive_member some[3];
+    int alive = have ? c10ds_groups_alive(&e->groups, m->job, job.generation, some,
+                                          held == 0 && job.formed ? 3 : 0)
+                     : 0;
+    if (alive < 0) {
+        c10ds_fail(r, C10D_ERROR, "database error reading job %s", m->job);
+        return 0;
+    }
+    if (held == 0 && job.formed && alive) {
+        refuse_running(r, &job, alive, some, alive < 3 ? alive : 3);
         return 0;
     }
     uint64_t gen = have ? job.generation : 0;
-    if (!have || job.formed || held == 1) {
-        /* A new job, or a restarted one: its ranks start a new generation
-         * and never meet the old one's. */
+    if (!have || !alive || held == 1) {
+        /* A new job, a finished one, or a restarted one: its ranks start
+         * a new generation and never meet the old one's. */
         gen++;
         if (c10ds_groups_new_generation(&e->groups, m->job, gen, m->world_size) != 0) {
             c10ds_fail(r, C10D_ERROR, "database error starting job %s", m->job);
@@ -217,8 +262,8 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
         c10ds_emit_generation_started(e, m->job, gen);
     } else if (job.world_size != m->world_size) {
         c10ds_fail(r, C10D_EINVAL, "rank %d of job %s says WORLD_SIZE=%d, but generation %llu "
-                   "is forming with world size %d", m->rank, m->job, m->world_size,
-                   (unsigned long long)gen, job.world_size);
+                   "is forming with world size %d; if these are two jobs, %s", m->rank, m->job,
+                   m->world_size, (unsigned long long)gen, job.world_size, SIDE_BY_SIDE_HINT);
         return 0;
     }
     const char *host = m->host ? m->host : r->pb->who && r->pb->who->host ? r->pb->who->host : "?";

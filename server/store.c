@@ -26,8 +26,13 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
     st->st_list_range = c10ds_db_prepare(
         db, "SELECT key, length(value), updated_ms FROM kv WHERE key >= ?1 AND "
             "(?2 IS NULL OR key < ?2) ORDER BY key LIMIT ?3");
+    /* Bounded by a LIMIT on the range (SQLite's DELETE ... LIMIT is a
+     * compile-time option): a primary-key range all the same. */
+    st->st_delete_range = c10ds_db_prepare(
+        db, "DELETE FROM kv WHERE key IN (SELECT key FROM kv WHERE key >= ?1 AND "
+            "(?2 IS NULL OR key < ?2) LIMIT ?3)");
     if (!st->st_get || !st->st_update || !st->st_insert || !st->st_delete ||
-        !st->st_count_range || !st->st_list_range) {
+        !st->st_count_range || !st->st_list_range || !st->st_delete_range) {
         c10ds_store_fini(st);
         return -1;
     }
@@ -43,6 +48,7 @@ void c10ds_store_fini(c10ds_store *st)
     sqlite3_finalize(st->st_delete);
     sqlite3_finalize(st->st_count_range);
     sqlite3_finalize(st->st_list_range);
+    sqlite3_finalize(st->st_delete_range);
     memset(st, 0, sizeof *st);
 }
 
@@ -327,6 +333,27 @@ static int64_t count_range(c10ds_store *st, const char *prefix)
     int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_reset(s);
     free(upper);
+    return n;
+}
+
+int64_t c10ds_store_delete_prefix(c10ds_store *st, const char *prefix, int64_t limit)
+{
+    char *upper;
+    sqlite3_stmt *s = st->st_delete_range;
+    sqlite3_reset(s);
+    if (!prefix || !*prefix || bind_range(s, prefix, &upper) != 0)
+        return -1;
+    sqlite3_bind_int64(s, 3, limit < 0 ? -1 : limit); /* LIMIT -1: none */
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    free(upper);
+    if (rc != SQLITE_DONE) {
+        c10ds_error("database error deleting the keys under '%s': %s", prefix,
+                    sqlite3_errmsg(st->db->h));
+        return -1;
+    }
+    int64_t n = sqlite3_changes64(st->db->h);
+    st->num_keys -= n;
     return n;
 }
 

@@ -12,7 +12,8 @@
 
 typedef struct c10ds_store {
     c10ds_db *db;
-    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete, *st_count_range, *st_list_range;
+    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete, *st_count_range, *st_list_range,
+        *st_delete_range;
     int64_t num_keys; /* cached: num_keys is O(1), as in TCPStore */
     /* Called after every write to a key, so parked readers can be woken. */
     void (*on_write)(void *arg, const char *key);
@@ -43,6 +44,12 @@ c10d_status c10ds_store_append(c10ds_store *st, const char *key, const void *val
                                uint64_t max_len, char *err, size_t errlen);
 c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, char *err,
                                size_t errlen);
+
+/* Deletes up to limit keys starting with prefix (a non-empty one; limit
+ * < 0: all of them), in byte order: a finished run's store (server/runs.c).
+ * Returns how many went, or -1 on a database error. Parked requests are
+ * not woken: they wait for keys that are missing, and still are. */
+int64_t c10ds_store_delete_prefix(c10ds_store *st, const char *prefix, int64_t limit);
 
 /* Keys starting with prefix (NULL or "" = all). */
 int64_t c10ds_store_count(c10ds_store *st, const char *prefix);

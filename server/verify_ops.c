@@ -344,9 +344,26 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     }
 }
 
+/* The run's records are being deleted: its groups' state goes unwritten
+ * (a trace flushed now would put rows back), so that the job, should it
+ * come back as generation 1, starts with nothing of this run's. */
+static void on_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    for (c10ds_vgroup **pp = &e->verify.groups; *pp;) {
+        c10ds_vgroup *g = *pp;
+        if (g->gen == gen && strcmp(g->job, job) == 0) {
+            *pp = g->next;
+            c10ds_vgroup_free(g);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
 const c10ds_event_listener c10ds_verify_listener = {
     .name = "verify",
     .generation_started = on_generation_started,
+    .run_reclaimed = on_run_reclaimed,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,
     .watch_reply = on_watch_reply,

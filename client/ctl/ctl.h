@@ -33,7 +33,9 @@ int ctl_parse_int(const char *s, long long *out);
 int cmd_status(c10d_store *s, int nargs, char **args);
 
 /* --- keys.c: the key-value commands --- */
-int cmd_keys(c10d_store *s, const char *prefix, long long limit);
+/* `keys [--job J] [PREFIX]`: all keys, those under PREFIX; with --job,
+ * those of J's current run (under PREFIX in its store). */
+int cmd_keys(c10d_store *s, int nargs, char **args, long long limit);
 int cmd_get(c10d_store *s, const char *key, int wait);
 /* A '-' value is read from stdin. */
 int cmd_set(c10d_store *s, const char *key, const char *value);

@@ -8,8 +8,50 @@
 #include <string.h>
 #include <unistd.h>
 
-int cmd_keys(c10d_store *s, const char *prefix, long long limit)
+/* `--job J [PREFIX]`: the keys of J's current run (its run's store,
+ * c10d_run_store), under PREFIX there; into buf, "" when J is unknown
+ * (after saying so: its exit code in *rc). */
+static int run_keys_prefix(c10d_store *s, const char *job, const char *prefix, char *buf,
+                           size_t cap, int *rc)
 {
+    c10d_job_info *jobs = NULL;
+    size_t n = 0;
+    c10d_status st = c10d_store_jobs(s, job, &jobs, &n);
+    if (st != C10D_OK)
+        return *rc = ctl_fail_last(st), -1;
+    uint64_t gen = n ? jobs[0].generation : 0;
+    c10d_free(jobs);
+    if (!n) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
+                 job);
+        return *rc = ctl_fail(C10D_ENOTFOUND, msg), -1;
+    }
+    if ((st = c10d_run_prefix(buf, cap, job, gen)) != C10D_OK)
+        return *rc = ctl_fail_last(st), -1;
+    size_t used = strlen(buf);
+    if (prefix && snprintf(buf + used, cap - used, "%s", prefix) >= (int)(cap - used))
+        return *rc = ctl_fail(C10D_ETOOBIG, "the prefix is too long"), -1;
+    return 0;
+}
+
+int cmd_keys(c10d_store *s, int nargs, char **args, long long limit)
+{
+    const char *prefix = NULL, *job = NULL;
+    for (int i = 0; i < nargs; i++) {
+        if (!strcmp(args[i], "--job") && i + 1 < nargs)
+            job = args[++i];
+        else if (!prefix && strcmp(args[i], "--job"))
+            prefix = args[i];
+        else
+            return ctl_usage_error("%s", "keys takes [--job J] [PREFIX]");
+    }
+    char scoped[8192];
+    int rc;
+    if (job && run_keys_prefix(s, job, prefix, scoped, sizeof scoped, &rc) != 0)
+        return rc;
+    if (job)
+        prefix = scoped;
     c10d_key_info *keys = NULL;
     size_t n = 0;
     int truncated = 0;

@@ -21,7 +21,10 @@ static const char usage[] =
     "  status [--job J]    the coordinator (version, uptime, database, keys, clients)\n"
     "                      and its jobs (all, or J): groups, members alive/left/dead and\n"
     "                      why, join regions (who ran out of inputs, what they shadow)\n"
-    "  keys [PREFIX]       list keys (with sizes), all or those starting with PREFIX\n"
+    "  keys [--job J] [PREFIX]\n"
+    "                      list keys (with sizes), all or those starting with PREFIX;\n"
+    "                      --job J: those of J's current run (its store: the keys\n"
+    "                      under jobs/J/GENERATION/, deleted when the run is over)\n"
     "  get KEY             print KEY's value (raw bytes; --json: text or base64)\n"
     "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
     "  del KEY             delete KEY\n"
@@ -255,7 +258,7 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         int min, max;
-    } cmds[] = {{"status", 0, 2}, {"keys", 0, 1}, {"get", 1, 1},
+    } cmds[] = {{"status", 0, 2}, {"keys", 0, 3}, {"get", 1, 1},
                 {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4},
                 {"trace", 2, 8}, {"watch", 0, 6}};
     size_t i;
@@ -279,7 +282,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "status") == 0)
         rc = cmd_status(s, nargs, args);
     else if (strcmp(cmd, "keys") == 0)
-        rc = cmd_keys(s, nargs ? args[0] : NULL, op.limit);
+        rc = cmd_keys(s, nargs, args, op.limit);
     else if (strcmp(cmd, "get") == 0)
         rc = cmd_get(s, args[0], op.wait > 0 ? (int)op.wait : C10D_NO_WAIT);
     else if (strcmp(cmd, "set") == 0)

@@ -260,7 +260,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     atomic_init(&w->refs, 1);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->flush_mu, NULL);
-    snprintf(w->job, sizeof w->job, "%s", job && *job ? job : "default");
+    /* its length was checked above: the precision only tells the compiler */
+    snprintf(w->job, sizeof w->job, "%.*s", C10D_MAX_JOB_BYTES, job && *job ? job : "default");
     /* C10D_HOST_NAME: the host this rank says it is on; ranks on one host
      * use shared memory (containers with their own host names but one
      * /dev/shm, or tests that play several hosts). */
@@ -401,6 +402,18 @@ c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg)
     if (!c10d_run_scope(scope, sizeof scope, pg->w->job, pg->w->generation))
         return c10di_error(C10D_EINVAL, "c10d_run_store: job name too long (%s)", pg->w->job);
     return c10di_store_over(out, pg->w->conn, scope, pg->w->timeout_ms);
+}
+
+c10d_status c10d_run_prefix(char *buf, size_t len, const char *job, uint64_t generation)
+{
+    if (!buf || !job)
+        return c10di_error(C10D_EINVAL, "c10d_run_prefix: %s is NULL", !buf ? "buf" : "job");
+    if (c10d_run_scope(buf, len, job, generation))
+        return C10D_OK;
+    if (len)
+        buf[0] = '\0';
+    return c10di_error(C10D_ETOOBIG, "c10d_run_prefix: the prefix of job %.64s%s does not fit "
+                       "in %zu bytes", job, strlen(job) > 64 ? "..." : "", len);
 }
 
 void c10d_destroy(c10d_pg *pg)

@@ -323,15 +323,15 @@ START_TEST(the_call_after_a_region_is_not_shadowed)
 END_TEST
 
 /* 1 once rank 1 has arrived at the group's first monitored barrier: its
- * key is in the store (monitored_barrier.c's layout:
- * c10d/monitored_barrier/<job>/<generation>/<group>/<n>/arrived/<rank>). */
+ * key is in the store (monitored_barrier.c's layout, in the run's store:
+ * jobs/<job>/<generation>/c10d/monitored_barrier/<group>/<n>/arrived/<rank>). */
 static int rank1_waits_in_monitored_barrier(const char *job, int timeout_ms)
 {
     c10d_store *s;
     if (c10d_store_connect(&s, coord.url, NULL) != C10D_OK)
         return 0;
     char prefix[200];
-    snprintf(prefix, sizeof prefix, "c10d/monitored_barrier/%s/", job);
+    snprintf(prefix, sizeof prefix, "jobs/%s/", job); /* job: no '/' or '%' to escape */
     long long until = test_now_ms() + timeout_ms;
     int found = 0;
     do {
@@ -339,7 +339,7 @@ static int rank1_waits_in_monitored_barrier(const char *job, int timeout_ms)
         size_t nk = 0;
         if (c10d_store_list(s, prefix, 100, &keys, &nk, NULL) == C10D_OK)
             for (size_t k = 0; k < nk && !found; k++) {
-                static const char tail[] = "/world/1/arrived/1";
+                static const char tail[] = "/c10d/monitored_barrier/world/1/arrived/1";
                 size_t l = strlen(keys[k].key), tl = sizeof tail - 1;
                 found = l > tl && !strcmp(keys[k].key + l - tl, tail);
             }
@@ -364,7 +364,7 @@ static int monitored_body(int rank, int n, void *arg)
     int rc, last = -1;
     if (rank == 0 && !rank1_waits_in_monitored_barrier(sc->job, 10000))
         FAIL(15, "rank 0: rank 1 never arrived at its monitored barrier (no key "
-             "c10d/monitored_barrier/%s/.../world/1/arrived/1 in 10 s)", sc->job);
+             "jobs/%s/.../c10d/monitored_barrier/world/1/arrived/1 in 10 s)", sc->job);
     for (int i = rank == 0 ? 0 : -1; i < batches[rank]; i++) {
         if (i >= 0 && (rc = step(pg, rank, i, batches, n)) != 0)
             return rc;

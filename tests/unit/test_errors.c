@@ -177,6 +177,23 @@ START_TEST(null_handles_are_safe)
 }
 END_TEST
 
+/* A run's prefix for tools (c10d-ctl keys --job): the one c10d_run_store
+ * uses, the name escaped; a buffer too small gets "" and ETOOBIG. */
+START_TEST(a_runs_prefix_is_the_run_stores)
+{
+    char buf[64] = "x";
+    ck_assert_int_eq(c10d_run_prefix(buf, sizeof buf, "train", 3), C10D_OK);
+    ck_assert_str_eq(buf, "jobs/train/3/");
+    ck_assert_int_eq(c10d_run_prefix(buf, sizeof buf, "a/b%c", 12), C10D_OK);
+    ck_assert_str_eq(buf, "jobs/a%2Fb%25c/12/");
+    ck_assert_int_eq(c10d_run_prefix(buf, strlen("jobs/train/3/"), "train", 3), C10D_ETOOBIG);
+    ck_assert_str_eq(buf, "");
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "does not fit"));
+    ck_assert_int_eq(c10d_run_prefix(NULL, 8, "train", 3), C10D_EINVAL);
+    ck_assert_int_eq(c10d_run_prefix(buf, sizeof buf, NULL, 3), C10D_EINVAL);
+}
+END_TEST
+
 /* The job's name where none is given: what the launcher set. */
 START_TEST(job_name_comes_from_the_launcher)
 {
@@ -381,6 +398,7 @@ int main(void)
     tcase_add_test(tc, url_resolution_follows_torchrun_env);
     tcase_add_test(tc, env_long_ignores_garbage);
     tcase_add_test(tc, null_handles_are_safe);
+    tcase_add_test(tc, a_runs_prefix_is_the_run_stores);
     tcase_add_test(tc, job_name_comes_from_the_launcher);
     tcase_add_test(tc, torchrun_without_a_coordinator_is_told_at_once);
     tcase_add_test(tc, bad_url_is_einval);

@@ -184,6 +184,60 @@ START_TEST(version_8_final_seqs_text_becomes_rows)
 }
 END_TEST
 
+/* Schema 10: runs. Each generation an older coordinator left gets its
+ * row: running while one of its members is alive, else over since its
+ * last member went; the store keys of the runs already over go (only
+ * theirs: the prefix is c10d_run_scope's, with the name escaped). */
+START_TEST(version_9_generations_get_their_runs)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    for (int i = 0; i < 9; i++) /* as a schema-9 coordinator left it */
+        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO jobs(job, generation, world_size, formed, "
+                                     "version, created_ms) VALUES ('j', 2, 2, 1, 9, 100), "
+                                     "('a/b%', 1, 1, 1, 1, 50), ('empty', 1, 2, 0, 0, 70); "
+                                     "INSERT INTO members(job, generation, rank, host, pid, "
+                                     "client_id, pipe, state, joined_ms, changed_ms, "
+                                     "last_seen_ms) VALUES "
+                                     "('j', 1, 0, 'h', 1, 1, 0, 'left', 10, 20, 20), "
+                                     "('j', 1, 1, 'h', 2, 2, 0, 'dead', 11, 25, 25), "
+                                     "('j', 2, 0, 'h', 3, 3, 0, 'alive', 30, 30, 30), "
+                                     "('j', 2, 1, 'h', 4, 4, 0, 'left', 31, 40, 40), "
+                                     "('a/b%', 1, 0, 'h', 5, 5, 0, 'left', 50, 60, 60); "
+                                     "INSERT INTO kv(key, value, updated_ms) VALUES "
+                                     "('jobs/j/1/x', x'00', 1), ('jobs/j/1/y/z', x'00', 1), "
+                                     "('jobs/j/2/x', x'00', 1), ('jobs/j/10/x', x'00', 1), "
+                                     "('jobs/j/1', x'00', 1), ('root', x'00', 1), "
+                                     "('jobs/a%2Fb%25/1/k', x'00', 1), ('jobs/a/b%/1/k', x'00', 1); "
+                                     "PRAGMA user_version = 9", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE (job, generation, started_ms, "
+                                  "ended_ms) IN (VALUES ('j', 1, 10, 25), ('a/b%', 1, 50, 60), "
+                                  "('empty', 1, 70, 70))"), 3);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE job = 'j' AND generation = 2 "
+                                  "AND started_ms = 30 AND ended_ms IS NULL"), 1);
+    /* the runs over lost their keys; the running one, other prefixes and
+     * the root kept theirs */
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM kv"), 5);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM kv WHERE key IN ('jobs/j/2/x', "
+                                  "'jobs/j/10/x', 'jobs/j/1', 'root', 'jobs/a/b%/1/k')"), 5);
+    /* and what the coordinator asks of them is answered by their indexes */
+    c10ds_groups g;
+    ck_assert_int_eq(c10ds_groups_init(&g, &db), 0);
+    ck_assert_int_eq(c10ds_groups_alive(&g, "j", 2, NULL, 0), 1);
+    ck_assert_int_eq(c10ds_groups_alive(&g, "j", 1, NULL, 0), 0);
+    c10ds_groups_fini(&g);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -236,6 +290,7 @@ int main(void)
     tcase_add_test(tc, version_1_database_is_migrated_with_its_data);
     tcase_add_test(tc, version_7_groups_ranks_text_becomes_rows);
     tcase_add_test(tc, version_8_final_seqs_text_becomes_rows);
+    tcase_add_test(tc, version_9_generations_get_their_runs);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

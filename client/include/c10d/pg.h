@@ -106,6 +106,16 @@ C10D_API uint64_t c10d_pg_generation(const c10d_pg *pg);
  * it may outlive pg. Errors: C10D_EINVAL (NULL arguments). */
 C10D_API c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg);
 
+/* The key prefix of generation `generation` of job's store, what every
+ * key of c10d_run_store starts with: "jobs/<job>/<generation>/", '%' and
+ * '/' of the name written %25 and %2F (so one job's prefix is never
+ * inside another's). Written NUL-terminated into buf (len bytes; 3 x the
+ * name + 32 always suffice): for tools that look at a run's keys from a
+ * plain store handle (c10d-ctl keys --job). Errors: C10D_EINVAL (NULL
+ * buf or job), C10D_ETOOBIG (buf too small; it holds "" then). */
+C10D_API c10d_status c10d_run_prefix(char *buf, size_t len, const char *job,
+                                     uint64_t generation);
+
 /* Leaves: for the world group the coordinator records this rank as left
  * (peers still waiting on it get C10D_EPEERLOST saying so). Subgroups made
  * from a world stay usable until destroyed. NULL is accepted. */

@@ -1,0 +1,70 @@
+/* Runs: a run is one generation of a job, from its first rank's arrival
+ * until none of its members is alive, and what is reclaimed after it.
+ *
+ * A coordinator is long-lived (DESIGN.md, "Many jobs, one coordinator"):
+ * it serves job after job and jobs side by side, so what a run leaves
+ * must go, or a coordinator that runs for months grows without bound.
+ *
+ * - A run starts with its generation (rendezvous_ops.c announces it): a
+ *   row in `runs` (schema/010_runs.sql).
+ * - It is over when its last alive member leaves or is declared dead (or,
+ *   never formed, its last arrival gives up or dies): the transaction that
+ *   marks that member records the end and deletes the run's store keys,
+ *   everything under jobs/<job>/<generation>/ (common/run_scope.h).
+ * - Its records (members, their finals, groups, their ranks and endpoints,
+ *   findings, traces, join regions; what c10d-ctl status, desync and trace
+ *   show for a post-mortem) stay for --retention, then the sweep deletes
+ *   them, at most RUNS_RECLAIM_ROWS rows a sweep, with what the engine
+ *   keeps in memory for the run (run_reclaimed, events.h) and the job's
+ *   row once nothing of the job is left (a job that comes back starts at
+ *   generation 1 again).
+ *
+ * All of it is this module's listener (c10ds_runs_listener, events.h):
+ * the modules that change membership only announce it. */
+#ifndef C10DS_RUNS_H
+#define C10DS_RUNS_H
+
+#include "db.h"
+
+#include <c10d/pg.h>
+#include <stdint.h>
+
+/* The most rows one sweep deletes (at most 8.4 ms here, ~1.5 us a row in
+ * bounded statements; sweeps come every 500 ms): a backlog after a
+ * restart, or a run of 10,000 ranks with their traces, never holds the
+ * engine for long. */
+#define RUNS_RECLAIM_ROWS 5000
+/* The most runs looked at in one sweep. */
+#define RUNS_RECLAIM_RUNS 16
+
+enum {
+    RS_START,
+    RS_END,
+    RS_DUE,
+    RS_FORGET,
+    RS_JOB_GONE,
+    RS_TABLES, /* then one bounded delete per table of per-run records */
+    RS_COUNT = RS_TABLES + 9
+};
+
+typedef struct c10ds_runs {
+    sqlite3_stmt *st[RS_COUNT];
+    /* The run being reclaimed (it may take several sweeps) and the rows
+     * it has lost so far, for its log line. */
+    char job[C10D_MAX_JOB_BYTES + 1];
+    uint64_t gen;
+    int64_t rows;
+} c10ds_runs;
+
+int c10ds_runs_init(c10ds_runs *r, c10ds_db *db);
+void c10ds_runs_fini(c10ds_runs *r);
+
+typedef struct c10ds_engine c10ds_engine;
+
+/* Deletes the records of the runs over for longer than the retention at
+ * now_ms (c10d_steady_wall_ms), the longest over first, at most budget
+ * rows. Returns the rows deleted, or -1 on a database error. The sweep's
+ * work (with RUNS_RECLAIM_ROWS), exposed for the tests. */
+int64_t c10ds_runs_reclaim(c10ds_engine *e, int64_t now_ms, int64_t budget);
+
+#endif

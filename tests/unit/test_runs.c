@@ -1,0 +1,383 @@
+/* Runs (server/runs.c) in the engine, on a real SQLite file, without the
+ * network: a run ends with its last alive member and its store keys go
+ * then (only its own); an arrival never joins a run that is over; its
+ * records go after the retention, a bounded number of rows a sweep, with
+ * what the engine keeps in memory for it; a job's row goes with its last
+ * run; a rank with no holder in a running generation is refused. */
+#include "engine.h"
+#include "engine_request.h"
+#include "events.h"
+#include "runs.h"
+
+#include "c10d_time.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static c10ds_db db;
+static c10ds_config cfg;
+static c10ds_engine *eng;
+static char err[1024];
+static char dbpath[128];
+
+#define MAX_REPLIES 64
+static C10dpb__Reply *replies[MAX_REPLIES];
+static int nreplies;
+
+static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
+{
+    (void)arg, (void)slot, (void)request_id;
+    ck_assert_int_lt(nreplies, MAX_REPLIES);
+    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
+}
+
+static void setup(void)
+{
+    snprintf(dbpath, sizeof dbpath, "/tmp/c10d-runs-%d.db", (int)getpid());
+    unlink(dbpath);
+    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_key_bytes = 256;
+    cfg.max_value_bytes = 1 << 20;
+    cfg.max_message_bytes = 2 << 20;
+    cfg.max_multi_keys = 4096;
+    cfg.max_world_size = 65536;
+    cfg.dedup_window_s = 60;
+    cfg.heartbeat_timeout_ms = 10000;
+    cfg.retention_s = 0;
+    cfg.listen_url = "test://";
+    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(eng);
+    /* The cases reclaim by hand (c10ds_runs_reclaim), each step checked:
+     * no sweep of the engine's own does it behind their back. */
+    eng->next_sweep_ms = INT64_MAX;
+}
+
+static void teardown(void)
+{
+    for (int i = 0; i < nreplies; i++)
+        c10dpb__reply__free_unpacked(replies[i], NULL);
+    nreplies = 0;
+    c10ds_engine_free(eng);
+    c10ds_db_close(&db);
+    char p[160];
+    unlink(dbpath);
+    snprintf(p, sizeof p, "%s-wal", dbpath);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", dbpath);
+    unlink(p);
+}
+
+/* Runs one request; returns its reply (NULL if it parked). */
+static C10dpb__Reply *run1(c10ds_request *r)
+{
+    int before = nreplies;
+    r->next = NULL;
+    c10ds_engine_run_batch(eng, r);
+    return nreplies > before ? replies[nreplies - 1] : NULL;
+}
+
+/* Runs batches until a parked request's deadline answers it. */
+static C10dpb__Reply *await_reply(void)
+{
+    int before = nreplies;
+    long long until = c10d_now_ms() + 5000;
+    while (nreplies == before && c10d_now_ms() < until) {
+        usleep(5000);
+        c10ds_engine_run_batch(eng, NULL);
+    }
+    ck_assert_msg(nreplies > before, "no parked request was answered in 5 s");
+    return replies[nreplies - 1];
+}
+
+static c10ds_request *join_req(uint64_t client, const char *job, int rank, int world)
+{
+    C10dpb__GroupJoin m = C10DPB__GROUP_JOIN__INIT;
+    m.job = (char *)job;
+    m.name = "world";
+    m.rank = rank;
+    m.world_size = world;
+    m.has_timeout_ms = 1;
+    m.timeout_ms = 50;
+    m.host = "node1";
+    m.has_pid = 1;
+    m.pid = 1000 + rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
+    pb.group_join = &m;
+    return engine_request(&pb, client, client * 1000 + (uint64_t)nreplies);
+}
+
+static c10ds_request *leave_req(uint64_t client, const char *job, uint64_t gen, int rank)
+{
+    C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
+    m.job = (char *)job;
+    m.generation = gen;
+    m.rank = rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
+    pb.group_leave = &m;
+    return engine_request(&pb, client, client * 1000 + 500 + (uint64_t)nreplies);
+}
+
+/* Rank `rank` entered collective #seq of kind `kind` (ASYNC: answered at once). */
+static c10ds_request *report_req(uint64_t client, const char *job, uint64_t gen, int rank,
+                                 uint64_t seq, uint32_t kind)
+{
+    C10dpb__CollEntry e = C10DPB__COLL_ENTRY__INIT, *ep = &e;
+    e.group = "world";
+    e.seq = seq;
+    e.kind = kind;
+    e.has_count = e.has_op = 1;
+    e.count = 4;
+    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
+    m.job = (char *)job;
+    m.generation = gen;
+    m.rank = rank;
+    m.n_entries = 1;
+    m.entries = &ep;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+    pb.coll_report = &m;
+    return engine_request(&pb, client, client * 1000 + 800 + (uint64_t)nreplies);
+}
+
+static long long scalar(const char *fmt, const char *arg)
+{
+    char q[512];
+    snprintf(q, sizeof q, fmt, arg);
+    sqlite3_stmt *s;
+    ck_assert_msg(sqlite3_prepare_v2(db.h, q, -1, &s, NULL) == SQLITE_OK, "%s: %s", q,
+                  sqlite3_errmsg(db.h));
+    long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    return v;
+}
+
+static void put(const char *key)
+{
+    ck_assert_int_eq(c10ds_store_set(&eng->store, key, "v", 1, err, sizeof err), C10D_OK);
+}
+
+static int has(const char *key)
+{
+    return c10ds_store_exists(&eng->store, key);
+}
+
+/* A world of n ranks of job formed (clients 1..n); its generation. */
+static uint64_t form(const char *job, int n)
+{
+    C10dpb__Reply *rep = NULL;
+    for (int r = 0; r < n; r++)
+        rep = run1(join_req((uint64_t)r + 1, job, r, n));
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->status == C10D_OK, "%s", rep->detail);
+    return rep->group_join->generation;
+}
+
+static const char *const per_run_tables[] = {
+    "members",  "member_finals", "groups",       "group_ranks",  "group_members",
+    "findings", "coll_trace",    "join_regions", "join_members", "runs",
+};
+
+/* Rows of job in every table of per-run records, and its jobs row. */
+static long long rows_of(const char *job)
+{
+    long long n = scalar("SELECT count(*) FROM jobs WHERE job = '%s'", job);
+    for (size_t i = 0; i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT count(*) FROM %s WHERE job = '%%s'", per_run_tables[i]);
+        n += scalar(q, job);
+    }
+    return n;
+}
+
+START_TEST(a_run_ends_with_its_last_alive_member_and_only_its_keys_go)
+{
+    uint64_t gen = form("j", 2);
+    ck_assert_int_eq(gen, 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                            "j"), 1);
+    const char *mine[] = {"jobs/j/1/a", "jobs/j/1/b/c", "jobs/j/1/c10d/host/world/x"};
+    const char *others[] = {"jobs/j/1", "jobs/j/10/a", "jobs/j/2/a", "jobs/j%2F1/1/a",
+                            "jobs/jk/1/a", "root", "jobs/k/1/a"};
+    for (size_t i = 0; i < 3; i++)
+        put(mine[i]);
+    for (size_t i = 0; i < 7; i++)
+        put(others[i]);
+    ck_assert_int_eq(run1(leave_req(1, "j", gen, 0))->status, C10D_OK);
+    /* rank 1 is alive: the run goes on, with its keys */
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(has(mine[i]) == 1, "%s went while rank 1 was alive", mine[i]);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                            "j"), 1);
+    ck_assert_int_eq(run1(leave_req(2, "j", gen, 1))->status, C10D_OK);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_msg(has(mine[i]) == 0, "%s is still there after the run ended", mine[i]);
+    for (size_t i = 0; i < 7; i++)
+        ck_assert_msg(has(others[i]) == 1, "%s went with run (j, 1)", others[i]);
+    ck_assert_int_eq(c10ds_store_count(&eng->store, NULL), 7); /* the cached count follows */
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0", "j"),
+                     1);
+}
+END_TEST
+
+/* A run that never formed is over when every arrival gave up; the next
+ * arrival starts a new generation instead of failing on the old one's
+ * lost ranks (before: EPEERLOST naming the rank that gave up). */
+START_TEST(a_rendezvous_everyone_gave_up_on_is_over_and_the_next_starts_afresh)
+{
+    ck_assert_ptr_null(run1(join_req(1, "g", 0, 2))); /* parks: rank 1 is missing */
+    C10dpb__Reply *rep = await_reply();
+    ck_assert_int_eq(rep->status, C10D_ETIMEDOUT);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND generation = 1 AND "
+                            "ended_ms > 0", "g"), 1);
+    ck_assert_ptr_null(run1(join_req(2, "g", 1, 2)));
+    rep = run1(join_req(3, "g", 0, 2));
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->status == C10D_OK, "%s", rep->detail);
+    ck_assert_int_eq(rep->group_join->generation, 2);
+}
+END_TEST
+
+START_TEST(a_running_generation_refuses_a_rank_it_lacks_naming_itself)
+{
+    uint64_t gen = form("default", 2);
+    /* a second job nobody named, with a larger world */
+    C10dpb__Reply *rep = run1(join_req(9, "default", 3, 4));
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    const char *want[] = {"rank 3 of job default (WORLD_SIZE=4) cannot join",
+                          "generation 1 of job default formed with world size 2",
+                          "2 of its ranks alive", "rank 0 on host node1 pid 1000",
+                          "rank 1 on host node1 pid 1001", "C10D_JOB=NAME",
+                          "c10d-run --job NAME", "coord://HOST:PORT/NAME", "--rdzv_id"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(rep->detail, want[i]), "'%s' not in: %s", want[i], rep->detail);
+    rep = run1(join_req(10, "default", 0, 4)); /* its rank 0: held */
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rep->detail, "already held by host node1 pid 1000"));
+    ck_assert_ptr_nonnull(strstr(rep->detail, "C10D_JOB=NAME"));
+    /* the running job is untouched */
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s'", "default"), 2);
+    /* A rank whose holder left (a restart; a rank that re-initialises
+     * while a peer finishes) still starts the next generation. */
+    ck_assert_int_eq(run1(leave_req(2, "default", gen, 1))->status, C10D_OK);
+    ck_assert_ptr_null(run1(join_req(2, "default", 1, 2)));
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 2);
+}
+END_TEST
+
+START_TEST(a_forming_generation_refuses_another_world_size_with_the_hint)
+{
+    ck_assert_ptr_null(run1(join_req(1, "default", 0, 2)));
+    C10dpb__Reply *rep = run1(join_req(2, "default", 1, 4));
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rep->detail, "says WORLD_SIZE=4, but generation 1 is forming "
+                                              "with world size 2"));
+    ck_assert_ptr_nonnull(strstr(rep->detail, "C10D_JOB=NAME"));
+}
+END_TEST
+
+/* A run over for the retention loses every record, a bounded number of
+ * rows a sweep; what the engine held in memory for it goes too; the job's
+ * row with its last run; the job comes back as generation 1, fresh. */
+START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
+{
+    uint64_t gen = form("big", 2);
+    /* the run ends with a desync: a finding, sticky for its group */
+    ck_assert_int_eq(run1(report_req(1, "big", gen, 0, 1, 0))->status, C10D_OK);
+    run1(report_req(2, "big", gen, 1, 1, 1));
+    ck_assert_int_eq(scalar("SELECT count(*) FROM findings WHERE job = '%s'", "big"), 1);
+    ck_assert_ptr_nonnull(eng->verify.groups);
+    int ranks[] = {0, 1};
+    ck_assert_ptr_nonnull(c10ds_join_region(&eng->join, "big", gen, "world", 1, 2, ranks, 1, 0,
+                                            0));
+    /* a trace of 12,000 rows, as a long run of alternating calls leaves */
+    ck_assert_int_eq(sqlite3_exec(db.h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
+                                        "FROM c WHERE i < 11999) INSERT INTO coll_trace SELECT "
+                                        "'big', 1, 'world', i % 2, i, i, 'BARRIER', 'completed', "
+                                        "0 FROM c", NULL, NULL, NULL), SQLITE_OK);
+    put("jobs/big/1/k");
+    ck_assert_int_eq(run1(leave_req(1, "big", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "big", gen, 1))->status, C10D_OK);
+    ck_assert_int_eq(has("jobs/big/1/k"), 0);
+    put("jobs/big/1/late"); /* written after the end: reclaimed too */
+    long long before = rows_of("big");
+    ck_assert_int_gt(before, 12000);
+
+    /* the retention not yet passed: nothing */
+    cfg.retention_s = 3600;
+    ck_assert_int_eq(c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000), 0);
+    ck_assert_int_eq(rows_of("big"), before);
+    cfg.retention_s = 0;
+    long long sweeps = 0, got, total = 0;
+    while ((got = c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000)) > 0) {
+        ck_assert_int_le(got, 5000);
+        total += got;
+        sweeps++;
+        ck_assert_int_le(sweeps, 10);
+        /* nothing of the run in memory from its first sweep on */
+        ck_assert_ptr_null(eng->verify.groups);
+        ck_assert_ptr_null(eng->join.regions);
+    }
+    ck_assert_int_eq(got, 0);
+    ck_assert_int_ge(sweeps, 3);
+    ck_assert_int_eq(rows_of("big"), 0);
+    ck_assert_int_eq(has("jobs/big/1/late"), 0);
+    ck_assert_int_eq(total, before - 2 + 1); /* the runs and jobs rows are not counted; the key is */
+
+    /* back again: generation 1, with nothing of the old run's state */
+    gen = form("big", 2);
+    ck_assert_int_eq(gen, 1);
+    /* its group's finding went with the old run: the same collective is
+     * fine now (a group's state kept in memory would still fail it) */
+    for (int r = 0; r < 2; r++) {
+        C10dpb__Reply *rep = run1(report_req((uint64_t)r + 1, "big", gen, r, 1, 0));
+        ck_assert_msg(rep->status == C10D_OK, "rank %d: %s", r, rep->detail);
+    }
+    ck_assert_int_eq(scalar("SELECT count(*) FROM findings WHERE job = '%s'", "big"), 0);
+}
+END_TEST
+
+/* A job's row stays while an older run of it is running: a survivor of a
+ * restart keeps the numbering going; it goes with the job's last run. */
+START_TEST(a_job_row_stays_while_an_older_run_is_alive)
+{
+    uint64_t g1 = form("old", 2);
+    ck_assert_int_eq(run1(leave_req(2, "old", g1, 1))->status, C10D_OK);
+    ck_assert_ptr_null(run1(join_req(3, "old", 1, 2))); /* restarted rank 1: generation 2 */
+    ck_assert_int_eq(await_reply()->status, C10D_ETIMEDOUT); /* it gives up: gen 2 over */
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0", "old"),
+                     1);
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000) > 0)
+        ;
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s'", "old"), 1);
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "old"), 2);
+    ck_assert_int_eq(run1(leave_req(1, "old", g1, 0))->status, C10D_OK); /* the survivor */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000) > 0)
+        ;
+    ck_assert_int_eq(rows_of("old"), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("runs");
+    TCase *tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, a_run_ends_with_its_last_alive_member_and_only_its_keys_go);
+    tcase_add_test(tc, a_rendezvous_everyone_gave_up_on_is_over_and_the_next_starts_afresh);
+    tcase_add_test(tc, a_running_generation_refuses_a_rank_it_lacks_naming_itself);
+    tcase_add_test(tc, a_forming_generation_refuses_another_world_size_with_the_hint);
+    tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
+    tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -105,6 +105,11 @@ def test_runs_in_a_row_on_one_coordinator(coordinator, how):
         assert out.count(": ok, job ") == 2, out
     if how == "coord-named":
         assert "job in-a-row" in out, out
+        # every run is over (its ranks left): the coordinator removed its keys
+        keys = subprocess.run([CTL, "--coord", coordinator.url, "keys", "jobs/in-a-row/"],
+                              capture_output=True, text=True, timeout=30)
+        assert keys.returncode == 0 and "jobs/in-a-row/" not in keys.stdout, \
+            keys.stdout + keys.stderr
 
 
 def test_two_jobs_at_once(coordinator):

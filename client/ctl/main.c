@@ -251,6 +251,12 @@ int main(int argc, char **argv)
     if (optind >= argc)
         return ctl_usage_error("%s", "no command given (status, keys, get, set, del, add, desync, trace, watch)");
     const char *cmd = argv[optind++];
+    /* `c10d-ctl keys --help` is asking for help, not for a coordinator. */
+    for (int i = optind; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        }
     char **args = argv + optind; /* compacted in place: what is kept never overtakes */
     int nargs = take_options(&op, cmd, argc - optind, args, args, &rc);
     if (nargs < 0)

@@ -149,6 +149,9 @@ START_TEST(exit_codes_for_scripts)
     ck_assert_int_eq(ctl("--help"), 0);
     ck_assert_ptr_nonnull(strstr(out, "Exit status"));
     coord_stop(&coord, SIGTERM);
+    /* help after the command is help, with no coordinator to ask */
+    ck_assert_int_eq(ctl("-t 300 keys --help"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "--job J: those of J's current run"));
     ck_assert_int_eq(ctl("-t 300 status"), 4);
     ck_assert_ptr_nonnull(strstr(out, "no coordinator answered"));
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 long c10di_env_long(const char *name, long def)
 {
@@ -72,20 +73,35 @@ c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
     return C10D_OK;
 }
 
-void c10di_default_job(char *out, size_t outlen)
+/* Whether addr names this host only (a single-node torchrun's default). */
+static int loopback(const char *addr)
+{
+    return !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4) || !strcmp(addr, "::1") ||
+           !strcmp(addr, "[::1]");
+}
+
+size_t c10di_default_job(char *out, size_t outlen)
 {
     const char *job = getenv("C10D_JOB");
     const char *run = getenv("TORCHELASTIC_RUN_ID");
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-    if (job && *job)
-        snprintf(out, outlen, "%s", job);
-    else if (run && *run && strcmp(run, "none") != 0)
-        snprintf(out, outlen, "%s", run); /* torchrun --rdzv_id, or --standalone's uuid */
-    else if (run && *run && addr && *addr)
+    int n;
+    if (job && *job) {
+        n = snprintf(out, outlen, "%s", job);
+    } else if (run && *run && strcmp(run, "none") != 0) {
+        n = snprintf(out, outlen, "%s", run); /* torchrun --rdzv_id, or --standalone's uuid */
+    } else if (run && *run && addr && *addr) {
         /* torchrun's static rendezvous names no run ("none"); its store's
          * address is the job's own while it runs: jobs side by side have
-         * one each. */
-        snprintf(out, outlen, "torchrun-%s:%s", addr, port && *port ? port : "29500");
-    else
-        snprintf(out, outlen, "default");
+         * one each. A loopback address is every single-node job's
+         * (127.0.0.1:29500 by default): the host's name tells them apart. */
+        char host[256] = "localhost";
+        if (loopback(addr) && gethostname(host, sizeof host) == 0)
+            host[sizeof host - 1] = '\0';
+        n = snprintf(out, outlen, "torchrun-%s:%s", loopback(addr) ? host : addr,
+                     port && *port ? port : "29500");
+    } else {
+        n = snprintf(out, outlen, "default");
+    }
+    return n < 0 ? 0 : (size_t)n;
 }

@@ -42,8 +42,10 @@ c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int 
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen);
 /* The job's name when none is given: C10D_JOB, else torchrun's run id
  * (TORCHELASTIC_RUN_ID; its static rendezvous says "none": then
- * "torchrun-MASTER_ADDR:MASTER_PORT"), else "default". */
-void c10di_default_job(char *out, size_t outlen);
+ * "torchrun-MASTER_ADDR:MASTER_PORT", the host's name for a loopback
+ * MASTER_ADDR), else "default". Returns its length, which may be more
+ * than fit (snprintf's rule). */
+size_t c10di_default_job(char *out, size_t outlen);
 /* An integer from the environment, or def when unset or malformed (for
  * switches whose garbage means "off"). */
 long c10di_env_long(const char *name, long def);

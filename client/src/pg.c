@@ -219,7 +219,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     int rank = opts.rank >= 0 ? opts.rank : (int)env_rank;
     int size = opts.world_size > 0 ? opts.world_size : (int)env_size;
     char env_job[C10D_MAX_JOB_BYTES + 2];
-    c10di_default_job(env_job, sizeof env_job);
+    size_t env_job_len = c10di_default_job(env_job, sizeof env_job);
     const char *job = opts.job ? opts.job : env_job;
     int timeout;
     if ((st = c10di_timeout("c10d_init", "opts.timeout_ms", opts.timeout_ms, (int)env_timeout, 0,
@@ -232,10 +232,11 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     if (rank < 0 || rank >= size)
         return c10di_error(C10D_EINVAL, "c10d_init: rank %d is out of range for world size %d "
                            "(set RANK or opts.rank)", rank, size);
-    if (job && strlen(job) > C10D_MAX_JOB_BYTES)
+    size_t job_len = opts.job ? strlen(opts.job) : env_job_len;
+    if (job_len > C10D_MAX_JOB_BYTES)
         return c10di_error(C10D_EINVAL, "c10d_init: the job name (%s) is %zu bytes long, more "
-                           "than %d (C10D_MAX_JOB_BYTES)", opts.job ? "opts.job" : "C10D_JOB",
-                           strlen(job), C10D_MAX_JOB_BYTES);
+                           "than %d (C10D_MAX_JOB_BYTES)", opts.job ? "opts.job" : "from the environment",
+                           job_len, C10D_MAX_JOB_BYTES);
     if (opts.backend != C10D_BACKEND_AUTO && opts.backend != C10D_BACKEND_HOST &&
         opts.backend != C10D_BACKEND_NCCL)
         return c10di_error(C10D_EINVAL, "c10d_init: unknown backend %d", (int)opts.backend);
@@ -378,7 +379,10 @@ c10d_status c10d_default_job(char *out, size_t len)
 {
     if (!out || !len)
         return c10di_error(C10D_EINVAL, "c10d_default_job: %s", !out ? "out is NULL" : "len is 0");
-    c10di_default_job(out, len);
+    size_t n = c10di_default_job(out, len);
+    if (n >= len)
+        return c10di_error(C10D_ETOOBIG, "c10d_default_job: the name is %zu bytes long, more "
+                           "than the %zu given", n, len - 1);
     return C10D_OK;
 }
 

@@ -47,23 +47,16 @@ def _create(opts, pg_options=None):
         raise RuntimeError(
             "c10d_coord: set C10D_COORD to the coordinator's URL (tcp://HOST:PORT); "
             "c10d-run sets it for every rank")
-    job = _C.run_job(opts.store) or _world_job() or os.environ.get("C10D_JOB", "")
+    # The run's job where torch's store is a run's, else the library's
+    # default (C10D_JOB, torchrun's run id, ...), as the world was named.
     # The default group is the job's world; torch calls this for a new group
     # on its members only, with the name torch gave it alike on every rank
     # (group_id): each subgroup meets as a job of its own, "<job>.g<id>",
     # with its own verification and liveness.
+    job = _C.run_job(opts.store)
     if opts.global_ranks_in_group:
         job = f"{job or _C.default_job()}.g{opts.group_id}"
     return _C.ProcessGroupCoord(opts.group_rank, opts.group_size, url, job, ms)
-
-
-def _world_job():
-    """The job of torch's default group where it is ours ("" otherwise)."""
-    try:
-        pg = dist.distributed_c10d._get_default_group()
-    except RuntimeError:  # none yet
-        return ""
-    return pg.job if isinstance(pg, _C.ProcessGroupCoord) else ""
 
 
 # torch 2.x asks which devices a backend serves (and warns without).
@@ -92,8 +85,6 @@ def _meet(coord, query, timeout, job=""):
         raise ValueError("c10d_coord: the rendezvous needs rank and world_size (arguments of "
                          "init_process_group, or RANK and WORLD_SIZE)")
     os.environ["C10D_COORD"] = coord  # where subgroups meet too
-    if job:
-        os.environ["C10D_JOB"] = job
     ms = int(timeout.total_seconds() * 1000)
     world = _C.ProcessGroupCoord(rank, size, coord, job, ms)
     return (_C.StoreCoord.run(world, ms), rank, size)

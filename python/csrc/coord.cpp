@@ -367,9 +367,10 @@ class ProcessGroupCoord;
 // coord:// rendezvous hands torch, so rank 0 hosts no TCPStore. Made from
 // a URL it is the coordinator's whole store (for scripts); made for a run
 // (run()) it is that run's store only (c10d_run_store: no other run or job
-// sees its keys) and holds the run's world group, which the backend's
-// creator takes as torch's default group, and which keeps the run alive
-// on the coordinator while torch still uses its store.
+// sees its keys) and holds the run's world group until the backend's
+// creator takes it as torch's default group (then destroy_process_group
+// leaves the run, as with any backend); with another backend the store
+// keeps it, so the ranks stay members of the run while torch uses it.
 class StoreCoord : public c10d::Store {
   public:
     StoreCoord(const std::string &url, std::chrono::milliseconds timeout)
@@ -477,8 +478,8 @@ class StoreCoord : public c10d::Store {
         return k;
     }
     c10d_store *s_ = nullptr;
-    c10::intrusive_ptr<ProcessGroupCoord> world_; /* a run's: its world group */
-    bool world_taken_ = false;
+    c10::intrusive_ptr<ProcessGroupCoord> world_; /* a run's world group, until taken */
+    std::string job_;                             /* a run's job */
 };
 
 class ProcessGroupCoord : public c10d::ProcessGroup {
@@ -920,7 +921,14 @@ c10::intrusive_ptr<StoreCoord> StoreCoord::run(c10::intrusive_ptr<ProcessGroupCo
 {
     c10d_store *s = nullptr;
     ::check("store", c10d_run_store(&s, world->pg()));
-    auto st = c10::make_intrusive<StoreCoord>(s, timeout);
+    c10::intrusive_ptr<StoreCoord> st;
+    try {
+        st = c10::make_intrusive<StoreCoord>(s, timeout);
+    } catch (...) {
+        c10d_store_close(s);
+        throw;
+    }
+    st->job_ = world->job();
     st->world_ = std::move(world);
     return st;
 }
@@ -932,15 +940,14 @@ StoreCoord::~StoreCoord()
 
 c10::intrusive_ptr<ProcessGroupCoord> StoreCoord::take_world(int rank, int size)
 {
-    if (!world_ || world_taken_ || world_->getRank() != rank || world_->getSize() != size)
+    if (!world_ || world_->getRank() != rank || world_->getSize() != size)
         return {};
-    world_taken_ = true;
-    return world_;
+    return std::move(world_);
 }
 
 std::string StoreCoord::job() const
 {
-    return world_ ? world_->job() : std::string();
+    return job_;
 }
 
 // The StoreCoord under torch's PrefixStores (torch wraps the rendezvous's

@@ -6,8 +6,10 @@ test_torch_jobs.py under c10d-run, torchrun, or by hand with coord://.
 
 --init: the init_method (default env://). --hold DIR: once the job has
 formed, rank 0 writes DIR/formed and every rank waits for DIR/release
-(so a test can start a second job while this one runs). Exit 0 when the
-checks held; the reason on stdout otherwise."""
+(so a test can start a second job while this one runs).
+--fail-first-attempt: under torchrun, rank 1 dies in attempt 0 (so
+torchrun restarts the job). Exit 0 when the checks held; the reason on
+stdout otherwise."""
 import argparse
 import os
 import sys
@@ -25,6 +27,8 @@ p.add_argument("--rank", type=int)
 p.add_argument("--world", type=int)
 p.add_argument("--hold")
 p.add_argument("--timeout", type=float, default=30)
+p.add_argument("--fail-first-attempt", action="store_true",
+               help="under torchrun: rank 1 dies in the first attempt (restart count 0)")
 a = p.parse_args()
 
 kw = {} if a.rank is None else {"rank": a.rank, "world_size": a.world}
@@ -39,9 +43,8 @@ def fail(msg):
 
 # torch's store for this run: nothing an earlier run of the job, or another
 # job, wrote may be seen here.
-store = dist.distributed_c10d._get_default_store()
 if rank == 0:
-    runs = store.add("runs that counted here", 1)
+    runs = dist.distributed_c10d._get_default_store().add("runs that counted here", 1)
     if runs != 1:
         fail(f"an earlier run's key is visible: {runs - 1} runs counted before this one")
 
@@ -49,6 +52,9 @@ t = torch.full((4,), float(rank + 1))
 dist.all_reduce(t)
 if t.tolist() != [world * (world + 1) / 2] * 4:
     fail(f"all_reduce: {t.tolist()}")
+if a.fail_first_attempt and rank == 1 and os.environ.get("TORCHELASTIC_RESTART_COUNT") == "0":
+    print(f"rank {rank}: dying in attempt 0", flush=True)
+    os._exit(1)
 sub = dist.new_group(list(range(world)), backend="coord")
 dist.all_reduce(t, group=sub)
 if t.tolist() != [world * world * (world + 1) / 2] * 4:
@@ -65,6 +71,6 @@ if a.hold:
         time.sleep(0.05)
     dist.barrier()
 
-job = c10d_coord._world_job()
+job = dist.distributed_c10d._get_default_group().job  # ProcessGroupCoord's
 print(f"rank {rank}: ok, job {job}", flush=True)
 dist.destroy_process_group()

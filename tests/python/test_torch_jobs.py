@@ -105,11 +105,34 @@ def test_runs_in_a_row_on_one_coordinator(coordinator, how):
         assert out.count(": ok, job ") == 2, out
     if how == "coord-named":
         assert "job in-a-row" in out, out
-        # every run is over (its ranks left): the coordinator removed its keys
-        keys = subprocess.run([CTL, "--coord", coordinator.url, "keys", "jobs/in-a-row/"],
-                              capture_output=True, text=True, timeout=30)
-        assert keys.returncode == 0 and "jobs/in-a-row/" not in keys.stdout, \
-            keys.stdout + keys.stderr
+
+
+def run_keys(coordinator, job):
+    """c10d-ctl keys --job: the keys of job's current run."""
+    p = subprocess.run([CTL, "--coord", coordinator.url, "keys", "--job", job],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_a_runs_store_is_on_the_coordinator_until_the_run_is_over(coordinator):
+    """torch's keys are the run's on the coordinator (c10d-ctl keys --job
+    shows them while it runs) and are removed once every rank has left."""
+    hold = tempfile.mkdtemp()
+    try:
+        a = by_hand(f"coord://127.0.0.1:{coordinator.port}/visible", hold=hold)
+        wait_for(os.path.join(hold, "formed"), a, "the job formed")
+        during = run_keys(coordinator, "visible")
+        open(os.path.join(hold, "release"), "w").close()
+        rcs, out = finish(a)
+    finally:
+        shutil.rmtree(hold)
+    assert rcs == [0, 0], out
+    assert "jobs/visible/" in during and "runs that counted here" in during, during
+    deadline = time.monotonic() + 30
+    while "jobs/visible/" in run_keys(coordinator, "visible"):  # removed within a sweep or so
+        assert time.monotonic() < deadline, run_keys(coordinator, "visible")
+        time.sleep(0.1)
 
 
 def test_two_jobs_at_once(coordinator):
@@ -155,12 +178,12 @@ def test_a_second_unnamed_job_is_refused_saying_how_to_name_it(coordinator, worl
     assert "C10D_JOB" in out_b and "coord://HOST:PORT/NAME" in out_b, out_b
 
 
-def torchrun(coord, rdzv, prog, *args, n=2, no_python=False):
-    cmd = [TORCHRUN, f"--nproc_per_node={n}"]
+def torchrun(coord, rdzv, prog, *args, n=2, no_python=False, port=None, restarts=0):
+    cmd = [TORCHRUN, f"--nproc_per_node={n}", f"--max_restarts={restarts}"]
     if rdzv == "standalone":
         cmd.append("--standalone")
     else:
-        cmd += ["--rdzv_backend=static", f"--master_port={free_port()}"]
+        cmd += ["--rdzv_backend=static", f"--master_port={port or free_port()}"]
     # torch 1.13's torchrun fails on Python 3.11 without these (its own bug:
     # docs/launcher.md)
     cmd += ["--redirects", "2", "--tee", "2"]
@@ -182,17 +205,33 @@ def free_port():
 def test_torchrun_runs_python_and_c_ranks(coordinator, rdzv):
     """torchrun with the coordinator named in the environment (C10D_COORD):
     Python ranks on the coord backend, twice in a row, then C ranks. The job
-    is named after torchrun's run (its --standalone uuid, or its store's
-    address for the static rendezvous)."""
+    is named after torchrun's run (its --standalone uuid, or, for the static
+    rendezvous, its store's port on this host: a run in a row on the same
+    port is the job's next generation, with a fresh store)."""
+    import socket
+    port = free_port()
     for _ in range(2):
-        p = torchrun(coordinator, rdzv, JOB)
+        p = torchrun(coordinator, rdzv, JOB, port=port)
         assert p.returncode == 0, p.stdout + p.stderr
         assert p.stdout.count(": ok, job ") == 2, p.stdout + p.stderr
         if rdzv == "static":
-            assert ": ok, job torchrun-127.0.0.1:" in p.stdout, p.stdout
+            assert f": ok, job torchrun-{socket.gethostname()}:{port}" in p.stdout, p.stdout
     c = torchrun(coordinator, rdzv, TRAIN_C, "50", no_python=True)
     assert c.returncode == 0, c.stdout + c.stderr
     assert "weights identical on 2 of 2 ranks" in c.stdout, c.stdout + c.stderr
+
+
+@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
+def test_torchrun_restarts_a_failed_job_as_a_new_run(coordinator):
+    """torchrun --max_restarts: rank 1 dies in the first attempt, torchrun
+    restarts both ranks under the same run id; the restarted ranks meet as
+    the job's next generation, with a store of their own (the first
+    attempt's keys are not seen), and finish."""
+    p = torchrun(coordinator, "standalone", JOB, "--fail-first-attempt", restarts=1)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "rank 1: dying in attempt 0" in out, out
+    assert p.stdout.count(": ok, job ") == 2, out
 
 
 @pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")

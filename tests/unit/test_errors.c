@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The numbers are ABI and wire protocol: written out here, not taken from
  * the list they check, so renumbering or reordering the list fails. */
@@ -209,6 +210,19 @@ START_TEST(job_name_comes_from_the_launcher)
     setenv("MASTER_PORT", "29400", 1);
     c10di_default_job(job, sizeof job);
     ck_assert_str_eq(job, "torchrun-10.0.0.1:29400");
+    /* single-node torchruns on different hosts all default to 127.0.0.1:29500 */
+    char host[256], want[300];
+    ck_assert_int_eq(gethostname(host, sizeof host), 0);
+    snprintf(want, sizeof want, "torchrun-%s:29500", host);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, want);
+    setenv("MASTER_ADDR", "localhost", 1);
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, want);
+    setenv("MASTER_ADDR", "10.0.0.1", 1);
+    setenv("MASTER_PORT", "29400", 1);
     setenv("TORCHELASTIC_RUN_ID", "5f0c-uuid", 1); /* --standalone, or --rdzv_id */
     c10di_default_job(job, sizeof job);
     ck_assert_str_eq(job, "5f0c-uuid");
@@ -218,6 +232,7 @@ START_TEST(job_name_comes_from_the_launcher)
     ck_assert_int_eq(c10d_default_job(job, sizeof job), C10D_OK); /* the same, public */
     ck_assert_str_eq(job, "resnet");
     ck_assert_int_eq(c10d_default_job(NULL, 8), C10D_EINVAL);
+    ck_assert_int_eq(c10d_default_job(job, 4), C10D_ETOOBIG); /* "resnet" needs 7 */
     unsetenv("C10D_JOB");
     unsetenv("TORCHELASTIC_RUN_ID");
     unsetenv("MASTER_ADDR");

@@ -50,8 +50,9 @@ typedef struct c10d_init_opts {
     int rank;              /* -1: RANK */
     int world_size;        /* 0: WORLD_SIZE */
     const char *job;       /* NULL: C10D_JOB, else torchrun's TORCHELASTIC_RUN_ID (its
-                              static rendezvous's "none": "torchrun-MASTER_ADDR:MASTER_PORT"),
-                              else "default"; at most C10D_MAX_JOB_BYTES */
+                              static rendezvous's "none": "torchrun-MASTER_ADDR:MASTER_PORT",
+                              the host's name for a loopback address), else "default";
+                              at most C10D_MAX_JOB_BYTES */
     c10d_backend backend;
     c10d_verify verify;
     int timeout_ms; /* rendezvous and collectives; C10D_TIMEOUT_DEFAULT: C10D_TIMEOUT_MS,
@@ -89,8 +90,9 @@ C10D_API int c10d_size(const c10d_pg *pg);
 C10D_API int c10d_global_rank(const c10d_pg *pg, int group_rank);
 
 /* The job name c10d_init uses when opts->job is NULL (see
- * c10d_init_opts.job), written to out (NUL-terminated, cut to len).
- * Errors: C10D_EINVAL (out NULL or len 0). */
+ * c10d_init_opts.job), written to out (NUL-terminated). Errors:
+ * C10D_EINVAL (out NULL or len 0), C10D_ETOOBIG (it needs more than len
+ * bytes; out holds what fit). */
 C10D_API c10d_status c10d_default_job(char *out, size_t len);
 
 /* The job pg belongs to (its world's name on the coordinator) and the

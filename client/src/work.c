@@ -45,13 +45,20 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
      * account, not a race with the watcher, decides what the rank is told.
      * A joined rank's shadow was verified before it was handed out. */
     int sync_verified = !c->shadow && c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow)
+    if (st == C10D_OK && !c->shadow && !any_source)
         st = c10di_verify_enter(pg, c);
     if (st == C10D_OK)
         st = c10di_join_prepare(pg, c);
     if (st == C10D_OK)
         st = c->be->run(c->be_state, c);
+    if (st == C10D_OK && any_source) {
+        c->fp.root = c->root;
+        st = c10di_verify_enter(pg, c);
+    }
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
     if (st == C10D_OK)
@@ -238,6 +245,8 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
                            w->pg->name, timeout_ms);
     if (st != C10D_OK)
         return c10di_error(st, "%s", msg);
+    if (w->c.src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *w->c.src_out = w->c.root;
     /* Enqueued on a CUDA stream: order the caller's stream after it (as
      * torch's wait does), without blocking this thread. */
     if (w->c.pending && w->c.be->wait)

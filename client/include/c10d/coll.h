@@ -104,6 +104,13 @@ C10D_API c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int t
                                const c10d_coll_opts *o, c10d_work **work);
 C10D_API c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag,
                                const c10d_coll_opts *o, c10d_work **work);
+/* From any other member: the first message with tag to reach this rank,
+ * whoever sent it (torch's recv with no src). *src (may be NULL) gets the
+ * sender's group rank when the receive is known done: before a sync call
+ * returns, or when c10d_work_wait returns C10D_OK (keep it valid until
+ * then). The coordinator verifies it against that sender's send. */
+C10D_API c10d_status c10d_recv_any(c10d_pg *pg, c10d_tensor *t, int tag, int *src,
+                                   const c10d_coll_opts *o, c10d_work **work);
 C10D_API c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work);
 /* A barrier through the coordinator that names the ranks that did not
  * arrive within timeout_ms (C10D_TIMEOUT_DEFAULT: the group's timeout;

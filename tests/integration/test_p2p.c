@@ -1,6 +1,10 @@
-/* Tagged send/recv beyond test_collectives.c's battery: receives from any
- * member (torch's recv without src) and their verification. Forked ranks,
- * a real c10d-coord; over shared memory and TCP. */
+/* Tagged send/recv beyond test_collectives.c's battery: receives posted
+ * before the sends they wait for (torch's batch_isend_irecv calls irecv,
+ * then isend, on every rank, then waits), a posted receive whose sender
+ * waits for room while the receiver is in a collective, receives from any
+ * member (torch's recv without src) and their verification, and what
+ * becomes of a posted receive that is freed or outlives its group.
+ * Forked ranks, a real c10d-coord; over shared memory and TCP. */
 #include "coord_proc.h"
 #include "world_proc.h"
 
@@ -56,11 +60,123 @@ static int32_t pattern(int from, int to, size_t i)
     return (int32_t)(from * 1000003 + to * 7919 + (int)i);
 }
 
+/* torch's batch_isend_irecv on every rank: for each peer, irecv (tag: the
+ * peer) then isend (tag: this rank), a large message and a small one;
+ * then every work is waited for. Queued on the lane, each rank's first
+ * irecv held its isends up behind it, for ever. */
+static int irecv_then_isend(int rank, int n, void *arg)
+{
+    int rc = 0, k = 0;
+    c10d_pg *pg = init(rank, n, arg);
+    size_t works = (size_t)n * 2;
+    c10d_work **w = calloc(works, sizeof *w);
+    int32_t **in = calloc((size_t)n, sizeof *in), **out = calloc((size_t)n, sizeof *out);
+    int32_t small_in[64], small_out = rank;
+    if (!pg || !w || !in || !out)
+        FAIL("rank %d: setup", rank);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        in[p] = malloc(BIG * sizeof(int32_t));
+        out[p] = malloc(BIG * sizeof(int32_t));
+        if (!in[p] || !out[p])
+            FAIL("rank %d: out of memory", rank);
+        for (size_t i = 0; i < BIG; i++)
+            out[p][i] = pattern(rank, p, i);
+        c10d_tensor ti = c10d_tensor_1d(in[p], C10D_INT32, (int64_t)BIG);
+        c10d_tensor to = c10d_tensor_1d(out[p], C10D_INT32, (int64_t)BIG);
+        c10d_tensor si = c10d_tensor_1d(&small_in[p], C10D_INT32, 1);
+        c10d_tensor so = c10d_tensor_1d(&small_out, C10D_INT32, 1);
+        CALL(c10d_recv(pg, &ti, p, p, &co, &w[k++]));
+        CALL(c10d_recv(pg, &si, p, 100 + p, &co, &w[k++]));
+        CALL(c10d_send(pg, &to, p, rank, NULL, NULL));
+        CALL(c10d_send(pg, &so, p, 100 + rank, NULL, NULL));
+    }
+    for (int i = 0; i < k; i++)
+        CALL(c10d_work_wait(w[i], C10D_TIMEOUT_DEFAULT));
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        if (small_in[p] != p)
+            FAIL("rank %d: small message from %d is %d", rank, p, small_in[p]);
+        for (size_t i = 0; i < BIG; i++)
+            if (in[p][i] != pattern(p, rank, i))
+                FAIL("rank %d: element %zu from %d is %d", rank, i, p, in[p][i]);
+    }
+    CALL(c10d_barrier(pg, NULL, NULL));
+out:
+    for (int i = 0; w && i < k; i++)
+        c10d_work_free(w[i]);
+    for (int p = 0; p < n && in; p++)
+        free(in[p]), free(out[p]);
+    free(in);
+    free(out);
+    free(w);
+    c10d_destroy(pg);
+    return rc;
+}
+
 static void run(int n, rank_fn fn, const char *job)
 {
     int failed = world_run(n, fn, (void *)world_job(job), 90, NULL);
     ck_assert_msg(failed == 0, "%d of %d ranks failed (see stderr)", failed, n);
 }
+
+START_TEST(irecv_then_isend_world_2) { run(2, irecv_then_isend, "posted"); }
+END_TEST
+START_TEST(irecv_then_isend_world_3) { run(3, irecv_then_isend, "posted"); }
+END_TEST
+START_TEST(irecv_then_isend_world_3_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(3, irecv_then_isend, "posted");
+}
+END_TEST
+
+/* Rank 1 posts an irecv from rank 0, then enters a barrier; rank 0 sends
+ * it 2 MiB, then enters the barrier. Rank 0's send waits for room until
+ * rank 1 reads: rank 1, in the barrier, reads what its peers send it. */
+static int posted_during_a_collective(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    int32_t *buf = malloc(BIG * sizeof *buf);
+    if (!pg || !buf)
+        FAIL("rank %d: setup", rank);
+    c10d_tensor t = c10d_tensor_1d(buf, C10D_INT32, (int64_t)BIG);
+    if (rank == 0) {
+        for (size_t i = 0; i < BIG; i++)
+            buf[i] = pattern(0, 1, i);
+        CALL(c10d_send(pg, &t, 1, 3, NULL, NULL));
+        CALL(c10d_barrier(pg, NULL, NULL));
+    } else {
+        c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+        co.async_op = 1;
+        CALL(c10d_recv(pg, &t, 0, 3, &co, &w));
+        CALL(c10d_barrier(pg, NULL, NULL));
+        CALL(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+        for (size_t i = 0; i < BIG; i++)
+            if (buf[i] != pattern(0, 1, i))
+                FAIL("rank 1: element %zu is %d", i, buf[i]);
+    }
+out:
+    c10d_work_free(w);
+    free(buf);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(posted_recv_while_in_a_collective) { run(2, posted_during_a_collective, "during"); }
+END_TEST
+START_TEST(posted_recv_while_in_a_collective_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(2, posted_during_a_collective, "during");
+}
+END_TEST
 
 /* Receives from any member (world 3): ranks 1 and 2 each send rank 0 a
  * message with tag 6 (which rank 0 takes last, by name), then their own
@@ -176,15 +292,82 @@ out:
 START_TEST(recv_from_any_member_is_verified) { run(3, from_any_mismatch, "anyv"); }
 END_TEST
 
+/* Posted receives match in call order with the sync ones after them; one
+ * freed before it started takes nothing; one still posted when its group
+ * is destroyed fails, and never touches its buffer. */
+static int posted_lifecycle(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *a = NULL, *gone = NULL, *late = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    if (!pg)
+        FAIL("rank %d: setup", rank);
+    int32_t v[3] = {1, 2, 3}, got_a = -1, got_b = -1, got_c = -1, never = -1, untouched = -7;
+    c10d_tensor ta = c10d_tensor_1d(&got_a, C10D_INT32, 1),
+                tb = c10d_tensor_1d(&got_b, C10D_INT32, 1),
+                tc = c10d_tensor_1d(&got_c, C10D_INT32, 1),
+                tn = c10d_tensor_1d(&never, C10D_INT32, 1),
+                tu = c10d_tensor_1d(&untouched, C10D_INT32, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    if (rank == 0) {
+        for (int i = 0; i < 3; i++) {
+            c10d_tensor t = c10d_tensor_1d(&v[i], C10D_INT32, 1);
+            CALL(c10d_send(pg, &t, 1, 0, NULL, NULL));
+        }
+    } else {
+        CALL(c10d_recv(pg, &tn, 0, 0, &co, &gone));
+        c10d_work_free(gone); /* cancelled: the first message is a's */
+        gone = NULL;
+        CALL(c10d_recv(pg, &ta, 0, 0, &co, &a));
+        if (c10d_work_is_completed(a)) /* asking does not start it */
+            FAIL("rank 1: a posted receive completed before anything started it");
+        CALL(c10d_recv(pg, &tb, 0, 0, NULL, NULL)); /* after a */
+        if (!c10d_work_is_completed(a) || got_a != 1 || got_b != 2)
+            FAIL("rank 1: posted then sync: %d (done %d), %d; want 1, 2", got_a,
+                 c10d_work_is_completed(a), got_b);
+        CALL(c10d_work_wait(a, C10D_TIMEOUT_DEFAULT));
+        CALL(c10d_recv(pg, &tc, 0, 0, NULL, NULL));
+        if (got_c != 3 || never != -1)
+            FAIL("rank 1: third message %d, the cancelled receive's buffer %d", got_c, never);
+    }
+    CALL(c10d_barrier(pg, NULL, NULL));
+    if (rank == 1) /* nobody sends tag 9; a collective would start it */
+        CALL(c10d_recv(pg, &tu, 0, 9, &co, &late));
+    c10d_destroy(pg);
+    pg = NULL;
+    if (late) {
+        c10d_status st = c10d_work_wait(late, C10D_TIMEOUT_DEFAULT);
+        if (st != C10D_EABORTED || !strstr(c10d_errmsg(), "destroyed before it was waited for") ||
+            untouched != -7)
+            FAIL("rank 1: a receive posted past its group's end: %s: %s (buffer %d)",
+                 c10d_status_name(st), c10d_errmsg(), untouched);
+    }
+out:
+    c10d_work_free(a);
+    c10d_work_free(late);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(posted_recvs_in_order_cancelled_and_aborted) { run(2, posted_lifecycle, "life"); }
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("p2p");
     TCase *tc = tcase_create("host");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, irecv_then_isend_world_2);
+    tcase_add_test(tc, irecv_then_isend_world_3);
+    tcase_add_test(tc, irecv_then_isend_world_3_over_tcp);
+    tcase_add_test(tc, posted_recv_while_in_a_collective);
+    tcase_add_test(tc, posted_recv_while_in_a_collective_over_tcp);
     tcase_add_test(tc, recv_from_any_member);
     tcase_add_test(tc, recv_from_any_member_over_tcp);
     tcase_add_test(tc, recv_from_any_member_is_verified);
+    tcase_add_test(tc, posted_recvs_in_order_cancelled_and_aborted);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

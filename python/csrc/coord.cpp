@@ -57,10 +57,20 @@ std::exception_ptr backend_error(const std::string &msg)
 #endif
 }
 
+// "c10d_coord: allreduce: EDESYNC: <the library's report>". A timeout
+// says "Timed out" first, as gloo's do ("Timed out waiting 1000ms for
+// recv operation"), which torch's tests and users' scripts look for.
+std::string report(const std::string &what, c10d_status st, const char *msg)
+{
+    std::string name = c10d_status_name(st);
+    if (st == C10D_ETIMEDOUT)
+        name = "Timed out (" + name + ")";
+    return "c10d_coord: " + what + ": " + name + ": " + msg;
+}
+
 std::string report(const char *what, c10d_status st)
 {
-    return std::string("c10d_coord: ") + what + ": " + c10d_status_name(st) + ": " +
-           c10d_errmsg();
+    return report(what, st, c10d_errmsg());
 }
 
 [[noreturn]] void fail(const char *what, c10d_status st)
@@ -280,8 +290,7 @@ class Finishers {
         std::string msg = st == C10D_OK ? "" : c10d_errmsg();
         c10d_work_free(p.w);
         if (st != C10D_OK) {
-            p.fut->setError(backend_error(std::string("c10d_coord: ") + p.what + ": " +
-                                          c10d_status_name(st) + ": " + msg));
+            p.fut->setError(backend_error(report(p.what, st, msg.c_str())));
             return;
         }
         for (auto &v : p.wb)
@@ -821,11 +830,17 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override
     {
-        /* torch's unset timeout (kUnsetTimeout, negative) is the group's */
+        /* torch's unset timeout (kUnsetTimeout, negative) is the group's;
+         * 0 gives up at once, as gloo's does (C's 0 is the default) */
         long long t = o.timeout.count();
-        check("monitored_barrier",
-              c10d_monitored_barrier(pg_, t > 0 && t <= INT32_MAX ? (int)t : C10D_TIMEOUT_DEFAULT,
-                                     wait_all_ranks));
+        int ms = t < 0 || t > INT32_MAX ? C10D_TIMEOUT_DEFAULT : t == 0 ? 1 : (int)t;
+        c10d_status st = c10d_monitored_barrier(pg_, ms, wait_all_ranks);
+        if (st == C10D_ETIMEDOUT && getRank() == 0) /* gloo's words first, then ours */
+            std::rethrow_exception(backend_error(
+                "c10d_coord: monitored_barrier: Rank 0 timed out in monitoredBarrier after " +
+                (t < 0 ? std::string("the group's timeout") : std::to_string(t) + " ms") +
+                " (ETIMEDOUT): " + c10d_errmsg()));
+        check("monitored_barrier", st);
     }
 
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override

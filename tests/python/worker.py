@@ -6,6 +6,7 @@ One file of ~550 lines on purpose: each case_* is one rank's side of one
 test in test_torch_backend.py, which c10d-run starts as `worker.py CASE`;
 a module per case would only multiply the imports and the entry point."""
 import os
+import re
 import sys
 import time
 from datetime import timedelta
@@ -234,6 +235,8 @@ def case_timeout(which):
         msg = str(e)
         if "rank 1" not in msg or "ALL_REDUCE" not in msg or "ETIMEDOUT" not in msg:
             fail(f"{which} timeout: the report names no rank or call: {msg}")
+        if not re.search(" (Timed out|closed|timeout) ", msg):  # what torch's own tests look for
+            fail(f"{which} timeout: the report does not say 'Timed out' as gloo's: {msg}")
         if not budget - 0.05 <= took <= budget + 1.0:
             fail(f"{which} timeout of {budget} s raised after {took:.2f} s: {msg}")
         print(f"rank {rank}: {which} timeout raised after {took:.2f} s: {msg[:200]}",

@@ -559,6 +559,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                              const c10d::AllreduceOptions &o) override
     {
         one_tensor(ts, "allreduce");
+        if (ts[0].is_sparse())
+            return allreduce_sparse(ts[0], o);
         auto v = views(ts);
         std::vector<View> none;
         c10d_tensor *t = &v[0].t;
@@ -567,6 +569,67 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_reduce(pg_, t, op, co, w);
                       });
+    }
+
+    // Sparse COO, SUM (gloo's only one): every rank's coalesced indices
+    // and values are gathered (their counts first, then both padded to the
+    // largest) and summed in rank order, then coalesced, as gloo does: the
+    // same operations in the same order, so the result is gloo's.
+    c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor &t,
+                                                    const c10d::AllreduceOptions &o)
+    {
+        TORCH_CHECK(o.reduceOp == c10d::ReduceOp::SUM,
+                    "c10d_coord: sparse all_reduce supports SUM only (as gloo)");
+        TORCH_CHECK(t.device().is_cpu(), "c10d_coord: sparse all_reduce takes CPU tensors");
+        int n = getSize();
+        at::Tensor in = t.coalesce();
+        int64_t nnz = in._nnz();
+        std::vector<int64_t> meta = {nnz, in.sparse_dim(), in.dense_dim()};
+        for (auto d : in.sizes())
+            meta.push_back(d);
+        c10d_coll_opts co = copts(o.timeout, &t);
+        /* a rank of another dimensionality sends another count: a desync */
+        at::Tensor metas = gathered(at::tensor(meta, at::kLong), co);
+        int64_t most = 0;
+        for (int r = 0; r < n; r++) {
+            at::Tensor m = metas[r];
+            for (size_t k = 1; k < meta.size(); k++)
+                TORCH_CHECK(m[(int64_t)k].item<int64_t>() == meta[k], "c10d_coord: sparse "
+                            "all_reduce: rank ", r, "'s tensor has other sizes or sparse/dense "
+                            "dimensions than rank ", getRank(), "'s ", in.sizes());
+            most = std::max(most, m[0].item<int64_t>());
+        }
+        at::Tensor idx = at::zeros({in.sparse_dim(), most}, at::kLong);
+        idx.narrow(1, 0, nnz).copy_(in._indices());
+        std::vector<int64_t> vshape = in._values().sizes().vec();
+        vshape[0] = most;
+        at::Tensor val = at::zeros(vshape, in._values().options());
+        val.narrow(0, 0, nnz).copy_(in._values());
+        at::Tensor idxs = gathered(idx, co), vals = gathered(val, co);
+        at::Tensor out;
+        for (int r = 0; r < n; r++) {
+            int64_t k = metas[r][0].item<int64_t>();
+            at::Tensor part = at::sparse_coo_tensor(idxs[r].narrow(1, 0, k),
+                                                    vals[r].narrow(0, 0, k), in.sizes(),
+                                                    in.options());
+            if (r == 0)
+                out = part;
+            else
+                out += part;
+        }
+        t.copy_(out.coalesce());
+        return done(c10d::OpType::ALLREDUCE, {t});
+    }
+
+    // Every rank's t, stacked: a new leading dimension of the group's size.
+    at::Tensor gathered(const at::Tensor &t, const c10d_coll_opts &co)
+    {
+        std::vector<int64_t> shape = t.sizes().vec();
+        shape.insert(shape.begin(), getSize());
+        at::Tensor out = at::empty(shape, t.options());
+        View vo(out), vi(t);
+        check("allreduce (sparse)", c10d_all_gather_into_tensor(pg_, &vo.t, &vi.t, &co, nullptr));
+        return out;
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -626,6 +689,52 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_gather_into_tensor(pg_, to, ti, co, w);
                       });
+    }
+
+    // torch's (deprecated) all_gather_coalesced: every input flattened
+    // into one buffer, one all_gather of it (one verified collective, as
+    // gloo runs one), split into the outputs. outs[i][j] gets rank i's
+    // ins[j]; every rank's inputs must add up alike (else a desync).
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
+                                                       std::vector<at::Tensor> &ins,
+                                                       const c10d::AllgatherOptions &o) override
+    {
+        int n = getSize();
+        TORCH_CHECK(!ins.empty(), "c10d_coord: allgather_coalesced takes one or more tensors");
+        TORCH_CHECK((int)outs.size() == n, "c10d_coord: allgather_coalesced wants ", n,
+                    " output lists (one per rank), got ", outs.size());
+        std::vector<at::Tensor> flat, all;
+        for (const auto &t : ins) {
+            TORCH_CHECK(t.scalar_type() == ins[0].scalar_type(), "c10d_coord: "
+                        "allgather_coalesced wants one dtype in every tensor (",
+                        c10::toString(ins[0].scalar_type()), ")");
+            flat.push_back(t.reshape({-1}));
+        }
+        for (int i = 0; i < n; i++) {
+            TORCH_CHECK(outs[i].size() == ins.size(), "c10d_coord: allgather_coalesced: output "
+                        "list ", i, " has ", outs[i].size(), " tensors, the input list ",
+                        ins.size());
+            for (size_t j = 0; j < ins.size(); j++)
+                TORCH_CHECK(outs[i][j].sizes() == ins[j].sizes() &&
+                                outs[i][j].scalar_type() == ins[j].scalar_type(),
+                            "c10d_coord: allgather_coalesced: output ", i, ",", j,
+                            " is not shaped like input ", j, " ", ins[j].sizes());
+        }
+        at::Tensor in = at::cat(flat);
+        at::Tensor out = at::empty({n * in.numel()}, in.options());
+        View vo(out), vi(in);
+        c10d_coll_opts co = copts(o.timeout, &in);
+        check("allgather_coalesced", c10d_all_gather_into_tensor(pg_, &vo.t, &vi.t, &co, nullptr));
+        for (int i = 0; i < n; i++) {
+            int64_t off = i * in.numel();
+            for (size_t j = 0; j < ins.size(); j++) {
+                int64_t k = ins[j].numel();
+                outs[i][j].detach().copy_(out.narrow(0, off, k).view(ins[j].sizes()));
+                off += k;
+                all.push_back(outs[i][j]);
+            }
+        }
+        return done(c10d::OpType::ALLGATHER_COALESCED, all);
     }
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outs,

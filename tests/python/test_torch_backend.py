@@ -106,6 +106,16 @@ def test_collectives_match_gloo():
     assert rc == 0, out
 
 
+def test_all_gather_coalesced_matches_gloo():
+    rc, out = run("coalesced", n=3)
+    assert rc == 0, out
+
+
+def test_sparse_all_reduce_matches_gloo():
+    rc, out = run("sparse", n=3)
+    assert rc == 0, out
+
+
 @pytest.mark.parametrize("mode", ["sync", "async", "off"])
 def test_join_with_a_barrier_every_step(mode):
     """The hang report's case 4: DDP, uneven inputs, a barrier each step."""

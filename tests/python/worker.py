@@ -378,6 +378,56 @@ def case_ring():
     dist.barrier()
 
 
+def case_coalesced():
+    """all_gather_coalesced (torch's deprecated API; gloo runs it) against
+    gloo: lists of tensors of different shapes, empty ones among them,
+    float and int64, one collective on coord."""
+    gloo = dist.new_group(backend="gloo")
+    for dt in (torch.float32, torch.int64):
+        ins = [torch.full((2, 2), rank + 1).to(dt), torch.ones(0, dtype=dt),
+               torch.arange(5, dtype=dt) * (rank + 1), torch.full((1, 3, 1), 7 * rank).to(dt)]
+        ours = [[torch.full_like(t, -1) for t in ins] for _ in range(world)]
+        theirs = [[torch.full_like(t, -1) for t in ins] for _ in range(world)]
+        dist.all_gather_coalesced(ours, ins)
+        dist.all_gather_coalesced(theirs, ins, group=gloo)
+        for r in range(world):
+            for a, b in zip(ours[r], theirs[r]):
+                if not torch.equal(a, b):
+                    fail(f"all_gather_coalesced {dt} from rank {r}: {a.tolist()} vs gloo "
+                         f"{b.tolist()}")
+    let_go(gloo)
+
+
+
+def case_sparse():
+    """Sparse COO all_reduce (SUM) against gloo: indices that overlap and
+    that do not, sparse and dense dimensions, float values that round:
+    the same result, bit for bit, as gloo's."""
+    gloo = dist.new_group(backend="gloo")
+    g = torch.Generator().manual_seed(7 + rank)
+    shapes = [((6,), 1), ((4, 3), 2), ((5, 2, 3), 1), ((3, 4, 2), 2)]
+    for size, sparse_dims in shapes:
+        nnz = 2 + rank
+        idx = torch.stack([torch.randint(0, size[d], (nnz,), generator=g)
+                           for d in range(sparse_dims)])
+        val = torch.randn((nnz,) + size[sparse_dims:], generator=g)
+        base = torch.sparse_coo_tensor(idx, val, size)
+        a, b = base.clone(), base.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=gloo)
+        if not (a.is_sparse and torch.equal(a._indices(), b._indices()) and
+                torch.equal(a._values(), b._values()) and a.is_coalesced() == b.is_coalesced()):
+            fail(f"sparse all_reduce {size}: {a} vs gloo {b}")
+    try:
+        dist.all_reduce(torch.ones(3).to_sparse(), op=dist.ReduceOp.MAX)
+        fail("a sparse MAX all_reduce ran")
+    except (RuntimeError, ValueError) as e:
+        if "SUM" not in str(e):
+            fail(f"sparse MAX refused with: {e}")
+    let_go(gloo)
+
+
+
 def case_ops():
     """The store and what c10d-ctl shows, from Python."""
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
@@ -552,7 +602,7 @@ def main():
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
      "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
-     "killed": case_killed,
+     "killed": case_killed, "coalesced": case_coalesced, "sparse": case_sparse,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()
 

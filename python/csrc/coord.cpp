@@ -12,12 +12,12 @@
 // tensors go to the C library's NCCL data plane where torch was built with
 // CUDA (C10D_TORCH_CUDA, set by setup.py); elsewhere they are refused.
 //
-// Why one file of ~1,000 lines: every translation unit that includes
+// Why one file of ~1,300 lines: every translation unit that includes
 // torch's headers takes ~35 s to compile here (`bash scripts/build-torch.sh`,
 // 2 cores), and setuptools compiles them one after another, in CI's plain
 // and sanitizer runs and for torch 2.x; the parts are kept in the order a
 // reader needs them instead: errors and tensor views, finished and async
-// work, the store, the process group, what c10d-ctl shows, join.
+// work, receives, the store, the process group, what c10d-ctl shows, join.
 #include <torch/extension.h>
 #include <torch/version.h>
 #ifdef C10D_TORCH_CUDA
@@ -340,6 +340,129 @@ class AsyncWork : public c10d::Work {
     std::vector<at::Tensor> out_;
 };
 
+// --- receives ---
+//
+// A recv is posted in the C library (c10d_recv with async_op): irecv
+// returns at once, so the isend after it goes out (torch 1.13's
+// batch_isend_irecv calls every irecv, then every isend, and only then
+// waits), and it receives when waited for (dist.recv waits at once) or
+// before the group's next collective. Its tensor stays alive until the
+// library is done with it: a Work dropped before that leaves it to its
+// group's Unfinished, freed once it ended (a posted receive still takes its
+// message, as gloo's does).
+
+class Unfinished {
+  public:
+    void add(c10d_work *w, std::vector<View> keep)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        prune_locked();
+        left_.emplace_back(w, std::move(keep));
+    }
+    void prune()
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        prune_locked();
+    }
+
+  private:
+    void prune_locked()
+    {
+        for (size_t i = 0; i < left_.size();)
+            if (c10d_work_is_completed(left_[i].first)) {
+                c10d_work_free(left_[i].first);
+                left_.erase(left_.begin() + (long)i);
+            } else {
+                i++;
+            }
+    }
+    std::mutex mu_;
+    std::vector<std::pair<c10d_work *, std::vector<View>>> left_;
+};
+
+class RecvWork : public c10d::Work {
+  public:
+    RecvWork(const at::Tensor &t, int src, std::shared_ptr<Unfinished> un)
+        : c10d::Work(-1, c10d::OpType::RECV), src_(src), un_(std::move(un))
+    {
+        v_.emplace_back(t);
+        fut_ = c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()));
+    }
+    ~RecvWork() override
+    {
+        if (w_ && c10d_work_is_completed(w_))
+            c10d_work_free(w_);
+        else if (w_)
+            un_->add(w_, std::move(v_));
+    }
+    c10d_tensor *tensor() { return &v_[0].t; }
+    int *src_slot() { return &src_; } /* c10d_recv_any writes the sender here, in wait */
+    void start(c10d_work *w) { w_ = w; }
+
+    bool isCompleted() override { return settle(C10D_NO_WAIT); }
+    bool isSuccess() const override
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        return done_ && !err_;
+    }
+    bool wait(std::chrono::milliseconds) override
+    {
+        settle(C10D_TIMEOUT_DEFAULT);
+        if (err_)
+            std::rethrow_exception(err_);
+        return true;
+    }
+    int sourceRank() const override { return src_; }
+    std::vector<at::Tensor> result() override
+    {
+        wait(kNoTimeout);
+        return {v_[0].user};
+    }
+    // Completed by the wait it makes (a posted receive runs only then).
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    {
+        settle(C10D_TIMEOUT_DEFAULT);
+        return fut_;
+    }
+
+  private:
+    // Waits for the receive (C10D_NO_WAIT: starts it and looks); true
+    // once it ended, its tensor written back or its error kept.
+    bool settle(int timeout_ms)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (done_)
+            return true;
+        c10d_status st;
+        if (timeout_ms != C10D_NO_WAIT && Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release nogil;
+            st = c10d_work_wait(w_, timeout_ms);
+        } else {
+            st = c10d_work_wait(w_, timeout_ms);
+        }
+        if (timeout_ms == C10D_NO_WAIT && st == C10D_ETIMEDOUT && !c10d_work_is_completed(w_))
+            return false;
+        done_ = true;
+        if (st == C10D_OK) {
+            v_[0].write_back();
+            fut_->markCompleted(c10::IValue(std::vector<at::Tensor>{v_[0].user}));
+        } else {
+            err_ = backend_error(report("recv", st));
+            fut_->setError(err_);
+        }
+        return true;
+    }
+    mutable std::mutex mu_;
+    c10d_work *w_ = nullptr;
+    std::vector<View> v_;
+    int src_;
+    bool done_ = false;
+    std::exception_ptr err_;
+    c10::intrusive_ptr<c10::ivalue::Future> fut_;
+    std::shared_ptr<Unfinished> un_;
+};
+
 void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
 {
     TORCH_CHECK(ts.size() == 1, "c10d_coord: ", what, " takes one tensor per rank (got ",
@@ -509,10 +632,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         if (finishers_ && finishers_->runs_here()) {
             std::unique_ptr<Finishers> f = std::move(finishers_);
             c10d_pg *pg = pg_;
-            std::thread([f = std::move(f), pg]() mutable {
+            std::thread([f = std::move(f), pg, un = unfinished_]() mutable {
                 f.reset();
                 if (pg)
                     c10d_destroy(pg);
+                un->prune();
             }).detach();
             return;
         }
@@ -529,6 +653,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             if (pg_)
                 c10d_destroy(pg_);
         }
+        unfinished_->prune(); /* every receive ended with the group */
     }
     const std::string getBackendName() const override { return "coord"; }
 #ifdef C10D_TORCH_GROUP_NAME
@@ -964,11 +1089,14 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &ts, int src, int tag) override
     {
         one_tensor(ts, "recv");
-        auto v = views(ts);
-        c10d_coll_opts co = copts(kNoTimeout, first(ts));
-        check("recv", c10d_recv(pg_, &v[0].t, src, tag, &co, nullptr));
-        write_back(v);
-        return done(c10d::OpType::RECV, ts);
+        return post_recv(ts[0], src, tag, false);
+    }
+
+    // torch's recv without src: the Work's sourceRank() is the sender's.
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &ts, int tag) override
+    {
+        one_tensor(ts, "recv");
+        return post_recv(ts[0], -1, tag, true);
     }
 
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override
@@ -981,6 +1109,21 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     }
 
   private:
+    // A receive, posted (see RecvWork).
+    c10::intrusive_ptr<c10d::Work> post_recv(const at::Tensor &t, int src, int tag, bool any)
+    {
+        unfinished_->prune();
+        auto rw = c10::make_intrusive<RecvWork>(t, src, unfinished_);
+        c10d_coll_opts co = copts(kNoTimeout, &t);
+        co.async_op = 1;
+        c10d_work *w = nullptr;
+        check(any ? "recv (any source)" : "recv",
+              any ? c10d_recv_any(pg_, rw->tensor(), tag, rw->src_slot(), &co, &w)
+                  : c10d_recv(pg_, rw->tensor(), src, tag, &co, &w));
+        rw->start(w);
+        return rw;
+    }
+
     // Runs call (a C collective given its opts and a place for the work
     // handle) now, or queued with C10D_TORCH_ASYNC; wb are written back
     // and keep kept alive until it finished.
@@ -1017,6 +1160,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     bool async_ = false;
     std::string group_name_, group_desc_;
     std::unique_ptr<Finishers> finishers_;
+    std::shared_ptr<Unfinished> unfinished_ = std::make_shared<Unfinished>();
 };
 
 // What c10d-ctl shows (c10d/jobs.h), as Python lists of dicts, for scripts.

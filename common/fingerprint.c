@@ -44,6 +44,8 @@ char *c10dc_fp_format(const c10dc_fp *fp, char *buf, size_t cap)
         k += snprintf(buf + k, cap - (size_t)k, " %s %d",
                       fp->kind == C10DC_SEND ? "to" : fp->kind == C10DC_RECV ? "from" : "root",
                       fp->root);
+    else if (fp->kind == C10DC_RECV && k >= 0 && (size_t)k < cap) /* c10d_recv_any's */
+        k += snprintf(buf + k, cap - (size_t)k, " from any");
     if (has_data(fp->kind) && fp->device == C10DC_DEV_CUDA && k >= 0 && (size_t)k < cap)
         snprintf(buf + k, cap - (size_t)k, " on cuda");
     return buf;

@@ -27,7 +27,9 @@ typedef struct c10di_coll {
     /* per group rank, size(pg) entries (owned by the caller of run) */
     void **outs;
     const void **ins;
-    int root; /* broadcast, reduce, gather, scatter: group rank; send/recv: peer */
+    int root; /* broadcast, reduce, gather, scatter: group rank; send/recv: peer; a recv
+                 from any member: C10DI_ANY_SOURCE, which the backend replaces with the
+                 sender's group rank when it has the message */
     int tag;
     uint64_t seq;        /* collectives: the group's; send/recv: their own count */
     c10dc_fp fp;         /* what is verified across ranks */
@@ -58,7 +60,13 @@ typedef struct c10di_coll {
     int alone_from;
     /* monitored barrier: rank 0 names every missing rank, not the first */
     int wait_all;
+    /* the front end's: c10d_recv_any's caller wants the sender here (written
+     * on the caller's thread, never by the backend) */
+    int *src_out;
 } c10di_coll;
+
+/* c10di_coll.root of a recv from any member of the group. */
+#define C10DI_ANY_SOURCE (-1)
 
 /* A barrier runs where the group's default data plane is: its NCCL
  * communicator's device under C10D_BACKEND_NCCL, else the CPU. */

@@ -182,8 +182,17 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
+    /* Posted receives (work.c) start before any collective; a sync recv
+     * matches after those of its group. */
+    if (c->kind != C10DC_SEND && c->kind != C10DC_RECV)
+        c10di_posted_start_all(pg->w);
+    else if (c->kind == C10DC_RECV && !async &&
+             (st = c10di_lane_start_posted(pg, NULL)) != C10D_OK)
+        goto out;
     if (!async && !c10di_lane_busy(pg)) {
         st = c10di_execute(pg, c);
+        if (st == C10D_OK && c->src_out)
+            *c->src_out = c->root;
         goto out;
     }
     c10d_work *w = c10di_work_new(pg, c);
@@ -194,6 +203,12 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c->outs = NULL, c->ins = NULL; /* the work owns them now */
     c->ready = NULL;
+    /* (CUDA buffers are received on the stream, in order: never posted) */
+    if (async && c->kind == C10DC_RECV && c->be->kind == C10DI_DEV_CPU) {
+        c10di_lane_post(pg, w);
+        *work = w;
+        return C10D_OK;
+    }
     if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
         unnumber(pg, c);
         c10di_work_destroy(w);
@@ -438,36 +453,55 @@ c10d_status c10d_all_to_all_single(c10d_pg *pg, c10d_tensor *out, const c10d_ten
     return dispatch(pg, &c, n, in->device, fn, o, work);
 }
 
-static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int tag,
-                       const c10d_coll_opts *o, c10d_work **work, c10dc_kind kind)
+/* peer: the group rank sent to or received from; any: a recv from
+ * whichever member sends first (src_out, if not NULL, gets its rank). */
+static c10d_status p2p(c10d_pg *pg, const c10d_tensor *t, int peer, int any, int tag,
+                       int *src_out, const c10d_coll_opts *o, c10d_work **work, c10dc_kind kind)
 {
     int64_t n;
     c10d_status st;
-    const char *fn = kind == C10DC_SEND ? "send" : "recv";
-    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, t, fn, "t", &n)) ||
-        (st = check_root(pg, peer, fn, kind == C10DC_SEND ? "dst" : "src")))
+    const char *fn = kind == C10DC_SEND ? "send" : any ? "recv_any" : "recv";
+    if ((st = check_pg(pg, fn)) || (st = check_tensor(pg, t, fn, "t", &n)))
         return st;
-    if (peer == pg->rank)
-        return c10di_error(C10D_EINVAL, "%s: rank %d cannot %s itself", fn, peer,
-                           kind == C10DC_SEND ? "send to" : "receive from");
+    if (!any) {
+        if ((st = check_root(pg, peer, fn, kind == C10DC_SEND ? "dst" : "src")))
+            return st;
+        if (peer == pg->rank)
+            return c10di_error(C10D_EINVAL, "%s: rank %d cannot %s itself", fn, peer,
+                               kind == C10DC_SEND ? "send to" : "receive from");
+    } else if (pg->size < 2) {
+        return c10di_error(C10D_EINVAL, "%s: group %s has no other member to receive from", fn,
+                           pg->name);
+    } else if (t->device != C10D_CPU) {
+        return c10di_error(C10D_EINVAL, "%s: CUDA buffers are received through NCCL, which "
+                           "cannot receive from any member (as torch's nccl backend); name the "
+                           "sender", fn);
+    }
     c10di_coll c;
     init_coll(&c, kind, t->dtype, (size_t)n);
     c.buf = t->data;
-    c.root = peer;
+    c.root = any ? C10DI_ANY_SOURCE : peer;
     c.tag = tag;
+    c.src_out = src_out;
     return dispatch(pg, &c, n, t->device, fn, o, work);
 }
 
 c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
                       const c10d_coll_opts *o, c10d_work **work)
 {
-    return p2p(pg, t, dst, tag, o, work, C10DC_SEND);
+    return p2p(pg, t, dst, 0, tag, NULL, o, work, C10DC_SEND);
 }
 
 c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag, const c10d_coll_opts *o,
                       c10d_work **work)
 {
-    return p2p(pg, t, src, tag, o, work, C10DC_RECV);
+    return p2p(pg, t, src, 0, tag, NULL, o, work, C10DC_RECV);
+}
+
+c10d_status c10d_recv_any(c10d_pg *pg, c10d_tensor *t, int tag, int *src,
+                          const c10d_coll_opts *o, c10d_work **work)
+{
+    return p2p(pg, t, C10DI_ANY_SOURCE, 1, tag, src, o, work, C10DC_RECV);
 }
 
 /* One path with every collective: numbered, ordered after the group's

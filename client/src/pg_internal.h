@@ -99,6 +99,7 @@ typedef struct c10di_world {
     _Atomic unsigned char act_text[200];
     struct c10di_alert *alerts; /* groups found desynchronised or stalled (mu) */
     c10d_pg *groups;            /* live groups, for the heartbeat's progress (mu) */
+    atomic_int posted;          /* async recvs posted, not started, on any group (work.c) */
 
     /* verification (verify.c) */
     c10d_verify verify;
@@ -277,5 +278,9 @@ void c10di_lane_stop(c10d_pg *pg);
 void c10di_lane_drain(c10d_pg *pg);
 /* Collective seq of pg completed (the highest so far stands). */
 void c10di_pg_completed(c10d_pg *pg, uint64_t seq);
+/* Starts the receives posted on every group of w (work.c): before any
+ * collective, so that it never waits on a peer whose send waits for one
+ * of them. */
+void c10di_posted_start_all(c10di_world *w);
 
 #endif

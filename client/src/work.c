@@ -17,6 +17,7 @@ struct c10di_lane {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     c10d_work *head, *tail;
+    c10d_work *posted, *posted_tail; /* async recvs not started yet, in call order */
     int inflight; /* queued + running */
     int stop;
     int on;
@@ -45,13 +46,20 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
      * account, not a race with the watcher, decides what the rank is told.
      * A joined rank's shadow was verified before it was handed out. */
     int sync_verified = !c->shadow && c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow)
+    if (st == C10D_OK && !c->shadow && !any_source)
         st = c10di_verify_enter(pg, c);
     if (st == C10D_OK)
         st = c10di_join_prepare(pg, c);
     if (st == C10D_OK)
         st = c->be->run(c->be_state, c);
+    if (st == C10D_OK && any_source) {
+        c->fp.root = c->root;
+        st = c10di_verify_enter(pg, c);
+    }
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
     if (st == C10D_OK)
@@ -115,7 +123,9 @@ c10d_status c10di_lane_start(c10d_pg *pg)
         return c10di_error(C10D_ENOMEM, "out of memory");
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
+    pthread_mutex_lock(&pg->w->mu); /* c10di_posted_start_all looks at it under w->mu */
     pg->lane = l;
+    pthread_mutex_unlock(&pg->w->mu);
     return C10D_OK;
 }
 
@@ -127,13 +137,28 @@ void c10di_lane_stop(c10d_pg *pg)
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
     pthread_cond_broadcast(&l->cv);
+    c10d_work *posted = l->posted;
+    l->posted = l->posted_tail = NULL;
     pthread_mutex_unlock(&l->mu);
     if (l->on)
         pthread_join(l->th, NULL); /* runs what was queued first */
+    /* A receive nobody waited for never started: it took no message. */
+    for (c10d_work *w = posted, *next; w; w = next) {
+        next = w->next;
+        pthread_mutex_lock(&w->mu);
+        w->posted = 0;
+        pthread_mutex_unlock(&w->mu);
+        atomic_fetch_sub(&pg->w->posted, 1);
+        c10di_error(C10D_EABORTED, "%s of group %s never ran: the group was destroyed before it "
+                    "was waited for", w->c.what, pg->name);
+        finish(w, C10D_EABORTED);
+    }
+    pthread_mutex_lock(&pg->w->mu); /* c10di_posted_start_all looks at it under w->mu */
+    pg->lane = NULL;
+    pthread_mutex_unlock(&pg->w->mu);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);
-    pg->lane = NULL;
 }
 
 void c10di_lane_drain(c10d_pg *pg)
@@ -181,15 +206,11 @@ int c10di_lane_busy(c10d_pg *pg)
     return busy;
 }
 
-c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
+static c10d_status submit_locked(c10d_pg *pg, c10di_lane *l, c10d_work *w)
 {
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
     if (!l->on) {
-        if (pthread_create(&l->th, NULL, lane_main, pg) != 0) {
-            pthread_mutex_unlock(&l->mu);
+        if (pthread_create(&l->th, NULL, lane_main, pg) != 0)
             return c10di_error(C10D_ENOMEM, "cannot start the group's worker thread");
-        }
         l->on = 1;
     }
     w->next = NULL;
@@ -200,8 +221,119 @@ c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
     l->tail = w;
     l->inflight++;
     pthread_cond_signal(&l->cv);
-    pthread_mutex_unlock(&l->mu);
     return C10D_OK;
+}
+
+c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
+{
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    c10d_status st = submit_locked(pg, l, w);
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+/* --- posted receives ---
+ *
+ * torch's batch_isend_irecv (and a ring written by hand) calls irecv from
+ * a peer, then isend to it, on both ranks, and only then waits. Queued on
+ * the lane, the receive would hold up the send behind it on both ranks,
+ * each waiting for the other's send, for ever. So an async recv is posted:
+ * it starts when the caller waits for it, when a later sync recv must
+ * match after it, or before any collective, on any group (coll.c): a rank
+ * in a collective never holds up a peer whose large send waits for this
+ * rank to receive it (a send reads what comes in while it waits for room,
+ * host/p2p.c; a collective waiting for the coordinator's SYNC check does
+ * not). Its timeout runs from its start, as gloo's does from the wait. */
+
+static void unlink_posted(c10di_lane *l, c10d_work *w)
+{
+    for (c10d_work **pp = &l->posted, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            if (l->posted_tail == w)
+                l->posted_tail = prev;
+            break;
+        }
+    w->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    w->posted = 0;
+    pthread_mutex_unlock(&w->mu);
+    atomic_fetch_sub(&w->pg->w->posted, 1);
+}
+
+void c10di_lane_post(c10d_pg *pg, c10d_work *w)
+{
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&w->mu);
+    w->posted = 1;
+    pthread_mutex_unlock(&w->mu);
+    w->next = NULL;
+    if (l->posted_tail)
+        l->posted_tail->next = w;
+    else
+        l->posted = w;
+    l->posted_tail = w;
+    atomic_fetch_add(&pg->w->posted, 1);
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int is_posted(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int posted = w->posted;
+    pthread_mutex_unlock(&w->mu);
+    return posted;
+}
+
+c10d_status c10di_lane_start_posted(c10d_pg *pg, c10d_work *upto)
+{
+    c10di_lane *l = pg->lane;
+    c10d_status st = C10D_OK;
+    pthread_mutex_lock(&l->mu);
+    while (l->posted && (!upto || upto->posted)) {
+        c10d_work *w = l->posted;
+        unlink_posted(l, w);
+        w->c.deadline_ms = c10d_now_ms() + w->c.timeout_ms;
+        if ((st = submit_locked(pg, l, w)) != C10D_OK) {
+            finish(w, st);
+            break;
+        }
+        if (w == upto)
+            break;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return st;
+}
+
+void c10di_posted_start_all(c10di_world *w)
+{
+    if (!atomic_load(&w->posted))
+        return;
+    pthread_mutex_lock(&w->mu);
+    for (c10d_pg *g = w->groups; g; g = g->next_in_world)
+        if (g->lane)
+            (void)c10di_lane_start_posted(g, NULL); /* a failure is the work's */
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waiting for the first posted receive with nothing queued: it runs on
+ * the caller's thread, as a sync call would (no hand-off). 1 if it ran. */
+static int run_posted_here(c10d_work *w)
+{
+    c10d_pg *pg = w->pg;
+    c10di_lane *l = pg->lane;
+    pthread_mutex_lock(&l->mu);
+    int here = l->posted == w && l->inflight == 0;
+    if (here)
+        unlink_posted(l, w);
+    pthread_mutex_unlock(&l->mu);
+    if (!here)
+        return 0;
+    w->c.deadline_ms = c10d_now_ms() + w->c.timeout_ms;
+    finish(w, c10di_execute(pg, &w->c));
+    return 1;
 }
 
 c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
@@ -214,6 +346,9 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
     c10d_status vst =
         c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, INT_MAX, 1, &limit);
     if (vst != C10D_OK)
+        return vst;
+    if (is_posted(w) && (limit == 0 || !run_posted_here(w)) &&
+        (vst = c10di_lane_start_posted(w->pg, w)) != C10D_OK)
         return vst;
     struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
     pthread_mutex_lock(&w->mu);
@@ -238,6 +373,8 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
                            w->pg->name, timeout_ms);
     if (st != C10D_OK)
         return c10di_error(st, "%s", msg);
+    if (w->c.src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *w->c.src_out = w->c.root;
     /* Enqueued on a CUDA stream: order the caller's stream after it (as
      * torch's wait does), without blocking this thread. */
     if (w->c.pending && w->c.be->wait)
@@ -262,6 +399,18 @@ void c10d_work_free(c10d_work *w)
 {
     if (!w)
         return;
+    if (is_posted(w)) { /* never started: it takes no message, its buffer is free */
+        c10di_lane *l = w->pg->lane;
+        pthread_mutex_lock(&l->mu);
+        int mine = w->posted;
+        if (mine)
+            unlink_posted(l, w);
+        pthread_mutex_unlock(&l->mu);
+        if (mine) {
+            c10di_work_destroy(w);
+            return;
+        }
+    }
     pthread_mutex_lock(&w->mu);
     int done = w->done;
     w->freed = 1;

@@ -10,6 +10,7 @@ struct c10d_work {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done, freed; /* mu */
+    int posted;      /* an async recv not started yet (the lane's mu; see c10di_lane_post) */
     c10d_status st;
     char msg[1024];
     c10d_work *next;
@@ -22,5 +23,13 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c);
 void c10di_work_destroy(c10d_work *w);
 int c10di_lane_busy(c10d_pg *pg);
 c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w);
+/* An async recv is posted, not queued: it starts (is queued on the lane,
+ * in call order among the group's receives) when it is waited for, when a
+ * later sync recv is called, or before any collective (on any group), so
+ * the sends after it (an isend to the rank it receives from, say) are not
+ * held up behind a receive that waits for them. */
+void c10di_lane_post(c10d_pg *pg, c10d_work *w);
+/* Starts the posted receives up to and including upto (NULL: all). */
+c10d_status c10di_lane_start_posted(c10d_pg *pg, c10d_work *upto);
 
 #endif

@@ -12,12 +12,12 @@
 // tensors go to the C library's NCCL data plane where torch was built with
 // CUDA (C10D_TORCH_CUDA, set by setup.py); elsewhere they are refused.
 //
-// Why one file of ~1,000 lines: every translation unit that includes
+// Why one file of ~1,300 lines: every translation unit that includes
 // torch's headers takes ~35 s to compile here (`bash scripts/build-torch.sh`,
 // 2 cores), and setuptools compiles them one after another, in CI's plain
 // and sanitizer runs and for torch 2.x; the parts are kept in the order a
 // reader needs them instead: errors and tensor views, finished and async
-// work, the store, the process group, what c10d-ctl shows, join.
+// work, receives, the store, the process group, what c10d-ctl shows, join.
 #include <torch/extension.h>
 #include <torch/version.h>
 #ifdef C10D_TORCH_CUDA
@@ -58,10 +58,20 @@ std::exception_ptr backend_error(const std::string &msg)
 #endif
 }
 
+// "c10d_coord: allreduce: EDESYNC: <the library's report>". A timeout
+// says "Timed out" first, as gloo's do ("Timed out waiting 1000ms for
+// recv operation"), which torch's tests and users' scripts look for.
+std::string report(const std::string &what, c10d_status st, const char *msg)
+{
+    std::string name = c10d_status_name(st);
+    if (st == C10D_ETIMEDOUT)
+        name = "Timed out (" + name + ")";
+    return "c10d_coord: " + what + ": " + name + ": " + msg;
+}
+
 std::string report(const char *what, c10d_status st)
 {
-    return std::string("c10d_coord: ") + what + ": " + c10d_status_name(st) + ": " +
-           c10d_errmsg();
+    return report(what, st, c10d_errmsg());
 }
 
 [[noreturn]] void fail(const char *what, c10d_status st)
@@ -281,8 +291,7 @@ class Finishers {
         std::string msg = st == C10D_OK ? "" : c10d_errmsg();
         c10d_work_free(p.w);
         if (st != C10D_OK) {
-            p.fut->setError(backend_error(std::string("c10d_coord: ") + p.what + ": " +
-                                          c10d_status_name(st) + ": " + msg));
+            p.fut->setError(backend_error(report(p.what, st, msg.c_str())));
             return;
         }
         for (auto &v : p.wb)
@@ -330,6 +339,129 @@ class AsyncWork : public c10d::Work {
   private:
     c10::intrusive_ptr<c10::ivalue::Future> fut_;
     std::vector<at::Tensor> out_;
+};
+
+// --- receives ---
+//
+// A recv is posted in the C library (c10d_recv with async_op): irecv
+// returns at once, so the isend after it goes out (torch 1.13's
+// batch_isend_irecv calls every irecv, then every isend, and only then
+// waits), and it receives when waited for (dist.recv waits at once) or
+// before the group's next collective. Its tensor stays alive until the
+// library is done with it: a Work dropped before that leaves it to its
+// group's Unfinished, freed once it ended (a posted receive still takes its
+// message, as gloo's does).
+
+class Unfinished {
+  public:
+    void add(c10d_work *w, std::vector<View> keep)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        prune_locked();
+        left_.emplace_back(w, std::move(keep));
+    }
+    void prune()
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        prune_locked();
+    }
+
+  private:
+    void prune_locked()
+    {
+        for (size_t i = 0; i < left_.size();)
+            if (c10d_work_is_completed(left_[i].first)) {
+                c10d_work_free(left_[i].first);
+                left_.erase(left_.begin() + (long)i);
+            } else {
+                i++;
+            }
+    }
+    std::mutex mu_;
+    std::vector<std::pair<c10d_work *, std::vector<View>>> left_;
+};
+
+class RecvWork : public c10d::Work {
+  public:
+    RecvWork(const at::Tensor &t, int src, std::shared_ptr<Unfinished> un)
+        : c10d::Work(-1, c10d::OpType::RECV), src_(src), un_(std::move(un))
+    {
+        v_.emplace_back(t);
+        fut_ = c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()));
+    }
+    ~RecvWork() override
+    {
+        if (w_ && c10d_work_is_completed(w_))
+            c10d_work_free(w_);
+        else if (w_)
+            un_->add(w_, std::move(v_));
+    }
+    c10d_tensor *tensor() { return &v_[0].t; }
+    int *src_slot() { return &src_; } /* c10d_recv_any writes the sender here, in wait */
+    void start(c10d_work *w) { w_ = w; }
+
+    bool isCompleted() override { return settle(C10D_NO_WAIT); }
+    bool isSuccess() const override
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        return done_ && !err_;
+    }
+    bool wait(std::chrono::milliseconds) override
+    {
+        settle(C10D_TIMEOUT_DEFAULT);
+        if (err_)
+            std::rethrow_exception(err_);
+        return true;
+    }
+    int sourceRank() const override { return src_; }
+    std::vector<at::Tensor> result() override
+    {
+        wait(kNoTimeout);
+        return {v_[0].user};
+    }
+    // Completed by the wait it makes (a posted receive runs only then).
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    {
+        settle(C10D_TIMEOUT_DEFAULT);
+        return fut_;
+    }
+
+  private:
+    // Waits for the receive (C10D_NO_WAIT: starts it and looks); true
+    // once it ended, its tensor written back or its error kept.
+    bool settle(int timeout_ms)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (done_)
+            return true;
+        c10d_status st;
+        if (timeout_ms != C10D_NO_WAIT && Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release nogil;
+            st = c10d_work_wait(w_, timeout_ms);
+        } else {
+            st = c10d_work_wait(w_, timeout_ms);
+        }
+        if (timeout_ms == C10D_NO_WAIT && st == C10D_ETIMEDOUT && !c10d_work_is_completed(w_))
+            return false;
+        done_ = true;
+        if (st == C10D_OK) {
+            v_[0].write_back();
+            fut_->markCompleted(c10::IValue(std::vector<at::Tensor>{v_[0].user}));
+        } else {
+            err_ = backend_error(report("recv", st));
+            fut_->setError(err_);
+        }
+        return true;
+    }
+    mutable std::mutex mu_;
+    c10d_work *w_ = nullptr;
+    std::vector<View> v_;
+    int src_;
+    bool done_ = false;
+    std::exception_ptr err_;
+    c10::intrusive_ptr<c10::ivalue::Future> fut_;
+    std::shared_ptr<Unfinished> un_;
 };
 
 void one_tensor(const std::vector<at::Tensor> &ts, const char *what)
@@ -520,10 +652,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
         if (finishers_ && finishers_->runs_here()) {
             std::unique_ptr<Finishers> f = std::move(finishers_);
             c10d_pg *pg = pg_;
-            std::thread([f = std::move(f), pg]() mutable {
+            std::thread([f = std::move(f), pg, un = unfinished_]() mutable {
                 f.reset();
                 if (pg)
                     c10d_destroy(pg);
+                un->prune();
             }).detach();
             return;
         }
@@ -540,6 +673,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
             if (pg_)
                 c10d_destroy(pg_);
         }
+        unfinished_->prune(); /* every receive ended with the group */
     }
     const std::string getBackendName() const override { return "coord"; }
 #ifdef C10D_TORCH_GROUP_NAME
@@ -571,6 +705,8 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                              const c10d::AllreduceOptions &o) override
     {
         one_tensor(ts, "allreduce");
+        if (ts[0].is_sparse())
+            return allreduce_sparse(ts[0], o);
         auto v = views(ts);
         std::vector<View> none;
         c10d_tensor *t = &v[0].t;
@@ -579,6 +715,67 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_reduce(pg_, t, op, co, w);
                       });
+    }
+
+    // Sparse COO, SUM (gloo's only one): every rank's coalesced indices
+    // and values are gathered (their counts first, then both padded to the
+    // largest) and summed in rank order, then coalesced, as gloo does: the
+    // same operations in the same order, so the result is gloo's.
+    c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor &t,
+                                                    const c10d::AllreduceOptions &o)
+    {
+        TORCH_CHECK(o.reduceOp == c10d::ReduceOp::SUM,
+                    "c10d_coord: sparse all_reduce supports SUM only (as gloo)");
+        TORCH_CHECK(t.device().is_cpu(), "c10d_coord: sparse all_reduce takes CPU tensors");
+        int n = getSize();
+        at::Tensor in = t.coalesce();
+        int64_t nnz = in._nnz();
+        std::vector<int64_t> meta = {nnz, in.sparse_dim(), in.dense_dim()};
+        for (auto d : in.sizes())
+            meta.push_back(d);
+        c10d_coll_opts co = copts(o.timeout, &t);
+        /* a rank of another dimensionality sends another count: a desync */
+        at::Tensor metas = gathered(at::tensor(meta, at::kLong), co);
+        int64_t most = 0;
+        for (int r = 0; r < n; r++) {
+            at::Tensor m = metas[r];
+            for (size_t k = 1; k < meta.size(); k++)
+                TORCH_CHECK(m[(int64_t)k].item<int64_t>() == meta[k], "c10d_coord: sparse "
+                            "all_reduce: rank ", r, "'s tensor has other sizes or sparse/dense "
+                            "dimensions than rank ", getRank(), "'s ", in.sizes());
+            most = std::max(most, m[0].item<int64_t>());
+        }
+        at::Tensor idx = at::zeros({in.sparse_dim(), most}, at::kLong);
+        idx.narrow(1, 0, nnz).copy_(in._indices());
+        std::vector<int64_t> vshape = in._values().sizes().vec();
+        vshape[0] = most;
+        at::Tensor val = at::zeros(vshape, in._values().options());
+        val.narrow(0, 0, nnz).copy_(in._values());
+        at::Tensor idxs = gathered(idx, co), vals = gathered(val, co);
+        at::Tensor out;
+        for (int r = 0; r < n; r++) {
+            int64_t k = metas[r][0].item<int64_t>();
+            at::Tensor part = at::sparse_coo_tensor(idxs[r].narrow(1, 0, k),
+                                                    vals[r].narrow(0, 0, k), in.sizes(),
+                                                    in.options());
+            if (r == 0)
+                out = part;
+            else
+                out += part;
+        }
+        t.copy_(out.coalesce());
+        return done(c10d::OpType::ALLREDUCE, {t});
+    }
+
+    // Every rank's t, stacked: a new leading dimension of the group's size.
+    at::Tensor gathered(const at::Tensor &t, const c10d_coll_opts &co)
+    {
+        std::vector<int64_t> shape = t.sizes().vec();
+        shape.insert(shape.begin(), getSize());
+        at::Tensor out = at::empty(shape, t.options());
+        View vo(out), vi(t);
+        check("allreduce (sparse)", c10d_all_gather_into_tensor(pg_, &vo.t, &vi.t, &co, nullptr));
+        return out;
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
@@ -638,6 +835,52 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                       [&](const c10d_coll_opts *co, c10d_work **w) {
                           return c10d_all_gather_into_tensor(pg_, to, ti, co, w);
                       });
+    }
+
+    // torch's (deprecated) all_gather_coalesced: every input flattened
+    // into one buffer, one all_gather of it (one verified collective, as
+    // gloo runs one), split into the outputs. outs[i][j] gets rank i's
+    // ins[j]; every rank's inputs must add up alike (else a desync).
+    c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outs,
+                                                       std::vector<at::Tensor> &ins,
+                                                       const c10d::AllgatherOptions &o) override
+    {
+        int n = getSize();
+        TORCH_CHECK(!ins.empty(), "c10d_coord: allgather_coalesced takes one or more tensors");
+        TORCH_CHECK((int)outs.size() == n, "c10d_coord: allgather_coalesced wants ", n,
+                    " output lists (one per rank), got ", outs.size());
+        std::vector<at::Tensor> flat, all;
+        for (const auto &t : ins) {
+            TORCH_CHECK(t.scalar_type() == ins[0].scalar_type(), "c10d_coord: "
+                        "allgather_coalesced wants one dtype in every tensor (",
+                        c10::toString(ins[0].scalar_type()), ")");
+            flat.push_back(t.reshape({-1}));
+        }
+        for (int i = 0; i < n; i++) {
+            TORCH_CHECK(outs[i].size() == ins.size(), "c10d_coord: allgather_coalesced: output "
+                        "list ", i, " has ", outs[i].size(), " tensors, the input list ",
+                        ins.size());
+            for (size_t j = 0; j < ins.size(); j++)
+                TORCH_CHECK(outs[i][j].sizes() == ins[j].sizes() &&
+                                outs[i][j].scalar_type() == ins[j].scalar_type(),
+                            "c10d_coord: allgather_coalesced: output ", i, ",", j,
+                            " is not shaped like input ", j, " ", ins[j].sizes());
+        }
+        at::Tensor in = at::cat(flat);
+        at::Tensor out = at::empty({n * in.numel()}, in.options());
+        View vo(out), vi(in);
+        c10d_coll_opts co = copts(o.timeout, &in);
+        check("allgather_coalesced", c10d_all_gather_into_tensor(pg_, &vo.t, &vi.t, &co, nullptr));
+        for (int i = 0; i < n; i++) {
+            int64_t off = i * in.numel();
+            for (size_t j = 0; j < ins.size(); j++) {
+                int64_t k = ins[j].numel();
+                outs[i][j].detach().copy_(out.narrow(0, off, k).view(ins[j].sizes()));
+                off += k;
+                all.push_back(outs[i][j]);
+            }
+        }
+        return done(c10d::OpType::ALLGATHER_COALESCED, all);
     }
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outs,
@@ -842,11 +1085,17 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
 
     void monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks) override
     {
-        /* torch's unset timeout (kUnsetTimeout, negative) is the group's */
+        /* torch's unset timeout (kUnsetTimeout, negative) is the group's;
+         * 0 gives up at once, as gloo's does (C's 0 is the default) */
         long long t = o.timeout.count();
-        check("monitored_barrier",
-              c10d_monitored_barrier(pg_, t > 0 && t <= INT32_MAX ? (int)t : C10D_TIMEOUT_DEFAULT,
-                                     wait_all_ranks));
+        int ms = t < 0 || t > INT32_MAX ? C10D_TIMEOUT_DEFAULT : t == 0 ? 1 : (int)t;
+        c10d_status st = c10d_monitored_barrier(pg_, ms, wait_all_ranks);
+        if (st == C10D_ETIMEDOUT && getRank() == 0) /* gloo's words first, then ours */
+            std::rethrow_exception(backend_error(
+                "c10d_coord: monitored_barrier: Rank 0 timed out in monitoredBarrier after " +
+                (t < 0 ? std::string("the group's timeout") : std::to_string(t) + " ms") +
+                " (ETIMEDOUT): " + c10d_errmsg()));
+        check("monitored_barrier", st);
     }
 
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &ts, int dst, int tag) override
@@ -861,11 +1110,14 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &ts, int src, int tag) override
     {
         one_tensor(ts, "recv");
-        auto v = views(ts);
-        c10d_coll_opts co = copts(kNoTimeout, first(ts));
-        check("recv", c10d_recv(pg_, &v[0].t, src, tag, &co, nullptr));
-        write_back(v);
-        return done(c10d::OpType::RECV, ts);
+        return post_recv(ts[0], src, tag, false);
+    }
+
+    // torch's recv without src: the Work's sourceRank() is the sender's.
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &ts, int tag) override
+    {
+        one_tensor(ts, "recv");
+        return post_recv(ts[0], -1, tag, true);
     }
 
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &o) override
@@ -878,6 +1130,21 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     }
 
   private:
+    // A receive, posted (see RecvWork).
+    c10::intrusive_ptr<c10d::Work> post_recv(const at::Tensor &t, int src, int tag, bool any)
+    {
+        unfinished_->prune();
+        auto rw = c10::make_intrusive<RecvWork>(t, src, unfinished_);
+        c10d_coll_opts co = copts(kNoTimeout, &t);
+        co.async_op = 1;
+        c10d_work *w = nullptr;
+        check(any ? "recv (any source)" : "recv",
+              any ? c10d_recv_any(pg_, rw->tensor(), tag, rw->src_slot(), &co, &w)
+                  : c10d_recv(pg_, rw->tensor(), src, tag, &co, &w));
+        rw->start(w);
+        return rw;
+    }
+
     // Runs call (a C collective given its opts and a place for the work
     // handle) now, or queued with C10D_TORCH_ASYNC; wb are written back
     // and keep kept alive until it finished.
@@ -914,6 +1181,7 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
     bool async_ = false;
     std::string group_name_, group_desc_;
     std::unique_ptr<Finishers> finishers_;
+    std::shared_ptr<Unfinished> unfinished_ = std::make_shared<Unfinished>();
 };
 
 c10::intrusive_ptr<StoreCoord> StoreCoord::run(c10::intrusive_ptr<ProcessGroupCoord> world,

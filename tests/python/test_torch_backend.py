@@ -115,6 +115,31 @@ def test_collectives_match_gloo():
     assert rc == 0, out
 
 
+def test_all_gather_coalesced_matches_gloo():
+    rc, out = run("coalesced", n=3)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_recv_from_any_source_names_the_sender(n):
+    rc, out = run("anysource", n=n)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_batch_isend_irecv_irecv_first_with_and_without_tags(n):
+    """torch 1.13's batch_isend_irecv issues irecv before isend on every
+    rank: every rank's irecv waited for a send issued after it (a stall
+    until the timeout, 20 s here)."""
+    rc, out = run("batchtags", n=n)
+    assert rc == 0, out
+
+
+def test_sparse_all_reduce_matches_gloo():
+    rc, out = run("sparse", n=3)
+    assert rc == 0, out
+
+
 @pytest.mark.parametrize("mode", ["sync", "async", "off"])
 def test_join_with_a_barrier_every_step(mode):
     """The hang report's case 4: DDP, uneven inputs, a barrier each step."""

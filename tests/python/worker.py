@@ -2,10 +2,11 @@
 through c10d-run (which sets C10D_COORD, RANK, WORLD_SIZE). argv[1] names
 the case; a rank exits 0 when its checks held and prints why otherwise.
 
-One file of ~550 lines on purpose: each case_* is one rank's side of one
+One file of ~650 lines on purpose: each case_* is one rank's side of one
 test in test_torch_backend.py, which c10d-run starts as `worker.py CASE`;
 a module per case would only multiply the imports and the entry point."""
 import os
+import re
 import sys
 import time
 from datetime import timedelta
@@ -234,6 +235,8 @@ def case_timeout(which):
         msg = str(e)
         if "rank 1" not in msg or "ALL_REDUCE" not in msg or "ETIMEDOUT" not in msg:
             fail(f"{which} timeout: the report names no rank or call: {msg}")
+        if not re.search(" (Timed out|closed|timeout) ", msg):  # what torch's own tests look for
+            fail(f"{which} timeout: the report does not say 'Timed out' as gloo's: {msg}")
         if not budget - 0.05 <= took <= budget + 1.0:
             fail(f"{which} timeout of {budget} s raised after {took:.2f} s: {msg}")
         print(f"rank {rank}: {which} timeout raised after {took:.2f} s: {msg[:200]}",
@@ -373,6 +376,104 @@ def case_ring():
         if not torch.equal(got, torch.arange(numel, dtype=torch.float32) + (rank - 1) % world):
             fail(f"ring of {numel} floats: got {got[:4].tolist()}...")
     dist.barrier()
+
+
+def case_coalesced():
+    """all_gather_coalesced (torch's deprecated API; gloo runs it) against
+    gloo: lists of tensors of different shapes, empty ones among them,
+    float and int64, one collective on coord."""
+    gloo = dist.new_group(backend="gloo")
+    for dt in (torch.float32, torch.int64):
+        ins = [torch.full((2, 2), rank + 1).to(dt), torch.ones(0, dtype=dt),
+               torch.arange(5, dtype=dt) * (rank + 1), torch.full((1, 3, 1), 7 * rank).to(dt)]
+        ours = [[torch.full_like(t, -1) for t in ins] for _ in range(world)]
+        theirs = [[torch.full_like(t, -1) for t in ins] for _ in range(world)]
+        dist.all_gather_coalesced(ours, ins)
+        dist.all_gather_coalesced(theirs, ins, group=gloo)
+        for r in range(world):
+            for a, b in zip(ours[r], theirs[r]):
+                if not torch.equal(a, b):
+                    fail(f"all_gather_coalesced {dt} from rank {r}: {a.tolist()} vs gloo "
+                         f"{b.tolist()}")
+    let_go(gloo)
+
+
+def case_anysource():
+    """Receives from any source (torch's recv without src): the last rank
+    receives from every other, sync (dist.recv returns the sender) and
+    async (the Work's _source_rank()), and each message names its sender."""
+    last = world - 1
+    if rank == last:
+        senders = []
+        for i in range(2 * (world - 1)):
+            t = torch.full((10,), -1.0)
+            if i % 2 == 0:
+                sender = dist.recv(t)
+            else:
+                w = dist.irecv(t)
+                w.wait()
+                sender = w._source_rank()
+            if not (0 <= sender < last) or not t.eq(sender).all():
+                fail(f"recv from any source: sender {sender}, tensor {t.tolist()}")
+            senders.append(sender)
+        if sorted(senders) != sorted(list(range(last)) * 2):
+            fail(f"senders {senders}")
+    else:
+        for _ in range(2):
+            dist.send(torch.full((10,), float(rank)), last)
+    dist.barrier()
+
+
+def case_batchtags():
+    """torch 1.13's batch_isend_irecv as its own test calls it: for every
+    peer an irecv first, then an isend, with tags and without, small and
+    larger than a link holds (it stalled: each rank's irecv waited for a
+    send the peer would only make after its own irecv)."""
+    for tags in (False, True):
+        for numel in (10, 1 << 20):
+            ops, got = [], {}
+            for peer in range(world):
+                if peer == rank:
+                    continue
+                got[peer] = torch.full((numel,), -1.0)
+                ops.append(dist.P2POp(dist.irecv, got[peer], peer, tag=peer if tags else 0))
+                ops.append(dist.P2POp(dist.isend, torch.arange(numel, dtype=torch.float32) + rank,
+                                      peer, tag=rank if tags else 0))
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            for peer, t in got.items():
+                if not torch.equal(t, torch.arange(numel, dtype=torch.float32) + peer):
+                    fail(f"batch_isend_irecv (tags {tags}, {numel}) from {peer}: "
+                         f"{t[:4].tolist()}...")
+    dist.barrier()
+
+
+def case_sparse():
+    """Sparse COO all_reduce (SUM) against gloo: indices that overlap and
+    that do not, sparse and dense dimensions, float values that round:
+    the same result, bit for bit, as gloo's."""
+    gloo = dist.new_group(backend="gloo")
+    g = torch.Generator().manual_seed(7 + rank)
+    shapes = [((6,), 1), ((4, 3), 2), ((5, 2, 3), 1), ((3, 4, 2), 2)]
+    for size, sparse_dims in shapes:
+        nnz = 2 + rank
+        idx = torch.stack([torch.randint(0, size[d], (nnz,), generator=g)
+                           for d in range(sparse_dims)])
+        val = torch.randn((nnz,) + size[sparse_dims:], generator=g)
+        base = torch.sparse_coo_tensor(idx, val, size)
+        a, b = base.clone(), base.clone()
+        dist.all_reduce(a)
+        dist.all_reduce(b, group=gloo)
+        if not (a.is_sparse and torch.equal(a._indices(), b._indices()) and
+                torch.equal(a._values(), b._values()) and a.is_coalesced() == b.is_coalesced()):
+            fail(f"sparse all_reduce {size}: {a} vs gloo {b}")
+    try:
+        dist.all_reduce(torch.ones(3).to_sparse(), op=dist.ReduceOp.MAX)
+        fail("a sparse MAX all_reduce ran")
+    except (RuntimeError, ValueError) as e:
+        if "SUM" not in str(e):
+            fail(f"sparse MAX refused with: {e}")
+    let_go(gloo)
 
 
 def case_ops():
@@ -543,13 +644,15 @@ def case_six(kase):
 def main():
     case = sys.argv[1]
     kw = {"timeout": {"timeout": timedelta(seconds=2)},
+          "batchtags": {"timeout": timedelta(seconds=20)},  # a stall fails, not hangs
           "named": {"group_name": "main"}}.get(case, {})
     dist.init_process_group("coord", **kw)  # env:// with C10D_COORD: the coordinator's store
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
      "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
-     "killed": case_killed,
+     "killed": case_killed, "coalesced": case_coalesced, "anysource": case_anysource,
+     "batchtags": case_batchtags, "sparse": case_sparse,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()
 

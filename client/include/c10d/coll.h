@@ -97,13 +97,29 @@ C10D_API c10d_status c10d_gather(c10d_pg *pg, c10d_tensor *outs, const c10d_tens
 /* ins (size(pg) tensors, used on root only; may be NULL elsewhere). */
 C10D_API c10d_status c10d_scatter(c10d_pg *pg, c10d_tensor *out, const c10d_tensor *ins,
                                   int root, const c10d_coll_opts *o, c10d_work **work);
-/* Point to point, matched by (peer, tag); sizes must agree. A send returns
- * once its data is handed to the transport (it may block until the peer
- * receives, for large messages). */
+/* Point to point, matched by (peer, tag) in call order; sizes must agree.
+ * A send returns once its data is handed to the transport (it may block
+ * until the peer receives, for large messages). An async recv is posted:
+ * it starts when it is waited for (c10d_work_wait, C10D_NO_WAIT included),
+ * when a later sync recv is called on its group, or before any collective
+ * on any group; so the sends after it are not held up behind it (an isend
+ * to the peer it receives from: torch's batch_isend_irecv), and a rank in
+ * a collective does not hold up a peer's send to it. Its timeout runs
+ * from its start. Freed before it
+ * started, it is cancelled: it takes no message and its buffer is free.
+ * Posted receives not started when the group is destroyed fail with
+ * C10D_EABORTED. */
 C10D_API c10d_status c10d_send(c10d_pg *pg, const c10d_tensor *t, int dst, int tag,
                                const c10d_coll_opts *o, c10d_work **work);
 C10D_API c10d_status c10d_recv(c10d_pg *pg, c10d_tensor *t, int src, int tag,
                                const c10d_coll_opts *o, c10d_work **work);
+/* From any other member: the first message with tag to reach this rank,
+ * whoever sent it (torch's recv with no src). *src (may be NULL) gets the
+ * sender's group rank when the receive is known done: before a sync call
+ * returns, or when c10d_work_wait returns C10D_OK (keep it valid until
+ * then). The coordinator verifies it against that sender's send. */
+C10D_API c10d_status c10d_recv_any(c10d_pg *pg, c10d_tensor *t, int tag, int *src,
+                                   const c10d_coll_opts *o, c10d_work **work);
 C10D_API c10d_status c10d_barrier(c10d_pg *pg, const c10d_coll_opts *o, c10d_work **work);
 /* A barrier through the coordinator that names the ranks that did not
  * arrive within timeout_ms (C10D_TIMEOUT_DEFAULT: the group's timeout;
@@ -116,7 +132,8 @@ C10D_API c10d_status c10d_monitored_barrier(c10d_pg *pg, int timeout_ms, int wai
  * C10D_NO_WAIT says how it stands now. C10D_ETIMEDOUT leaves it running. */
 C10D_API c10d_status c10d_work_wait(c10d_work *w, int timeout_ms);
 /* 1 when finished (successfully or not). NULL is 1: a sync call leaves no
- * work handle, and what it did is finished. */
+ * work handle, and what it did is finished. Asking does not start a posted
+ * recv (c10d_work_wait with C10D_NO_WAIT does). */
 C10D_API int c10d_work_is_completed(const c10d_work *w);
 /* Frees a work handle; if it is still running it finishes on its own.
  * NULL is accepted. */

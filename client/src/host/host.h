@@ -153,6 +153,9 @@ c10d_status c10di_host_shadow(c10di_host *h, const c10di_coll *c);
 /* p2p.c */
 c10d_status c10di_host_send(c10di_host *h, const c10di_coll *c);
 c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c);
+/* From any peer (c->root C10DI_ANY_SOURCE): the first message with c's tag
+ * to arrive; c->root becomes its sender. */
+c10d_status c10di_host_recv_any(c10di_host *h, c10di_coll *c);
 /* While a send waits for room: reads what peers are sending this rank,
  * without waiting (1: bytes moved). */
 int c10di_p2p_drain(c10di_host *h);

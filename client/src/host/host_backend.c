@@ -254,6 +254,8 @@ out:
 
 static c10d_status host_run(void *state, c10di_coll *c)
 {
+    if (c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE && !c->shadow)
+        return c10di_host_recv_any(state, c); /* learns the sender */
     return c10di_host_run(state, c);
 }
 

@@ -1,7 +1,8 @@
 /* Tagged point-to-point transfers on the P2P channel. Each message is a
  * header (tag, length) and its bytes; a recv takes the first message from
  * src with its tag, keeping others that arrive first (other tags) until
- * their own recv, as torch's send/recv allow.
+ * their own recv, as torch's send/recv allow; a recv from any member takes
+ * the first with its tag from whoever sent it.
  *
  * A send never waits on its receiver alone: while it waits for room, it
  * reads what every peer is sending this rank (c10di_p2p_drain), as MPI
@@ -188,6 +189,47 @@ c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c)
             free(data);
             return st;
         }
+    }
+}
+
+/* The first kept message with tag, from anyone (arrival order); NULL if none. */
+static c10di_unexpected *take_any(c10di_host *h, int tag)
+{
+    for (c10di_unexpected **pp = &h->unexpected; *pp; pp = &(*pp)->next)
+        if ((*pp)->tag == tag) {
+            c10di_unexpected *u = *pp;
+            *pp = u->next;
+            return u;
+        }
+    return NULL;
+}
+
+c10d_status c10di_host_recv_any(c10di_host *h, c10di_coll *c)
+{
+    size_t want = c->count * c10d_dtype_size(c->dtype);
+    c10d_status st;
+    /* Over TCP a lower rank waits for the higher one to dial it (tcp.c):
+     * this rank dials every lower peer it has no link to; higher ones dial
+     * it and are taken from its listener. */
+    for (int p = 0; p < h->me; p++)
+        if ((st = c10di_tcp_link(h, p, c)) != C10D_OK)
+            return st;
+    for (unsigned idle = 0;;) {
+        c10di_unexpected *u = take_any(h, c->tag);
+        if (u) {
+            c->root = u->src;
+            st = deliver(c, h, u->len, u->data, c->buf, want);
+            free(u->data);
+            free(u);
+            return st;
+        }
+        /* a higher rank that dials this one to send, then what every peer sends */
+        if (c10di_tcp_accept_ready(h) | c10di_p2p_drain(h)) {
+            idle = 0;
+            continue;
+        }
+        if (c10di_idle_wait(++idle) && (st = c10di_be_check(h->ctx, c, -1)) != C10D_OK)
+            return st;
     }
 }
 

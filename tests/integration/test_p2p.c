@@ -1,0 +1,373 @@
+/* Tagged send/recv beyond test_collectives.c's battery: receives posted
+ * before the sends they wait for (torch's batch_isend_irecv calls irecv,
+ * then isend, on every rank, then waits), a posted receive whose sender
+ * waits for room while the receiver is in a collective, receives from any
+ * member (torch's recv without src) and their verification, and what
+ * becomes of a posted receive that is freed or outlives its group.
+ * Forked ranks, a real c10d-coord; over shared memory and TCP. */
+#include "coord_proc.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static coord_proc coord;
+
+static void setup(void)
+{
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+
+static void teardown(void)
+{
+    coord_cleanup(&coord);
+    unsetenv("C10D_HOST_TRANSPORT");
+}
+
+#define FAIL(...)                                                                                \
+    do {                                                                                         \
+        fprintf(stderr, __VA_ARGS__);                                                            \
+        fputc('\n', stderr);                                                                     \
+        rc = 1;                                                                                  \
+        goto out;                                                                                \
+    } while (0)
+
+#define CALL(call)                                                                               \
+    do {                                                                                         \
+        c10d_status st_ = (call);                                                                \
+        if (st_ != C10D_OK)                                                                      \
+            FAIL("rank %d: %s: %s: %s", rank, #call, c10d_status_name(st_), c10d_errmsg());      \
+    } while (0)
+
+/* A group whose calls give up after 10 s: a stall fails the test, not
+ * Check's timeout. */
+static c10d_pg *init(int rank, int n, const char *job)
+{
+    return world_init(coord.url, job, rank, n, 10000);
+}
+
+/* 2 MiB: more than a p2p link holds (a 256 KiB ring, a TCP socket's buffers). */
+#define BIG ((2u << 20) / sizeof(int32_t))
+
+static int32_t pattern(int from, int to, size_t i)
+{
+    return (int32_t)(from * 1000003 + to * 7919 + (int)i);
+}
+
+/* torch's batch_isend_irecv on every rank: for each peer, irecv (tag: the
+ * peer) then isend (tag: this rank), a large message and a small one;
+ * then every work is waited for. Queued on the lane, each rank's first
+ * irecv held its isends up behind it, for ever. */
+static int irecv_then_isend(int rank, int n, void *arg)
+{
+    int rc = 0, k = 0;
+    c10d_pg *pg = init(rank, n, arg);
+    size_t works = (size_t)n * 2;
+    c10d_work **w = calloc(works, sizeof *w);
+    int32_t **in = calloc((size_t)n, sizeof *in), **out = calloc((size_t)n, sizeof *out);
+    int32_t small_in[64], small_out = rank;
+    if (!pg || !w || !in || !out)
+        FAIL("rank %d: setup", rank);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        in[p] = malloc(BIG * sizeof(int32_t));
+        out[p] = malloc(BIG * sizeof(int32_t));
+        if (!in[p] || !out[p])
+            FAIL("rank %d: out of memory", rank);
+        for (size_t i = 0; i < BIG; i++)
+            out[p][i] = pattern(rank, p, i);
+        c10d_tensor ti = c10d_tensor_1d(in[p], C10D_INT32, (int64_t)BIG);
+        c10d_tensor to = c10d_tensor_1d(out[p], C10D_INT32, (int64_t)BIG);
+        c10d_tensor si = c10d_tensor_1d(&small_in[p], C10D_INT32, 1);
+        c10d_tensor so = c10d_tensor_1d(&small_out, C10D_INT32, 1);
+        CALL(c10d_recv(pg, &ti, p, p, &co, &w[k++]));
+        CALL(c10d_recv(pg, &si, p, 100 + p, &co, &w[k++]));
+        CALL(c10d_send(pg, &to, p, rank, NULL, NULL));
+        CALL(c10d_send(pg, &so, p, 100 + rank, NULL, NULL));
+    }
+    for (int i = 0; i < k; i++)
+        CALL(c10d_work_wait(w[i], C10D_TIMEOUT_DEFAULT));
+    for (int p = 0; p < n; p++) {
+        if (p == rank)
+            continue;
+        if (small_in[p] != p)
+            FAIL("rank %d: small message from %d is %d", rank, p, small_in[p]);
+        for (size_t i = 0; i < BIG; i++)
+            if (in[p][i] != pattern(p, rank, i))
+                FAIL("rank %d: element %zu from %d is %d", rank, i, p, in[p][i]);
+    }
+    CALL(c10d_barrier(pg, NULL, NULL));
+out:
+    for (int i = 0; w && i < k; i++)
+        c10d_work_free(w[i]);
+    for (int p = 0; p < n && in; p++)
+        free(in[p]), free(out[p]);
+    free(in);
+    free(out);
+    free(w);
+    c10d_destroy(pg);
+    return rc;
+}
+
+static void run(int n, rank_fn fn, const char *job)
+{
+    int failed = world_run(n, fn, (void *)world_job(job), 90, NULL);
+    ck_assert_msg(failed == 0, "%d of %d ranks failed (see stderr)", failed, n);
+}
+
+START_TEST(irecv_then_isend_world_2) { run(2, irecv_then_isend, "posted"); }
+END_TEST
+START_TEST(irecv_then_isend_world_3) { run(3, irecv_then_isend, "posted"); }
+END_TEST
+START_TEST(irecv_then_isend_world_3_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(3, irecv_then_isend, "posted");
+}
+END_TEST
+
+/* Rank 1 posts an irecv from rank 0, then enters a barrier; rank 0 sends
+ * it 2 MiB, then enters the barrier. Rank 0's send waits for room until
+ * rank 1 reads: rank 1, in the barrier, reads what its peers send it. */
+static int posted_during_a_collective(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    int32_t *buf = malloc(BIG * sizeof *buf);
+    if (!pg || !buf)
+        FAIL("rank %d: setup", rank);
+    c10d_tensor t = c10d_tensor_1d(buf, C10D_INT32, (int64_t)BIG);
+    if (rank == 0) {
+        for (size_t i = 0; i < BIG; i++)
+            buf[i] = pattern(0, 1, i);
+        CALL(c10d_send(pg, &t, 1, 3, NULL, NULL));
+        CALL(c10d_barrier(pg, NULL, NULL));
+    } else {
+        c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+        co.async_op = 1;
+        CALL(c10d_recv(pg, &t, 0, 3, &co, &w));
+        CALL(c10d_barrier(pg, NULL, NULL));
+        CALL(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+        for (size_t i = 0; i < BIG; i++)
+            if (buf[i] != pattern(0, 1, i))
+                FAIL("rank 1: element %zu is %d", i, buf[i]);
+    }
+out:
+    c10d_work_free(w);
+    free(buf);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(posted_recv_while_in_a_collective) { run(2, posted_during_a_collective, "during"); }
+END_TEST
+START_TEST(posted_recv_while_in_a_collective_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(2, posted_during_a_collective, "during");
+}
+END_TEST
+
+/* Receives from any member (world 3): ranks 1 and 2 each send rank 0 a
+ * message with tag 6 (which rank 0 takes last, by name), then their own
+ * rank with tag 5 and a large message with tag 7; rank 0 takes the tag-5
+ * messages, then the tag-7 ones, as they come, sync and async, and learns
+ * who sent each. */
+static int from_any(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    int32_t *big = malloc(BIG * sizeof *big);
+    if (!pg || !big)
+        FAIL("rank %d: setup", rank);
+    c10d_tensor tb = c10d_tensor_1d(big, C10D_INT32, (int64_t)BIG);
+    if (rank != 0) {
+        int32_t six = 60 + rank, me = rank;
+        c10d_tensor t6 = c10d_tensor_1d(&six, C10D_INT32, 1), tm = c10d_tensor_1d(&me, C10D_INT32, 1);
+        for (size_t i = 0; i < BIG; i++)
+            big[i] = pattern(rank, 0, i);
+        CALL(c10d_send(pg, &t6, 0, 6, NULL, NULL));
+        CALL(c10d_send(pg, &tm, 0, 5, NULL, NULL));
+        CALL(c10d_send(pg, &tb, 0, 7, NULL, NULL));
+    } else {
+        int seen_small = 0, seen_big = 0;
+        for (int k = 0; k < 2 * (n - 1); k++) {
+            int src = -1;
+            int32_t got = -1;
+            c10d_tensor tg = c10d_tensor_1d(&got, C10D_INT32, 1);
+            int want_big = k >= n - 1, tag = want_big ? 7 : 5;
+            c10d_tensor *t = want_big ? &tb : &tg;
+            if (k % 2) {
+                c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+                co.async_op = 1;
+                CALL(c10d_recv_any(pg, t, tag, &src, &co, &w));
+                if (src != -1)
+                    FAIL("rank 0: the sender (%d) was written before the wait", src);
+                CALL(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+                c10d_work_free(w);
+                w = NULL;
+            } else {
+                CALL(c10d_recv_any(pg, t, tag, &src, NULL, NULL));
+            }
+            if (src < 1 || src >= n)
+                FAIL("rank 0: recv_any says rank %d sent it", src);
+            if (want_big) {
+                for (size_t i = 0; i < BIG; i++)
+                    if (big[i] != pattern(src, 0, i))
+                        FAIL("rank 0: element %zu of rank %d's is %d", i, src, big[i]);
+                seen_big |= 1 << src;
+            } else {
+                if (got != src)
+                    FAIL("rank 0: a message from rank %d says %d", src, got);
+                seen_small |= 1 << src;
+            }
+        }
+        if (seen_small != ((1 << n) - 2) || seen_big != ((1 << n) - 2))
+            FAIL("rank 0: senders seen %#x (small), %#x (big)", seen_small, seen_big);
+        for (int p = 1; p < n; p++) {
+            int32_t six = -1;
+            c10d_tensor t6 = c10d_tensor_1d(&six, C10D_INT32, 1);
+            CALL(c10d_recv(pg, &t6, p, 6, NULL, NULL));
+            if (six != 60 + p)
+                FAIL("rank 0: tag 6 from rank %d says %d", p, six);
+        }
+    }
+    CALL(c10d_barrier(pg, NULL, NULL));
+out:
+    c10d_work_free(w);
+    free(big);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(recv_from_any_member) { run(3, from_any, "any"); }
+END_TEST
+START_TEST(recv_from_any_member_over_tcp)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(3, from_any, "any");
+}
+END_TEST
+
+/* A receive from any member is verified against the send it took: rank
+ * 2 sends float32[4], rank 0 receives int32[4] from anyone. The
+ * coordinator names the sender the data plane found. */
+static int from_any_mismatch(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_pg *pg = init(rank, n, arg);
+    if (!pg)
+        FAIL("rank %d: setup", rank);
+    float f[4] = {1, 2, 3, 4};
+    int32_t i32[4];
+    c10d_tensor tf = c10d_tensor_1d(f, C10D_FLOAT32, 4), ti = c10d_tensor_1d(i32, C10D_INT32, 4);
+    c10d_status st = C10D_OK;
+    if (rank == 2)
+        st = c10d_send(pg, &tf, 0, 5, NULL, NULL);
+    else if (rank == 0)
+        st = c10d_recv_any(pg, &ti, 5, NULL, NULL, NULL);
+    long long t0 = test_now_ms();
+    while (st == C10D_OK && test_now_ms() - t0 < 5000)
+        st = c10d_barrier(pg, NULL, NULL);
+    const char *msg = c10d_errmsg();
+    if (st != C10D_EDESYNC ||
+        !strstr(msg, "tag 5: rank 2 sent float32[4], rank 0 receives int32[4] (different dtype)"))
+        FAIL("rank %d: %s: %s", rank, c10d_status_name(st), msg);
+out:
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(recv_from_any_member_is_verified) { run(3, from_any_mismatch, "anyv"); }
+END_TEST
+
+/* Posted receives match in call order with the sync ones after them; one
+ * freed before it started takes nothing; one still posted when its group
+ * is destroyed fails, and never touches its buffer. */
+static int posted_lifecycle(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *a = NULL, *gone = NULL, *late = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    if (!pg)
+        FAIL("rank %d: setup", rank);
+    int32_t v[3] = {1, 2, 3}, got_a = -1, got_b = -1, got_c = -1, never = -1, untouched = -7;
+    c10d_tensor ta = c10d_tensor_1d(&got_a, C10D_INT32, 1),
+                tb = c10d_tensor_1d(&got_b, C10D_INT32, 1),
+                tc = c10d_tensor_1d(&got_c, C10D_INT32, 1),
+                tn = c10d_tensor_1d(&never, C10D_INT32, 1),
+                tu = c10d_tensor_1d(&untouched, C10D_INT32, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    if (rank == 0) {
+        for (int i = 0; i < 3; i++) {
+            c10d_tensor t = c10d_tensor_1d(&v[i], C10D_INT32, 1);
+            CALL(c10d_send(pg, &t, 1, 0, NULL, NULL));
+        }
+    } else {
+        CALL(c10d_recv(pg, &tn, 0, 0, &co, &gone));
+        c10d_work_free(gone); /* cancelled: the first message is a's */
+        gone = NULL;
+        CALL(c10d_recv(pg, &ta, 0, 0, &co, &a));
+        if (c10d_work_is_completed(a)) /* asking does not start it */
+            FAIL("rank 1: a posted receive completed before anything started it");
+        CALL(c10d_recv(pg, &tb, 0, 0, NULL, NULL)); /* after a */
+        if (!c10d_work_is_completed(a) || got_a != 1 || got_b != 2)
+            FAIL("rank 1: posted then sync: %d (done %d), %d; want 1, 2", got_a,
+                 c10d_work_is_completed(a), got_b);
+        CALL(c10d_work_wait(a, C10D_TIMEOUT_DEFAULT));
+        CALL(c10d_recv(pg, &tc, 0, 0, NULL, NULL));
+        if (got_c != 3 || never != -1)
+            FAIL("rank 1: third message %d, the cancelled receive's buffer %d", got_c, never);
+    }
+    CALL(c10d_barrier(pg, NULL, NULL));
+    if (rank == 1) /* nobody sends tag 9; a collective would start it */
+        CALL(c10d_recv(pg, &tu, 0, 9, &co, &late));
+    c10d_destroy(pg);
+    pg = NULL;
+    if (late) {
+        c10d_status st = c10d_work_wait(late, C10D_TIMEOUT_DEFAULT);
+        if (st != C10D_EABORTED || !strstr(c10d_errmsg(), "destroyed before it was waited for") ||
+            untouched != -7)
+            FAIL("rank 1: a receive posted past its group's end: %s: %s (buffer %d)",
+                 c10d_status_name(st), c10d_errmsg(), untouched);
+    }
+out:
+    c10d_work_free(a);
+    c10d_work_free(late);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(posted_recvs_in_order_cancelled_and_aborted) { run(2, posted_lifecycle, "life"); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("p2p");
+    TCase *tc = tcase_create("host");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, irecv_then_isend_world_2);
+    tcase_add_test(tc, irecv_then_isend_world_3);
+    tcase_add_test(tc, irecv_then_isend_world_3_over_tcp);
+    tcase_add_test(tc, posted_recv_while_in_a_collective);
+    tcase_add_test(tc, posted_recv_while_in_a_collective_over_tcp);
+    tcase_add_test(tc, recv_from_any_member);
+    tcase_add_test(tc, recv_from_any_member_over_tcp);
+    tcase_add_test(tc, recv_from_any_member_is_verified);
+    tcase_add_test(tc, posted_recvs_in_order_cancelled_and_aborted);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -1,0 +1,84 @@
+"""PyTorch's own distributed tests as torch's test/distributed/
+test_distributed_spawn.py runs them (a class over TestDistBackend and
+DistributedTest._DistTestBase; each test spawns WORLD_SIZE fresh ranks),
+with c10d-coord's groups where C10D_SUITE_GROUPS=coord. run.py sets the
+environment and runs it; the ranks, spawned, import this module again, so
+everything they need is decided here from the environment:
+
+  BACKEND=gloo            the suite's own feature gating (what it keeps for
+                          gloo runs), whatever backend the groups use
+  WORLD_SIZE, TEMP_DIR,   as torch's run_test.py sets them (TEMP_DIR and
+  INIT_METHOD             INIT_METHOD per test, by TestDistBackend.setUp)
+  C10D_SUITE_GROUPS       coord: init_process_group and new_group make coord
+                          groups where the suite asks for gloo; gloo: torch's
+  C10D_SUITE_INIT         file: torch's own per-test file:// rendezvous;
+                          coord: the coordinator's store (coord://HOST:PORT)
+  C10D_COORD              the coordinator every test's ranks meet on
+"""
+import itertools
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+for p in (os.path.join(ROOT, "python"), HERE):  # c10d_coord; the expecttest stand-in
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed.distributed_c10d as c10d  # noqa: E402
+import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
+
+GROUPS = os.environ.get("C10D_SUITE_GROUPS", "coord")
+INIT = os.environ.get("C10D_SUITE_INIT", "file")
+
+# torch 1.13's TestDistBackend._run turns DDP's ReplicatedTensor on, which
+# breaks under Python 3.11 for every backend (gloo's DDP tests included):
+# the suite runs without it.
+_set_replicated = replicated._set_ddp_with_replicated_tensor
+replicated._set_ddp_with_replicated_tensor = lambda value: _set_replicated(False)
+
+if GROUPS == "coord":
+    import c10d_coord  # noqa: F401,E402  (registers "coord" and coord://)
+
+    def _ours(backend):
+        return "coord" if backend is not None and str(backend).lower() == "gloo" else backend
+
+    _init_process_group, _new_group = c10d.init_process_group, c10d.new_group
+
+    def init_process_group(backend, *args, **kwargs):
+        return _init_process_group(_ours(backend), *args, **kwargs)
+
+    def new_group(ranks=None, timeout=c10d.default_pg_timeout, backend=None, pg_options=None):
+        return _new_group(ranks, timeout, _ours(backend), pg_options)
+
+    # dist.* for the tests, distributed_c10d's own for new_subgroups and
+    # the model averagers, which call it by its module's name.
+    dist.init_process_group = c10d.init_process_group = init_process_group
+    dist.new_group = c10d.new_group = new_group
+
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+torch.backends.cuda.matmul.allow_tf32 = False
+
+_runs = itertools.count(1)
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        # Each test is a run of its own on the one coordinator, as jobs
+        # launched one after another by c10d-run are (run-<pid>).
+        os.environ["C10D_JOB"] = f"torch-suite-{os.getpid()}-{next(_runs)}"
+        self._spawn_processes()
+        torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+    @property
+    def init_method(self):
+        if INIT == "coord":
+            return "coord://" + os.environ["C10D_COORD"].split("://", 1)[1]
+        return super().init_method  # file://<a file of this test's>

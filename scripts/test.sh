@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything and runs every test: the Debian packages, a build with
-# warnings as errors, the test suite, the PyTorch tests, a bounded fuzzing
+# warnings as errors, the test suite, the PyTorch tests (ours, a pip install
+# into a venv, PyTorch's own distributed suite), a bounded fuzzing
 # run of the coordinator; then the suite again under AddressSanitizer +
 # UndefinedBehaviorSanitizer with leak detection, built without NCCL.
 #   scripts/test.sh            both builds
@@ -32,6 +33,15 @@ echo "== test python/c10d_coord (pytest)"
 # the checkout (after build-torch.sh: the build-tree case reuses its objects).
 echo "== test pip install of c10d_coord (venv, offline, from a prefix and a build tree)"
 /usr/bin/python3 -m pytest -q -rs tests/install
+# PyTorch's own distributed suite (distributed_test.py, shipped with
+# python3-torch) on coord groups, one coordinator for all of it: the tests
+# that pass on gloo here, at world 2 and 3 (tests/torch_suite/ci-world*.txt).
+if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+    echo "== test PyTorch's own distributed_test.py on coord groups (tests/torch_suite)"
+    /usr/bin/python3 tests/torch_suite/run.py
+else
+    echo "== PyTorch is not installed: skipping PyTorch's own distributed tests"
+fi
 # The coordinator's decoder and handlers under libFuzzer, for a bounded
 # time from the committed corpus (C10D_FUZZ_SECONDS, default 60).
 bash scripts/fuzz.sh

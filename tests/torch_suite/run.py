@@ -12,7 +12,9 @@ c10d-coord's backend, on CPU, as torch's test_distributed_spawn.py runs it
 
 One coordinator (build/server/c10d-coord, its database in a temporary
 directory, a free port) serves the whole run, every test's ranks meeting on
-it as a job of their own, as users run job after job on one coordinator.
+it as a job of their own, as users run job after job on one coordinator;
+torch's store is the coordinator's (init_method coord://HOST:PORT: each
+test's run has its own), but for tests a list file marks init=file.
 Exit status: 0 when every test of a list file passed (for names, -k and
 --all: when none failed), 1 otherwise, 2 on bad usage.
 """
@@ -35,15 +37,23 @@ BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
 LISTS = {2: os.path.join(HERE, "ci-world2.txt"), 3: os.path.join(HERE, "ci-world3.txt")}
 
 
-def read_list(path):
-    """Test names, one a line; '#' starts a comment."""
-    names = []
+def read_list(path, with_init=False):
+    """Test names, one a line; '#' starts a comment. A name may be followed
+    by init=file or init=coord: the init method that test runs with (with
+    with_init, (name, init or None) pairs)."""
+    rows = []
     with open(path) as f:
         for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                names.append(line)
-    return names
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            init = None
+            for w in words[1:]:
+                if not w.startswith("init=") or w[5:] not in ("file", "coord"):
+                    sys.exit(f"run.py: {path}: '{w}' (want init=file or init=coord)")
+                init = w[5:]
+            rows.append((words[0], init) if with_init else words[0])
+    return rows
 
 
 # --- the coordinator -----------------------------------------------------
@@ -185,8 +195,10 @@ def main():
                     help="world size (repeatable; default 2, or 2 and 3 for the CI lists)")
     ap.add_argument("--groups", choices=["coord", "gloo"], default="coord",
                     help="whose process groups (default coord)")
-    ap.add_argument("--init", choices=["file", "coord"], default="file",
-                    help="init_method: torch's file:// (default) or the coordinator's store")
+    ap.add_argument("--init", choices=["file", "coord"], default="coord",
+                    help="init_method: the coordinator's store, coord://HOST:PORT (default: "
+                         "each test's run has its own), or torch's per-test file://; a list "
+                         "file's init=... for one test wins")
     ap.add_argument("--timeout", type=int, default=150,
                     help="seconds a test may take before its ranks are killed (default 150)")
     ap.add_argument("--log", help="the ranks' output and each failure's full text "
@@ -204,18 +216,22 @@ def main():
 
     # What runs at which world size, and whether a list file says it must pass.
     worlds = args.world or ([2] if (args.names or args.all or args.pattern) else [2, 3])
-    plan = []
+    plan = []  # (world, init, names, must pass)
     for w in worlds:
         if args.names or args.all or args.pattern:
             names = args.names or all_names(w)
             if args.pattern:
                 names = [n for n in names if re.search(args.pattern, n)]
-            plan.append((w, names, False))
+            plan.append((w, args.init, names, False))
         elif w in LISTS:
-            plan.append((w, read_list(LISTS[w]), True))
+            rows = read_list(LISTS[w], with_init=True)
+            for init in (args.init, "file" if args.init == "coord" else "coord"):
+                names = [n for n, i in rows if (i or args.init) == init]
+                if names:
+                    plan.append((w, init, names, True))
         else:
             ap.error(f"no list for world {w}: name tests, -k or --all")
-    if not any(names for _, names, _ in plan):
+    if not any(names for _, _, names, _ in plan):
         ap.error("no test selected")
 
     tmp = tempfile.mkdtemp(prefix="torch-suite-")
@@ -229,26 +245,28 @@ def main():
     # look at (TestDistBackend.setUp then names each test's own file).
     # TMPDIR: the files torch's test classes make and leave (one per test)
     # go with the run's directory.
-    init = f"file://{tmp}/" if args.init == "file" else "coord://" + coord.url.split("://", 1)[1]
-    env.update(BACKEND="gloo", INIT_METHOD=init, C10D_COORD=coord.url, TMPDIR=tmp,
-               C10D_SUITE_GROUPS=args.groups, C10D_SUITE_INIT=args.init,
+    inits = {"file": f"file://{tmp}/", "coord": "coord://" + coord.url.split("://", 1)[1]}
+    env.update(BACKEND="gloo", C10D_COORD=coord.url, TMPDIR=tmp,
+               C10D_SUITE_GROUPS=args.groups,
                DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=str(args.timeout),
                PYTHONPATH=os.pathsep.join([HERE, os.path.join(ROOT, "python")] +
                                           [p for p in [env.get("PYTHONPATH")] if p]))
-    print(f"torch suite: {args.groups} groups, init {args.init}://, coordinator {coord.url}, "
+    print(f"torch suite: {args.groups} groups, init {args.init}:// (where a list says no "
+          f"other), coordinator {coord.url}, "
           f"log {log_path}", flush=True)
     t_all = time.monotonic()
     summary, ok = [], True
     try:
-        for world, names, must_pass in plan:
-            names_file = os.path.join(tmp, f"names-{world}.txt")
-            results = os.path.join(tmp, f"results-{world}.json")
+        for world, init, names, must_pass in plan:
+            names_file = os.path.join(tmp, f"names-{world}-{init}.txt")
+            results = os.path.join(tmp, f"results-{world}-{init}.json")
             with open(names_file, "w") as f:
                 f.write("\n".join(names) + "\n")
             t0 = time.monotonic()
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one-world",
                                 "--names-file", names_file, "--results", results],
-                               cwd=tmp, env=dict(env, WORLD_SIZE=str(world)),
+                               cwd=tmp, env=dict(env, WORLD_SIZE=str(world),
+                                                 INIT_METHOD=inits[init], C10D_SUITE_INIT=init),
                                stdout=sys.stdout, stderr=log)
             took = time.monotonic() - t0
             rows = json.load(open(results)) if os.path.exists(results) else []
@@ -258,18 +276,18 @@ def main():
                 rows += [{"name": n, "outcome": "failed", "seconds": 0,
                           "detail": f"not run: the runner exited {p.returncode} (see the log)"}
                          for n in names if n not in done]
-            summary.append((world, rows, took, must_pass))
+            summary.append((world, init, rows, took, must_pass))
     finally:
         alive = coord.alive()
         coord.stop()
         log.close()
 
     print(f"\n===== torch's distributed_test.py on {args.groups} groups "
-          f"(init {args.init}://, torch {torch_version()})")
-    for world, rows, took, must_pass in summary:
+          f"(torch {torch_version()})")
+    for world, init, rows, took, must_pass in summary:
         by = {o: [r for r in rows if r["outcome"] == o] for o in ("passed", "failed", "skipped")}
-        print(f"world {world}: {len(by['passed'])} passed, {len(by['failed'])} failed, "
-              f"{len(by['skipped'])} skipped, in {took:.0f} s")
+        print(f"world {world}, init {init}://: {len(by['passed'])} passed, "
+              f"{len(by['failed'])} failed, {len(by['skipped'])} skipped, in {took:.0f} s")
         for r in by["failed"]:
             print(f"  FAILED  {r['name']}: {r['detail'][:300]}")
         for r in by["skipped"]:
@@ -287,7 +305,7 @@ def main():
     print(f"total {time.monotonic() - t_all:.0f} s: {'OK' if ok else 'FAILED'}{where}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({str(w): rows for w, rows, _, _ in summary}, f, indent=1)
+            json.dump({f"{w} {i}": rows for w, i, rows, _, _ in summary}, f, indent=1)
     if not kept:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1

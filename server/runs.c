@@ -15,23 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The tables that hold a run's records, keyed (job, generation, key...).
- * groups first: verification makes a group's state again from its row
- * (c10ds_verify_group), so once it is gone nothing of the run comes back
- * into memory while the rest is deleted over several sweeps. */
 static const struct {
     const char *table, *key;
-} per_run[RS_COUNT - RS_TABLES] = {
-    {"groups", "name"},
-    {"group_ranks", "name, idx"},
-    {"group_members", "name, idx"},
-    {"findings", "name"},
-    {"coll_trace", "name, rank, first_seq"},
-    {"join_members", "name, region, rank"},
-    {"join_regions", "name, region"},
-    {"member_finals", "rank, grp"},
-    {"members", "rank"},
+} per_run[] = {
+#define PER_RUN_ENTRY(t, k) {#t, k},
+    C10DS_PER_RUN_TABLES(PER_RUN_ENTRY)
+#undef PER_RUN_ENTRY
 };
+_Static_assert(sizeof per_run / sizeof *per_run == RS_COUNT - RS_TABLES,
+               "one bounded delete per table of per-run records");
 
 static const char *const sql[RS_TABLES] = {
     [RS_START] = "INSERT OR REPLACE INTO runs(job, generation, started_ms, ended_ms) "

@@ -37,6 +37,28 @@
 /* The most runs looked at in one sweep. */
 #define RUNS_RECLAIM_RUNS 16
 
+/* The tables that hold a run's records, keyed (job, generation, key...),
+ * with the rest of their primary key: X(table, key). Reclaiming deletes
+ * them in this order. groups first: verification makes a group's state
+ * again from its row (c10ds_verify_group), so once it is gone nothing of
+ * the run comes back into memory while the rest is deleted over several
+ * sweeps. A new table of per-run records goes here (test_runs checks the
+ * schema against this list); `runs` itself is deleted last, on its own. */
+#define C10DS_PER_RUN_TABLES(X)                                                                    \
+    X(groups, "name")                                                                              \
+    X(group_ranks, "name, idx")                                                                    \
+    X(group_members, "name, idx")                                                                  \
+    X(findings, "name")                                                                            \
+    X(coll_trace, "name, rank, first_seq")                                                         \
+    X(join_members, "name, region, rank")                                                          \
+    X(join_regions, "name, region")                                                                \
+    X(member_finals, "rank, grp")                                                                  \
+    X(members, "rank")
+
+#define C10DS_RUNS_COUNT_ONE_(table, key) +1
+/* How many tables C10DS_PER_RUN_TABLES lists. */
+#define C10DS_PER_RUN_TABLE_COUNT (0 C10DS_PER_RUN_TABLES(C10DS_RUNS_COUNT_ONE_))
+
 enum {
     RS_START,
     RS_END,
@@ -44,7 +66,7 @@ enum {
     RS_FORGET,
     RS_JOB_GONE,
     RS_TABLES, /* then one bounded delete per table of per-run records */
-    RS_COUNT = RS_TABLES + 9
+    RS_COUNT = RS_TABLES + C10DS_PER_RUN_TABLE_COUNT
 };
 
 typedef struct c10ds_runs {

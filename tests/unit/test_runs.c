@@ -180,10 +180,10 @@ static uint64_t form(const char *job, int n)
     return rep->group_join->generation;
 }
 
-static const char *const per_run_tables[] = {
-    "members",  "member_finals", "groups",       "group_ranks",  "group_members",
-    "findings", "coll_trace",    "join_regions", "join_members", "runs",
-};
+/* runs.c's list of the tables of per-run records, and runs itself. */
+#define TABLE_NAME(t, k) #t,
+static const char *const per_run_tables[] = {C10DS_PER_RUN_TABLES(TABLE_NAME) "runs"};
+#undef TABLE_NAME
 
 /* Rows of job in every table of per-run records, and its jobs row. */
 static long long rows_of(const char *job)
@@ -367,6 +367,37 @@ START_TEST(a_job_row_stays_while_an_older_run_is_alive)
 }
 END_TEST
 
+/* Every table of the schema keyed by (job, generation) holds a run's
+ * records, and runs.c must delete them: a table added without joining its
+ * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
+ * the one exception: a row per job (its current generation), deleted with
+ * the job's last run. */
+START_TEST(every_table_keyed_by_job_and_generation_is_reclaimed)
+{
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT name FROM sqlite_master m WHERE type = "
+                                              "'table' AND EXISTS (SELECT 1 FROM pragma_table_info"
+                                              "(m.name) WHERE name = 'job') AND EXISTS (SELECT 1 "
+                                              "FROM pragma_table_info(m.name) WHERE name = "
+                                              "'generation') ORDER BY name", -1, &s, NULL),
+                     SQLITE_OK);
+    size_t n = 0, listed = sizeof per_run_tables / sizeof *per_run_tables;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (!strcmp(t, "jobs"))
+            continue;
+        int found = 0;
+        for (size_t i = 0; i < listed; i++)
+            found |= !strcmp(per_run_tables[i], t);
+        ck_assert_msg(found, "table %s is keyed by (job, generation) but runs.c never deletes its "
+                      "rows: add it to C10DS_PER_RUN_TABLES (server/runs.h)", t);
+        n++;
+    }
+    sqlite3_finalize(s);
+    ck_assert_int_eq(n, listed); /* and the list names no table the schema lacks */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runs");
@@ -378,6 +409,7 @@ int main(void)
     tcase_add_test(tc, a_forming_generation_refuses_another_world_size_with_the_hint);
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
     tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
+    tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -227,6 +227,15 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
         return 0;
     }
     int held = have ? c10ds_groups_member(&e->groups, m->job, job.generation, m->rank, &mem) : 0;
+    if (held < 0) {
+        /* Not knowing whether the rank has a holder, never write one: the
+         * member row is INSERT OR REPLACE, and would overwrite an alive
+         * holder's. */
+        c10ds_fail(r, C10D_ERROR, "database error reading rank %d of job %s generation %llu: %s",
+                   m->rank, m->job, (unsigned long long)job.generation,
+                   sqlite3_errmsg(e->db->h));
+        return 0;
+    }
     if (held == 1 && strcmp(mem.state, "alive") == 0) {
         if (mem.client_id == client)
             return job.generation; /* this join resent */

@@ -367,6 +367,35 @@ START_TEST(a_job_row_stays_while_an_older_run_is_alive)
 }
 END_TEST
 
+/* A database error reading the rank's holder fails the arrival: before,
+ * it fell through into the member's INSERT OR REPLACE and took an alive
+ * holder's row (its client, host, pid) in the running generation. */
+START_TEST(a_database_error_reading_the_holder_fails_the_arrival)
+{
+    uint64_t gen = form("j", 2);
+    /* the member lookup fails when it runs (abs() of the smallest integer
+     * is an "integer overflow" error), with the same parameters */
+    sqlite3_stmt *broken, *kept = eng->groups.st[GS_MEMBER_GET];
+    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT host, pid, client_id, state, '', '', 0, 0 "
+                                              "FROM members WHERE job = ?1 AND generation = ?2 "
+                                              "AND rank = ?3 AND abs(-9223372036854775807 - 1)",
+                                        -1, &broken, NULL), SQLITE_OK);
+    eng->groups.st[GS_MEMBER_GET] = broken;
+    C10dpb__Reply *rep = run1(join_req(9, "j", 0, 2));
+    eng->groups.st[GS_MEMBER_GET] = kept;
+    sqlite3_finalize(broken);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_ERROR);
+    ck_assert_msg(strstr(rep->detail, "database error reading rank 0 of job j generation 1"),
+                  "%s", rep->detail);
+    /* rank 0's holder is untouched, and alive */
+    ck_assert_int_eq(scalar("SELECT client_id FROM members WHERE job = '%s' AND rank = 0", "j"), 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'alive'",
+                            "j"), 2);
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "j"), (long long)gen);
+}
+END_TEST
+
 /* Every table of the schema keyed by (job, generation) holds a run's
  * records, and runs.c must delete them: a table added without joining its
  * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
@@ -410,6 +439,7 @@ int main(void)
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
     tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
     tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
+    tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

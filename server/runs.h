@@ -9,15 +9,19 @@
  *   row in `runs` (schema/010_runs.sql).
  * - It is over when its last alive member leaves or is declared dead (or,
  *   never formed, its last arrival gives up or dies): the transaction that
- *   marks that member records the end and deletes the run's store keys,
- *   everything under jobs/<job>/<generation>/ (common/run_scope.h).
+ *   marks that member records the end, tells the other modules
+ *   (run_ended, events.h: what they keep in memory for the run goes, its
+ *   post-mortem written to the database first) and deletes up to
+ *   RUNS_END_KEYS of the run's store keys, everything under
+ *   jobs/<job>/<generation>/ (common/run_scope.h); the sweep deletes the
+ *   rest, in bounded batches (runs.keys_ms, schema/011_run_keys.sql).
  * - Its records (members, their finals, groups, their ranks and endpoints,
  *   findings, traces, join regions; what c10d-ctl status, desync and trace
  *   show for a post-mortem) stay for --retention, then the sweep deletes
- *   them, at most RUNS_RECLAIM_ROWS rows a sweep, with what the engine
- *   keeps in memory for the run (run_reclaimed, events.h) and the job's
- *   row once nothing of the job is left (a job that comes back starts at
- *   generation 1 again).
+ *   them, at most RUNS_RECLAIM_ROWS rows a sweep (with its keys), with
+ *   what the engine keeps in memory for the run (run_reclaimed, events.h)
+ *   and the job's row once nothing of the job is left (a job that comes
+ *   back starts at generation 1 again).
  *
  * All of it is this module's listener (c10ds_runs_listener, events.h):
  * the modules that change membership only announce it. */
@@ -29,11 +33,15 @@
 #include <c10d/pg.h>
 #include <stdint.h>
 
-/* The most rows one sweep deletes (at most 8.4 ms here, ~1.5 us a row in
- * bounded statements; sweeps come every 500 ms): a backlog after a
- * restart, or a run of 10,000 ranks with their traces, never holds the
- * engine for long. */
+/* The most rows one sweep deletes, store keys and records together (at
+ * most 8.4 ms here, ~1.5 us a row in bounded statements; sweeps come every
+ * 500 ms): a run that left 100,000 keys, a backlog after a restart, or a
+ * run of 10,000 ranks with their traces, never holds the engine for long. */
 #define RUNS_RECLAIM_ROWS 5000
+/* The most store keys deleted in the transaction that ends a run (about
+ * 0.6 ms here): a run that wrote no more is gone at once, when its last
+ * rank's c10d_destroy returns; a bigger one's rest goes in the sweeps. */
+#define RUNS_END_KEYS 1000
 /* The most runs looked at in one sweep. */
 #define RUNS_RECLAIM_RUNS 16
 
@@ -62,6 +70,9 @@
 enum {
     RS_START,
     RS_END,
+    RS_OVER,
+    RS_KEYS_DUE,
+    RS_KEYS_DONE,
     RS_DUE,
     RS_FORGET,
     RS_JOB_GONE,
@@ -76,6 +87,10 @@ typedef struct c10ds_runs {
     char job[C10D_MAX_JOB_BYTES + 1];
     uint64_t gen;
     int64_t rows;
+    /* The same for the run whose store keys the sweep deletes. */
+    char keys_job[C10D_MAX_JOB_BYTES + 1];
+    uint64_t keys_gen;
+    int64_t keys;
 } c10ds_runs;
 
 int c10ds_runs_init(c10ds_runs *r, c10ds_db *db);
@@ -88,5 +103,10 @@ typedef struct c10ds_engine c10ds_engine;
  * rows. Returns the rows deleted, or -1 on a database error. The sweep's
  * work (with RUNS_RECLAIM_ROWS), exposed for the tests. */
 int64_t c10ds_runs_reclaim(c10ds_engine *e, int64_t now_ms, int64_t budget);
+
+/* 1 if run (job, gen) is over, 0 if not (or it has no row), -1 on a
+ * database error. What a module keeps in memory for a run is not made
+ * again for a run that is over (its post-mortem is in the database). */
+int c10ds_run_over(c10ds_engine *e, const char *job, uint64_t gen);
 
 #endif

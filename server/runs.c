@@ -25,6 +25,9 @@ static const struct {
 _Static_assert(sizeof per_run / sizeof *per_run == RS_COUNT - RS_TABLES,
                "one bounded delete per table of per-run records");
 
+/* meta's row: the highest generation of any job whose row was reclaimed. */
+#define FLOOR_NAME "runs.generation_floor"
+
 static const char *const sql[RS_TABLES] = {
     [RS_START] = "INSERT OR REPLACE INTO runs(job, generation, started_ms, ended_ms, keys_ms) "
                  "VALUES(?1, ?2, ?3, NULL, NULL)",
@@ -39,6 +42,14 @@ static const char *const sql[RS_TABLES] = {
                "ended_ms IS NOT NULL AND ended_ms <= ?1 AND keys_ms IS NOT NULL "
                "ORDER BY ended_ms LIMIT ?2",
     [RS_FORGET] = "DELETE FROM runs WHERE job = ?1 AND generation = ?2",
+    /* Before the job's row goes (RS_JOB_GONE, the same condition), its
+     * generation raises the floor: the name, should it come back, starts
+     * above it, and so does every other new name. */
+    [RS_FLOOR_RAISE] = "INSERT INTO meta(name, value) SELECT '" FLOOR_NAME "', generation FROM "
+                       "jobs WHERE job = ?1 AND NOT EXISTS (SELECT 1 FROM runs WHERE job = ?1) "
+                       "ON CONFLICT(name) DO UPDATE SET value = max(CAST(value AS INTEGER), "
+                       "CAST(excluded.value AS INTEGER))",
+    [RS_FLOOR_GET] = "SELECT CAST(value AS INTEGER) FROM meta WHERE name = '" FLOOR_NAME "'",
     /* The job's row goes with its last run: the job's current generation
      * is over and reclaimed, and no older one (a survivor of a restart)
      * is still running or waiting for its retention. */
@@ -167,8 +178,7 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
 
 /* What the engine keeps in memory for (job, gen) goes first: the
  * listeners' state (verification's groups and their traces, join
- * regions), and the groups' caches, keyed by the run (a job that comes
- * back starts at generation 1 again and must not find them). */
+ * regions), and the groups' caches, keyed by the run. */
 static void forget_in_memory(c10ds_engine *e, const char *job, uint64_t gen)
 {
     c10ds_emit_run_reclaimed(e, job, gen);
@@ -210,7 +220,11 @@ static int64_t reclaim_run(c10ds_engine *e, const char *job, uint64_t gen, int64
     }
     if (run_stmt(stmt(rs, RS_FORGET, job, gen)) < 0)
         return -1;
-    sqlite3_stmt *s = stmt(rs, RS_JOB_GONE, NULL, 0);
+    sqlite3_stmt *s = stmt(rs, RS_FLOOR_RAISE, NULL, 0);
+    sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
+    if (run_stmt(s) < 0)
+        return -1;
+    s = stmt(rs, RS_JOB_GONE, NULL, 0);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_TRANSIENT);
     if ((n = run_stmt(s)) < 0)
         return -1;
@@ -329,6 +343,19 @@ int c10ds_run_over(c10ds_engine *e, const char *job, uint64_t gen)
     int rc = sqlite3_step(s), over = rc == SQLITE_ROW && sqlite3_column_int(s, 0);
     sqlite3_reset(s);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? over : -1;
+}
+
+uint64_t c10ds_runs_first_generation(c10ds_engine *e)
+{
+    sqlite3_stmt *s = stmt(&e->runs, RS_FLOOR_GET, NULL, 0);
+    int rc = sqlite3_step(s);
+    int64_t floor = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        c10ds_error("runs: %s", sqlite3_errmsg(sqlite3_db_handle(s)));
+        return 0;
+    }
+    return (uint64_t)(floor > 0 ? floor : 0) + 1;
 }
 
 static void on_sweep(c10ds_engine *e)

@@ -18,10 +18,12 @@
  * - Its records (members, their finals, groups, their ranks and endpoints,
  *   findings, traces, join regions; what c10d-ctl status, desync and trace
  *   show for a post-mortem) stay for --retention, then the sweep deletes
- *   them, at most RUNS_RECLAIM_ROWS rows a sweep (with its keys), with
- *   what the engine keeps in memory for the run (run_reclaimed, events.h)
- *   and the job's row once nothing of the job is left (a job that comes
- *   back starts at generation 1 again).
+ *   them, at most RUNS_RECLAIM_ROWS rows a sweep (with its keys), and the
+ *   job's row once nothing of the job is left.
+ * - Generation numbers never repeat on a coordinator: a job whose row was
+ *   reclaimed starts above the highest generation of any job reclaimed
+ *   (the floor, in `meta`), so a key written late into an old run's store
+ *   (a straggler's c10d_run_store handle) is never in a later run's.
  *
  * All of it is this module's listener (c10ds_runs_listener, events.h):
  * the modules that change membership only announce it. */
@@ -75,6 +77,8 @@ enum {
     RS_KEYS_DONE,
     RS_DUE,
     RS_FORGET,
+    RS_FLOOR_RAISE,
+    RS_FLOOR_GET,
     RS_JOB_GONE,
     RS_TABLES, /* then one bounded delete per table of per-run records */
     RS_COUNT = RS_TABLES + C10DS_PER_RUN_TABLE_COUNT
@@ -108,5 +112,10 @@ int64_t c10ds_runs_reclaim(c10ds_engine *e, int64_t now_ms, int64_t budget);
  * database error. What a module keeps in memory for a run is not made
  * again for a run that is over (its post-mortem is in the database). */
 int c10ds_run_over(c10ds_engine *e, const char *job, uint64_t gen);
+
+/* The generation a job with no row starts at: above every generation of
+ * the jobs reclaimed so far (the floor; 1 on a new coordinator), so that
+ * no run's prefix is ever used twice. 0 on a database error. */
+uint64_t c10ds_runs_first_generation(c10ds_engine *e);
 
 #endif

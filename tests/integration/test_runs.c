@@ -324,9 +324,11 @@ START_TEST(a_finished_job_is_reclaimed_after_its_retention_and_runs_again)
     static char out[1 << 16];
     ck_assert_int_eq(ctl(out, sizeof out, "%s", "status"), 0);
     ck_assert_msg(!strstr(out, sh->job), "c10d-ctl status still shows %s:\n%s", sh->job, out);
-    /* the same name again: generation 1, a clean store, no old finding */
+    /* the same name again: a clean store, no old finding, and a new
+     * generation number (never 1 again: a straggler's late write to the
+     * old run's store must not be in this one) */
     sh->desync = 0;
-    run_job(1);
+    run_job(2);
 }
 END_TEST
 

@@ -73,6 +73,18 @@ static void teardown(void)
     unlink(p);
 }
 
+/* The coordinator restarted on the same database file: a new engine
+ * (nothing in memory), the members' connections those of the old one. */
+static void reopen(void)
+{
+    c10ds_engine_free(eng);
+    c10ds_db_close(&db);
+    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
+    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(eng);
+    eng->next_sweep_ms = INT64_MAX;
+}
+
 /* Runs one request; returns its reply (NULL if it parked). */
 static C10dpb__Reply *run1(c10ds_request *r)
 {
@@ -299,7 +311,7 @@ END_TEST
 
 /* A run over for the retention loses every record, a bounded number of
  * rows a sweep; what the engine held in memory for it goes too; the job's
- * row with its last run; the job comes back as generation 1, fresh. */
+ * row with its last run; the job comes back, fresh. */
 START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
 {
     uint64_t gen = form("big", 2);
@@ -345,9 +357,10 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
     ck_assert_int_eq(has("jobs/big/1/late"), 0);
     ck_assert_int_eq(total, before - 2 + 1); /* the runs and jobs rows are not counted; the key is */
 
-    /* back again: generation 1, with nothing of the old run's state */
+    /* back again: generation 2 (never 1 again: generations-never-repeat
+     * below), with nothing of the old run's state */
     gen = form("big", 2);
-    ck_assert_int_eq(gen, 1);
+    ck_assert_int_eq(gen, 2);
     /* its group's finding went with the old run: the same collective is
      * fine now (a group's state kept in memory would still fail it) */
     for (int r = 0; r < 2; r++) {
@@ -448,6 +461,39 @@ START_TEST(a_big_runs_keys_go_in_bounded_sweeps_after_it_ends)
 }
 END_TEST
 
+/* Generation numbers never repeat on a coordinator, also once a job's
+ * row is reclaimed: a key written into a run's store after its records
+ * went (a straggler's c10d_run_store handle outlives its pg) is never in
+ * a later run's store. The jobs table keeps no row for the name. */
+START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
+{
+    uint64_t gen = form("j", 2);
+    ck_assert_int_eq(gen, 1);
+    ck_assert_int_eq(run1(leave_req(1, "j", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "j", gen, 1))->status, C10D_OK);
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(rows_of("j"), 0);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
+    put("jobs/j/1/late"); /* the straggler */
+    reopen();             /* and the floor outlives a restart */
+    gen = form("j", 2);
+    ck_assert_int_eq(gen, 2);
+    ck_assert_int_eq(c10ds_store_count(&eng->store, "jobs/j/2/"), 0);
+    /* a new name starts above the floor too */
+    ck_assert_uint_eq(form("k", 2), 2);
+    /* and a job reclaimed at a higher generation raises it */
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "j", 2, r))->status, C10D_OK);
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "k", 2, r))->status, C10D_OK);
+    }
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
+    ck_assert_uint_eq(form("other", 2), 3);
+}
+END_TEST
+
 /* Every table of the schema keyed by (job, generation) holds a run's
  * records, and runs.c must delete them: a table added without joining its
  * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
@@ -493,6 +539,7 @@ int main(void)
     tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
     tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);
     tcase_add_test(tc, a_big_runs_keys_go_in_bounded_sweeps_after_it_ends);
+    tcase_add_test(tc, generations_never_repeat_after_a_job_is_reclaimed);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -127,6 +127,15 @@ static c10ds_request *join_req(uint64_t client, const char *job, int rank, int w
     return r;
 }
 
+/* Client's connection closed (the listener's event). */
+static c10ds_request *closed_req(uint64_t client)
+{
+    c10ds_request *r = c10ds_request_new(NULL, NULL);
+    r->event = C10DS_EV_PIPE_CLOSED;
+    r->pipe = (uint32_t)client;
+    return r;
+}
+
 static c10ds_request *leave_req(uint64_t client, const char *job, uint64_t gen, int rank)
 {
     C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
@@ -494,6 +503,125 @@ START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
 }
 END_TEST
 
+/* The retention counts from the end recorded in the database: a
+ * coordinator restarted within it reclaims the run when it passes, by
+ * the clock, not at once and not never. */
+START_TEST(the_retention_clock_survives_a_restart)
+{
+    cfg.retention_s = 3600;
+    uint64_t gen = form("r", 2);
+    ck_assert_int_eq(run1(leave_req(1, "r", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "r", gen, 1))->status, C10D_OK);
+    long long ended = scalar("SELECT ended_ms FROM runs WHERE job = '%s'", "r");
+    ck_assert_int_gt(ended, 0);
+    long long records = rows_of("r");
+    reopen();
+    ck_assert_int_eq(c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(c10ds_runs_reclaim(eng, ended + 3600 * 1000 - 1, RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(rows_of("r"), records);
+    ck_assert_int_gt(c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS), 0);
+    while (c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(rows_of("r"), 0);
+}
+END_TEST
+
+/* A job whose own name holds '/' and '%' loses its keys too (its prefix
+ * is the escaped name), and only its own. */
+START_TEST(a_job_named_with_slash_and_percent_loses_its_keys)
+{
+    uint64_t gen = form("a/b%c", 2);
+    const char *mine[] = {"jobs/a%2Fb%25c/1/x", "jobs/a%2Fb%25c/1/c10d/nccl/world/id"};
+    const char *others[] = {"jobs/a/b%c/1/x", "jobs/a%2Fb%25c/10/x", "jobs/a%2Fb%25cd/1/x",
+                            "jobs/a%2Fb/1/x"};
+    for (size_t i = 0; i < 2; i++)
+        put(mine[i]);
+    for (size_t i = 0; i < 4; i++)
+        put(others[i]);
+    ck_assert_int_eq(run1(leave_req(1, "a/b%c", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "a/b%c", gen, 1))->status, C10D_OK);
+    for (size_t i = 0; i < 2; i++)
+        ck_assert_msg(has(mine[i]) == 0, "%s outlived its run", mine[i]);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(has(others[i]) == 1, "%s went with job a/b%%c", others[i]);
+    put(mine[0]); /* late: goes with the records */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(has(mine[0]), 0);
+    ck_assert_int_eq(rows_of("a/b%c"), 0);
+}
+END_TEST
+
+/* No run is over while one of its members is alive. */
+static void no_run_over_with_a_member_alive(void)
+{
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs r WHERE ended_ms IS NOT NULL AND EXISTS "
+                            "(SELECT 1 FROM members m WHERE m.job = r.job AND m.generation = "
+                            "r.generation AND m.state = 'alive')%s", ""), 0);
+}
+
+/* A rank arriving for a forming generation in the same batch as the last
+ * other member's death: either it joins first (the run goes on: it is
+ * alive; its rendezvous fails, naming the dead rank) or the death comes
+ * first (the run is over, and the rank starts the next generation). */
+START_TEST(an_arrival_beside_the_last_death_never_ends_a_run_with_a_member_alive)
+{
+    for (int order = 0; order < 2; order++) {
+        const char *job = order ? "death-first" : "arrival-first";
+        ck_assert_ptr_null(run1(join_req(1, job, 0, 3))); /* rank 0 waits for ranks 1, 2 */
+        c10ds_request *arrive = join_req(2, job, 1, 3), *die = closed_req(1);
+        c10ds_request *first = order ? die : arrive, *second = order ? arrive : die;
+        first->next = second;
+        int before = nreplies;
+        c10ds_engine_run_batch(eng, first);
+        no_run_over_with_a_member_alive();
+        if (!order) {
+            ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS "
+                                    "NULL", job), 1);
+            ck_assert_int_eq(nreplies, before + 1); /* rank 1's join fails: rank 0 died */
+            ck_assert_int_eq(replies[nreplies - 1]->status, C10D_EPEERLOST);
+            ck_assert_ptr_nonnull(strstr(replies[nreplies - 1]->detail, "rank 0"));
+        } else {
+            ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", job), 2);
+            ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND generation "
+                                    "= 1 AND ended_ms > 0", job), 1);
+        }
+        run1(closed_req(2)); /* rank 1 goes too: every run is over */
+        no_run_over_with_a_member_alive();
+        ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                                job), 0);
+    }
+}
+END_TEST
+
+/* After a restart the members in the database are alive but not
+ * reconnected: their runs go on until the heartbeat timeout, counted
+ * from the restart, and end then if nobody came back. */
+START_TEST(a_restart_ends_no_run_before_the_heartbeat_timeout)
+{
+    uint64_t gen = form("live", 2);
+    put("jobs/live/1/k");
+    reopen();
+    int64_t t0 = c10d_steady_wall_ms();
+    eng->next_sweep_ms = 0;
+    c10ds_engine_run_batch(eng, NULL); /* the engine's own sweep, at once */
+    eng->next_sweep_ms = INT64_MAX;
+    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms - 1000);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'alive'",
+                            "live"), 2);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                            "live"), 1);
+    ck_assert_int_eq(has("jobs/live/1/k"), 1);
+    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms + 1000);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'dead'",
+                            "live"), 2);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0",
+                            "live"), 1);
+    ck_assert_int_eq(has("jobs/live/1/k"), 0);
+    (void)gen;
+}
+END_TEST
+
 /* Every table of the schema keyed by (job, generation) holds a run's
  * records, and runs.c must delete them: a table added without joining its
  * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
@@ -540,6 +668,10 @@ int main(void)
     tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);
     tcase_add_test(tc, a_big_runs_keys_go_in_bounded_sweeps_after_it_ends);
     tcase_add_test(tc, generations_never_repeat_after_a_job_is_reclaimed);
+    tcase_add_test(tc, the_retention_clock_survives_a_restart);
+    tcase_add_test(tc, a_job_named_with_slash_and_percent_loses_its_keys);
+    tcase_add_test(tc, an_arrival_beside_the_last_death_never_ends_a_run_with_a_member_alive);
+    tcase_add_test(tc, a_restart_ends_no_run_before_the_heartbeat_timeout);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -59,6 +59,7 @@
     X(group_ranks, "name, idx")                                                                    \
     X(group_members, "name, idx")                                                                  \
     X(findings, "name")                                                                            \
+    X(group_progress, "name, idx")                                                                 \
     X(coll_trace, "name, rank, first_seq")                                                         \
     X(join_members, "name, region, rank")                                                          \
     X(join_regions, "name, region")                                                                \

@@ -170,6 +170,29 @@ static c10ds_request *report_req(uint64_t client, const char *job, uint64_t gen,
     return engine_request(&pb, client, client * 1000 + 800 + (uint64_t)nreplies);
 }
 
+/* What c10d-ctl desync asks (coll_status) of job. */
+static c10ds_request *status_req(const char *job)
+{
+    C10dpb__CollStatus m = C10DPB__COLL_STATUS__INIT;
+    m.job = (char *)job;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_STATUS;
+    pb.coll_status = &m;
+    return engine_request(&pb, 99, 99000 + (uint64_t)nreplies);
+}
+
+/* What c10d-ctl trace asks (coll_trace) of global rank `rank` of job. */
+static c10ds_request *trace_req(const char *job, int rank)
+{
+    C10dpb__CollTrace m = C10DPB__COLL_TRACE__INIT;
+    m.job = (char *)job;
+    m.rank = rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_TRACE;
+    pb.coll_trace = &m;
+    return engine_request(&pb, 99, 99500 + (uint64_t)nreplies);
+}
+
 static long long scalar(const char *fmt, const char *arg)
 {
     char q[512];
@@ -622,6 +645,84 @@ START_TEST(a_restart_ends_no_run_before_the_heartbeat_timeout)
 }
 END_TEST
 
+/* When a run ends its verification state leaves memory (its groups,
+ * their traces: before, kept until the retention, a day of jobs' worth);
+ * c10d-ctl desync and trace show the same of it from the database, and a
+ * straggler's report does not bring it back. */
+START_TEST(a_finished_runs_verification_leaves_memory_for_the_database)
+{
+    uint64_t gen = form("v", 2);
+    for (int r = 0; r < 2; r++) /* #1 alike, then #2 differs: a desync */
+        ck_assert_int_eq(run1(report_req((uint64_t)r + 1, "v", gen, r, 1, 0))->status, C10D_OK);
+    run1(report_req(1, "v", gen, 0, 2, 0));
+    run1(report_req(2, "v", gen, 1, 2, 1));
+    int ranks[] = {0, 1};
+    ck_assert_ptr_nonnull(c10ds_join_region(&eng->join, "v", gen, "world", 1, 2, ranks, 1, 0, 0));
+    /* what desync and trace show while the run goes on (from memory) */
+    C10dpb__Reply *before = run1(status_req("v"));
+    ck_assert_int_eq(before->status, C10D_OK);
+    ck_assert_uint_eq(before->coll_status->n_groups, 1);
+    C10dpb__Reply *trace_before[2];
+    for (int r = 0; r < 2; r++) {
+        trace_before[r] = run1(trace_req("v", r));
+        ck_assert_msg(trace_before[r]->status == C10D_OK, "%s", trace_before[r]->detail);
+    }
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "v", gen, r))->status, C10D_OK);
+    ck_assert_ptr_null(eng->verify.groups);
+    ck_assert_ptr_null(eng->join.regions);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM group_progress WHERE job = '%s'", "v"), 2);
+
+    /* the same, from the database */
+    C10dpb__Reply *after = run1(status_req("v"));
+    ck_assert_int_eq(after->status, C10D_OK);
+    ck_assert_uint_eq(after->coll_status->n_groups, 1);
+    const C10dpb__GroupHealth *a = before->coll_status->groups[0],
+                              *b = after->coll_status->groups[0];
+    ck_assert_str_eq(b->job, "v");
+    ck_assert_str_eq(b->group, "world");
+    ck_assert_int_eq(b->generation, gen);
+    ck_assert_int_eq(b->size, 2);
+    ck_assert_int_eq(b->status, C10D_EDESYNC);
+    ck_assert_str_eq(b->report, a->report);
+    ck_assert_uint_eq(b->n_ranks, 2);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(b->ranks[i]->rank, a->ranks[i]->rank);
+        ck_assert_int_eq(b->ranks[i]->global_rank, a->ranks[i]->global_rank);
+        ck_assert_uint_eq(b->ranks[i]->entered, 2);
+        ck_assert_uint_eq(b->ranks[i]->entered, a->ranks[i]->entered);
+        ck_assert_uint_eq(b->ranks[i]->completed, a->ranks[i]->completed);
+        ck_assert_int_eq(b->ranks[i]->entered_ms, a->ranks[i]->entered_ms);
+        ck_assert_str_eq(b->ranks[i]->last, a->ranks[i]->last);
+    }
+    for (int r = 0; r < 2; r++) {
+        C10dpb__Reply *t = run1(trace_req("v", r));
+        ck_assert_msg(t->status == C10D_OK, "%s", t->detail);
+        const C10dpb__CollTraceReply *x = trace_before[r]->coll_trace, *y = t->coll_trace;
+        ck_assert_str_eq(y->job, "v");
+        ck_assert_uint_eq(y->n_rows, x->n_rows);
+        for (size_t i = 0; i < x->n_rows; i++) {
+            ck_assert_uint_eq(y->rows[i]->first_seq, x->rows[i]->first_seq);
+            ck_assert_uint_eq(y->rows[i]->last_seq, x->rows[i]->last_seq);
+            ck_assert_str_eq(y->rows[i]->what, x->rows[i]->what);
+            ck_assert_str_eq(y->rows[i]->state, x->rows[i]->state);
+            ck_assert_int_eq(y->rows[i]->entered_ms, x->rows[i]->entered_ms);
+        }
+        ck_assert_str_eq(y->rows[y->n_rows - 1]->state, "failed");
+    }
+    /* a late report of the run's (a rank declared dead that goes on) */
+    C10dpb__Reply *rep = run1(report_req(1, "v", gen, 0, 3, 0));
+    ck_assert_int_eq(rep->status, C10D_EPEERLOST);
+    ck_assert_msg(strstr(rep->detail, "job v generation 1 is over"), "%s", rep->detail);
+    ck_assert_ptr_null(eng->verify.groups);
+    /* and once reclaimed, nothing is shown */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_uint_eq(run1(status_req("v"))->coll_status->n_groups, 0);
+    ck_assert_int_eq(run1(trace_req("v", 0))->status, C10D_ENOTFOUND);
+}
+END_TEST
+
 /* Every table of the schema keyed by (job, generation) holds a run's
  * records, and runs.c must delete them: a table added without joining its
  * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
@@ -665,6 +766,7 @@ int main(void)
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
     tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
     tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
+    tcase_add_test(tc, a_finished_runs_verification_leaves_memory_for_the_database);
     tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);
     tcase_add_test(tc, a_big_runs_keys_go_in_bounded_sweeps_after_it_ends);
     tcase_add_test(tc, generations_never_repeat_after_a_job_is_reclaimed);

@@ -103,10 +103,12 @@ void c10ds_runs_fini(c10ds_runs *r);
 
 typedef struct c10ds_engine c10ds_engine;
 
-/* Deletes the records of the runs over for longer than the retention at
- * now_ms (c10d_steady_wall_ms), the longest over first, at most budget
- * rows. Returns the rows deleted, or -1 on a database error. The sweep's
- * work (with RUNS_RECLAIM_ROWS), exposed for the tests. */
+/* Deletes what runs over left, at most budget rows (store keys and
+ * records together): first the store keys their ends left, then the
+ * records of the runs over for longer than the retention at now_ms
+ * (c10d_steady_wall_ms) whose keys are gone, the longest over first.
+ * Returns the rows deleted, or -1 on a database error. The sweep's work
+ * (with RUNS_RECLAIM_ROWS), exposed for the tests. */
 int64_t c10ds_runs_reclaim(c10ds_engine *e, int64_t now_ms, int64_t budget);
 
 /* 1 if run (job, gen) is over, 0 if not (or it has no row), -1 on a

@@ -28,6 +28,11 @@ void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t ge
     EMIT(generation_started, e, job, gen);
 }
 
+void c10ds_emit_run_ended(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    EMIT(run_ended, e, job, gen);
+}
+
 void c10ds_emit_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
 {
     EMIT(run_reclaimed, e, job, gen);

@@ -3,7 +3,7 @@
  * (watches) and asks for the parts of watch replies others own, admin_ops.c
  * for theirs of the jobs listing; rendezvous_ops.c announces a generation's
  * start, verify_ops.c collectives entered and findings made, runs.c a
- * finished run's records reclaimed.
+ * run's end and its records reclaimed.
  * Each listener reacts inside its own module (verification in verify_ops.c,
  * join in join_events.c, runs in runs.c), so no module calls another's
  * handlers and the dependencies run one way:
@@ -11,7 +11,7 @@
  *     liveness_ops ──▶ events ◀── verify_ops ◀── join_release ◀── join_ops
  *                        │            ▲               ▲
  *                        ├─listeners──┴── join_events ┘
- *                        └──────────────▶ runs (it announces run_reclaimed)
+ *                        └──────────────▶ runs (it announces run_ended, run_reclaimed)
  *
  * Every entry is optional (NULL). All run on the engine thread, inside its
  * transaction. */
@@ -53,10 +53,16 @@ typedef struct c10ds_event_listener {
      * kept in memory for its older generations can go, so a coordinator
      * that sees many restarts does not grow with each. */
     void (*generation_started)(c10ds_engine *e, const char *job, uint64_t gen);
+    /* Run (job, gen) is over: none of its members is alive (runs.c, in
+     * the transaction that marks the last one). What a module keeps in
+     * memory for the run goes, its post-mortem (what c10d-ctl desync and
+     * trace show) written to the database first: a coordinator serving a
+     * day's jobs must not hold each one's state until the retention. */
+    void (*run_ended)(c10ds_engine *e, const char *job, uint64_t gen);
     /* Generation gen of job was over for --retention and its records are
      * being deleted (runs.c; perhaps over several sweeps, told at each):
      * whatever is kept in memory for it goes, without writing anything of
-     * it again. The job may come back as generation 1. */
+     * it again. */
     void (*run_reclaimed)(c10ds_engine *e, const char *job, uint64_t gen);
 } c10ds_event_listener;
 
@@ -66,6 +72,7 @@ extern const c10ds_event_listener c10ds_runs_listener;   /* runs.c */
 
 void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen);
+void c10ds_emit_run_ended(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_watch_request(c10ds_engine *e, const C10dpb__Watch *m);
 void c10ds_emit_watch_reply(c10ds_engine *e, const char *job, uint64_t gen,

@@ -88,6 +88,19 @@ static const char *const sql[GS_COUNT] = {
                      "?9)",
     [GS_TRACE_PRUNE] = "DELETE FROM coll_trace WHERE job = ?1 AND generation = ?2 AND name = ?3 "
                        "AND rank = ?4 AND last_seq < ?5",
+    /* A finished run's post-mortem (verify_history.c): a rank's trace,
+     * newest first; the group's finding; where each member stood. */
+    [GS_TRACE_OF] = "SELECT first_seq, last_seq, what, state, entered_ms FROM coll_trace WHERE "
+                    "job = ?1 AND generation = ?2 AND name = ?3 AND rank = ?4 ORDER BY first_seq "
+                    "DESC",
+    [GS_FINDING_GET] = "SELECT seq, status, report FROM findings WHERE job = ?1 AND generation = "
+                       "?2 AND name = ?3",
+    [GS_PROGRESS_PUT] = "INSERT OR REPLACE INTO group_progress(job, generation, name, idx, rank, "
+                        "entered, completed, entered_ms, last) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                        "?8, ?9)",
+    [GS_PROGRESS_OF] = "SELECT idx, rank, entered, completed, entered_ms, last FROM "
+                       "group_progress WHERE job = ?1 AND generation = ?2 AND name = ?3 ORDER BY "
+                       "idx",
     [GS_FINDING_PUT] = "INSERT OR IGNORE INTO findings(job, generation, name, seq, status, report, "
                        "at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };

@@ -53,6 +53,10 @@ enum {
     GS_FINDING_PUT,
     GS_TRACE_PUT,
     GS_TRACE_PRUNE,
+    GS_TRACE_OF,
+    GS_FINDING_GET,
+    GS_PROGRESS_PUT,
+    GS_PROGRESS_OF,
     GS_COUNT
 };
 

@@ -207,6 +207,13 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     c10ds_join_prune(&e->join, job, gen);
 }
 
+/* The run is over: its regions leave memory (the jobs listing loads a
+ * region from the database when memory has none: c10ds_join_latest). */
+static void on_run_ended(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    c10ds_join_forget(&e->join, job, gen);
+}
+
 static void on_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
 {
     c10ds_join_forget(&e->join, job, gen);
@@ -215,6 +222,7 @@ static void on_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
 const c10ds_event_listener c10ds_join_listener = {
     .name = "join",
     .generation_started = on_generation_started,
+    .run_ended = on_run_ended,
     .run_reclaimed = on_run_reclaimed,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,

@@ -227,6 +227,15 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
         return 0;
     }
     int held = have ? c10ds_groups_member(&e->groups, m->job, job.generation, m->rank, &mem) : 0;
+    if (held < 0) {
+        /* Not knowing whether the rank has a holder, never write one: the
+         * member row is INSERT OR REPLACE, and would overwrite an alive
+         * holder's. */
+        c10ds_fail(r, C10D_ERROR, "database error reading rank %d of job %s generation %llu: %s",
+                   m->rank, m->job, (unsigned long long)job.generation,
+                   sqlite3_errmsg(e->db->h));
+        return 0;
+    }
     if (held == 1 && strcmp(mem.state, "alive") == 0) {
         if (mem.client_id == client)
             return job.generation; /* this join resent */
@@ -251,9 +260,11 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
     uint64_t gen = have ? job.generation : 0;
     if (!have || !alive || held == 1) {
         /* A new job, a finished one, or a restarted one: its ranks start
-         * a new generation and never meet the old one's. */
-        gen++;
-        if (c10ds_groups_new_generation(&e->groups, m->job, gen, m->world_size) != 0) {
+         * a new generation and never meet the old one's. A job with no
+         * row (new, or reclaimed) starts above every generation reclaimed
+         * on this coordinator: never in a run's store used before. */
+        gen = have ? job.generation + 1 : c10ds_runs_first_generation(e);
+        if (!gen || c10ds_groups_new_generation(&e->groups, m->job, gen, m->world_size) != 0) {
             c10ds_fail(r, C10D_ERROR, "database error starting job %s", m->job);
             return 0;
         }

@@ -20,19 +20,30 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
     st->st_delete = c10ds_db_prepare(db, "DELETE FROM kv WHERE key = ?1");
     /* Prefix queries are primary-key ranges: key >= prefix AND key < next,
      * where next is the smallest string greater than every key with the
-     * prefix (NULL when there is none: then no upper bound). */
-    st->st_count_range =
-        c10ds_db_prepare(db, "SELECT count(*) FROM kv WHERE key >= ?1 AND (?2 IS NULL OR key < ?2)");
-    st->st_list_range = c10ds_db_prepare(
-        db, "SELECT key, length(value), updated_ms FROM kv WHERE key >= ?1 AND "
-            "(?2 IS NULL OR key < ?2) ORDER BY key LIMIT ?3");
-    /* Bounded by a LIMIT on the range (SQLite's DELETE ... LIMIT is a
-     * compile-time option): a primary-key range all the same. */
-    st->st_delete_range = c10ds_db_prepare(
-        db, "DELETE FROM kv WHERE key IN (SELECT key FROM kv WHERE key >= ?1 AND "
-            "(?2 IS NULL OR key < ?2) LIMIT ?3)");
-    if (!st->st_get || !st->st_update || !st->st_insert || !st->st_delete ||
-        !st->st_count_range || !st->st_list_range || !st->st_delete_range) {
+     * prefix. Each has a second statement for a prefix with no such string
+     * (the empty one, or all 0xff bytes): one statement with "?2 IS NULL
+     * OR key < ?2" has SQLite plan the lower bound alone, and read from
+     * the prefix to the end of the table (63 ms for 20 keys with a million
+     * after them, where the bounded range takes 0.1 ms). */
+    static const char *const range[2] = {"key >= ?1 AND key < ?2", "key >= ?1"};
+    for (int i = 0; i < 2; i++) {
+        char q[256];
+        snprintf(q, sizeof q, "SELECT count(*) FROM kv WHERE %s", range[i]);
+        st->st_count_range[i] = c10ds_db_prepare(db, q);
+        snprintf(q, sizeof q, "SELECT key, length(value), updated_ms FROM kv WHERE %s ORDER BY "
+                 "key LIMIT ?3", range[i]);
+        st->st_list_range[i] = c10ds_db_prepare(db, q);
+        /* Bounded by a LIMIT on the range (SQLite's DELETE ... LIMIT is a
+         * compile-time option): a primary-key range all the same. */
+        snprintf(q, sizeof q, "DELETE FROM kv WHERE key IN (SELECT key FROM kv WHERE %s LIMIT "
+                 "?3)", range[i]);
+        st->st_delete_range[i] = c10ds_db_prepare(db, q);
+        if (!st->st_count_range[i] || !st->st_list_range[i] || !st->st_delete_range[i]) {
+            c10ds_store_fini(st);
+            return -1;
+        }
+    }
+    if (!st->st_get || !st->st_update || !st->st_insert || !st->st_delete) {
         c10ds_store_fini(st);
         return -1;
     }
@@ -46,9 +57,11 @@ void c10ds_store_fini(c10ds_store *st)
     sqlite3_finalize(st->st_update);
     sqlite3_finalize(st->st_insert);
     sqlite3_finalize(st->st_delete);
-    sqlite3_finalize(st->st_count_range);
-    sqlite3_finalize(st->st_list_range);
-    sqlite3_finalize(st->st_delete_range);
+    for (int i = 0; i < 2; i++) {
+        sqlite3_finalize(st->st_count_range[i]);
+        sqlite3_finalize(st->st_list_range[i]);
+        sqlite3_finalize(st->st_delete_range[i]);
+    }
     memset(st, 0, sizeof *st);
 }
 
@@ -307,28 +320,31 @@ static int prefix_upper_bound(const char *prefix, char *out)
     return 0;
 }
 
-/* Binds [prefix, its upper bound) to s. *upper (free it after the
- * statement ran) is as long as the prefix: a prefix of any length gets
- * its bound (a fixed 8 KiB buffer once left longer ones unbounded, and
- * num_keys counted every key after them). -1: out of memory. */
-static int bind_range(sqlite3_stmt *s, const char *prefix, char **upper)
+/* Picks the statement of pair for [prefix, its upper bound), resets it and
+ * binds the range: pair[0] where the prefix has an upper bound, pair[1]
+ * (no upper bound) where it has none. *upper (free it after the statement
+ * ran) is as long as the prefix: a prefix of any length gets its bound (a
+ * fixed 8 KiB buffer once left longer ones unbounded, and num_keys counted
+ * every key after them). NULL: out of memory. */
+static sqlite3_stmt *bind_range(sqlite3_stmt *const pair[2], const char *prefix, char **upper)
 {
     if (!(*upper = malloc(strlen(prefix) + 1)))
-        return -1;
+        return NULL;
+    int bounded = prefix_upper_bound(prefix, *upper);
+    sqlite3_stmt *s = pair[bounded ? 0 : 1];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
     bind_text(s, 1, prefix);
-    if (prefix_upper_bound(prefix, *upper))
+    if (bounded)
         bind_text(s, 2, *upper);
-    else
-        sqlite3_bind_null(s, 2);
-    return 0;
+    return s;
 }
 
 static int64_t count_range(c10ds_store *st, const char *prefix)
 {
     char *upper;
-    sqlite3_stmt *s = st->st_count_range;
-    sqlite3_reset(s);
-    if (bind_range(s, prefix, &upper) != 0)
+    sqlite3_stmt *s = bind_range(st->st_count_range, prefix, &upper);
+    if (!s)
         return -1;
     int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_reset(s);
@@ -339,9 +355,8 @@ static int64_t count_range(c10ds_store *st, const char *prefix)
 int64_t c10ds_store_delete_prefix(c10ds_store *st, const char *prefix, int64_t limit)
 {
     char *upper;
-    sqlite3_stmt *s = st->st_delete_range;
-    sqlite3_reset(s);
-    if (!prefix || !*prefix || bind_range(s, prefix, &upper) != 0)
+    sqlite3_stmt *s;
+    if (!prefix || !*prefix || !(s = bind_range(st->st_delete_range, prefix, &upper)))
         return -1;
     sqlite3_bind_int64(s, 3, limit < 0 ? -1 : limit); /* LIMIT -1: none */
     int rc = sqlite3_step(s);
@@ -368,9 +383,8 @@ int64_t c10ds_store_list(c10ds_store *st, const char *prefix, uint64_t limit, c1
                          void *arg, int *more)
 {
     char *upper;
-    sqlite3_stmt *s = st->st_list_range;
-    sqlite3_reset(s);
-    if (bind_range(s, prefix ? prefix : "", &upper) != 0)
+    sqlite3_stmt *s = bind_range(st->st_list_range, prefix ? prefix : "", &upper);
+    if (!s)
         return -1;
     sqlite3_bind_int64(s, 3, (sqlite3_int64)limit + 1); /* one more: were any left out? */
     int64_t n = 0;

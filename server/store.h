@@ -12,8 +12,10 @@
 
 typedef struct c10ds_store {
     c10ds_db *db;
-    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete, *st_count_range, *st_list_range,
-        *st_delete_range;
+    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete;
+    /* Prefix queries, each twice: [prefix, upper) where the prefix has an
+     * upper bound, [prefix, end) where it has none (store.c, bind_range). */
+    sqlite3_stmt *st_count_range[2], *st_list_range[2], *st_delete_range[2];
     int64_t num_keys; /* cached: num_keys is O(1), as in TCPStore */
     /* Called after every write to a key, so parked readers can be woken. */
     void (*on_write)(void *arg, const char *key);

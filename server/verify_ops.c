@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "events.h"
 #include "verify.h"
+#include "verify_history.h"
 
 #include "c10d_time.h"
 #include "log.h"
@@ -28,12 +29,15 @@ void c10ds_verify_fini(c10ds_verify *v)
     v->groups = NULL;
 }
 
-/* The group's state, loaded from the groups table the first time. */
+/* The group's state, loaded from the groups table the first time; never
+ * for a run that is over (it went when the run ended: on_run_ended). */
 c10ds_vgroup *c10ds_verify_group(c10ds_engine *e, const char *job, uint64_t gen, const char *name)
 {
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
         if (g->gen == gen && strcmp(g->name, name) == 0 && strcmp(g->job, job) == 0)
             return g;
+    if (c10ds_run_over(e, job, gen) != 0)
+        return NULL;
     c10ds_group grp = {0};
     c10ds_job jb;
     if (c10ds_groups_group(&e->groups, job, gen, name, &grp) != 1)
@@ -155,6 +159,18 @@ static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb_
     c10ds_verify_enter(e, g, idx, en->seq, en->seq + en->repeat, &fp);
 }
 
+/* Fails r: the group has no verification state, and why. */
+static c10ds_outcome no_group(c10ds_engine *e, c10ds_request *r, const char *job, uint64_t gen,
+                              const char *name)
+{
+    if (c10ds_run_over(e, job, gen) == 1)
+        return c10ds_fail(r, C10D_EPEERLOST, "job %s generation %llu is over (none of its members "
+                          "is alive): group %s verifies nothing more", job,
+                          (unsigned long long)gen, name);
+    return c10ds_fail(r, C10D_ENOTFOUND, "no formed group %s in job %s generation %llu", name,
+                      job, (unsigned long long)gen);
+}
+
 /* Applies a report's entries, oldest first. After each group's entries
  * the group's listeners hear of them (join may release shadowed
  * collectives). Returns -1 after failing r. */
@@ -174,8 +190,7 @@ static int apply_entries(c10ds_engine *e, c10ds_request *r)
             break;
         if (!g) {
             if (!(g = c10ds_verify_group(e, m->job, m->generation, en->group))) {
-                c10ds_fail(r, C10D_ENOTFOUND, "no formed group %s in job %s generation %llu",
-                           en->group, m->job, (unsigned long long)m->generation);
+                no_group(e, r, m->job, m->generation, en->group);
                 return -1;
             }
             if ((idx = m->rank >= 0 && m->rank < g->world ? g->index_of[m->rank] : -1) < 0) {
@@ -214,7 +229,7 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
     }
     c10ds_vgroup *g = c10ds_verify_group(e, m->job, m->generation, last->group);
     if (!g)
-        return c10ds_fail(r, C10D_ENOTFOUND, "group %s vanished", last->group);
+        return no_group(e, r, m->job, m->generation, last->group);
     int idx = g->index_of[m->rank];
     if (!g->status && g->min_entered >= last->seq) { /* every member entered it, alike */
         C10dpb__Reply rep = C10DPB__REPLY__INIT;
@@ -344,6 +359,25 @@ static void on_generation_started(c10ds_engine *e, const char *job, uint64_t gen
     }
 }
 
+/* The run is over: its groups' state goes, after what c10d-ctl desync
+ * and trace show of it is in the database (verify_history.h). Parked SYNC
+ * reports of its groups (a rank declared dead while its connection
+ * stays) are woken, to fail: nothing will make their collective. */
+static void on_run_ended(c10ds_engine *e, const char *job, uint64_t gen)
+{
+    for (c10ds_vgroup **pp = &e->verify.groups; *pp;) {
+        c10ds_vgroup *g = *pp;
+        if (g->gen == gen && strcmp(g->job, job) == 0) {
+            *pp = g->next;
+            c10ds_verify_wake(e, g);
+            c10ds_verify_history_write(e, g);
+            c10ds_vgroup_free(g);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
 /* The run's records are being deleted: its groups' state goes unwritten
  * (a trace flushed now would put rows back), so that the job, should it
  * come back as generation 1, starts with nothing of this run's. */
@@ -363,6 +397,7 @@ static void on_run_reclaimed(c10ds_engine *e, const char *job, uint64_t gen)
 const c10ds_event_listener c10ds_verify_listener = {
     .name = "verify",
     .generation_started = on_generation_started,
+    .run_ended = on_run_ended,
     .run_reclaimed = on_run_reclaimed,
     .membership_changed = on_membership_changed,
     .watch_request = on_watch_request,

@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "events.h"
 #include "verify.h"
+#include "verify_history.h"
 
 #include "c10d_time.h"
 #include "log.h"
@@ -157,9 +158,100 @@ int c10ds_verify_waiter_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int
     return c10ds_verify_member_lost(e, g, seq, desc);
 }
 
-/* coll_status: what c10d-ctl desync shows, per group. */
+/* Appends h (NULL: out of memory, skipped) to out's groups; -1 if it
+ * could not (h freed). */
+static int add_health(C10dpb__CollStatusReply *out, size_t *cap, C10dpb__GroupHealth *h)
+{
+    if (!h)
+        return 0;
+    if (out->n_groups == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4;
+        C10dpb__GroupHealth **nv = realloc(out->groups, nc * sizeof *nv);
+        if (!nv) {
+            c10ds_health_free(h);
+            return -1;
+        }
+        out->groups = nv;
+        *cap = nc;
+    }
+    out->groups[out->n_groups++] = h;
+    return 0;
+}
+
+static int in_memory(c10ds_engine *e, const char *job, uint64_t gen, const char *name)
+{
+    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
+        if (g->gen == gen && !strcmp(g->name, name) && !strcmp(g->job, job))
+            return 1;
+    return 0;
+}
+
+/* The groups of the jobs' current generations that memory has nothing of
+ * (their run ended: verify_history.h), from the database. */
+static void add_from_history(c10ds_engine *e, const C10dpb__CollStatus *q,
+                             C10dpb__CollStatusReply *out, size_t *cap)
+{
+    typedef struct {
+        char *name;
+        uint64_t gen;
+        int size;
+    } item;
+    item *jobs = NULL, *groups = NULL;
+    size_t nj = 0, ng = 0, jcap = 0, gcap = 0;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_LIST);
+    if (q->job && *q->job)
+        sqlite3_bind_text(s, 1, q->job, -1, SQLITE_STATIC);
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (nj == jcap) {
+            item *nv = realloc(jobs, (jcap = jcap ? jcap * 2 : 4) * sizeof *nv);
+            if (!nv)
+                break;
+            jobs = nv;
+        }
+        if (!(jobs[nj].name = strdup((const char *)sqlite3_column_text(s, 0))))
+            break;
+        jobs[nj++].gen = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    for (size_t j = 0; j < nj; j++) {
+        s = c10ds_groups_stmt(&e->groups, GS_GROUPS_OF_GEN);
+        sqlite3_bind_text(s, 1, jobs[j].name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, (sqlite3_int64)jobs[j].gen);
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(s, 0);
+            if (!sqlite3_column_int(s, 3) || (q->group && *q->group && strcmp(q->group, name)) ||
+                in_memory(e, jobs[j].name, jobs[j].gen, name))
+                continue; /* not formed (never verified), not asked for, or in memory */
+            if (ng == gcap) {
+                item *nv = realloc(groups, (gcap = gcap ? gcap * 2 : 4) * sizeof *nv);
+                if (!nv)
+                    break;
+                groups = nv;
+            }
+            if (!(groups[ng].name = strdup(name)))
+                break;
+            groups[ng++].size = sqlite3_column_int(s, 1);
+        }
+        sqlite3_reset(s);
+        for (size_t k = 0; k < ng; k++) {
+            add_health(out, cap, c10ds_verify_history_health(e, jobs[j].name, jobs[j].gen,
+                                                             groups[k].name, groups[k].size));
+            free(groups[k].name);
+        }
+        ng = 0;
+    }
+    for (size_t j = 0; j < nj; j++)
+        free(jobs[j].name);
+    free(jobs);
+    free(groups);
+}
+
+/* coll_status: what c10d-ctl desync shows, per group of the jobs' current
+ * generations: from memory while their run goes on, from the database once
+ * it ended. */
 static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    (void)ph;
     C10dpb__CollStatus *q = r->pb->coll_status;
     C10dpb__CollStatusReply out = C10DPB__COLL_STATUS_REPLY__INIT;
     size_t cap = 0;
@@ -170,54 +262,15 @@ static c10ds_outcome op_coll_status(c10ds_engine *e, c10ds_request *r, c10ds_pha
         c10ds_job jb;
         if (c10ds_groups_job(&e->groups, g->job, &jb) != 1 || jb.generation != g->gen)
             continue; /* an older generation */
-        if (out.n_groups == cap) {
-            cap = cap ? cap * 2 : 4;
-            C10dpb__GroupHealth **nv = realloc(out.groups, cap * sizeof *nv);
-            if (!nv)
-                break;
-            out.groups = nv;
-        }
-        C10dpb__GroupHealth *h = calloc(1, sizeof *h);
-        if (!h)
-            break;
-        c10dpb__group_health__init(h);
-        h->job = g->job;
-        h->group = g->name;
-        h->has_generation = h->has_size = h->has_status = 1;
-        h->generation = g->gen;
-        h->size = g->size;
-        h->status = g->status;
-        h->report = g->status ? g->report : NULL;
-        h->ranks = calloc((size_t)g->size, sizeof *h->ranks);
-        for (int i = 0; h->ranks && i < g->size; i++) {
-            C10dpb__RankProgress *p = calloc(1, sizeof *p);
-            char f[160];
-            if (!p)
-                break;
-            c10dpb__rank_progress__init(p);
-            p->rank = i;
-            p->has_global_rank = p->has_entered = p->has_completed = p->has_entered_ms = 1;
-            p->global_rank = g->ranks[i];
-            p->entered = g->entered[i];
-            p->completed = g->completed[i];
-            p->entered_ms = g->entered_ms[i];
-            p->last = g->entered[i] ? strdup(c10dc_fp_format(&g->last[i], f, sizeof f)) : NULL;
-            h->ranks[h->n_ranks++] = p;
-        }
-        out.groups[out.n_groups++] = h;
+        add_health(&out, &cap, c10ds_health_of(g));
     }
+    add_from_history(e, q, &out, &cap);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_COLL_STATUS;
     rep.coll_status = &out;
     c10ds_outcome o = c10ds_reply(r, &rep);
-    for (size_t i = 0; i < out.n_groups; i++) {
-        for (size_t k = 0; k < out.groups[i]->n_ranks; k++) {
-            free(out.groups[i]->ranks[k]->last);
-            free(out.groups[i]->ranks[k]);
-        }
-        free(out.groups[i]->ranks);
-        free(out.groups[i]);
-    }
+    for (size_t i = 0; i < out.n_groups; i++)
+        c10ds_health_free(out.groups[i]);
     free(out.groups);
     return o;
 }

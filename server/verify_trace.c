@@ -1,9 +1,10 @@
 /* Each rank's trace: the collectives it entered, as runs, for its last
  * C10DS_TRACE_SEQS (what c10d-ctl trace shows), kept in memory and written
- * to SQLite in batches (coll_trace reads memory; the table outlives a
- * restart). */
+ * to SQLite in batches (coll_trace reads memory while the run goes on, the
+ * table once it ended: verify_history.h; the table outlives a restart). */
 #include "engine.h"
 #include "verify.h"
+#include "verify_history.h"
 
 #include "c10d_time.h"
 
@@ -62,6 +63,79 @@ static const char *trace_state(const c10ds_vgroup *g, int idx, const c10ds_tentr
     return "entered";
 }
 
+static c10ds_outcome no_trace(c10ds_request *r, const char *gname)
+{
+    C10dpb__CollTrace *q = r->pb->coll_trace;
+    return c10ds_fail(r, C10D_ENOTFOUND, "no verified collectives for rank %d in group %s%s%s",
+                      q->rank, gname, q->job && *q->job ? " of job " : "", q->job ? q->job : "");
+}
+
+/* Memory has nothing of the group in a job's current generation: its run
+ * ended, and its trace is the database's (verify_history.h). The first
+ * job (by name, or the one asked for) whose current generation holds
+ * rows of the rank's. */
+static c10ds_outcome trace_from_history(c10ds_engine *e, c10ds_request *r, const char *gname,
+                                        size_t limit)
+{
+    C10dpb__CollTrace *q = r->pb->coll_trace;
+    char *job = NULL;
+    C10dpb__TraceRow **rows = NULL;
+    size_t n = 0;
+    int failed = 0;
+    sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_LIST);
+    if (q->job && *q->job)
+        sqlite3_bind_text(s, 1, q->job, -1, SQLITE_STATIC);
+    char **jobs = NULL;
+    uint64_t *gens = NULL;
+    size_t nj = 0, cap = 0;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        if (nj == cap) {
+            cap = cap ? cap * 2 : 4;
+            char **mj = realloc(jobs, cap * sizeof *mj);
+            if (mj)
+                jobs = mj;
+            uint64_t *mg = mj ? realloc(gens, cap * sizeof *mg) : NULL;
+            if (mg)
+                gens = mg;
+            if (!mj || !mg)
+                break;
+        }
+        if (!(jobs[nj] = strdup((const char *)sqlite3_column_text(s, 0))))
+            break;
+        gens[nj++] = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    for (size_t j = 0; j < nj && !n && !failed; j++) {
+        failed = c10ds_verify_history_trace(e, jobs[j], gens[j], gname, q->rank, limit, &rows,
+                                            &n) != 0;
+        if (n)
+            job = jobs[j];
+    }
+    c10ds_outcome o;
+    if (failed) {
+        o = c10ds_fail(r, C10D_ERROR, "database error reading the trace of rank %d in group %s",
+                       q->rank, gname);
+    } else if (!n) {
+        o = no_trace(r, gname);
+    } else {
+        C10dpb__CollTraceReply tr = C10DPB__COLL_TRACE_REPLY__INIT;
+        tr.job = job;
+        tr.group = (char *)gname;
+        tr.n_rows = n;
+        tr.rows = rows;
+        C10dpb__Reply rep = C10DPB__REPLY__INIT;
+        rep.result_case = C10DPB__REPLY__RESULT_COLL_TRACE;
+        rep.coll_trace = &tr;
+        o = c10ds_reply(r, &rep);
+    }
+    c10ds_trace_rows_free(rows, n);
+    for (size_t j = 0; j < nj; j++)
+        free(jobs[j]);
+    free(jobs);
+    free(gens);
+    return o;
+}
+
 static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__CollTrace *q = r->pb->coll_trace;
@@ -73,13 +147,14 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
             c10ds_groups_job(&e->groups, x->job, &jb) == 1 && jb.generation == x->gen)
             g = x;
     }
-    int idx = g && q->rank >= 0 && q->rank < g->world ? g->index_of[q->rank] : -1;
+    size_t limit = q->has_limit && q->limit ? q->limit : 50;
+    if (!g)
+        return trace_from_history(e, r, gname, limit);
+    int idx = q->rank >= 0 && q->rank < g->world ? g->index_of[q->rank] : -1;
     if (idx < 0)
-        return c10ds_fail(r, C10D_ENOTFOUND, "no verified collectives for rank %d in group %s%s%s",
-                          q->rank, gname, q->job && *q->job ? " of job " : "",
-                          q->job ? q->job : "");
+        return no_trace(r, gname);
     c10ds_trace *t = &g->traces[idx];
-    size_t limit = q->has_limit && q->limit ? q->limit : 50, n = 0, from = 0;
+    size_t n = 0, from = 0;
     /* the newest `limit` collectives: count runs back from the end */
     uint64_t seqs = 0;
     for (from = t->count; from > 0 && seqs < limit; from--)

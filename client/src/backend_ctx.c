@@ -5,8 +5,6 @@
  * the backends themselves see only their context. */
 #include "work.h"
 
-#include "run_scope.h"
-
 #include <stdio.h>
 #include <string.h>
 
@@ -157,10 +155,9 @@ c10d_status c10di_backends_connect(c10d_pg *pg, const c10di_peers *peers)
         s->ctx.secret = pg->secret;
         /* In the run's store: the coordinator deletes it when the run is
          * over (docs/store.md), so a communicator id never outlives it. */
-        char prefix[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES) + 256];
-        size_t at = c10d_run_scope(prefix, sizeof prefix, w->job, w->generation);
-        snprintf(prefix + at, sizeof prefix - at, "c10d/%s/%s/", s->ops->name, pg->name);
-        c10d_status st = c10di_store_over(&s->ctx.store, w->conn, prefix, pg->timeout_ms);
+        c10d_status st = c10di_run_store_over(&s->ctx.store, w->conn, w->job, w->generation,
+                                              pg->timeout_ms, "c10d/%s/%s/", s->ops->name,
+                                              pg->name);
         if (st == C10D_OK)
             st = s->ops->connect(s->state, peers);
         if (st != C10D_OK)

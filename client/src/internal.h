@@ -135,5 +135,14 @@ c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, int server_wai
  * keys all start with prefix ("" or ending in '/'). */
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
                              int timeout_ms);
+/* A store over conn whose keys all start with the run's prefix
+ * (jobs/<job>/<generation>/, common/run_scope.h) followed by the tail
+ * fmt makes ("" or ending in '/'): the run's store, or a part of it that
+ * the library keeps its own keys in. C10D_EINVAL, saying which, when the
+ * prefix or the tail does not fit: a key silently written at the store's
+ * root would outlive the run and be seen by the next one. */
+c10d_status c10di_run_store_over(c10d_store **out, c10di_conn *conn, const char *job,
+                                 uint64_t generation, int timeout_ms, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 #endif

@@ -5,7 +5,6 @@
 #include "pg_internal.h"
 
 #include "c10d_time.h"
-#include "run_scope.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -96,12 +95,10 @@ static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int ti
 c10d_status c10di_monitored_barrier_meet(c10d_pg *pg, const c10di_coll *c, int wait_all_ranks)
 {
     /* In the run's store, deleted with it (docs/liveness.md). */
-    char prefix[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES) + 256];
-    size_t at = c10d_run_scope(prefix, sizeof prefix, pg->w->job, pg->w->generation);
-    snprintf(prefix + at, sizeof prefix - at, "c10d/monitored_barrier/%s/%d/", pg->name,
-             ++pg->monitored);
     c10d_store *s;
-    c10d_status st = c10di_store_over(&s, pg->w->conn, prefix, c->timeout_ms);
+    c10d_status st = c10di_run_store_over(&s, pg->w->conn, pg->w->job, pg->w->generation,
+                                          c->timeout_ms, "c10d/monitored_barrier/%s/%d/",
+                                          pg->name, ++pg->monitored);
     if (st != C10D_OK)
         return st;
     st = pg->rank == 0 ? rank0(pg, c, s, c->timeout_ms, wait_all_ranks)

@@ -402,10 +402,8 @@ c10d_status c10d_run_store(c10d_store **out, const c10d_pg *pg)
         *out = NULL;
     if (!out || !pg)
         return c10di_error(C10D_EINVAL, "c10d_run_store: %s", !out ? "out is NULL" : "pg is NULL");
-    char scope[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES)];
-    if (!c10d_run_scope(scope, sizeof scope, pg->w->job, pg->w->generation))
-        return c10di_error(C10D_EINVAL, "c10d_run_store: job name too long (%s)", pg->w->job);
-    return c10di_store_over(out, pg->w->conn, scope, pg->w->timeout_ms);
+    return c10di_run_store_over(out, pg->w->conn, pg->w->job, pg->w->generation,
+                                pg->w->timeout_ms, "%s", "");
 }
 
 c10d_status c10d_run_prefix(char *buf, size_t len, const char *job, uint64_t generation)

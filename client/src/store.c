@@ -5,7 +5,10 @@
  * (call_for), which a further split would only scatter. */
 #include "internal.h"
 
+#include "run_scope.h"
+
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,27 @@ c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *pre
     if (st == C10D_OK)
         c10di_conn_ref(conn);
     return st;
+}
+
+c10d_status c10di_run_store_over(c10d_store **out, c10di_conn *conn, const char *job,
+                                 uint64_t generation, int timeout_ms, const char *fmt, ...)
+{
+    *out = NULL;
+    char prefix[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES) + 256];
+    size_t at = c10d_run_scope(prefix, sizeof prefix, job, generation);
+    if (!at)
+        return c10di_error(C10D_EINVAL, "the run's store prefix of job %.64s%s (generation "
+                           "%llu) does not fit in %zu bytes", job, strlen(job) > 64 ? "..." : "",
+                           (unsigned long long)generation, sizeof prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(prefix + at, sizeof prefix - at, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof prefix - at)
+        return c10di_error(C10D_EINVAL, "a key prefix in the run's store of job %.64s%s does not "
+                           "fit in %zu bytes (%s...)", job, strlen(job) > 64 ? "..." : "",
+                           sizeof prefix, prefix);
+    return c10di_store_over(out, conn, prefix, timeout_ms);
 }
 
 c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_store_opts *o)

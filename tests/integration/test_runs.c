@@ -324,9 +324,11 @@ START_TEST(a_finished_job_is_reclaimed_after_its_retention_and_runs_again)
     static char out[1 << 16];
     ck_assert_int_eq(ctl(out, sizeof out, "%s", "status"), 0);
     ck_assert_msg(!strstr(out, sh->job), "c10d-ctl status still shows %s:\n%s", sh->job, out);
-    /* the same name again: generation 1, a clean store, no old finding */
+    /* the same name again: a clean store, no old finding, and a new
+     * generation number (never 1 again: a straggler's late write to the
+     * old run's store must not be in this one) */
     sh->desync = 0;
-    run_job(1);
+    run_job(2);
 }
 END_TEST
 
@@ -352,6 +354,49 @@ START_TEST(a_restart_before_the_retention_expires_still_reclaims)
     start("0"); /* the same database; the end it recorded is past any retention now */
     ck_assert_msg(wait_reclaimed(sh->job, 20000), "job %s: listed %d, %lld rows left after 20 s",
                   sh->job, listed(sh->job), rows_of(sh->job));
+}
+END_TEST
+
+/* A finished run's post-mortem: c10d-ctl desync, trace and status show
+ * its finding, its ranks' traces and its members from the database (the
+ * coordinator let go of the run's verification state when it ended),
+ * also after a restart, until the retention reclaims them. */
+static void expect_post_mortem(const char *job)
+{
+    static char out[1 << 16];
+    char want[256];
+    ck_assert_int_eq(ctl(out, sizeof out, "desync --job %s", job), 7); /* unhealthy */
+    snprintf(want, sizeof want, "job %s generation 1, group world (2 ranks): EDESYNC", job);
+    ck_assert_msg(strstr(out, want), "no '%s' in c10d-ctl desync:\n%s", want, out);
+    ck_assert_msg(strstr(out, "desync in group world"), "c10d-ctl desync:\n%s", out);
+    ck_assert_msg(strstr(out, "rank 0    entered #") && strstr(out, "rank 1    entered #"),
+                  "c10d-ctl desync:\n%s", out);
+    for (int r = 0; r < 2; r++) {
+        char args[256];
+        snprintf(args, sizeof args, "trace --rank %d --job %%s", r);
+        ck_assert_int_eq(ctl(out, sizeof out, args, job), 0);
+        ck_assert_msg(strstr(out, "failed") && strstr(out, r ? "ALL_REDUCE" : "BARRIER"),
+                      "c10d-ctl trace --rank %d:\n%s", r, out);
+    }
+    ck_assert_int_eq(ctl(out, sizeof out, "status --job %s", job), 0);
+    ck_assert_msg(strstr(out, "rank 0") && strstr(out, "rank 1") && strstr(out, "left"),
+                  "c10d-ctl status:\n%s", out);
+}
+
+START_TEST(a_finished_runs_post_mortem_is_shown_from_the_database)
+{
+    start(NULL); /* the default retention: a day */
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("post-mortem"));
+    sh->desync = 1;
+    run_job(1);
+    char prefix[192];
+    snprintf(prefix, sizeof prefix, "jobs/%s/", sh->job);
+    ck_assert(wait_keys(prefix, 0, 10000)); /* over */
+    ck_assert_int_eq(db_count("SELECT count(*) FROM group_progress WHERE job = '%s'", sh->job), 2);
+    expect_post_mortem(sh->job);
+    coord_stop(&coord, SIGKILL);
+    start(NULL);
+    expect_post_mortem(sh->job);
 }
 END_TEST
 
@@ -462,6 +507,7 @@ int main(void)
     tcase_add_test(tc, a_run_keeps_its_keys_while_a_rank_lives_and_loses_them_with_the_last);
     tcase_add_test(tc, a_finished_job_is_reclaimed_after_its_retention_and_runs_again);
     tcase_add_test(tc, a_restart_before_the_retention_expires_still_reclaims);
+    tcase_add_test(tc, a_finished_runs_post_mortem_is_shown_from_the_database);
     tcase_add_test(tc, two_unnamed_jobs_are_told_how_to_run_side_by_side);
     tcase_add_test(tc, ranks_disagreeing_on_the_world_size_are_told_how_to_run_side_by_side);
     suite_add_tcase(s, tc);

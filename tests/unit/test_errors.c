@@ -195,6 +195,34 @@ START_TEST(a_runs_prefix_is_the_run_stores)
 }
 END_TEST
 
+/* The library's own per-run keys (NCCL ids, monitored barriers) go under
+ * the run's prefix or nowhere: a prefix that does not fit is an error,
+ * never keys at the store's root, where they would outlive the run. */
+START_TEST(a_run_key_prefix_that_does_not_fit_is_an_error)
+{
+    char job[4 * C10D_MAX_JOB_BYTES];
+    memset(job, '%', sizeof job - 1); /* each '%' is written "%25" */
+    job[sizeof job - 1] = '\0';
+    c10d_store *s = (c10d_store *)1;
+    ck_assert_int_eq(c10di_run_store_over(&s, NULL, job, 1, 1000, "c10d/%s/", "nccl"),
+                     C10D_EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(c10d_errmsg(), "the run's store prefix of job %%%") &&
+                  strstr(c10d_errmsg(), "does not fit"), "%s", c10d_errmsg());
+    char group[1024];
+    memset(group, 'g', sizeof group - 1);
+    group[sizeof group - 1] = '\0';
+    s = (c10d_store *)1;
+    ck_assert_int_eq(c10di_run_store_over(&s, NULL, "train", 3, 1000,
+                                          "c10d/monitored_barrier/%s/%d/", group, 1),
+                     C10D_EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(strstr(c10d_errmsg(), "does not fit") &&
+                  strstr(c10d_errmsg(), "(jobs/train/3/c10d/monitored_barrier/ggg"),
+                  "%s", c10d_errmsg());
+}
+END_TEST
+
 /* The job's name where none is given: what the launcher set. */
 START_TEST(job_name_comes_from_the_launcher)
 {
@@ -414,6 +442,7 @@ int main(void)
     tcase_add_test(tc, env_long_ignores_garbage);
     tcase_add_test(tc, null_handles_are_safe);
     tcase_add_test(tc, a_runs_prefix_is_the_run_stores);
+    tcase_add_test(tc, a_run_key_prefix_that_does_not_fit_is_an_error);
     tcase_add_test(tc, job_name_comes_from_the_launcher);
     tcase_add_test(tc, torchrun_without_a_coordinator_is_told_at_once);
     tcase_add_test(tc, bad_url_is_einval);

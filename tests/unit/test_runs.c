@@ -73,6 +73,18 @@ static void teardown(void)
     unlink(p);
 }
 
+/* The coordinator restarted on the same database file: a new engine
+ * (nothing in memory), the members' connections those of the old one. */
+static void reopen(void)
+{
+    c10ds_engine_free(eng);
+    c10ds_db_close(&db);
+    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
+    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(eng);
+    eng->next_sweep_ms = INT64_MAX;
+}
+
 /* Runs one request; returns its reply (NULL if it parked). */
 static C10dpb__Reply *run1(c10ds_request *r)
 {
@@ -110,7 +122,18 @@ static c10ds_request *join_req(uint64_t client, const char *job, int rank, int w
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
     pb.group_join = &m;
-    return engine_request(&pb, client, client * 1000 + (uint64_t)nreplies);
+    c10ds_request *r = engine_request(&pb, client, client * 1000 + (uint64_t)nreplies);
+    r->pipe = (uint32_t)client; /* each client its own connection */
+    return r;
+}
+
+/* Client's connection closed (the listener's event). */
+static c10ds_request *closed_req(uint64_t client)
+{
+    c10ds_request *r = c10ds_request_new(NULL, NULL);
+    r->event = C10DS_EV_PIPE_CLOSED;
+    r->pipe = (uint32_t)client;
+    return r;
 }
 
 static c10ds_request *leave_req(uint64_t client, const char *job, uint64_t gen, int rank)
@@ -147,6 +170,29 @@ static c10ds_request *report_req(uint64_t client, const char *job, uint64_t gen,
     return engine_request(&pb, client, client * 1000 + 800 + (uint64_t)nreplies);
 }
 
+/* What c10d-ctl desync asks (coll_status) of job. */
+static c10ds_request *status_req(const char *job)
+{
+    C10dpb__CollStatus m = C10DPB__COLL_STATUS__INIT;
+    m.job = (char *)job;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_STATUS;
+    pb.coll_status = &m;
+    return engine_request(&pb, 99, 99000 + (uint64_t)nreplies);
+}
+
+/* What c10d-ctl trace asks (coll_trace) of global rank `rank` of job. */
+static c10ds_request *trace_req(const char *job, int rank)
+{
+    C10dpb__CollTrace m = C10DPB__COLL_TRACE__INIT;
+    m.job = (char *)job;
+    m.rank = rank;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_COLL_TRACE;
+    pb.coll_trace = &m;
+    return engine_request(&pb, 99, 99500 + (uint64_t)nreplies);
+}
+
 static long long scalar(const char *fmt, const char *arg)
 {
     char q[512];
@@ -157,6 +203,16 @@ static long long scalar(const char *fmt, const char *arg)
     long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_finalize(s);
     return v;
+}
+
+/* n keys "<prefix>k<i>" (the store's cached count follows). */
+static void put_many(const char *prefix, int n)
+{
+    char q[512];
+    snprintf(q, sizeof q, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE "
+             "i < %d) INSERT INTO kv SELECT '%s' || 'k' || i, x'00', 0 FROM c", n - 1, prefix);
+    ck_assert_int_eq(sqlite3_exec(db.h, q, NULL, NULL, NULL), SQLITE_OK);
+    c10ds_store_recount(&eng->store);
 }
 
 static void put(const char *key)
@@ -180,10 +236,10 @@ static uint64_t form(const char *job, int n)
     return rep->group_join->generation;
 }
 
-static const char *const per_run_tables[] = {
-    "members",  "member_finals", "groups",       "group_ranks",  "group_members",
-    "findings", "coll_trace",    "join_regions", "join_members", "runs",
-};
+/* runs.c's list of the tables of per-run records, and runs itself. */
+#define TABLE_NAME(t, k) #t,
+static const char *const per_run_tables[] = {C10DS_PER_RUN_TABLES(TABLE_NAME) "runs"};
+#undef TABLE_NAME
 
 /* Rows of job in every table of per-run records, and its jobs row. */
 static long long rows_of(const char *job)
@@ -287,7 +343,7 @@ END_TEST
 
 /* A run over for the retention loses every record, a bounded number of
  * rows a sweep; what the engine held in memory for it goes too; the job's
- * row with its last run; the job comes back as generation 1, fresh. */
+ * row with its last run; the job comes back, fresh. */
 START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
 {
     uint64_t gen = form("big", 2);
@@ -333,9 +389,10 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
     ck_assert_int_eq(has("jobs/big/1/late"), 0);
     ck_assert_int_eq(total, before - 2 + 1); /* the runs and jobs rows are not counted; the key is */
 
-    /* back again: generation 1, with nothing of the old run's state */
+    /* back again: generation 2 (never 1 again: generations-never-repeat
+     * below), with nothing of the old run's state */
     gen = form("big", 2);
-    ck_assert_int_eq(gen, 1);
+    ck_assert_int_eq(gen, 2);
     /* its group's finding went with the old run: the same collective is
      * fine now (a group's state kept in memory would still fail it) */
     for (int r = 0; r < 2; r++) {
@@ -367,6 +424,336 @@ START_TEST(a_job_row_stays_while_an_older_run_is_alive)
 }
 END_TEST
 
+/* A database error reading the rank's holder fails the arrival: before,
+ * it fell through into the member's INSERT OR REPLACE and took an alive
+ * holder's row (its client, host, pid) in the running generation. */
+START_TEST(a_database_error_reading_the_holder_fails_the_arrival)
+{
+    uint64_t gen = form("j", 2);
+    /* the member lookup fails when it runs (abs() of the smallest integer
+     * is an "integer overflow" error), with the same parameters */
+    sqlite3_stmt *broken, *kept = eng->groups.st[GS_MEMBER_GET];
+    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT host, pid, client_id, state, '', '', 0, 0 "
+                                              "FROM members WHERE job = ?1 AND generation = ?2 "
+                                              "AND rank = ?3 AND abs(-9223372036854775807 - 1)",
+                                        -1, &broken, NULL), SQLITE_OK);
+    eng->groups.st[GS_MEMBER_GET] = broken;
+    C10dpb__Reply *rep = run1(join_req(9, "j", 0, 2));
+    eng->groups.st[GS_MEMBER_GET] = kept;
+    sqlite3_finalize(broken);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_ERROR);
+    ck_assert_msg(strstr(rep->detail, "database error reading rank 0 of job j generation 1"),
+                  "%s", rep->detail);
+    /* rank 0's holder is untouched, and alive */
+    ck_assert_int_eq(scalar("SELECT client_id FROM members WHERE job = '%s' AND rank = 0", "j"), 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'alive'",
+                            "j"), 2);
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "j"), (long long)gen);
+}
+END_TEST
+
+/* A run that leaves more keys than RUNS_END_KEYS loses the first of them
+ * when it ends and the rest in the sweeps, a bounded number a sweep; its
+ * records wait for its keys. Before, every key went in the transaction of
+ * the last leave (0.12 s of the engine for 100,000 keys). */
+START_TEST(a_big_runs_keys_go_in_bounded_sweeps_after_it_ends)
+{
+    uint64_t gen = form("big", 2);
+    put_many("jobs/big/1/", 12000);
+    const char *others[] = {"jobs/big/10/a", "jobs/big/2/a", "jobs/bigger/1/a", "root"};
+    for (size_t i = 0; i < 4; i++)
+        put(others[i]);
+    ck_assert_int_eq(run1(leave_req(1, "big", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "big", gen, 1))->status, C10D_OK);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0 AND "
+                            "keys_ms IS NULL", "big"), 1);
+    ck_assert_int_eq(c10ds_store_count(&eng->store, "jobs/big/1/"), 12000 - RUNS_END_KEYS);
+    put("jobs/big/1/late"); /* written after the end: goes with the rest */
+    long long records = rows_of("big");
+    cfg.retention_s = 0; /* the records are due at once, yet wait for the keys */
+    long long left = 12000 - RUNS_END_KEYS + 1, got;
+    int sweeps = 0;
+    while (left > 0) {
+        got = c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS);
+        ck_assert_int_gt(got, 0);
+        ck_assert_int_le(got, RUNS_RECLAIM_ROWS);
+        left = c10ds_store_count(&eng->store, "jobs/big/1/");
+        if (left > 0)
+            ck_assert_int_eq(rows_of("big"), records);
+        ck_assert_int_le(++sweeps, 3);
+    }
+    ck_assert_int_eq(sweeps, 3); /* 11,001 keys: 5,000 + 5,000 + 1,001 */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(rows_of("big"), 0);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(has(others[i]) == 1, "%s went with run (big, 1)", others[i]);
+    ck_assert_int_eq(c10ds_store_count(&eng->store, NULL), 4);
+}
+END_TEST
+
+/* Generation numbers never repeat on a coordinator, also once a job's
+ * row is reclaimed: a key written into a run's store after its records
+ * went (a straggler's c10d_run_store handle outlives its pg) is never in
+ * a later run's store. The jobs table keeps no row for the name. */
+START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
+{
+    uint64_t gen = form("j", 2);
+    ck_assert_int_eq(gen, 1);
+    ck_assert_int_eq(run1(leave_req(1, "j", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "j", gen, 1))->status, C10D_OK);
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(rows_of("j"), 0);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
+    put("jobs/j/1/late"); /* the straggler */
+    reopen();             /* and the floor outlives a restart */
+    gen = form("j", 2);
+    ck_assert_int_eq(gen, 2);
+    ck_assert_int_eq(c10ds_store_count(&eng->store, "jobs/j/2/"), 0);
+    /* a new name starts above the floor too */
+    ck_assert_uint_eq(form("k", 2), 2);
+    /* and a job reclaimed at a higher generation raises it */
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "j", 2, r))->status, C10D_OK);
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "k", 2, r))->status, C10D_OK);
+    }
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
+    ck_assert_uint_eq(form("other", 2), 3);
+}
+END_TEST
+
+/* The retention counts from the end recorded in the database: a
+ * coordinator restarted within it reclaims the run when it passes, by
+ * the clock, not at once and not never. */
+START_TEST(the_retention_clock_survives_a_restart)
+{
+    cfg.retention_s = 3600;
+    uint64_t gen = form("r", 2);
+    ck_assert_int_eq(run1(leave_req(1, "r", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "r", gen, 1))->status, C10D_OK);
+    long long ended = scalar("SELECT ended_ms FROM runs WHERE job = '%s'", "r");
+    ck_assert_int_gt(ended, 0);
+    long long records = rows_of("r");
+    reopen();
+    ck_assert_int_eq(c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(c10ds_runs_reclaim(eng, ended + 3600 * 1000 - 1, RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(rows_of("r"), records);
+    ck_assert_int_gt(c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS), 0);
+    while (c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(rows_of("r"), 0);
+}
+END_TEST
+
+/* A job whose own name holds '/' and '%' loses its keys too (its prefix
+ * is the escaped name), and only its own. */
+START_TEST(a_job_named_with_slash_and_percent_loses_its_keys)
+{
+    uint64_t gen = form("a/b%c", 2);
+    const char *mine[] = {"jobs/a%2Fb%25c/1/x", "jobs/a%2Fb%25c/1/c10d/nccl/world/id"};
+    const char *others[] = {"jobs/a/b%c/1/x", "jobs/a%2Fb%25c/10/x", "jobs/a%2Fb%25cd/1/x",
+                            "jobs/a%2Fb/1/x"};
+    for (size_t i = 0; i < 2; i++)
+        put(mine[i]);
+    for (size_t i = 0; i < 4; i++)
+        put(others[i]);
+    ck_assert_int_eq(run1(leave_req(1, "a/b%c", gen, 0))->status, C10D_OK);
+    ck_assert_int_eq(run1(leave_req(2, "a/b%c", gen, 1))->status, C10D_OK);
+    for (size_t i = 0; i < 2; i++)
+        ck_assert_msg(has(mine[i]) == 0, "%s outlived its run", mine[i]);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(has(others[i]) == 1, "%s went with job a/b%%c", others[i]);
+    put(mine[0]); /* late: goes with the records */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_int_eq(has(mine[0]), 0);
+    ck_assert_int_eq(rows_of("a/b%c"), 0);
+}
+END_TEST
+
+/* No run is over while one of its members is alive. */
+static void no_run_over_with_a_member_alive(void)
+{
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs r WHERE ended_ms IS NOT NULL AND EXISTS "
+                            "(SELECT 1 FROM members m WHERE m.job = r.job AND m.generation = "
+                            "r.generation AND m.state = 'alive')%s", ""), 0);
+}
+
+/* A rank arriving for a forming generation in the same batch as the last
+ * other member's death: either it joins first (the run goes on: it is
+ * alive; its rendezvous fails, naming the dead rank) or the death comes
+ * first (the run is over, and the rank starts the next generation). */
+START_TEST(an_arrival_beside_the_last_death_never_ends_a_run_with_a_member_alive)
+{
+    for (int order = 0; order < 2; order++) {
+        const char *job = order ? "death-first" : "arrival-first";
+        ck_assert_ptr_null(run1(join_req(1, job, 0, 3))); /* rank 0 waits for ranks 1, 2 */
+        c10ds_request *arrive = join_req(2, job, 1, 3), *die = closed_req(1);
+        c10ds_request *first = order ? die : arrive, *second = order ? arrive : die;
+        first->next = second;
+        int before = nreplies;
+        c10ds_engine_run_batch(eng, first);
+        no_run_over_with_a_member_alive();
+        if (!order) {
+            ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS "
+                                    "NULL", job), 1);
+            ck_assert_int_eq(nreplies, before + 1); /* rank 1's join fails: rank 0 died */
+            ck_assert_int_eq(replies[nreplies - 1]->status, C10D_EPEERLOST);
+            ck_assert_ptr_nonnull(strstr(replies[nreplies - 1]->detail, "rank 0"));
+        } else {
+            ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", job), 2);
+            ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND generation "
+                                    "= 1 AND ended_ms > 0", job), 1);
+        }
+        run1(closed_req(2)); /* rank 1 goes too: every run is over */
+        no_run_over_with_a_member_alive();
+        ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                                job), 0);
+    }
+}
+END_TEST
+
+/* After a restart the members in the database are alive but not
+ * reconnected: their runs go on until the heartbeat timeout, counted
+ * from the restart, and end then if nobody came back. */
+START_TEST(a_restart_ends_no_run_before_the_heartbeat_timeout)
+{
+    uint64_t gen = form("live", 2);
+    put("jobs/live/1/k");
+    reopen();
+    int64_t t0 = c10d_steady_wall_ms();
+    eng->next_sweep_ms = 0;
+    c10ds_engine_run_batch(eng, NULL); /* the engine's own sweep, at once */
+    eng->next_sweep_ms = INT64_MAX;
+    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms - 1000);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'alive'",
+                            "live"), 2);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                            "live"), 1);
+    ck_assert_int_eq(has("jobs/live/1/k"), 1);
+    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms + 1000);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'dead'",
+                            "live"), 2);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0",
+                            "live"), 1);
+    ck_assert_int_eq(has("jobs/live/1/k"), 0);
+    (void)gen;
+}
+END_TEST
+
+/* When a run ends its verification state leaves memory (its groups,
+ * their traces: before, kept until the retention, a day of jobs' worth);
+ * c10d-ctl desync and trace show the same of it from the database, and a
+ * straggler's report does not bring it back. */
+START_TEST(a_finished_runs_verification_leaves_memory_for_the_database)
+{
+    uint64_t gen = form("v", 2);
+    for (int r = 0; r < 2; r++) /* #1 alike, then #2 differs: a desync */
+        ck_assert_int_eq(run1(report_req((uint64_t)r + 1, "v", gen, r, 1, 0))->status, C10D_OK);
+    run1(report_req(1, "v", gen, 0, 2, 0));
+    run1(report_req(2, "v", gen, 1, 2, 1));
+    int ranks[] = {0, 1};
+    ck_assert_ptr_nonnull(c10ds_join_region(&eng->join, "v", gen, "world", 1, 2, ranks, 1, 0, 0));
+    /* what desync and trace show while the run goes on (from memory) */
+    C10dpb__Reply *before = run1(status_req("v"));
+    ck_assert_int_eq(before->status, C10D_OK);
+    ck_assert_uint_eq(before->coll_status->n_groups, 1);
+    C10dpb__Reply *trace_before[2];
+    for (int r = 0; r < 2; r++) {
+        trace_before[r] = run1(trace_req("v", r));
+        ck_assert_msg(trace_before[r]->status == C10D_OK, "%s", trace_before[r]->detail);
+    }
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "v", gen, r))->status, C10D_OK);
+    ck_assert_ptr_null(eng->verify.groups);
+    ck_assert_ptr_null(eng->join.regions);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM group_progress WHERE job = '%s'", "v"), 2);
+
+    /* the same, from the database */
+    C10dpb__Reply *after = run1(status_req("v"));
+    ck_assert_int_eq(after->status, C10D_OK);
+    ck_assert_uint_eq(after->coll_status->n_groups, 1);
+    const C10dpb__GroupHealth *a = before->coll_status->groups[0],
+                              *b = after->coll_status->groups[0];
+    ck_assert_str_eq(b->job, "v");
+    ck_assert_str_eq(b->group, "world");
+    ck_assert_int_eq(b->generation, gen);
+    ck_assert_int_eq(b->size, 2);
+    ck_assert_int_eq(b->status, C10D_EDESYNC);
+    ck_assert_str_eq(b->report, a->report);
+    ck_assert_uint_eq(b->n_ranks, 2);
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(b->ranks[i]->rank, a->ranks[i]->rank);
+        ck_assert_int_eq(b->ranks[i]->global_rank, a->ranks[i]->global_rank);
+        ck_assert_uint_eq(b->ranks[i]->entered, 2);
+        ck_assert_uint_eq(b->ranks[i]->entered, a->ranks[i]->entered);
+        ck_assert_uint_eq(b->ranks[i]->completed, a->ranks[i]->completed);
+        ck_assert_int_eq(b->ranks[i]->entered_ms, a->ranks[i]->entered_ms);
+        ck_assert_str_eq(b->ranks[i]->last, a->ranks[i]->last);
+    }
+    for (int r = 0; r < 2; r++) {
+        C10dpb__Reply *t = run1(trace_req("v", r));
+        ck_assert_msg(t->status == C10D_OK, "%s", t->detail);
+        const C10dpb__CollTraceReply *x = trace_before[r]->coll_trace, *y = t->coll_trace;
+        ck_assert_str_eq(y->job, "v");
+        ck_assert_uint_eq(y->n_rows, x->n_rows);
+        for (size_t i = 0; i < x->n_rows; i++) {
+            ck_assert_uint_eq(y->rows[i]->first_seq, x->rows[i]->first_seq);
+            ck_assert_uint_eq(y->rows[i]->last_seq, x->rows[i]->last_seq);
+            ck_assert_str_eq(y->rows[i]->what, x->rows[i]->what);
+            ck_assert_str_eq(y->rows[i]->state, x->rows[i]->state);
+            ck_assert_int_eq(y->rows[i]->entered_ms, x->rows[i]->entered_ms);
+        }
+        ck_assert_str_eq(y->rows[y->n_rows - 1]->state, "failed");
+    }
+    /* a late report of the run's (a rank declared dead that goes on) */
+    C10dpb__Reply *rep = run1(report_req(1, "v", gen, 0, 3, 0));
+    ck_assert_int_eq(rep->status, C10D_EPEERLOST);
+    ck_assert_msg(strstr(rep->detail, "job v generation 1 is over"), "%s", rep->detail);
+    ck_assert_ptr_null(eng->verify.groups);
+    /* and once reclaimed, nothing is shown */
+    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+        ;
+    ck_assert_uint_eq(run1(status_req("v"))->coll_status->n_groups, 0);
+    ck_assert_int_eq(run1(trace_req("v", 0))->status, C10D_ENOTFOUND);
+}
+END_TEST
+
+/* Every table of the schema keyed by (job, generation) holds a run's
+ * records, and runs.c must delete them: a table added without joining its
+ * list (C10DS_PER_RUN_TABLES) would grow with every run, forever. jobs is
+ * the one exception: a row per job (its current generation), deleted with
+ * the job's last run. */
+START_TEST(every_table_keyed_by_job_and_generation_is_reclaimed)
+{
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT name FROM sqlite_master m WHERE type = "
+                                              "'table' AND EXISTS (SELECT 1 FROM pragma_table_info"
+                                              "(m.name) WHERE name = 'job') AND EXISTS (SELECT 1 "
+                                              "FROM pragma_table_info(m.name) WHERE name = "
+                                              "'generation') ORDER BY name", -1, &s, NULL),
+                     SQLITE_OK);
+    size_t n = 0, listed = sizeof per_run_tables / sizeof *per_run_tables;
+    while (sqlite3_step(s) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (!strcmp(t, "jobs"))
+            continue;
+        int found = 0;
+        for (size_t i = 0; i < listed; i++)
+            found |= !strcmp(per_run_tables[i], t);
+        ck_assert_msg(found, "table %s is keyed by (job, generation) but runs.c never deletes its "
+                      "rows: add it to C10DS_PER_RUN_TABLES (server/runs.h)", t);
+        n++;
+    }
+    sqlite3_finalize(s);
+    ck_assert_int_eq(n, listed); /* and the list names no table the schema lacks */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("runs");
@@ -378,6 +765,15 @@ int main(void)
     tcase_add_test(tc, a_forming_generation_refuses_another_world_size_with_the_hint);
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
     tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
+    tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
+    tcase_add_test(tc, a_finished_runs_verification_leaves_memory_for_the_database);
+    tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);
+    tcase_add_test(tc, a_big_runs_keys_go_in_bounded_sweeps_after_it_ends);
+    tcase_add_test(tc, generations_never_repeat_after_a_job_is_reclaimed);
+    tcase_add_test(tc, the_retention_clock_survives_a_restart);
+    tcase_add_test(tc, a_job_named_with_slash_and_percent_loses_its_keys);
+    tcase_add_test(tc, an_arrival_beside_the_last_death_never_ends_a_run_with_a_member_alive);
+    tcase_add_test(tc, a_restart_ends_no_run_before_the_heartbeat_timeout);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

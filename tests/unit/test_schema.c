@@ -238,6 +238,51 @@ START_TEST(version_9_generations_get_their_runs)
 }
 END_TEST
 
+/* Schema 11: the runs already over have their keys gone (a schema-10
+ * coordinator deleted them when each ended); and the per-run keys the
+ * library kept outside the run's store before schema 10 go for the runs
+ * over, but not where a running run's old prefix holds them too (the
+ * name is not escaped there: job "a" generation 1 and job "a/1"). */
+START_TEST(version_10_old_layout_keys_of_runs_over_go)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    for (int i = 0; i < 10; i++) /* as a schema-10 coordinator left it */
+        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO runs(job, generation, started_ms, ended_ms) "
+                                     "VALUES ('j', 1, 10, 20), ('j', 2, 30, NULL), "
+                                     "('a', 1, 10, 25), ('a/1', 3, 40, NULL); "
+                                     "INSERT INTO kv(key, value, updated_ms) VALUES "
+                                     "('c10d/nccl/j/1/world/id', x'00', 1), "
+                                     "('c10d/nccl/j/1/world.1/id', x'00', 1), "
+                                     "('c10d/monitored_barrier/j/1/world/1/arrived/0', x'00', 1), "
+                                     "('c10d/nccl/a/1/world/id', x'00', 1), "
+                                     "('c10d/nccl/j/2/world/id', x'00', 1), "
+                                     "('c10d/nccl/j/10/world/id', x'00', 1), "
+                                     "('c10d/nccl/a/1/3/world/id', x'00', 1), "
+                                     "('c10d/monitored_barrier/a/1/3/world/1/x', x'00', 1), "
+                                     "('c10d/nccl/j/1', x'00', 1), "
+                                     "('c10d/host/j/1/x', x'00', 1), "
+                                     "('jobs/j/2/x', x'00', 1), ('root', x'00', 1); "
+                                     "PRAGMA user_version = 10", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    c10ds_db db;
+    char err[512];
+    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE keys_ms = ended_ms"), 2);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE keys_ms IS NULL AND ended_ms "
+                                  "IS NULL"), 2);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM kv WHERE key IN ("
+                                  "'c10d/nccl/j/1/world/id', 'c10d/nccl/j/1/world.1/id', "
+                                  "'c10d/monitored_barrier/j/1/world/1/arrived/0', "
+                                  "'c10d/nccl/a/1/world/id')"), 0);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM kv"), 8);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -291,6 +336,7 @@ int main(void)
     tcase_add_test(tc, version_7_groups_ranks_text_becomes_rows);
     tcase_add_test(tc, version_8_final_seqs_text_becomes_rows);
     tcase_add_test(tc, version_9_generations_get_their_runs);
+    tcase_add_test(tc, version_10_old_layout_keys_of_runs_over_go);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

@@ -53,14 +53,7 @@ static c10ds_request *join_req(const char *job, int rank)
 
 static c10ds_request *leave_req(const char *job, uint64_t gen, int rank)
 {
-    C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
-    m.job = (char *)job;
-    m.generation = gen;
-    m.rank = rank;
-    C10dpb__Request pb = C10DPB__REQUEST__INIT;
-    pb.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
-    pb.group_leave = &m;
-    return engine_request(&pb, (uint64_t)rank + 1, next_id++);
+    return engine_request_leave((uint64_t)rank + 1, next_id++, job, gen, rank);
 }
 
 /* n keys "<prefix><i>" in one transaction. */

@@ -347,19 +347,6 @@ START_TEST(a_wall_clock_step_kills_no_member)
 }
 END_TEST
 
-static c10ds_request *leave_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
-                                int rank)
-{
-    C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
-    m.job = (char *)job;
-    m.generation = gen;
-    m.rank = rank;
-    C10dpb__Request pb = C10DPB__REQUEST__INIT;
-    pb.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
-    pb.group_leave = &m;
-    return engine_request(&pb, client, id);
-}
-
 static c10ds_request *watch_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
                                 int rank)
 {
@@ -370,27 +357,6 @@ static c10ds_request *watch_req(uint64_t client, uint64_t id, const char *job, u
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_WATCH;
     pb.watch = &m;
-    return engine_request(&pb, client, id);
-}
-
-static c10ds_request *report_req(uint64_t client, uint64_t id, const char *job, uint64_t gen,
-                                 int rank, uint64_t seq)
-{
-    C10dpb__CollEntry e = C10DPB__COLL_ENTRY__INIT, *ep = &e;
-    e.group = "world";
-    e.seq = seq;
-    e.kind = 0;
-    e.has_count = e.has_op = 1;
-    e.count = 4;
-    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
-    m.job = (char *)job;
-    m.generation = gen;
-    m.rank = rank;
-    m.n_entries = 1;
-    m.entries = &ep;
-    C10dpb__Request pb = C10DPB__REQUEST__INIT;
-    pb.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
-    pb.coll_report = &m;
     return engine_request(&pb, client, id);
 }
 
@@ -414,10 +380,10 @@ START_TEST(a_restarted_job_leaves_no_verification_state_behind)
         ck_assert_int_eq(j->status, C10D_OK);
         uint64_t gen = j->group_join->generation;
         ck_assert_int_eq(gen, round + 1);
-        run1(report_req(100, base + 1, "again", gen, 0, 1));
+        run1(engine_request_report(100, base + 1, "again", gen, 0, 1, 0));
         ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
         ck_assert_int_eq(vgroups_of("again"), 1);
-        run1(leave_req(100, base + 2, "again", gen, 0));
+        run1(engine_request_leave(100, base + 2, "again", gen, 0));
         ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
     }
 }
@@ -432,14 +398,14 @@ START_TEST(only_the_client_that_joined_a_member_speaks_for_it)
     run1(join_req(1, "mine", "world", 0, 1, NULL, 0)); /* client 100 */
     ck_assert_int_eq(replies[0]->status, C10D_OK);
     uint64_t gen = replies[0]->group_join->generation;
-    run1(leave_req(999, 2, "mine", gen, 0));
+    run1(engine_request_leave(999, 2, "mine", gen, 0));
     ck_assert_int_eq(replies[1]->status, C10D_EAUTH);
     ck_assert_ptr_nonnull(strstr(replies[1]->detail, "joined by another client"));
     run1(watch_req(999, 3, "mine", gen, 0));
     ck_assert_int_eq(replies[2]->status, C10D_EAUTH);
     char st[32];
     ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "alive");
-    run1(leave_req(100, 4, "mine", gen, 0)); /* its own client */
+    run1(engine_request_leave(100, 4, "mine", gen, 0)); /* its own client */
     ck_assert_int_eq(replies[3]->status, C10D_OK);
     ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "left");
 }

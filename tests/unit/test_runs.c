@@ -138,36 +138,15 @@ static c10ds_request *closed_req(uint64_t client)
 
 static c10ds_request *leave_req(uint64_t client, const char *job, uint64_t gen, int rank)
 {
-    C10dpb__GroupLeave m = C10DPB__GROUP_LEAVE__INIT;
-    m.job = (char *)job;
-    m.generation = gen;
-    m.rank = rank;
-    C10dpb__Request pb = C10DPB__REQUEST__INIT;
-    pb.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
-    pb.group_leave = &m;
-    return engine_request(&pb, client, client * 1000 + 500 + (uint64_t)nreplies);
+    return engine_request_leave(client, client * 1000 + 500 + (uint64_t)nreplies, job, gen, rank);
 }
 
 /* Rank `rank` entered collective #seq of kind `kind` (ASYNC: answered at once). */
 static c10ds_request *report_req(uint64_t client, const char *job, uint64_t gen, int rank,
                                  uint64_t seq, uint32_t kind)
 {
-    C10dpb__CollEntry e = C10DPB__COLL_ENTRY__INIT, *ep = &e;
-    e.group = "world";
-    e.seq = seq;
-    e.kind = kind;
-    e.has_count = e.has_op = 1;
-    e.count = 4;
-    C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
-    m.job = (char *)job;
-    m.generation = gen;
-    m.rank = rank;
-    m.n_entries = 1;
-    m.entries = &ep;
-    C10dpb__Request pb = C10DPB__REQUEST__INIT;
-    pb.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
-    pb.coll_report = &m;
-    return engine_request(&pb, client, client * 1000 + 800 + (uint64_t)nreplies);
+    return engine_request_report(client, client * 1000 + 800 + (uint64_t)nreplies, job, gen, rank,
+                                 seq, kind);
 }
 
 /* What c10d-ctl desync asks (coll_status) of job. */

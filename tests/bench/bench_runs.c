@@ -13,24 +13,18 @@
  *
  *   bench_runs [KEYS_AFTER]   (default 1000000) */
 #include "engine.h"
+#include "engine_fixture.h"
 #include "engine_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 static double now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static void drop_reply(void *arg, void *slot, uint64_t id, const void *reply, size_t len)
-{
-    (void)arg, (void)slot, (void)id, (void)reply, (void)len;
 }
 
 static uint64_t next_id = 1;
@@ -84,45 +78,34 @@ static long long keys_under(c10ds_engine *e, const char *prefix)
 int main(int argc, char **argv)
 {
     long after = argc > 1 ? atol(argv[1]) : 1000000;
-    char dir[] = "/tmp/c10d-bench-runs-XXXXXX", path[256], err[512];
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(path, sizeof path, "%s/coord.db", dir);
-    c10ds_db db;
-    if (c10ds_db_open(&db, path, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_runs: %s\n", err);
-        return 1;
-    }
-    c10ds_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.max_key_bytes = 1024;
-    cfg.max_value_bytes = 1 << 20;
-    cfg.max_multi_keys = 64;
-    cfg.max_world_size = 64;
-    cfg.dedup_window_s = 600;
-    cfg.heartbeat_timeout_ms = 600000;
-    cfg.retention_s = 86400; /* records stay: only the keys are timed */
-    cfg.listen_url = "bench://";
-    c10ds_engine *e = c10ds_engine_new(&cfg, &db, drop_reply, NULL, err, sizeof err);
-    if (!e) {
-        fprintf(stderr, "bench_runs: %s\n", err);
+    engine_fixture fx;
+    engine_fixture_init(&fx, "bench-runs");
+    /* The unit tests' limits fit what the bench sends; its clocks are
+     * long: nothing is pruned, declared dead or reclaimed behind it. */
+    fx.cfg.dedup_window_s = 600;
+    fx.cfg.heartbeat_timeout_ms = 600000;
+    fx.cfg.retention_s = 86400; /* records stay: only the keys are timed */
+    fx.cfg.listen_url = "bench://";
+    fx.manual_sweeps = 1; /* sweeps only where the bench says */
+    if (engine_fixture_start(&fx, engine_fixture_drop, NULL) != 0) {
+        fprintf(stderr, "bench_runs: %s\n", fx.err);
         return 1;
     }
-    e->next_sweep_ms = INT64_MAX; /* sweeps only where the bench says */
+    c10ds_engine *e = fx.eng;
 
     /* --- prefix ops: 20 keys under jobs/j/1/, `after` keys after it --- */
-    fill(&db, "jobs/j/1/", 20);
-    fill(&db, "z/", after);
+    fill(&fx.db, "jobs/j/1/", 20);
+    fill(&fx.db, "z/", after);
     c10ds_store_recount(&e->store);
     double best_count = 1e18, best_delete = 1e18;
     for (int round = 0; round < 5; round++) {
-        sqlite3_exec(db.h, "BEGIN", NULL, NULL, NULL);
+        sqlite3_exec(fx.db.h, "BEGIN", NULL, NULL, NULL);
         double t0 = now_us();
         long long n = keys_under(e, "jobs/j/1/");
         double t1 = now_us();
         int64_t gone = c10ds_store_delete_prefix(&e->store, "jobs/j/1/", -1);
         double t2 = now_us();
-        sqlite3_exec(db.h, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_exec(fx.db.h, "ROLLBACK", NULL, NULL, NULL);
         if (n != 20 || gone != 20) {
             fprintf(stderr, "bench_runs: counted %lld, deleted %lld, not 20\n", n,
                     (long long)gone);
@@ -135,7 +118,7 @@ int main(int argc, char **argv)
     printf("a run's prefix with 20 keys, %ld keys after it (best of 5):\n", after);
     printf("  count the prefix's keys     %10.1f us\n", best_count);
     printf("  delete the prefix's keys    %10.1f us\n", best_delete);
-    sqlite3_exec(db.h, "DELETE FROM kv WHERE key >= 'z/' AND key < 'z0'", NULL, NULL, NULL);
+    sqlite3_exec(fx.db.h, "DELETE FROM kv WHERE key >= 'z/' AND key < 'z0'", NULL, NULL, NULL);
     c10ds_store_recount(&e->store);
 
     /* --- run end: a run of 2 with K keys --- */
@@ -154,7 +137,7 @@ int main(int argc, char **argv)
             return 1;
         }
         snprintf(prefix, sizeof prefix, "jobs/%s/%llu/", job, (unsigned long long)jb.generation);
-        fill(&db, prefix, ks[i]);
+        fill(&fx.db, prefix, ks[i]);
         c10ds_store_recount(&e->store);
         c10ds_engine_run_batch(e, leave_req(job, jb.generation, 0));
         double t0 = now_us();
@@ -173,9 +156,6 @@ int main(int argc, char **argv)
                sweeps ? took[sweeps / 2] / 1000 : 0, sweeps ? took[sweeps - 1] / 1000 : 0,
                keys_under(e, prefix));
     }
-    c10ds_engine_free(e);
-    c10ds_db_close(&db);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) != 0;
+    engine_fixture_stop(&fx);
+    return 0;
 }

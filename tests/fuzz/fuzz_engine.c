@@ -12,16 +12,13 @@
  * Built with clang by scripts/fuzz.sh (-DC10D_FUZZ=ON); the corpus is
  * tests/fuzz/corpus, seeded by make_seeds.c. */
 #include "engine.h"
+#include "engine_fixture.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-static c10ds_db db;
-static c10ds_config cfg;
-static c10ds_engine *eng;
+static engine_fixture fx;
 
 static void check_reply(void *arg, void *slot, uint64_t request_id, const void *reply,
                         size_t len)
@@ -35,32 +32,22 @@ static void check_reply(void *arg, void *slot, uint64_t request_id, const void *
 
 static void start(void)
 {
-    char err[1024], path[128];
-    snprintf(path, sizeof path, "/tmp/c10d-fuzz-%d.db", (int)getpid());
-    unlink(path);
-    if (c10ds_db_open(&db, path, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_engine: %s\n", err);
-        abort();
-    }
+    engine_fixture_init(&fx, "fuzz");
     /* Small limits: the fuzzer reaches them, and a run stays quick. */
-    cfg.max_key_bytes = 256;
-    cfg.max_value_bytes = 4096;
-    cfg.max_message_bytes = 65536;
-    cfg.max_multi_keys = 16;
-    cfg.max_world_size = 64;
-    cfg.dedup_window_s = 60;
-    cfg.heartbeat_timeout_ms = 10000;
-    cfg.listen_url = "fuzz://";
-    eng = c10ds_engine_new(&cfg, &db, check_reply, NULL, err, sizeof err);
-    if (!eng) {
-        fprintf(stderr, "fuzz_engine: %s\n", err);
+    fx.cfg.max_value_bytes = 4096;
+    fx.cfg.max_message_bytes = 65536;
+    fx.cfg.max_multi_keys = 16;
+    fx.cfg.max_world_size = 64;
+    fx.cfg.listen_url = "fuzz://";
+    if (engine_fixture_start(&fx, check_reply, NULL) != 0) {
+        fprintf(stderr, "fuzz_engine: %s\n", fx.err);
         abort();
     }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!eng)
+    if (!fx.eng)
         start();
     c10ds_request *head = NULL, **tail = &head;
     size_t at = 0;
@@ -92,6 +79,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         *tail = r;
         tail = &r->next;
     }
-    c10ds_engine_run_batch(eng, head);
+    c10ds_engine_run_batch(fx.eng, head);
     return 0;
 }

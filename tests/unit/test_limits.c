@@ -7,6 +7,7 @@
  * One file of ~550 lines on purpose: every case is a finding of issue 12
  * against the same engine fixture, and a reader checks them as a list. */
 #include "engine.h"
+#include "engine_fixture.h"
 #include "engine_request.h"
 
 #include <c10d/pg.h>
@@ -21,60 +22,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static c10ds_db db;
-static c10ds_config cfg;
-static c10ds_engine *eng;
-static char err[1024];
-static char dbpath[128];
-
-#define MAX_REPLIES 64
-static C10dpb__Reply *replies[MAX_REPLIES];
-static int nreplies;
-
-static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
-{
-    (void)arg, (void)slot, (void)request_id;
-    ck_assert_int_lt(nreplies, MAX_REPLIES);
-    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
-}
+static engine_fixture fx;
 
 static void setup(void)
 {
-    snprintf(dbpath, sizeof dbpath, "/tmp/c10d-limits-%d.db", (int)getpid());
-    unlink(dbpath);
-    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.max_key_bytes = 256;
-    cfg.max_value_bytes = 1 << 20;
-    cfg.max_message_bytes = 2 << 20;
-    cfg.max_multi_keys = 4096;
-    cfg.max_world_size = 65536;
-    cfg.dedup_window_s = 60;
-    cfg.heartbeat_timeout_ms = 10000;
-    cfg.listen_url = "test://";
-    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
-    ck_assert_ptr_nonnull(eng);
+    engine_fixture_init(&fx, "limits");
+    ck_assert_msg(engine_fixture_start(&fx, NULL, NULL) == 0, "%s", fx.err);
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < nreplies; i++)
-        c10dpb__reply__free_unpacked(replies[i], NULL);
-    nreplies = 0;
-    c10ds_engine_free(eng);
-    c10ds_db_close(&db);
-    char p[160];
-    unlink(dbpath);
-    snprintf(p, sizeof p, "%s-wal", dbpath);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", dbpath);
-    unlink(p);
+    engine_fixture_stop(&fx);
 }
 
 static void run1(c10ds_request *r)
 {
     r->next = NULL;
-    c10ds_engine_run_batch(eng, r);
+    c10ds_engine_run_batch(fx.eng, r);
 }
 
 static c10ds_request *join_req(uint64_t id, const char *job, const char *name, int rank,
@@ -126,10 +90,10 @@ START_TEST(a_group_join_whose_members_lack_the_caller_is_refused)
     int32_t members[] = {1, 2};
     run1(join_req(1, "j", "world", 0, 3, members, 2));
     run1(join_req(2, "j", "sub", 0, 3, members, 2));
-    ck_assert_int_eq(nreplies, 2);
+    ck_assert_int_eq(fx.nreplies, 2);
     for (int i = 0; i < 2; i++) {
-        ck_assert_int_eq(replies[i]->status, C10D_EINVAL);
-        ck_assert_ptr_nonnull(strstr(replies[i]->detail, "is not one of its members"));
+        ck_assert_int_eq(fx.replies[i]->status, C10D_EINVAL);
+        ck_assert_ptr_nonnull(strstr(fx.replies[i]->detail, "is not one of its members"));
     }
 }
 END_TEST
@@ -141,8 +105,8 @@ START_TEST(a_member_with_other_ranks_than_the_creator_is_refused)
 {
     for (int rank = 0; rank < 4; rank++)
         run1(join_req((uint64_t)rank + 1, "sub", "world", rank, 4, NULL, 0));
-    ck_assert_int_eq(nreplies, 4);
-    uint64_t gen = replies[0]->group_join->generation;
+    ck_assert_int_eq(fx.nreplies, 4);
+    uint64_t gen = fx.replies[0]->group_join->generation;
     int32_t mine[] = {0, 2, 3}, other[] = {0, 3, 2};
     int32_t *lists[] = {mine, other, mine};
     int who[] = {0, 2, 3};
@@ -152,17 +116,17 @@ START_TEST(a_member_with_other_ranks_than_the_creator_is_refused)
         r->pb->group_join->generation = gen;
         run1(r);
     }
-    ck_assert_int_eq(nreplies, 5); /* rank 0 and 3 wait for rank 2 */
-    ck_assert_int_eq(replies[4]->status, C10D_EINVAL);
-    ck_assert_ptr_nonnull(strstr(replies[4]->detail, "rank 2 asks for ranks [0,3,2], another "
-                                                     "member created it with [0,2,3]"));
+    ck_assert_int_eq(fx.nreplies, 5); /* rank 0 and 3 wait for rank 2 */
+    ck_assert_int_eq(fx.replies[4]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fx.replies[4]->detail, "rank 2 asks for ranks [0,3,2], another "
+                                                        "member created it with [0,2,3]"));
     c10ds_request *r = join_req(20, "sub", "world.1", 2, 4, mine, 3);
     r->pb->group_join->has_generation = 1;
     r->pb->group_join->generation = gen;
     run1(r);
-    ck_assert_int_eq(nreplies, 8); /* formed: all three answered */
+    ck_assert_int_eq(fx.nreplies, 8); /* formed: all three answered */
     for (int i = 5; i < 8; i++)
-        ck_assert_int_eq(replies[i]->status, C10D_OK);
+        ck_assert_int_eq(fx.replies[i]->status, C10D_OK);
 }
 END_TEST
 
@@ -175,11 +139,11 @@ START_TEST(a_job_name_over_the_limit_is_refused)
     memset(job, 'j', sizeof job - 1);
     job[sizeof job - 1] = '\0';
     run1(join_req(1, job, "world", 0, 1, NULL, 0));
-    ck_assert_int_eq(replies[0]->status, C10D_EINVAL);
-    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "C10D_MAX_JOB_BYTES"));
+    ck_assert_int_eq(fx.replies[0]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fx.replies[0]->detail, "C10D_MAX_JOB_BYTES"));
     job[sizeof job - 2] = '\0'; /* exactly the limit: served */
     run1(join_req(2, job, "world", 0, 1, NULL, 0));
-    ck_assert_int_eq(replies[1]->status, C10D_OK);
+    ck_assert_int_eq(fx.replies[1]->status, C10D_OK);
 }
 END_TEST
 
@@ -189,9 +153,9 @@ START_TEST(a_world_larger_than_the_limit_is_refused_at_once)
 {
     int64_t t0 = c10d_now_ms();
     run1(join_req(1, "big", "world", 0, 20000000, NULL, 0));
-    ck_assert_int_eq(nreplies, 1);
-    ck_assert_int_eq(replies[0]->status, C10D_ETOOBIG);
-    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "--max-world-size"));
+    ck_assert_int_eq(fx.nreplies, 1);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(fx.replies[0]->detail, "--max-world-size"));
     ck_assert_int_lt(c10d_now_ms() - t0, 100);
 }
 END_TEST
@@ -201,7 +165,7 @@ END_TEST
  * is checked in well under 100 ms. */
 START_TEST(a_long_member_list_is_checked_in_linear_time)
 {
-    int n = (int)cfg.max_world_size;
+    int n = (int)fx.cfg.max_world_size;
     int32_t *members = malloc((size_t)n * sizeof *members);
     for (int i = 0; i < n; i++)
         members[i] = i;
@@ -209,8 +173,8 @@ START_TEST(a_long_member_list_is_checked_in_linear_time)
     int64_t t0 = c10d_now_ms();
     run1(join_req(1, "long", "sub", 0, n, members, (size_t)n));
     int64_t took = c10d_now_ms() - t0;
-    ck_assert_int_eq(replies[0]->status, C10D_EINVAL);
-    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "names rank 5 twice"));
+    ck_assert_int_eq(fx.replies[0]->status, C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(fx.replies[0]->detail, "names rank 5 twice"));
     ck_assert_int_lt(took, 100);
     free(members);
 }
@@ -223,7 +187,7 @@ START_TEST(a_multi_get_reply_larger_than_a_message_is_refused)
     size_t vlen = 512 << 10;
     char *v = calloc(1, vlen);
     run1(set_req(1, 1, "big", v, vlen));
-    ck_assert_int_eq(replies[0]->status, C10D_OK);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_OK);
     char *keys[8];
     for (int i = 0; i < 8; i++)
         keys[i] = "big";
@@ -234,12 +198,12 @@ START_TEST(a_multi_get_reply_larger_than_a_message_is_refused)
     pb.op_case = C10DPB__REQUEST__OP_MULTI_GET;
     pb.multi_get = &m;
     run1(engine_request(&pb, 1, 2));
-    ck_assert_int_eq(replies[1]->status, C10D_ETOOBIG);
-    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "--max-message-bytes"));
+    ck_assert_int_eq(fx.replies[1]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(fx.replies[1]->detail, "--max-message-bytes"));
     m.n_keys = 3; /* 1.5 MiB: fits */
     run1(engine_request(&pb, 1, 3));
-    ck_assert_int_eq(replies[2]->status, C10D_OK);
-    ck_assert_uint_eq(replies[2]->values->n_values, 3);
+    ck_assert_int_eq(fx.replies[2]->status, C10D_OK);
+    ck_assert_uint_eq(fx.replies[2]->values->n_values, 3);
     free(v);
 }
 END_TEST
@@ -251,15 +215,15 @@ static void fill_the_disk(int spare)
     char sql[64];
     int pages = 1000000;
     if (spare >= 0) {
-        sqlite3_exec(db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+        sqlite3_exec(fx.db.h, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
         sqlite3_stmt *st;
-        sqlite3_prepare_v2(db.h, "PRAGMA page_count", -1, &st, NULL);
+        sqlite3_prepare_v2(fx.db.h, "PRAGMA page_count", -1, &st, NULL);
         sqlite3_step(st);
         pages = sqlite3_column_int(st, 0) + spare;
         sqlite3_finalize(st);
     }
     snprintf(sql, sizeof sql, "PRAGMA max_page_count=%d", pages);
-    sqlite3_exec(db.h, sql, NULL, NULL, NULL);
+    sqlite3_exec(fx.db.h, sql, NULL, NULL, NULL);
 }
 
 static int64_t stored_number(const char *key)
@@ -269,12 +233,13 @@ static int64_t stored_number(const char *key)
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_GET;
     pb.get = &m;
-    int i = nreplies;
-    run1(engine_request(&pb, 9, 1000 + (uint64_t)nreplies));
-    if (replies[i]->status != C10D_OK)
+    int i = fx.nreplies;
+    run1(engine_request(&pb, 9, 1000 + (uint64_t)fx.nreplies));
+    if (fx.replies[i]->status != C10D_OK)
         return -1;
     char buf[32] = {0};
-    memcpy(buf, replies[i]->value.data, replies[i]->value.len < 31 ? replies[i]->value.len : 31);
+    memcpy(buf, fx.replies[i]->value.data,
+           fx.replies[i]->value.len < 31 ? fx.replies[i]->value.len : 31);
     return atoll(buf);
 }
 
@@ -286,7 +251,7 @@ static int64_t stored_number(const char *key)
 START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
 {
     run1(add_req(1, 1, "before", 1)); /* a committed key, and the file's pages */
-    ck_assert_int_eq(replies[0]->status, C10D_OK);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_OK);
     fill_the_disk(2);
 
     size_t vlen = 256 << 10;
@@ -296,9 +261,9 @@ START_TEST(a_write_failing_mid_batch_leaves_every_reply_true)
     a->next = big;
     big->next = b;
     b->next = NULL;
-    c10ds_engine_run_batch(eng, a);
-    ck_assert_int_eq(nreplies, 4);
-    C10dpb__Reply *ra = replies[1], *rbig = replies[2], *rb = replies[3];
+    c10ds_engine_run_batch(fx.eng, a);
+    ck_assert_int_eq(fx.nreplies, 4);
+    C10dpb__Reply *ra = fx.replies[1], *rbig = fx.replies[2], *rb = fx.replies[3];
     ck_assert_int_ne(rbig->status, C10D_OK);
     ck_assert_msg(strstr(rbig->detail, "full") != NULL, "the cause is not named: %s",
                   rbig->detail);
@@ -322,7 +287,7 @@ END_TEST
 static const char *member_state(const char *job, int rank, char *buf, size_t cap)
 {
     sqlite3_stmt *s;
-    sqlite3_prepare_v2(db.h, "SELECT state FROM members WHERE job = ?1 AND rank = ?2", -1, &s,
+    sqlite3_prepare_v2(fx.db.h, "SELECT state FROM members WHERE job = ?1 AND rank = ?2", -1, &s,
                        NULL);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 2, rank);
@@ -340,8 +305,8 @@ START_TEST(a_wall_clock_step_kills_no_member)
     char st[32];
     ck_assert_str_eq(member_state("steady", 0, st, sizeof st), "alive");
     c10d_wall_step_ms = 3600 * 1000; /* the clock jumps an hour ahead */
-    eng->next_sweep_ms = 0;
-    c10ds_engine_run_batch(eng, NULL);
+    fx.eng->next_sweep_ms = 0;
+    c10ds_engine_run_batch(fx.eng, NULL);
     c10d_wall_step_ms = 0;
     ck_assert_str_eq(member_state("steady", 0, st, sizeof st), "alive");
 }
@@ -363,7 +328,7 @@ static c10ds_request *watch_req(uint64_t client, uint64_t id, const char *job, u
 static int vgroups_of(const char *job)
 {
     int n = 0;
-    for (c10ds_vgroup *g = eng->verify.groups; g; g = g->next)
+    for (c10ds_vgroup *g = fx.eng->verify.groups; g; g = g->next)
         n += strcmp(g->job, job) == 0;
     return n;
 }
@@ -376,15 +341,15 @@ START_TEST(a_restarted_job_leaves_no_verification_state_behind)
     for (uint64_t round = 0; round < 5; round++) {
         uint64_t base = 10 * round + 1;
         run1(join_req(base, "again", "world", 0, 1, NULL, 0)); /* client 100 */
-        C10dpb__Reply *j = replies[nreplies - 1];
+        C10dpb__Reply *j = fx.replies[fx.nreplies - 1];
         ck_assert_int_eq(j->status, C10D_OK);
         uint64_t gen = j->group_join->generation;
         ck_assert_int_eq(gen, round + 1);
         run1(engine_request_report(100, base + 1, "again", gen, 0, 1, 0));
-        ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
+        ck_assert_int_eq(fx.replies[fx.nreplies - 1]->status, C10D_OK);
         ck_assert_int_eq(vgroups_of("again"), 1);
         run1(engine_request_leave(100, base + 2, "again", gen, 0));
-        ck_assert_int_eq(replies[nreplies - 1]->status, C10D_OK);
+        ck_assert_int_eq(fx.replies[fx.nreplies - 1]->status, C10D_OK);
     }
 }
 END_TEST
@@ -396,17 +361,17 @@ END_TEST
 START_TEST(only_the_client_that_joined_a_member_speaks_for_it)
 {
     run1(join_req(1, "mine", "world", 0, 1, NULL, 0)); /* client 100 */
-    ck_assert_int_eq(replies[0]->status, C10D_OK);
-    uint64_t gen = replies[0]->group_join->generation;
+    ck_assert_int_eq(fx.replies[0]->status, C10D_OK);
+    uint64_t gen = fx.replies[0]->group_join->generation;
     run1(engine_request_leave(999, 2, "mine", gen, 0));
-    ck_assert_int_eq(replies[1]->status, C10D_EAUTH);
-    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "joined by another client"));
+    ck_assert_int_eq(fx.replies[1]->status, C10D_EAUTH);
+    ck_assert_ptr_nonnull(strstr(fx.replies[1]->detail, "joined by another client"));
     run1(watch_req(999, 3, "mine", gen, 0));
-    ck_assert_int_eq(replies[2]->status, C10D_EAUTH);
+    ck_assert_int_eq(fx.replies[2]->status, C10D_EAUTH);
     char st[32];
     ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "alive");
     run1(engine_request_leave(100, 4, "mine", gen, 0)); /* its own client */
-    ck_assert_int_eq(replies[3]->status, C10D_OK);
+    ck_assert_int_eq(fx.replies[3]->status, C10D_OK);
     ck_assert_str_eq(member_state("mine", 0, st, sizeof st), "left");
 }
 END_TEST
@@ -420,12 +385,12 @@ START_TEST(each_group_gets_its_own_random_secret)
     run1(join_req(2, "s2", "world", 0, 1, NULL, 0));
     run1(join_req(3, "s1", "world", 0, 1, NULL, 0)); /* the same join resent: the same group */
     for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(replies[i]->status, C10D_OK);
-        ck_assert(replies[i]->group_join->has_secret);
-        ck_assert(replies[i]->group_join->secret != 0);
+        ck_assert_int_eq(fx.replies[i]->status, C10D_OK);
+        ck_assert(fx.replies[i]->group_join->has_secret);
+        ck_assert(fx.replies[i]->group_join->secret != 0);
     }
-    ck_assert(replies[0]->group_join->secret != replies[1]->group_join->secret);
-    ck_assert(replies[0]->group_join->secret == replies[2]->group_join->secret);
+    ck_assert(fx.replies[0]->group_join->secret != fx.replies[1]->group_join->secret);
+    ck_assert(fx.replies[0]->group_join->secret == fx.replies[2]->group_join->secret);
 }
 END_TEST
 
@@ -445,23 +410,23 @@ START_TEST(parked_and_replayed_requests_in_a_lost_transaction)
     join->next = replay;
     replay->next = big;
     big->next = NULL;
-    c10ds_engine_run_batch(eng, join);
+    c10ds_engine_run_batch(fx.eng, join);
     fill_the_disk(-1);
     int saw_join = 0, saw_replay = 0;
-    for (int i = 1; i < nreplies; i++) {
-        if (replies[i]->request_id == 2) { /* the join */
+    for (int i = 1; i < fx.nreplies; i++) {
+        if (fx.replies[i]->request_id == 2) { /* the join */
             saw_join = 1;
-            ck_assert_int_eq(replies[i]->status, C10D_ERROR);
-            ck_assert_ptr_nonnull(strstr(replies[i]->detail, "full"));
+            ck_assert_int_eq(fx.replies[i]->status, C10D_ERROR);
+            ck_assert_ptr_nonnull(strstr(fx.replies[i]->detail, "full"));
         }
-        if (replies[i]->request_id == 1 && replies[i]->status == C10D_OK) {
+        if (fx.replies[i]->request_id == 1 && fx.replies[i]->status == C10D_OK) {
             saw_replay = 1;
-            ck_assert_int_eq(replies[i]->number, 7);
+            ck_assert_int_eq(fx.replies[i]->number, 7);
         }
     }
     ck_assert_msg(saw_join, "the parked join was not answered");
     ck_assert_msg(saw_replay, "the replayed add was not answered as before");
-    ck_assert_int_eq(atomic_load(&eng->parked), 0);
+    ck_assert_int_eq(atomic_load(&fx.eng->parked), 0);
     free(v);
 }
 END_TEST
@@ -470,7 +435,7 @@ static long long wal_bytes(void)
 {
     char p[160];
     struct stat sb;
-    snprintf(p, sizeof p, "%s-wal", dbpath);
+    snprintf(p, sizeof p, "%s-wal", fx.path);
     return stat(p, &sb) == 0 ? (long long)sb.st_size : 0;
 }
 
@@ -482,19 +447,19 @@ START_TEST(the_wal_is_checkpointed_and_truncated)
 {
     size_t vlen = 512 << 10;
     char *v = calloc(1, vlen);
-    eng->next_checkpoint_ms = c10d_now_ms() + 60000; /* not during the writes */
+    fx.eng->next_checkpoint_ms = c10d_now_ms() + 60000; /* not during the writes */
     for (int i = 0; i < 4; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
         run1(set_req(1, (uint64_t)i + 1, key, v, vlen));
     }
     ck_assert_int_gt(wal_bytes(), 2 << 20);
-    c10ds_engine_run_batch(eng, NULL); /* not due yet: kept */
+    c10ds_engine_run_batch(fx.eng, NULL); /* not due yet: kept */
     ck_assert_int_gt(wal_bytes(), 2 << 20);
-    eng->next_checkpoint_ms = 0; /* due */
-    c10ds_engine_run_batch(eng, NULL);
+    fx.eng->next_checkpoint_ms = 0; /* due */
+    c10ds_engine_run_batch(fx.eng, NULL);
     ck_assert_int_eq(wal_bytes(), 0);
-    ck_assert_int_gt(eng->next_checkpoint_ms, c10d_now_ms()); /* and due again later */
+    ck_assert_int_gt(fx.eng->next_checkpoint_ms, c10d_now_ms()); /* and due again later */
     free(v);
 }
 END_TEST

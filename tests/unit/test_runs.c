@@ -5,6 +5,7 @@
  * what the engine keeps in memory for it; a job's row goes with its last
  * run; a rank with no holder in a running generation is refused. */
 #include "engine.h"
+#include "engine_fixture.h"
 #include "engine_request.h"
 #include "events.h"
 #include "runs.h"
@@ -19,92 +20,50 @@
 #include <string.h>
 #include <unistd.h>
 
-static c10ds_db db;
-static c10ds_config cfg;
-static c10ds_engine *eng;
-static char err[1024];
-static char dbpath[128];
-
-#define MAX_REPLIES 64
-static C10dpb__Reply *replies[MAX_REPLIES];
-static int nreplies;
-
-static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
-{
-    (void)arg, (void)slot, (void)request_id;
-    ck_assert_int_lt(nreplies, MAX_REPLIES);
-    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
-}
+static engine_fixture fx;
 
 static void setup(void)
 {
-    snprintf(dbpath, sizeof dbpath, "/tmp/c10d-runs-%d.db", (int)getpid());
-    unlink(dbpath);
-    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
-    memset(&cfg, 0, sizeof cfg);
-    cfg.max_key_bytes = 256;
-    cfg.max_value_bytes = 1 << 20;
-    cfg.max_message_bytes = 2 << 20;
-    cfg.max_multi_keys = 4096;
-    cfg.max_world_size = 65536;
-    cfg.dedup_window_s = 60;
-    cfg.heartbeat_timeout_ms = 10000;
-    cfg.retention_s = 0;
-    cfg.listen_url = "test://";
-    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
-    ck_assert_ptr_nonnull(eng);
+    engine_fixture_init(&fx, "runs");
+    fx.cfg.retention_s = 0; /* a run's records are due when it ends; cases raise it */
     /* The cases reclaim by hand (c10ds_runs_reclaim), each step checked:
      * no sweep of the engine's own does it behind their back. */
-    eng->next_sweep_ms = INT64_MAX;
+    fx.manual_sweeps = 1;
+    ck_assert_msg(engine_fixture_start(&fx, NULL, NULL) == 0, "%s", fx.err);
 }
 
 static void teardown(void)
 {
-    for (int i = 0; i < nreplies; i++)
-        c10dpb__reply__free_unpacked(replies[i], NULL);
-    nreplies = 0;
-    c10ds_engine_free(eng);
-    c10ds_db_close(&db);
-    char p[160];
-    unlink(dbpath);
-    snprintf(p, sizeof p, "%s-wal", dbpath);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", dbpath);
-    unlink(p);
+    engine_fixture_stop(&fx);
 }
 
 /* The coordinator restarted on the same database file: a new engine
  * (nothing in memory), the members' connections those of the old one. */
 static void reopen(void)
 {
-    c10ds_engine_free(eng);
-    c10ds_db_close(&db);
-    ck_assert_int_eq(c10ds_db_open(&db, dbpath, err, sizeof err), 0);
-    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
-    ck_assert_ptr_nonnull(eng);
-    eng->next_sweep_ms = INT64_MAX;
+    ck_assert_msg(engine_fixture_restart(&fx) == 0, "%s", fx.err);
 }
 
 /* Runs one request; returns its reply (NULL if it parked). */
 static C10dpb__Reply *run1(c10ds_request *r)
 {
-    int before = nreplies;
+    int before = fx.nreplies;
     r->next = NULL;
-    c10ds_engine_run_batch(eng, r);
-    return nreplies > before ? replies[nreplies - 1] : NULL;
+    c10ds_engine_run_batch(fx.eng, r);
+    return fx.nreplies > before ? fx.replies[fx.nreplies - 1] : NULL;
 }
 
 /* Runs batches until a parked request's deadline answers it. */
 static C10dpb__Reply *await_reply(void)
 {
-    int before = nreplies;
+    int before = fx.nreplies;
     long long until = c10d_now_ms() + 5000;
-    while (nreplies == before && c10d_now_ms() < until) {
+    while (fx.nreplies == before && c10d_now_ms() < until) {
         usleep(5000);
-        c10ds_engine_run_batch(eng, NULL);
+        c10ds_engine_run_batch(fx.eng, NULL);
     }
-    ck_assert_msg(nreplies > before, "no parked request was answered in 5 s");
-    return replies[nreplies - 1];
+    ck_assert_msg(fx.nreplies > before, "no parked request was answered in 5 s");
+    return fx.replies[fx.nreplies - 1];
 }
 
 static c10ds_request *join_req(uint64_t client, const char *job, int rank, int world)
@@ -122,7 +81,7 @@ static c10ds_request *join_req(uint64_t client, const char *job, int rank, int w
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
     pb.group_join = &m;
-    c10ds_request *r = engine_request(&pb, client, client * 1000 + (uint64_t)nreplies);
+    c10ds_request *r = engine_request(&pb, client, client * 1000 + (uint64_t)fx.nreplies);
     r->pipe = (uint32_t)client; /* each client its own connection */
     return r;
 }
@@ -138,15 +97,16 @@ static c10ds_request *closed_req(uint64_t client)
 
 static c10ds_request *leave_req(uint64_t client, const char *job, uint64_t gen, int rank)
 {
-    return engine_request_leave(client, client * 1000 + 500 + (uint64_t)nreplies, job, gen, rank);
+    return engine_request_leave(client, client * 1000 + 500 + (uint64_t)fx.nreplies, job, gen,
+                                rank);
 }
 
 /* Rank `rank` entered collective #seq of kind `kind` (ASYNC: answered at once). */
 static c10ds_request *report_req(uint64_t client, const char *job, uint64_t gen, int rank,
                                  uint64_t seq, uint32_t kind)
 {
-    return engine_request_report(client, client * 1000 + 800 + (uint64_t)nreplies, job, gen, rank,
-                                 seq, kind);
+    return engine_request_report(client, client * 1000 + 800 + (uint64_t)fx.nreplies, job, gen,
+                                 rank, seq, kind);
 }
 
 /* What c10d-ctl desync asks (coll_status) of job. */
@@ -157,7 +117,7 @@ static c10ds_request *status_req(const char *job)
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_COLL_STATUS;
     pb.coll_status = &m;
-    return engine_request(&pb, 99, 99000 + (uint64_t)nreplies);
+    return engine_request(&pb, 99, 99000 + (uint64_t)fx.nreplies);
 }
 
 /* What c10d-ctl trace asks (coll_trace) of global rank `rank` of job. */
@@ -169,7 +129,7 @@ static c10ds_request *trace_req(const char *job, int rank)
     C10dpb__Request pb = C10DPB__REQUEST__INIT;
     pb.op_case = C10DPB__REQUEST__OP_COLL_TRACE;
     pb.coll_trace = &m;
-    return engine_request(&pb, 99, 99500 + (uint64_t)nreplies);
+    return engine_request(&pb, 99, 99500 + (uint64_t)fx.nreplies);
 }
 
 static long long scalar(const char *fmt, const char *arg)
@@ -177,8 +137,8 @@ static long long scalar(const char *fmt, const char *arg)
     char q[512];
     snprintf(q, sizeof q, fmt, arg);
     sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(db.h, q, -1, &s, NULL) == SQLITE_OK, "%s: %s", q,
-                  sqlite3_errmsg(db.h));
+    ck_assert_msg(sqlite3_prepare_v2(fx.db.h, q, -1, &s, NULL) == SQLITE_OK, "%s: %s", q,
+                  sqlite3_errmsg(fx.db.h));
     long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_finalize(s);
     return v;
@@ -190,18 +150,18 @@ static void put_many(const char *prefix, int n)
     char q[512];
     snprintf(q, sizeof q, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE "
              "i < %d) INSERT INTO kv SELECT '%s' || 'k' || i, x'00', 0 FROM c", n - 1, prefix);
-    ck_assert_int_eq(sqlite3_exec(db.h, q, NULL, NULL, NULL), SQLITE_OK);
-    c10ds_store_recount(&eng->store);
+    ck_assert_int_eq(sqlite3_exec(fx.db.h, q, NULL, NULL, NULL), SQLITE_OK);
+    c10ds_store_recount(&fx.eng->store);
 }
 
 static void put(const char *key)
 {
-    ck_assert_int_eq(c10ds_store_set(&eng->store, key, "v", 1, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(&fx.eng->store, key, "v", 1, fx.err, sizeof fx.err), C10D_OK);
 }
 
 static int has(const char *key)
 {
-    return c10ds_store_exists(&eng->store, key);
+    return c10ds_store_exists(&fx.eng->store, key);
 }
 
 /* A world of n ranks of job formed (clients 1..n); its generation. */
@@ -256,7 +216,7 @@ START_TEST(a_run_ends_with_its_last_alive_member_and_only_its_keys_go)
         ck_assert_msg(has(mine[i]) == 0, "%s is still there after the run ended", mine[i]);
     for (size_t i = 0; i < 7; i++)
         ck_assert_msg(has(others[i]) == 1, "%s went with run (j, 1)", others[i]);
-    ck_assert_int_eq(c10ds_store_count(&eng->store, NULL), 7); /* the cached count follows */
+    ck_assert_int_eq(c10ds_store_count(&fx.eng->store, NULL), 7); /* the cached count follows */
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0", "j"),
                      1);
 }
@@ -330,15 +290,18 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
     ck_assert_int_eq(run1(report_req(1, "big", gen, 0, 1, 0))->status, C10D_OK);
     run1(report_req(2, "big", gen, 1, 1, 1));
     ck_assert_int_eq(scalar("SELECT count(*) FROM findings WHERE job = '%s'", "big"), 1);
-    ck_assert_ptr_nonnull(eng->verify.groups);
+    ck_assert_ptr_nonnull(fx.eng->verify.groups);
     int ranks[] = {0, 1};
-    ck_assert_ptr_nonnull(c10ds_join_region(&eng->join, "big", gen, "world", 1, 2, ranks, 1, 0,
-                                            0));
+    ck_assert_ptr_nonnull(
+        c10ds_join_region(&fx.eng->join, "big", gen, "world", 1, 2, ranks, 1, 0, 0));
     /* a trace of 12,000 rows, as a long run of alternating calls leaves */
-    ck_assert_int_eq(sqlite3_exec(db.h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
-                                        "FROM c WHERE i < 11999) INSERT INTO coll_trace SELECT "
-                                        "'big', 1, 'world', i % 2, i, i, 'BARRIER', 'completed', "
-                                        "0 FROM c", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(fx.db.h,
+                                  "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
+                                  "FROM c WHERE i < 11999) INSERT INTO coll_trace SELECT "
+                                  "'big', 1, 'world', i % 2, i, i, 'BARRIER', 'completed', "
+                                  "0 FROM c",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     put("jobs/big/1/k");
     ck_assert_int_eq(run1(leave_req(1, "big", gen, 0))->status, C10D_OK);
     ck_assert_int_eq(run1(leave_req(2, "big", gen, 1))->status, C10D_OK);
@@ -348,19 +311,19 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
     ck_assert_int_gt(before, 12000);
 
     /* the retention not yet passed: nothing */
-    cfg.retention_s = 3600;
-    ck_assert_int_eq(c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000), 0);
+    fx.cfg.retention_s = 3600;
+    ck_assert_int_eq(c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000), 0);
     ck_assert_int_eq(rows_of("big"), before);
-    cfg.retention_s = 0;
+    fx.cfg.retention_s = 0;
     long long sweeps = 0, got, total = 0;
-    while ((got = c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000)) > 0) {
+    while ((got = c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000)) > 0) {
         ck_assert_int_le(got, 5000);
         total += got;
         sweeps++;
         ck_assert_int_le(sweeps, 10);
         /* nothing of the run in memory from its first sweep on */
-        ck_assert_ptr_null(eng->verify.groups);
-        ck_assert_ptr_null(eng->join.regions);
+        ck_assert_ptr_null(fx.eng->verify.groups);
+        ck_assert_ptr_null(fx.eng->join.regions);
     }
     ck_assert_int_eq(got, 0);
     ck_assert_int_ge(sweeps, 3);
@@ -392,12 +355,12 @@ START_TEST(a_job_row_stays_while_an_older_run_is_alive)
     ck_assert_int_eq(await_reply()->status, C10D_ETIMEDOUT); /* it gives up: gen 2 over */
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0", "old"),
                      1);
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000) > 0)
         ;
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s'", "old"), 1);
     ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "old"), 2);
     ck_assert_int_eq(run1(leave_req(1, "old", g1, 0))->status, C10D_OK); /* the survivor */
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), 5000) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000) > 0)
         ;
     ck_assert_int_eq(rows_of("old"), 0);
 }
@@ -411,14 +374,16 @@ START_TEST(a_database_error_reading_the_holder_fails_the_arrival)
     uint64_t gen = form("j", 2);
     /* the member lookup fails when it runs (abs() of the smallest integer
      * is an "integer overflow" error), with the same parameters */
-    sqlite3_stmt *broken, *kept = eng->groups.st[GS_MEMBER_GET];
-    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT host, pid, client_id, state, '', '', 0, 0 "
-                                              "FROM members WHERE job = ?1 AND generation = ?2 "
-                                              "AND rank = ?3 AND abs(-9223372036854775807 - 1)",
-                                        -1, &broken, NULL), SQLITE_OK);
-    eng->groups.st[GS_MEMBER_GET] = broken;
+    sqlite3_stmt *broken, *kept = fx.eng->groups.st[GS_MEMBER_GET];
+    ck_assert_int_eq(sqlite3_prepare_v2(fx.db.h,
+                                        "SELECT host, pid, client_id, state, '', '', 0, 0 "
+                                        "FROM members WHERE job = ?1 AND generation = ?2 "
+                                        "AND rank = ?3 AND abs(-9223372036854775807 - 1)",
+                                        -1, &broken, NULL),
+                     SQLITE_OK);
+    fx.eng->groups.st[GS_MEMBER_GET] = broken;
     C10dpb__Reply *rep = run1(join_req(9, "j", 0, 2));
-    eng->groups.st[GS_MEMBER_GET] = kept;
+    fx.eng->groups.st[GS_MEMBER_GET] = kept;
     sqlite3_finalize(broken);
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->status, C10D_ERROR);
@@ -447,28 +412,28 @@ START_TEST(a_big_runs_keys_go_in_bounded_sweeps_after_it_ends)
     ck_assert_int_eq(run1(leave_req(2, "big", gen, 1))->status, C10D_OK);
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0 AND "
                             "keys_ms IS NULL", "big"), 1);
-    ck_assert_int_eq(c10ds_store_count(&eng->store, "jobs/big/1/"), 12000 - RUNS_END_KEYS);
+    ck_assert_int_eq(c10ds_store_count(&fx.eng->store, "jobs/big/1/"), 12000 - RUNS_END_KEYS);
     put("jobs/big/1/late"); /* written after the end: goes with the rest */
     long long records = rows_of("big");
-    cfg.retention_s = 0; /* the records are due at once, yet wait for the keys */
+    fx.cfg.retention_s = 0; /* the records are due at once, yet wait for the keys */
     long long left = 12000 - RUNS_END_KEYS + 1, got;
     int sweeps = 0;
     while (left > 0) {
-        got = c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS);
+        got = c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS);
         ck_assert_int_gt(got, 0);
         ck_assert_int_le(got, RUNS_RECLAIM_ROWS);
-        left = c10ds_store_count(&eng->store, "jobs/big/1/");
+        left = c10ds_store_count(&fx.eng->store, "jobs/big/1/");
         if (left > 0)
             ck_assert_int_eq(rows_of("big"), records);
         ck_assert_int_le(++sweeps, 3);
     }
     ck_assert_int_eq(sweeps, 3); /* 11,001 keys: 5,000 + 5,000 + 1,001 */
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_int_eq(rows_of("big"), 0);
     for (size_t i = 0; i < 4; i++)
         ck_assert_msg(has(others[i]) == 1, "%s went with run (big, 1)", others[i]);
-    ck_assert_int_eq(c10ds_store_count(&eng->store, NULL), 4);
+    ck_assert_int_eq(c10ds_store_count(&fx.eng->store, NULL), 4);
 }
 END_TEST
 
@@ -482,7 +447,7 @@ START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
     ck_assert_int_eq(gen, 1);
     ck_assert_int_eq(run1(leave_req(1, "j", gen, 0))->status, C10D_OK);
     ck_assert_int_eq(run1(leave_req(2, "j", gen, 1))->status, C10D_OK);
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_int_eq(rows_of("j"), 0);
     ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
@@ -490,7 +455,7 @@ START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
     reopen();             /* and the floor outlives a restart */
     gen = form("j", 2);
     ck_assert_int_eq(gen, 2);
-    ck_assert_int_eq(c10ds_store_count(&eng->store, "jobs/j/2/"), 0);
+    ck_assert_int_eq(c10ds_store_count(&fx.eng->store, "jobs/j/2/"), 0);
     /* a new name starts above the floor too */
     ck_assert_uint_eq(form("k", 2), 2);
     /* and a job reclaimed at a higher generation raises it */
@@ -498,7 +463,7 @@ START_TEST(generations_never_repeat_after_a_job_is_reclaimed)
         ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "j", 2, r))->status, C10D_OK);
         ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "k", 2, r))->status, C10D_OK);
     }
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_int_eq(scalar("SELECT count(*) FROM jobs%s", ""), 0);
     ck_assert_uint_eq(form("other", 2), 3);
@@ -510,7 +475,7 @@ END_TEST
  * the clock, not at once and not never. */
 START_TEST(the_retention_clock_survives_a_restart)
 {
-    cfg.retention_s = 3600;
+    fx.cfg.retention_s = 3600;
     uint64_t gen = form("r", 2);
     ck_assert_int_eq(run1(leave_req(1, "r", gen, 0))->status, C10D_OK);
     ck_assert_int_eq(run1(leave_req(2, "r", gen, 1))->status, C10D_OK);
@@ -518,11 +483,11 @@ START_TEST(the_retention_clock_survives_a_restart)
     ck_assert_int_gt(ended, 0);
     long long records = rows_of("r");
     reopen();
-    ck_assert_int_eq(c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS), 0);
-    ck_assert_int_eq(c10ds_runs_reclaim(eng, ended + 3600 * 1000 - 1, RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS), 0);
+    ck_assert_int_eq(c10ds_runs_reclaim(fx.eng, ended + 3600 * 1000 - 1, RUNS_RECLAIM_ROWS), 0);
     ck_assert_int_eq(rows_of("r"), records);
-    ck_assert_int_gt(c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS), 0);
-    while (c10ds_runs_reclaim(eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS) > 0)
+    ck_assert_int_gt(c10ds_runs_reclaim(fx.eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS), 0);
+    while (c10ds_runs_reclaim(fx.eng, ended + 3600 * 1000, RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_int_eq(rows_of("r"), 0);
 }
@@ -547,7 +512,7 @@ START_TEST(a_job_named_with_slash_and_percent_loses_its_keys)
     for (size_t i = 0; i < 4; i++)
         ck_assert_msg(has(others[i]) == 1, "%s went with job a/b%%c", others[i]);
     put(mine[0]); /* late: goes with the records */
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_int_eq(has(mine[0]), 0);
     ck_assert_int_eq(rows_of("a/b%c"), 0);
@@ -574,15 +539,15 @@ START_TEST(an_arrival_beside_the_last_death_never_ends_a_run_with_a_member_alive
         c10ds_request *arrive = join_req(2, job, 1, 3), *die = closed_req(1);
         c10ds_request *first = order ? die : arrive, *second = order ? arrive : die;
         first->next = second;
-        int before = nreplies;
-        c10ds_engine_run_batch(eng, first);
+        int before = fx.nreplies;
+        c10ds_engine_run_batch(fx.eng, first);
         no_run_over_with_a_member_alive();
         if (!order) {
             ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS "
                                     "NULL", job), 1);
-            ck_assert_int_eq(nreplies, before + 1); /* rank 1's join fails: rank 0 died */
-            ck_assert_int_eq(replies[nreplies - 1]->status, C10D_EPEERLOST);
-            ck_assert_ptr_nonnull(strstr(replies[nreplies - 1]->detail, "rank 0"));
+            ck_assert_int_eq(fx.nreplies, before + 1); /* rank 1's join fails: rank 0 died */
+            ck_assert_int_eq(fx.replies[fx.nreplies - 1]->status, C10D_EPEERLOST);
+            ck_assert_ptr_nonnull(strstr(fx.replies[fx.nreplies - 1]->detail, "rank 0"));
         } else {
             ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", job), 2);
             ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND generation "
@@ -605,16 +570,16 @@ START_TEST(a_restart_ends_no_run_before_the_heartbeat_timeout)
     put("jobs/live/1/k");
     reopen();
     int64_t t0 = c10d_steady_wall_ms();
-    eng->next_sweep_ms = 0;
-    c10ds_engine_run_batch(eng, NULL); /* the engine's own sweep, at once */
-    eng->next_sweep_ms = INT64_MAX;
-    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms - 1000);
+    fx.eng->next_sweep_ms = 0;
+    c10ds_engine_run_batch(fx.eng, NULL); /* the engine's own sweep, at once */
+    fx.eng->next_sweep_ms = INT64_MAX;
+    c10ds_groups_sweep(fx.eng, t0 + fx.cfg.heartbeat_timeout_ms - 1000);
     ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'alive'",
                             "live"), 2);
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
                             "live"), 1);
     ck_assert_int_eq(has("jobs/live/1/k"), 1);
-    c10ds_groups_sweep(eng, t0 + cfg.heartbeat_timeout_ms + 1000);
+    c10ds_groups_sweep(fx.eng, t0 + fx.cfg.heartbeat_timeout_ms + 1000);
     ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s' AND state = 'dead'",
                             "live"), 2);
     ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0",
@@ -636,7 +601,8 @@ START_TEST(a_finished_runs_verification_leaves_memory_for_the_database)
     run1(report_req(1, "v", gen, 0, 2, 0));
     run1(report_req(2, "v", gen, 1, 2, 1));
     int ranks[] = {0, 1};
-    ck_assert_ptr_nonnull(c10ds_join_region(&eng->join, "v", gen, "world", 1, 2, ranks, 1, 0, 0));
+    ck_assert_ptr_nonnull(
+        c10ds_join_region(&fx.eng->join, "v", gen, "world", 1, 2, ranks, 1, 0, 0));
     /* what desync and trace show while the run goes on (from memory) */
     C10dpb__Reply *before = run1(status_req("v"));
     ck_assert_int_eq(before->status, C10D_OK);
@@ -648,8 +614,8 @@ START_TEST(a_finished_runs_verification_leaves_memory_for_the_database)
     }
     for (int r = 0; r < 2; r++)
         ck_assert_int_eq(run1(leave_req((uint64_t)r + 1, "v", gen, r))->status, C10D_OK);
-    ck_assert_ptr_null(eng->verify.groups);
-    ck_assert_ptr_null(eng->join.regions);
+    ck_assert_ptr_null(fx.eng->verify.groups);
+    ck_assert_ptr_null(fx.eng->join.regions);
     ck_assert_int_eq(scalar("SELECT count(*) FROM group_progress WHERE job = '%s'", "v"), 2);
 
     /* the same, from the database */
@@ -693,9 +659,9 @@ START_TEST(a_finished_runs_verification_leaves_memory_for_the_database)
     C10dpb__Reply *rep = run1(report_req(1, "v", gen, 0, 3, 0));
     ck_assert_int_eq(rep->status, C10D_EPEERLOST);
     ck_assert_msg(strstr(rep->detail, "job v generation 1 is over"), "%s", rep->detail);
-    ck_assert_ptr_null(eng->verify.groups);
+    ck_assert_ptr_null(fx.eng->verify.groups);
     /* and once reclaimed, nothing is shown */
-    while (c10ds_runs_reclaim(eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
+    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS) > 0)
         ;
     ck_assert_uint_eq(run1(status_req("v"))->coll_status->n_groups, 0);
     ck_assert_int_eq(run1(trace_req("v", 0))->status, C10D_ENOTFOUND);
@@ -710,11 +676,13 @@ END_TEST
 START_TEST(every_table_keyed_by_job_and_generation_is_reclaimed)
 {
     sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(db.h, "SELECT name FROM sqlite_master m WHERE type = "
-                                              "'table' AND EXISTS (SELECT 1 FROM pragma_table_info"
-                                              "(m.name) WHERE name = 'job') AND EXISTS (SELECT 1 "
-                                              "FROM pragma_table_info(m.name) WHERE name = "
-                                              "'generation') ORDER BY name", -1, &s, NULL),
+    ck_assert_int_eq(sqlite3_prepare_v2(fx.db.h,
+                                        "SELECT name FROM sqlite_master m WHERE type = "
+                                        "'table' AND EXISTS (SELECT 1 FROM pragma_table_info"
+                                        "(m.name) WHERE name = 'job') AND EXISTS (SELECT 1 "
+                                        "FROM pragma_table_info(m.name) WHERE name = "
+                                        "'generation') ORDER BY name",
+                                        -1, &s, NULL),
                      SQLITE_OK);
     size_t n = 0, listed = sizeof per_run_tables / sizeof *per_run_tables;
     while (sqlite3_step(s) == SQLITE_ROW) {

@@ -2,6 +2,7 @@
  * and the engine's batch (engine.c): dedup, parking, wake-ups, expiry,
  * limits — on a real SQLite database, without the network. */
 #include "engine.h"
+#include "engine_fixture.h"
 #include "engine_request.h"
 
 #include "check_main.h"
@@ -278,23 +279,7 @@ END_TEST
 
 /* --- the engine's batch, with a fake transport --- */
 
-static c10ds_config cfg;
-static C10dpb__Reply *replies[64];
-static int nreplies;
-
-static void capture(void *arg, void *slot, uint64_t request_id, const void *reply, size_t len)
-{
-    (void)request_id;
-    replies[nreplies++] = c10dpb__reply__unpack(NULL, len, reply);
-}
-
-static void free_replies(void)
-{
-    for (int i = 0; i < nreplies; i++)
-        c10dpb__reply__free_unpacked(replies[i], NULL);
-    nreplies = 0;
-}
-
+static engine_fixture fx;
 
 static c10ds_request *add_req(uint64_t client, uint64_t id, const char *key, int64_t delta)
 {
@@ -386,32 +371,25 @@ START_TEST(reqlog_forgets_a_client_quiet_for_the_window)
 }
 END_TEST
 
-static c10ds_engine *eng;
-
+/* In memory, with limits small enough to reach. */
 static void engine_setup(void)
 {
-    setup();
-    memset(&cfg, 0, sizeof cfg);
-    cfg.max_key_bytes = 64;
-    cfg.max_value_bytes = 16;
-    cfg.max_multi_keys = 4;
-    cfg.dedup_window_s = 60;
-    cfg.listen_url = "test://";
-    eng = c10ds_engine_new(&cfg, &db, capture, NULL, err, sizeof err);
-    ck_assert_ptr_nonnull(eng);
+    engine_fixture_init(&fx, NULL);
+    fx.cfg.max_key_bytes = 64;
+    fx.cfg.max_value_bytes = 16;
+    fx.cfg.max_multi_keys = 4;
+    ck_assert_msg(engine_fixture_start(&fx, NULL, NULL) == 0, "%s", fx.err);
 }
 
 static void engine_teardown(void)
 {
-    free_replies();
-    c10ds_engine_free(eng);
-    teardown();
+    engine_fixture_stop(&fx);
 }
 
 static void run1(c10ds_request *r)
 {
     r->next = NULL;
-    c10ds_engine_run_batch(eng, r);
+    c10ds_engine_run_batch(fx.eng, r);
 }
 
 START_TEST(resent_add_is_applied_once)
@@ -420,73 +398,73 @@ START_TEST(resent_add_is_applied_once)
     run1(add_req(77, 1, "ctr", 5)); /* the same request again: a resend */
     run1(add_req(77, 2, "ctr", 5)); /* a new request */
     run1(add_req(78, 1, "ctr", 5)); /* same id, other client: new */
-    ck_assert_int_eq(nreplies, 4);
-    ck_assert_int_eq(replies[0]->number, 5);
-    ck_assert_int_eq(replies[1]->number, 5); /* the first reply, replayed */
-    ck_assert_int_eq(replies[2]->number, 10);
-    ck_assert_int_eq(replies[3]->number, 15);
-    ck_assert_uint_eq(replies[1]->request_id, 1);
+    ck_assert_int_eq(fx.nreplies, 4);
+    ck_assert_int_eq(fx.replies[0]->number, 5);
+    ck_assert_int_eq(fx.replies[1]->number, 5); /* the first reply, replayed */
+    ck_assert_int_eq(fx.replies[2]->number, 10);
+    ck_assert_int_eq(fx.replies[3]->number, 15);
+    ck_assert_uint_eq(fx.replies[1]->request_id, 1);
 }
 END_TEST
 
 START_TEST(get_parks_until_set_in_a_later_batch)
 {
     run1(get_req(1, "late", 10000));
-    ck_assert_int_eq(nreplies, 0);
-    ck_assert_int_eq(atomic_load(&eng->parked), 1);
+    ck_assert_int_eq(fx.nreplies, 0);
+    ck_assert_int_eq(atomic_load(&fx.eng->parked), 1);
     run1(set_req(2, "late", "v"));
-    ck_assert_int_eq(nreplies, 2);
+    ck_assert_int_eq(fx.nreplies, 2);
     /* the set is answered first (it ran first), then the woken get */
-    ck_assert_uint_eq(replies[0]->request_id, 2);
-    ck_assert_uint_eq(replies[1]->request_id, 1);
-    ck_assert_int_eq(replies[1]->status, C10D_OK);
-    ck_assert_mem_eq(replies[1]->value.data, "v", 1);
-    ck_assert_int_eq(atomic_load(&eng->parked), 0);
+    ck_assert_uint_eq(fx.replies[0]->request_id, 2);
+    ck_assert_uint_eq(fx.replies[1]->request_id, 1);
+    ck_assert_int_eq(fx.replies[1]->status, C10D_OK);
+    ck_assert_mem_eq(fx.replies[1]->value.data, "v", 1);
+    ck_assert_int_eq(atomic_load(&fx.eng->parked), 0);
 }
 END_TEST
 
 START_TEST(parked_get_times_out_naming_the_key)
 {
     run1(get_req(1, "never", 30));
-    ck_assert_int_eq(nreplies, 0);
+    ck_assert_int_eq(fx.nreplies, 0);
     usleep(50000);
-    c10ds_engine_run_batch(eng, NULL);
-    ck_assert_int_eq(nreplies, 1);
-    ck_assert_int_eq(replies[0]->status, C10D_ETIMEDOUT);
-    ck_assert_str_eq(replies[0]->detail, "timed out after 30 ms waiting for key: never");
+    c10ds_engine_run_batch(fx.eng, NULL);
+    ck_assert_int_eq(fx.nreplies, 1);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_ETIMEDOUT);
+    ck_assert_str_eq(fx.replies[0]->detail, "timed out after 30 ms waiting for key: never");
 }
 END_TEST
 
 START_TEST(get_without_wait_is_enotfound)
 {
     run1(get_req(1, "nope", 0));
-    ck_assert_int_eq(replies[0]->status, C10D_ENOTFOUND);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_ENOTFOUND);
 }
 END_TEST
 
 START_TEST(limits_are_enforced_with_reasons)
 {
     run1(set_req(1, "k", "this value is longer than sixteen bytes"));
-    ck_assert_int_eq(replies[0]->status, C10D_ETOOBIG);
-    ck_assert_ptr_nonnull(strstr(replies[0]->detail, "--max-value-bytes"));
+    ck_assert_int_eq(fx.replies[0]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(fx.replies[0]->detail, "--max-value-bytes"));
     char longkey[100];
     memset(longkey, 'k', sizeof longkey - 1);
     longkey[99] = '\0';
     run1(set_req(2, longkey, "v"));
-    ck_assert_int_eq(replies[1]->status, C10D_ETOOBIG);
-    ck_assert_ptr_nonnull(strstr(replies[1]->detail, "--max-key-bytes"));
+    ck_assert_int_eq(fx.replies[1]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(fx.replies[1]->detail, "--max-key-bytes"));
     run1(set_req(3, "", "v"));
-    ck_assert_int_eq(replies[2]->status, C10D_EINVAL);
+    ck_assert_int_eq(fx.replies[2]->status, C10D_EINVAL);
 }
 END_TEST
 
 START_TEST(wrong_token_is_refused)
 {
-    cfg.token = "s3cret";
+    fx.cfg.token = "s3cret";
     run1(set_req(1, "k", "v"));
-    ck_assert_int_eq(replies[0]->status, C10D_EAUTH);
-    ck_assert_int_eq(c10ds_store_exists(&st, "k"), 0);
-    cfg.token = NULL;
+    ck_assert_int_eq(fx.replies[0]->status, C10D_EAUTH);
+    ck_assert_int_eq(c10ds_store_exists(&fx.eng->store, "k"), 0);
+    fx.cfg.token = NULL;
 }
 END_TEST
 

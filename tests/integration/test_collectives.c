@@ -21,19 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static coord_proc coord;
-
-static void setup(void)
-{
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-}
-
-static void teardown(void)
-{
-    coord_cleanup(&coord);
-}
-
 static const c10d_dtype dtypes[] = {C10D_FLOAT32, C10D_FLOAT64, C10D_FLOAT16, C10D_BFLOAT16,
                                     C10D_INT8,    C10D_UINT8,   C10D_INT32,   C10D_INT64};
 static const c10d_reduce_op ops[] = {C10D_SUM, C10D_PROD, C10D_MIN, C10D_MAX, C10D_AVG};
@@ -552,7 +539,7 @@ static size_t shm_limit; /* when set, a rank may map at most this much */
 
 static int battery(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
     if (shm_limit && shm_mapped() > shm_limit)
@@ -601,9 +588,9 @@ END_TEST
  * reaches the coordinator from) is IPv6, and its TCP links are too. */
 START_TEST(world_3_over_tcp_on_ipv6)
 {
-    coord_stop(&coord, SIGTERM);
-    ck_assert_int_eq(coord_start(&coord, "tcp://[::1]:0", NULL, NULL), 0);
-    ck_assert_ptr_nonnull(strstr(coord.url, "[::1]"));
+    coord_stop(&world_coord, SIGTERM);
+    ck_assert_int_eq(coord_start(&world_coord, "tcp://[::1]:0", NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(world_coord.url, "[::1]"));
     setenv("C10D_HOST_TRANSPORT", "tcp", 1);
     run_battery(3);
     setenv("C10D_HOST_ADDR", "::1", 1); /* an IPv6 address given: was "a bad address" */
@@ -636,7 +623,7 @@ int main(void)
 {
     Suite *s = suite_create("collectives");
     TCase *tc = tcase_create("host");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, world_coord_start, world_coord_stop);
     tcase_set_timeout(tc, 280);
     tcase_add_test(tc, world_1);
     tcase_add_test(tc, world_2);

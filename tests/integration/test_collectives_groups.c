@@ -17,23 +17,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static coord_proc coord;
-
-static void setup(void)
-{
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-}
-
-static void teardown(void)
-{
-    coord_cleanup(&coord);
-}
-
 /* Subgroups: ranks translate, and groups run independently. */
 static int subgroups(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
     int evens[] = {0, 2}, odds[] = {3, 1};
@@ -72,7 +59,7 @@ static volatile int *mon_returned;
  * verification reports instead.) */
 static int monitored(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
     int rc = 0;
@@ -116,7 +103,7 @@ END_TEST
  * rank 1's first; kept, rank 0 would be one collective ahead for good. */
 static int refused_after_numbering(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, arg, rank, n, 10000);
+    c10d_pg *pg = world_init(world_coord.url, arg, rank, n, 10000);
     if (!pg)
         return 10;
     int64_t v = 1;
@@ -165,7 +152,7 @@ static volatile int *looked;
 
 static int no_wait(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, arg, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, arg, rank, n, 60000);
     if (!pg)
         return 10;
     int64_t v = 1;
@@ -225,7 +212,7 @@ int main(void)
 {
     Suite *s = suite_create("collectives_groups");
     TCase *tc = tcase_create("groups");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, world_coord_start, world_coord_stop);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, subgroups_translate_ranks);
     tcase_add_test(tc, monitored_barrier_names_the_missing_rank);

@@ -22,8 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static coord_proc coord;
-
 /* Shared between the test and its rank processes. */
 typedef struct {
     volatile int ready;
@@ -37,8 +35,7 @@ static shared_t *sh;
 
 static void setup(void)
 {
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+    world_coord_start();
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(sh, MAP_FAILED);
     memset(sh, 0, sizeof *sh);
@@ -46,7 +43,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    coord_cleanup(&coord);
+    world_coord_stop();
     munmap(sh, sizeof *sh);
 }
 
@@ -73,7 +70,7 @@ static int expect_lost(int rank, c10d_status st, const char *who, const char *ho
 /* Rank 2 joins and then never enters the collective; the test kills it. */
 static int killed_rank_body(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     sh->pid[rank] = (int)getpid();
@@ -129,7 +126,7 @@ static void sigkill_mid_collective(void)
     /* ranks 0 and 1 are inside the all_reduce: verification has their
      * entries (SYNC and ASYNC alike) */
     const int waiting[2] = {0, 1};
-    ck_assert(wait_entered(coord.url, sh->job, "world", waiting, 2, 1, 30000));
+    ck_assert(wait_entered(world_coord.url, sh->job, "world", waiting, 2, 1, 30000));
     sh->event_ms = test_now_ms();
     kill(pids[2], SIGKILL);
     for (int r = 0; r < 2; r++) {
@@ -143,7 +140,7 @@ static void sigkill_mid_collective(void)
 
 static int leaver_body(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     if (c10d_barrier(pg, NULL, NULL) != C10D_OK)
@@ -174,7 +171,7 @@ END_TEST
  * it is gone. */
 static int stopped_body(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     __sync_fetch_and_add(&sh->ready, 1);
@@ -197,9 +194,9 @@ static int stopped_body(int rank, int n, void *arg)
 
 START_TEST(rank_whose_heartbeats_stop_is_declared_dead)
 {
-    coord_stop(&coord, SIGTERM);
+    coord_stop(&world_coord, SIGTERM);
     const char *extra[] = {"--heartbeat-timeout", "1500", NULL};
-    ck_assert_int_eq(coord_start(&coord, NULL, extra, NULL), 0);
+    ck_assert_int_eq(coord_start(&world_coord, NULL, extra, NULL), 0);
     snprintf(sh->job, sizeof sh->job, "%s", world_job("hb"));
     pid_t pids[2];
     world_spawn(2, stopped_body, NULL, pids);
@@ -219,7 +216,7 @@ END_TEST
 static int early_body(int rank, int n, void *arg)
 {
     c10d_init_opts o = C10D_INIT_OPTS_INIT;
-    o.coord_url = coord.url;
+    o.coord_url = world_coord.url;
     o.job = sh->job;
     o.rank = rank;
     o.world_size = 3;
@@ -249,7 +246,7 @@ END_TEST
 static int holder_body(int rank, int n, void *arg)
 {
     c10d_init_opts o = C10D_INIT_OPTS_INIT;
-    o.coord_url = coord.url;
+    o.coord_url = world_coord.url;
     o.job = sh->job;
     o.rank = 0;
     o.world_size = 2;
@@ -264,7 +261,7 @@ static int holder_body(int rank, int n, void *arg)
         fprintf(stderr, "rank %d: the rank holding rank 0 never started\n", rank);
         return 3;
     }
-    if (!wait_member(coord.url, sh->job, 0, "alive", 30000)) /* the first holds rank 0 */
+    if (!wait_member(world_coord.url, sh->job, 0, "alive", 30000)) /* the first holds rank 0 */
         return 2;
     c10d_status st = c10d_init(&pg, &o);
     char want[64];
@@ -286,7 +283,7 @@ END_TEST
 
 static int short_job(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 20000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 20000);
     if (!pg)
         return 10;
     int64_t v = rank;
@@ -302,7 +299,7 @@ START_TEST(restarted_job_starts_a_new_generation)
     ck_assert_int_eq(world_run(2, short_job, NULL, 30, NULL), 0);
     ck_assert_int_eq(world_run(2, short_job, NULL, 30, NULL), 0);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s --json --coord %s status", C10D_CTL_BIN, coord.url);
+    snprintf(cmd, sizeof cmd, "%s --json --coord %s status", C10D_CTL_BIN, world_coord.url);
     FILE *p = popen(cmd, "r");
     char out[16384] = "";
     size_t got = fread(out, 1, sizeof out - 1, p);
@@ -323,7 +320,7 @@ END_TEST
 #define MANY_GROUPS 250
 static int many_groups_body(int rank, int n, void *arg)
 {
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     static c10d_pg *g[MANY_GROUPS];
@@ -346,7 +343,7 @@ START_TEST(every_destroyed_group_is_named_when_a_rank_leaves)
     char cmd[1024], out[16384] = "";
     snprintf(cmd, sizeof cmd, "sqlite3 '%s' \"SELECT count(*), sum(grp = 'world'), "
              "sum(grp = 'world.1'), sum(grp = 'world.%d') FROM member_finals WHERE job = '%s' "
-             "AND rank = 0\"", coord.db, MANY_GROUPS, sh->job);
+             "AND rank = 0\"", world_coord.db, MANY_GROUPS, sh->job);
     FILE *p = popen(cmd, "r");
     size_t got = fread(out, 1, sizeof out - 1, p);
     out[got] = '\0';
@@ -365,7 +362,7 @@ END_TEST
 static int sigpipe_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     __sync_fetch_and_add(&sh->ready, 1);
@@ -407,7 +404,7 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
     world_spawn(2, sigpipe_body, NULL, pids);
     ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
                   sh->ready);
-    kill(coord.pid, SIGSTOP);
+    kill(world_coord.pid, SIGSTOP);
     int st;
     waitpid(pids[1], &st, 0);
     ck_assert_msg(WIFEXITED(st), "rank 1 ended with status %d", st);
@@ -415,7 +412,7 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
     /* rank 0 returns from its broadcast (or dies of SIGPIPE) */
     while (!sh->done && waitpid(pids[0], &st, WNOHANG) == 0)
         usleep(1000);
-    kill(coord.pid, SIGCONT);
+    kill(world_coord.pid, SIGCONT);
     if (sh->done)
         waitpid(pids[0], &st, 0);
     ck_assert_msg(!WIFSIGNALED(st), "rank 0 was killed by signal %d", WTERMSIG(st));
@@ -432,7 +429,7 @@ END_TEST
 static int mass_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init(coord.url, sh->job, rank, n, 60000);
+    c10d_pg *pg = world_init(world_coord.url, sh->job, rank, n, 60000);
     if (!pg)
         return 10;
     c10d_pg *pair[MASS] = {0};

@@ -16,17 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static coord_proc coord;
-
-static void setup(void)
-{
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-}
-
 static void teardown(void)
 {
-    coord_cleanup(&coord);
+    world_coord_stop();
     unsetenv("C10D_HOST_TRANSPORT");
 }
 
@@ -49,7 +41,7 @@ static void teardown(void)
  * Check's timeout. */
 static c10d_pg *init(int rank, int n, const char *job)
 {
-    return world_init(coord.url, job, rank, n, 10000);
+    return world_init(world_coord.url, job, rank, n, 10000);
 }
 
 /* 2 MiB: more than a p2p link holds (a 256 KiB ring, a TCP socket's buffers). */
@@ -357,7 +349,7 @@ int main(void)
 {
     Suite *s = suite_create("p2p");
     TCase *tc = tcase_create("host");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, world_coord_start, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, irecv_then_isend_world_2);
     tcase_add_test(tc, irecv_then_isend_world_3);

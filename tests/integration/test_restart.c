@@ -26,8 +26,6 @@
 #define RESTARTS 10
 #define MAX_STALL_MS 2000
 
-static coord_proc coord;
-
 typedef struct {
     char job[128];
     c10d_verify mode;
@@ -35,23 +33,12 @@ typedef struct {
     volatile long long stop_at; /* every rank runs exactly this many */
 } shared;
 
-static void setup(void)
-{
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-}
-
-static void teardown(void)
-{
-    coord_cleanup(&coord);
-}
-
 static int rank_body(int rank, int n, void *arg)
 {
     shared *sh = arg;
     /* A long collective timeout: a hang shows as a stall the test times,
      * not as an error that would end it sooner. */
-    c10d_pg *pg = world_init_verify(coord.url, sh->job, rank, n, 60000, sh->mode);
+    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 60000, sh->mode);
     if (!pg)
         return 10;
     long long i = 0;
@@ -111,7 +98,7 @@ START_TEST(the_job_rides_through_restarts)
     sh->mode = modes[_i];
     sh->stop_at = 1LL << 60;
     char url[256];
-    snprintf(url, sizeof url, "%s", coord.url);
+    snprintf(url, sizeof url, "%s", world_coord.url);
     pid_t pids[WORLD];
     world_spawn(WORLD, rank_body, sh, pids);
     long long worst = 0;
@@ -124,9 +111,9 @@ START_TEST(the_job_rides_through_restarts)
                      slowest(sh));
             break;
         }
-        coord_stop(&coord, SIGKILL);
+        coord_stop(&world_coord, SIGKILL);
         int st = 0;
-        if (coord_start(&coord, url, NULL, &st) != 0) {
+        if (coord_start(&world_coord, url, NULL, &st) != 0) {
             snprintf(failure, sizeof failure, "%s: restart %d: the coordinator did not come back "
                      "on %s (wait status %d; its log follows)", names[_i], k, url, st);
             break;
@@ -155,7 +142,7 @@ START_TEST(the_job_rides_through_restarts)
     fprintf(stderr, "%s: %d restarts, the longest stall %lld ms, %lld all_reduces\n", names[_i],
             RESTARTS, worst, slowest(sh));
     if (*failure || failed) {
-        FILE *f = fopen(coord.log, "r");
+        FILE *f = fopen(world_coord.log, "r");
         char line[1024];
         while (f && fgets(line, sizeof line, f))
             fputs(line, stderr);
@@ -198,7 +185,7 @@ static int run_before(c10d_pg *pg, after_shared *sh, int rank)
 static int desync_body(int rank, int n, void *arg)
 {
     after_shared *sh = arg;
-    c10d_pg *pg = world_init_verify(coord.url, sh->job, rank, n, 30000, C10D_VERIFY_SYNC);
+    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 30000, C10D_VERIFY_SYNC);
     if (!pg || run_before(pg, sh, rank) != 0)
         return 10;
     float x = 1;
@@ -218,13 +205,13 @@ static int desync_body(int rank, int n, void *arg)
 static void restart_when_ready(after_shared *sh)
 {
     char url[256];
-    snprintf(url, sizeof url, "%s", coord.url);
+    snprintf(url, sizeof url, "%s", world_coord.url);
     long long t0 = test_now_ms();
     while (!(sh->ready[0] && sh->ready[1]) && test_now_ms() - t0 < 30000)
         usleep(1000);
     ck_assert_msg(sh->ready[0] && sh->ready[1], "the ranks never finished their all_reduces");
-    coord_stop(&coord, SIGKILL);
-    ck_assert_int_eq(coord_start(&coord, url, NULL, NULL), 0);
+    coord_stop(&world_coord, SIGKILL);
+    ck_assert_int_eq(coord_start(&world_coord, url, NULL, NULL), 0);
 }
 
 /* Shared state for two ranks running body; restarts the coordinator once
@@ -254,7 +241,7 @@ END_TEST
 static int lost_body(int rank, int n, void *arg)
 {
     after_shared *sh = arg;
-    c10d_pg *pg = world_init_verify(coord.url, sh->job, rank, n, 30000, C10D_VERIFY_SYNC);
+    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 30000, C10D_VERIFY_SYNC);
     if (!pg || run_before(pg, sh, rank) != 0)
         return 10;
     if (rank == 1)
@@ -279,7 +266,7 @@ static int knows_rank1_completed(const char *job)
 {
     c10d_store *s = NULL;
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
-    if (c10d_store_connect(&s, coord.url, &o) != C10D_OK)
+    if (c10d_store_connect(&s, world_coord.url, &o) != C10D_OK)
         return 0;
     c10d_group_health *g = NULL;
     size_t n = 0;
@@ -307,7 +294,7 @@ START_TEST(a_rank_lost_after_a_restart_is_named_with_its_last_collective)
     sh->restarted = 1;
     /* rank 0 waits inside #31 for rank 1 when rank 1 dies */
     const int rank0[1] = {0};
-    ck_assert_msg(wait_entered(coord.url, sh->job, "world", rank0, 1, BEFORE + 1, 10000),
+    ck_assert_msg(wait_entered(world_coord.url, sh->job, "world", rank0, 1, BEFORE + 1, 10000),
                   "rank 0 never entered collective #%d on the new coordinator", BEFORE + 1);
     kill(pids[1], SIGKILL);
     int st;
@@ -322,7 +309,7 @@ int main(void)
 {
     Suite *s = suite_create("restart");
     TCase *tc = tcase_create("restart");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, world_coord_start, world_coord_stop);
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, the_job_rides_through_restarts, 0, 3);
     tcase_add_test(tc, a_desync_after_a_restart_names_the_collective);

@@ -19,19 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static coord_proc coord;
-
-static void setup(void)
-{
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-}
-
-static void teardown(void)
-{
-    coord_cleanup(&coord);
-}
-
 typedef struct {
     const char *job;
     c10d_verify mode;
@@ -40,7 +27,7 @@ typedef struct {
 
 static c10d_pg *init_mode(const scenario *sc, int rank, int n, int timeout_ms)
 {
-    return world_init_verify(coord.url, sc->job, rank, n, timeout_ms, sc->mode);
+    return world_init_verify(world_coord.url, sc->job, rank, n, timeout_ms, sc->mode);
 }
 
 static int five_matching(c10d_pg *pg)
@@ -145,7 +132,7 @@ static int desync_body(int rank, int n, void *arg)
 static void expect_ctl_desync(const char *job, int want_exit, const char *n1, const char *n2)
 {
     char cmd[1024], out[8192] = "";
-    snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, coord.url,
+    snprintf(cmd, sizeof cmd, "%s --json --coord %s desync --job %s", C10D_CTL_BIN, world_coord.url,
              job);
     FILE *p = popen(cmd, "r");
     size_t got = fread(out, 1, sizeof out - 1, p);
@@ -163,7 +150,7 @@ static void run_desync(c10d_verify mode, int kase)
     int failed = world_run(2, desync_body, &sc, 60, NULL);
     if (failed) { /* the coordinator's view, for whoever reads the failure */
         char c[700];
-        snprintf(c, sizeof c, "cat %s >&2", coord.log);
+        snprintf(c, sizeof c, "cat %s >&2", world_coord.log);
         if (system(c) != 0)
             fprintf(stderr, "(no coordinator log)\n");
     }
@@ -181,7 +168,7 @@ static void run_desync(c10d_verify mode, int kase)
      * last 2,000, so only its existence is checked.) */
     for (int rank = 0; rank < 2; rank++) {
         snprintf(cmd, sizeof cmd, "%s --json --coord %s trace --rank %d --job %s -n 2000",
-                 C10D_CTL_BIN, coord.url, rank, sc.job);
+                 C10D_CTL_BIN, world_coord.url, rank, sc.job);
         p = popen(cmd, "r");
         got = fread(out, 1, sizeof out - 1, p);
         out[got] = '\0';
@@ -435,7 +422,7 @@ START_TEST(matching_collectives_raise_no_alarm)
         ck_assert_int_eq(world_run(4, quiet_body, &sc, 120, NULL), 0);
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s --coord %s desync --job %s >/dev/null", C10D_CTL_BIN,
-                 coord.url, sc.job);
+                 world_coord.url, sc.job);
         int st = system(cmd);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "c10d-ctl desync says unhealthy");
     }
@@ -446,7 +433,7 @@ int main(void)
 {
     Suite *s = suite_create("verify");
     TCase *tc = tcase_create("verify");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, world_coord_start, world_coord_stop);
     tcase_set_timeout(tc, 200);
     tcase_add_test(tc, sync_different_operation);
     tcase_add_test(tc, sync_different_shape);

@@ -1,5 +1,6 @@
 #include "world_proc.h"
 
+#include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,19 @@ c10d_pg *world_init_verify(const char *url, const char *job, int rank, int n, in
         return NULL;
     }
     return pg;
+}
+
+coord_proc world_coord;
+
+void world_coord_start(void)
+{
+    coord_init(&world_coord);
+    ck_assert_int_eq(coord_start(&world_coord, NULL, NULL, NULL), 0);
+}
+
+void world_coord_stop(void)
+{
+    coord_cleanup(&world_coord);
 }
 
 const char *world_job(const char *base)

@@ -1,7 +1,9 @@
 /* Multi-process jobs for tests: fork N ranks that each run a function,
- * then collect their exit codes. */
+ * then collect their exit codes; the coordinator they meet at. */
 #ifndef C10D_TEST_WORLD_PROC_H
 #define C10D_TEST_WORLD_PROC_H
+
+#include "coord_proc.h"
 
 #include <c10d/c10d.h>
 #include <sys/types.h>
@@ -24,6 +26,14 @@ c10d_pg *world_init(const char *url, const char *job, int rank, int n, int timeo
 /* The same, in a verification mode. */
 c10d_pg *world_init_verify(const char *url, const char *job, int rank, int n, int timeout_ms,
                            c10d_verify mode);
+
+/* A coordinator of its own for every test case: world_coord_start and
+ * world_coord_stop are a Check checked fixture's setup and teardown (a
+ * start that fails fails the case); the ranks, forked after, find it at
+ * world_coord.url. */
+extern coord_proc world_coord;
+void world_coord_start(void);
+void world_coord_stop(void);
 
 /* A job name unique to this test run. */
 const char *world_job(const char *base);

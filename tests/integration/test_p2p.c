@@ -116,14 +116,20 @@ static void run(int n, rank_fn fn, const char *job)
     ck_assert_msg(failed == 0, "%d of %d ranks failed (see stderr)", failed, n);
 }
 
+/* The same over TCP instead of shared memory (teardown clears it). */
+static void run_over_tcp(int n, rank_fn fn, const char *job)
+{
+    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
+    run(n, fn, job);
+}
+
 START_TEST(irecv_then_isend_world_2) { run(2, irecv_then_isend, "posted"); }
 END_TEST
 START_TEST(irecv_then_isend_world_3) { run(3, irecv_then_isend, "posted"); }
 END_TEST
 START_TEST(irecv_then_isend_world_3_over_tcp)
 {
-    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
-    run(3, irecv_then_isend, "posted");
+    run_over_tcp(3, irecv_then_isend, "posted");
 }
 END_TEST
 
@@ -165,8 +171,7 @@ START_TEST(posted_recv_while_in_a_collective) { run(2, posted_during_a_collectiv
 END_TEST
 START_TEST(posted_recv_while_in_a_collective_over_tcp)
 {
-    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
-    run(2, posted_during_a_collective, "during");
+    run_over_tcp(2, posted_during_a_collective, "during");
 }
 END_TEST
 
@@ -247,8 +252,7 @@ START_TEST(recv_from_any_member) { run(3, from_any, "any"); }
 END_TEST
 START_TEST(recv_from_any_member_over_tcp)
 {
-    setenv("C10D_HOST_TRANSPORT", "tcp", 1);
-    run(3, from_any, "any");
+    run_over_tcp(3, from_any, "any");
 }
 END_TEST
 

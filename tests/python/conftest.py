@@ -1,9 +1,11 @@
-"""What the PyTorch tests share: the build's paths, and one coordinator for
-the whole session, as users run it (job after job, jobs side by side, on
-one long-lived c10d-coord with its SQLite file), not a fresh one per test."""
+"""What the PyTorch tests share: the build's paths, torch and the extension
+or the reason they are skipped, and one coordinator for the whole session,
+as users run it (job after job, jobs side by side, on one long-lived
+c10d-coord with its SQLite file), not a fresh one per test."""
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -12,6 +14,21 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
 COORD_BIN = os.path.join(BUILD, "server", "c10d-coord")
+
+
+def import_torch_and_c10d_coord():
+    """torch and the built extension (python/c10d_coord), for a test module
+    to call as it is imported: where either is missing, the whole module is
+    skipped with the reason (reported at the caller's line)."""
+    __tracebackhide__ = True
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import c10d_coord
+    except ImportError as e:  # pragma: no cover
+        pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",
+                    allow_module_level=True)
+    return torch, c10d_coord
 
 
 class Coordinator:

@@ -10,18 +10,12 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
+from conftest import BUILD, ROOT, import_torch_and_c10d_coord
+
+torch, c10d_coord = import_torch_and_c10d_coord()
+
 RUN = os.path.join(BUILD, "client", "c10d-run")
 WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
-
-torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
-try:
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import c10d_coord  # noqa: F401
-except ImportError as e:  # pragma: no cover
-    pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",
-                allow_module_level=True)
 
 
 @pytest.fixture(autouse=True)

@@ -11,15 +11,9 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, ROOT, import_torch_and_c10d_coord
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
-try:
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import c10d_coord  # noqa: F401
-except ImportError as e:  # pragma: no cover
-    pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",
-                allow_module_level=True)
+torch, c10d_coord = import_torch_and_c10d_coord()
 
 RUN = os.path.join(BUILD, "client", "c10d-run")
 CTL = os.path.join(BUILD, "client", "c10d-ctl")

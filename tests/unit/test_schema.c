@@ -37,6 +37,24 @@ static int scalar(sqlite3 *h, const char *sql)
     return v;
 }
 
+/* The file as a schema-`version` coordinator left it, holding what the
+ * SQL `rows` puts in it; then opened by this coordinator, which migrates
+ * it to the newest schema. */
+static void migrated_from(c10ds_db *db, int version, const char *rows)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    for (int i = 0; i < version; i++)
+        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
+    char *sql = sqlite3_mprintf("%s; PRAGMA user_version = %d", rows, version);
+    ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(sql);
+    sqlite3_close(h);
+    char err[512];
+    ck_assert_msg(c10ds_db_open(db, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(db->schema_version, c10ds_migration_count);
+}
+
 START_TEST(migrations_are_numbered_without_gaps)
 {
     ck_assert_int_ge(c10ds_migration_count, 2);
@@ -65,17 +83,8 @@ END_TEST
 START_TEST(version_1_database_is_migrated_with_its_data)
 {
     /* Build a version-1 database by hand, as an older coordinator left it. */
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[0].sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO kv VALUES('old', x'0102', 1); "
-                                     "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
-
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
-    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    migrated_from(&db, 1, "INSERT INTO kv VALUES('old', x'0102', 1)");
     ck_assert_int_eq(scalar(db.h, "SELECT length(value) FROM kv WHERE key = 'old'"), 2);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM applied_requests"), 0);
     c10ds_db_close(&db);
@@ -87,20 +96,11 @@ END_TEST
  * an arrival is compared by is made from them at the group's first read. */
 START_TEST(version_7_groups_ranks_text_becomes_rows)
 {
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-    for (int i = 0; i < 7; i++) /* as a schema-7 coordinator left it */
-        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO groups(job, generation, name, ranks, size, "
-                                     "joined, formed, secret) VALUES('j', 1, 'world', '', 6, 6, "
-                                     "1, 11), ('j', 1, 'world.1', '5,0,3', 3, 3, 1, 12); "
-                                     "PRAGMA user_version = 7", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
-
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
-    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    migrated_from(&db, 7,
+                  "INSERT INTO groups(job, generation, name, ranks, size, "
+                  "joined, formed, secret) VALUES('j', 1, 'world', '', 6, 6, "
+                  "1, 11), ('j', 1, 'world.1', '5,0,3', 3, 3, 1, 12)");
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('groups') WHERE "
                                   "name = 'ranks'"), 0);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM group_ranks WHERE name = 'world'"), 0);
@@ -135,26 +135,17 @@ END_TEST
 
 START_TEST(version_8_final_seqs_text_becomes_rows)
 {
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-    for (int i = 0; i < 8; i++) /* as a schema-8 coordinator left it */
-        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO members(job, generation, rank, host, pid, "
-                                     "client_id, pipe, state, joined_ms, changed_ms, "
-                                     "last_seen_ms, final_seqs) VALUES "
-                                     "('j', 1, 0, 'h', 1, 1, 0, 'left', 0, 0, 0, "
-                                     "',world=349,world.1=20,'), "
-                                     "('j', 1, 1, 'h', 2, 2, 0, 'dead', 0, 0, 0, NULL), "
-                                     "('j', 1, 2, 'h', 3, 3, 0, 'left', 0, 0, 0, ''), "
-                                     "('j', 1, 3, 'h', 4, 4, 0, 'left', 0, 0, 0, "
-                                     "'x=y=5,g=7'); "
-                                     "PRAGMA user_version = 8", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
-
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
-    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    migrated_from(&db, 8,
+                  "INSERT INTO members(job, generation, rank, host, pid, "
+                  "client_id, pipe, state, joined_ms, changed_ms, "
+                  "last_seen_ms, final_seqs) VALUES "
+                  "('j', 1, 0, 'h', 1, 1, 0, 'left', 0, 0, 0, "
+                  "',world=349,world.1=20,'), "
+                  "('j', 1, 1, 'h', 2, 2, 0, 'dead', 0, 0, 0, NULL), "
+                  "('j', 1, 2, 'h', 3, 3, 0, 'left', 0, 0, 0, ''), "
+                  "('j', 1, 3, 'h', 4, 4, 0, 'left', 0, 0, 0, "
+                  "'x=y=5,g=7')");
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('members') WHERE "
                                   "name = 'final_seqs'"), 0);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM member_finals"), 4);
@@ -190,33 +181,24 @@ END_TEST
  * theirs: the prefix is c10d_run_scope's, with the name escaped). */
 START_TEST(version_9_generations_get_their_runs)
 {
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-    for (int i = 0; i < 9; i++) /* as a schema-9 coordinator left it */
-        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO jobs(job, generation, world_size, formed, "
-                                     "version, created_ms) VALUES ('j', 2, 2, 1, 9, 100), "
-                                     "('a/b%', 1, 1, 1, 1, 50), ('empty', 1, 2, 0, 0, 70); "
-                                     "INSERT INTO members(job, generation, rank, host, pid, "
-                                     "client_id, pipe, state, joined_ms, changed_ms, "
-                                     "last_seen_ms) VALUES "
-                                     "('j', 1, 0, 'h', 1, 1, 0, 'left', 10, 20, 20), "
-                                     "('j', 1, 1, 'h', 2, 2, 0, 'dead', 11, 25, 25), "
-                                     "('j', 2, 0, 'h', 3, 3, 0, 'alive', 30, 30, 30), "
-                                     "('j', 2, 1, 'h', 4, 4, 0, 'left', 31, 40, 40), "
-                                     "('a/b%', 1, 0, 'h', 5, 5, 0, 'left', 50, 60, 60); "
-                                     "INSERT INTO kv(key, value, updated_ms) VALUES "
-                                     "('jobs/j/1/x', x'00', 1), ('jobs/j/1/y/z', x'00', 1), "
-                                     "('jobs/j/2/x', x'00', 1), ('jobs/j/10/x', x'00', 1), "
-                                     "('jobs/j/1', x'00', 1), ('root', x'00', 1), "
-                                     "('jobs/a%2Fb%25/1/k', x'00', 1), ('jobs/a/b%/1/k', x'00', 1); "
-                                     "PRAGMA user_version = 9", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
-
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
-    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    migrated_from(&db, 9,
+                  "INSERT INTO jobs(job, generation, world_size, formed, "
+                  "version, created_ms) VALUES ('j', 2, 2, 1, 9, 100), "
+                  "('a/b%', 1, 1, 1, 1, 50), ('empty', 1, 2, 0, 0, 70); "
+                  "INSERT INTO members(job, generation, rank, host, pid, "
+                  "client_id, pipe, state, joined_ms, changed_ms, "
+                  "last_seen_ms) VALUES "
+                  "('j', 1, 0, 'h', 1, 1, 0, 'left', 10, 20, 20), "
+                  "('j', 1, 1, 'h', 2, 2, 0, 'dead', 11, 25, 25), "
+                  "('j', 2, 0, 'h', 3, 3, 0, 'alive', 30, 30, 30), "
+                  "('j', 2, 1, 'h', 4, 4, 0, 'left', 31, 40, 40), "
+                  "('a/b%', 1, 0, 'h', 5, 5, 0, 'left', 50, 60, 60); "
+                  "INSERT INTO kv(key, value, updated_ms) VALUES "
+                  "('jobs/j/1/x', x'00', 1), ('jobs/j/1/y/z', x'00', 1), "
+                  "('jobs/j/2/x', x'00', 1), ('jobs/j/10/x', x'00', 1), "
+                  "('jobs/j/1', x'00', 1), ('root', x'00', 1), "
+                  "('jobs/a%2Fb%25/1/k', x'00', 1), ('jobs/a/b%/1/k', x'00', 1)");
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs"), 4);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE (job, generation, started_ms, "
                                   "ended_ms) IN (VALUES ('j', 1, 10, 25), ('a/b%', 1, 50, 60), "
@@ -245,32 +227,23 @@ END_TEST
  * name is not escaped there: job "a" generation 1 and job "a/1"). */
 START_TEST(version_10_old_layout_keys_of_runs_over_go)
 {
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-    for (int i = 0; i < 10; i++) /* as a schema-10 coordinator left it */
-        ck_assert_int_eq(sqlite3_exec(h, c10ds_migrations[i].sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "INSERT INTO runs(job, generation, started_ms, ended_ms) "
-                                     "VALUES ('j', 1, 10, 20), ('j', 2, 30, NULL), "
-                                     "('a', 1, 10, 25), ('a/1', 3, 40, NULL); "
-                                     "INSERT INTO kv(key, value, updated_ms) VALUES "
-                                     "('c10d/nccl/j/1/world/id', x'00', 1), "
-                                     "('c10d/nccl/j/1/world.1/id', x'00', 1), "
-                                     "('c10d/monitored_barrier/j/1/world/1/arrived/0', x'00', 1), "
-                                     "('c10d/nccl/a/1/world/id', x'00', 1), "
-                                     "('c10d/nccl/j/2/world/id', x'00', 1), "
-                                     "('c10d/nccl/j/10/world/id', x'00', 1), "
-                                     "('c10d/nccl/a/1/3/world/id', x'00', 1), "
-                                     "('c10d/monitored_barrier/a/1/3/world/1/x', x'00', 1), "
-                                     "('c10d/nccl/j/1', x'00', 1), "
-                                     "('c10d/host/j/1/x', x'00', 1), "
-                                     "('jobs/j/2/x', x'00', 1), ('root', x'00', 1); "
-                                     "PRAGMA user_version = 10", NULL, NULL, NULL), SQLITE_OK);
-    sqlite3_close(h);
-
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
-    ck_assert_int_eq(db.schema_version, c10ds_migration_count);
+    migrated_from(&db, 10,
+                  "INSERT INTO runs(job, generation, started_ms, ended_ms) "
+                  "VALUES ('j', 1, 10, 20), ('j', 2, 30, NULL), "
+                  "('a', 1, 10, 25), ('a/1', 3, 40, NULL); "
+                  "INSERT INTO kv(key, value, updated_ms) VALUES "
+                  "('c10d/nccl/j/1/world/id', x'00', 1), "
+                  "('c10d/nccl/j/1/world.1/id', x'00', 1), "
+                  "('c10d/monitored_barrier/j/1/world/1/arrived/0', x'00', 1), "
+                  "('c10d/nccl/a/1/world/id', x'00', 1), "
+                  "('c10d/nccl/j/2/world/id', x'00', 1), "
+                  "('c10d/nccl/j/10/world/id', x'00', 1), "
+                  "('c10d/nccl/a/1/3/world/id', x'00', 1), "
+                  "('c10d/monitored_barrier/a/1/3/world/1/x', x'00', 1), "
+                  "('c10d/nccl/j/1', x'00', 1), "
+                  "('c10d/host/j/1/x', x'00', 1), "
+                  "('jobs/j/2/x', x'00', 1), ('root', x'00', 1)");
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE keys_ms = ended_ms"), 2);
     ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM runs WHERE keys_ms IS NULL AND ended_ms "
                                   "IS NULL"), 2);

@@ -159,9 +159,9 @@ static int make_room(c10di_conn *c)
     return 0;
 }
 
-/* TLS: arms the connection's one receive on c->stream (mu held). The
- * armed receive counts as a user of the stream, so a redial waits for its
- * callback before freeing it. */
+/* TLS: arms the connection's one receive on c->stream (mu held; not
+ * while c->rx_armed). The armed receive counts as a user of the stream, so
+ * a redial waits for its callback before freeing it. */
 void c10di_conn_rx_arm(c10di_conn *c)
 {
     if (make_room(c) != 0) {
@@ -169,6 +169,7 @@ void c10di_conn_rx_arm(c10di_conn *c)
         return;
     }
     c->rx_stream = c->stream;
+    c->rx_armed = 1;
     c->users++;
     nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
     nng_aio_set_iov(c->rx_aio, 1, &iov);
@@ -184,6 +185,7 @@ void c10di_conn_rx_done(void *arg)
     size_t got = nng_aio_count(c->rx_aio);
     pthread_mutex_lock(&c->mu);
     nng_stream *s = c->rx_stream;
+    c->rx_armed = 0;
     if (--c->users == 0 && c->dialing)
         pthread_cond_broadcast(&c->cv); /* c10di_conn_dial waits for the old stream's users */
     if (rv != 0) {
@@ -192,9 +194,12 @@ void c10di_conn_rx_done(void *arg)
         c->rlen += got;
         if (dispatch(c) != 0)
             c10di_conn_broken(c, s, NNG_EPROTO);
-        else if (!c->closing)
-            c10di_conn_rx_arm(c);
     }
+    /* The next receive, on the stream connected now: also a new one, whose
+     * dial found this receive still armed on the old stream and left the
+     * arming to us (an aio is submitted again only once it completed). */
+    if (c->stream && !c->closing)
+        c10di_conn_rx_arm(c);
     pthread_mutex_unlock(&c->mu);
 }
 

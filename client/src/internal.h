@@ -97,6 +97,7 @@ typedef struct c10di_conn {
     int rx_async;          /* TLS: replies come by callback (conn.c says why) */
     nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
     nng_stream *rx_stream; /* the stream it reads */
+    int rx_armed;          /* submitted, its callback not yet run */
     /* sending: one frame at a time */
     pthread_mutex_t send_mu;
     nng_aio *send_aio;

@@ -90,7 +90,9 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
         c->last_err = 0;
         c->dial_failures = 0;
         atomic_store(&c->pipes, 1);
-        if (c->rx_async)
+        /* still armed on the old stream (its callback late): that
+         * callback arms it here */
+        if (c->rx_async && !c->rx_armed)
             c10di_conn_rx_arm(c);
     } else {
         if (rv == 0)

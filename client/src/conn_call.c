@@ -18,6 +18,15 @@
  * It waits on its own condition variable, which a reply for another
  * caller does not signal.
  *
+ * The reader's receive is cancelled by the caller that asks for the
+ * reading only once it is submitted (c->recv_armed); asked earlier, the
+ * reader cancels it itself as soon as nng_stream_recv returns. NNG allows
+ * cancelling only an operation already submitted: NNG 1.10's cancel,
+ * landing between the start of nng_stream_recv and its queueing, lets
+ * nng_aio_wait return while the receive stays queued, and the next
+ * nng_stream_recv on that aio panics ("!nni_aio_list_active(aio)"; a rank
+ * died so in c10d_destroy, its leave taking the reading from the watch).
+ *
  * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
  * cancelled or timed-out recv aborts the TCP read beneath it, which tears
  * the connection down, and when that read has just finished the abort
@@ -150,9 +159,9 @@ static int make_room(c10di_conn *c)
     return 0;
 }
 
-/* TLS: arms the connection's one receive on c->stream (mu held). The
- * armed receive counts as a user of the stream, so a redial waits for its
- * callback before freeing it. */
+/* TLS: arms the connection's one receive on c->stream (mu held; not
+ * while c->rx_armed). The armed receive counts as a user of the stream, so
+ * a redial waits for its callback before freeing it. */
 void c10di_conn_rx_arm(c10di_conn *c)
 {
     if (make_room(c) != 0) {
@@ -160,6 +169,7 @@ void c10di_conn_rx_arm(c10di_conn *c)
         return;
     }
     c->rx_stream = c->stream;
+    c->rx_armed = 1;
     c->users++;
     nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
     nng_aio_set_iov(c->rx_aio, 1, &iov);
@@ -175,6 +185,7 @@ void c10di_conn_rx_done(void *arg)
     size_t got = nng_aio_count(c->rx_aio);
     pthread_mutex_lock(&c->mu);
     nng_stream *s = c->rx_stream;
+    c->rx_armed = 0;
     if (--c->users == 0 && c->dialing)
         pthread_cond_broadcast(&c->cv); /* c10di_conn_dial waits for the old stream's users */
     if (rv != 0) {
@@ -183,9 +194,12 @@ void c10di_conn_rx_done(void *arg)
         c->rlen += got;
         if (dispatch(c) != 0)
             c10di_conn_broken(c, s, NNG_EPROTO);
-        else if (!c->closing)
-            c10di_conn_rx_arm(c);
     }
+    /* The next receive, on the stream connected now: also a new one, whose
+     * dial found this receive still armed on the old stream and left the
+     * arming to us (an aio is submitted again only once it completed). */
+    if (c->stream && !c->closing)
+        c10di_conn_rx_arm(c);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -212,10 +226,19 @@ static void read_for(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
         nng_aio_set_iov(c->recv_aio, 1, &iov);
         nng_aio_set_timeout(c->recv_aio, (nng_duration)left);
         nng_stream_recv(s, c->recv_aio);
+        /* Submitted: from now on a caller asking for the reading may
+         * cancel it (never before: see recv_armed); one that asked while
+         * it was being submitted left that to us. */
+        pthread_mutex_lock(&c->mu);
+        if (c->handoff)
+            nng_aio_cancel(c->recv_aio);
+        c->recv_armed = 1;
+        pthread_mutex_unlock(&c->mu);
         nng_aio_wait(c->recv_aio);
         int rv = nng_aio_result(c->recv_aio);
         size_t got = nng_aio_count(c->recv_aio);
         pthread_mutex_lock(&c->mu);
+        c->recv_armed = 0;
         if (rv == 0) {
             c->rlen += got;
             if (dispatch(c) != 0)
@@ -311,13 +334,16 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             read_for(c, &w, parked, deadline);
             continue;
         }
-        /* Someone else reads. One only waiting for news gives it up. */
+        /* Someone else reads. One only waiting for news gives it up: its
+         * receive is cancelled if submitted, else it cancels it itself
+         * once it is (read_for); either way it then leaves and wakes us. */
         if (!parked && c->reader_parked) {
-            c->handoff = 1;
-            nng_aio_cancel(c->recv_aio);
-            /* A reader between its checks and its recv misses the cancel:
-             * ask again shortly. */
-            wait_until(c, min64(deadline, now + 1));
+            if (!c->handoff) {
+                c->handoff = 1;
+                if (c->recv_armed)
+                    nng_aio_cancel(c->recv_aio);
+            }
+            wait_until(c, min64(deadline, now + 1000));
         } else if (parked) {
             /* look again when the reader may have left */
             wait_for(c, 1, min64(deadline, now + NEWS_GRACE_MS));

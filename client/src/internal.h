@@ -90,9 +90,14 @@ typedef struct c10di_conn {
     uint8_t *rbuf;
     size_t rcap, rlen;
     nng_aio *recv_aio, *dial_aio;
+    /* The reader's recv_aio is submitted (nng_stream_recv returned) and
+     * not yet waited for: only then may a caller asking for the reading
+     * cancel it. A cancel racing the submission breaks NNG 1.10 (conn_call.c). */
+    int recv_armed;
     int rx_async;          /* TLS: replies come by callback (conn.c says why) */
     nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
     nng_stream *rx_stream; /* the stream it reads */
+    int rx_armed;          /* submitted, its callback not yet run */
     /* sending: one frame at a time */
     pthread_mutex_t send_mu;
     nng_aio *send_aio;

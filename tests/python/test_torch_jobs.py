@@ -172,19 +172,58 @@ def test_a_second_unnamed_job_is_refused_saying_how_to_name_it(coordinator, worl
     assert "C10D_JOB" in out_b and "coord://HOST:PORT/NAME" in out_b, out_b
 
 
+def torch_tcpstore_works():
+    """Whether this PyTorch can make the TCPStore torchrun's rendezvous
+    makes: from 2.4 it asks for libuv, and one built without it (Debian
+    13's 2.6) fails, whatever USE_LIBUV says (docs/launcher.md)."""
+    try:
+        torch.distributed.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+    except RuntimeError as e:
+        if "libuv" in str(e):
+            return False
+        raise
+    return True
+
+
+TCPSTORE_WORKS = TORCHRUN is not None and torch_tcpstore_works()
+NO_TCPSTORE = ("torchrun's static rendezvous always makes a TCPStore with libuv, which this "
+               "PyTorch was built without (USE_LIBUV is not read there: pytorch/pytorch#148283)")
+
+
 def torchrun(coord, rdzv, prog, *args, n=2, no_python=False, port=None, restarts=0):
     cmd = [TORCHRUN, f"--nproc_per_node={n}", f"--max_restarts={restarts}"]
-    if rdzv == "standalone":
+    extra, rdzv_file = {}, None
+    if rdzv == "standalone" and TCPSTORE_WORKS:
         cmd.append("--standalone")
-    else:
+    elif rdzv == "standalone":
+        # What --standalone is (the c10d rendezvous, a fresh uuid for the
+        # run id) on a file store: torchrun's one rendezvous that makes no
+        # TCPStore, so it runs on a PyTorch built without libuv. A rank's
+        # env:// without C10D_COORD is then torch's own store, which reads
+        # USE_LIBUV, at --local_addr (else the host's name, which a chroot
+        # may not resolve).
+        import uuid
+        run_id = str(uuid.uuid4())
+        rdzv_file = os.path.join(tempfile.gettempdir(), f"rdzv-{run_id}")
+        cmd += ["--rdzv_backend=c10d", f"--rdzv_id={run_id}", "--rdzv_conf=store_type=file",
+                f"--rdzv_endpoint={rdzv_file}", "--local_addr=127.0.0.1"]
+        extra.update(TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1", USE_LIBUV="0")
+    elif TCPSTORE_WORKS:
         cmd += ["--rdzv_backend=static", f"--master_port={port or free_port()}"]
+    else:
+        pytest.skip(NO_TCPSTORE)
     # torch 1.13's torchrun fails on Python 3.11 without these (its own bug:
     # docs/launcher.md)
     cmd += ["--redirects", "2", "--tee", "2"]
     if no_python:
         cmd.append("--no_python")
     cmd += [prog, *args]
-    return subprocess.run(cmd, env=env(coord), capture_output=True, text=True, timeout=180)
+    try:
+        return subprocess.run(cmd, env=env(coord, **extra), capture_output=True, text=True,
+                              timeout=180)
+    finally:
+        if rdzv_file and os.path.exists(rdzv_file):
+            os.unlink(rdzv_file)
 
 
 def free_port():

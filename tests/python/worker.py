@@ -52,12 +52,20 @@ def train(pg, steps, hook=None):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
+# gloo groups a case is done with, freed only when the process exits (let_go)
+KEPT = []
+
+
 def let_go(group):
-    """Destroys a gloo group and returns once only the caller refers to it.
-    torch's gloo group destroys itself on its own worker thread when a
-    then() callback there drops the last reference (PowerSGD's callbacks
-    hold their group), and that aborts: "Resource deadlock avoided" (torch
-    1.13). The caller's `del` must be the last reference."""
+    """Destroys a gloo group and keeps it until the process exits. torch's
+    gloo group destroys itself on its own worker thread when a then()
+    callback there drops the last reference (PowerSGD's callbacks hold their
+    group), and that aborts: "Resource deadlock avoided" (torch 1.13); so
+    this waits until only the caller refers to it. Freed by the caller's
+    `del`, it would deadlock now and then (torch 2.6): the freeing thread
+    holds the GIL while it joins gloo's worker threads, and one of them may
+    still be freeing the last collective's tensors, which needs the GIL.
+    Kept, it is freed at exit, gloo's threads long idle."""
     dist.destroy_process_group(group)
     deadline = time.monotonic() + 60
     # the caller's name, this parameter, getrefcount's argument
@@ -65,6 +73,7 @@ def let_go(group):
         if time.monotonic() > deadline:
             fail(f"gloo's callbacks still hold its group: {sys.getrefcount(group)} references")
         time.sleep(0.001)  # gloo's threads need the GIL to let go
+    KEPT.append(group)
 
 
 def case_ddp(hook=None):
@@ -72,7 +81,6 @@ def case_ddp(hook=None):
     ours = train(None, 6, hook)
     theirs = train(gloo, 6, hook)
     let_go(gloo)
-    del gloo
     if not torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6):
         fail(f"DDP weights differ from gloo's: max |diff| {(ours - theirs).abs().max().item()}")
     every = [torch.empty_like(ours) for _ in range(world)]

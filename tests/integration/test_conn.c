@@ -1,0 +1,296 @@
+/* The client's one connection, shared by a rank's threads: the watch
+ * (heartbeat), store calls and the leave of c10d_destroy, each using the
+ * connection's aios as NNG requires. The NNG calls the library makes are
+ * wrapped (-Wl,--wrap, see tests/CMakeLists.txt) to check two rules of
+ * NNG's: an aio is submitted again only once its operation completed, and
+ * it is cancelled only once submitted. Breaking the second panics NNG 1.10
+ * ("assert err: !nni_aio_list_active(aio)", a rank in c10d_destroy) and
+ * goes unseen on NNG 1.5; the wrappers see it on both, and widen the
+ * window in which it happens by holding submissions. */
+#include "store_coord.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <nng/nng.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* --- the aio checker --- */
+
+enum { AIO_IDLE, AIO_SUBMITTING, AIO_IN_FLIGHT };
+
+static struct {
+    nng_aio *aio;
+    int state;
+} aios[16];
+static pthread_mutex_t aios_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int violations;
+static char first_violation[256];
+
+static pthread_t main_thread;
+static atomic_int hold_next_ms; /* the next receive another thread submits waits so long */
+static atomic_int held;         /* it is being held now */
+static atomic_int jitter_us;    /* every submission waits up to so long */
+static atomic_uint jitter_seed;
+
+static void violation(const char *what, const char *op)
+{
+    if (atomic_fetch_add(&violations, 1) == 0)
+        snprintf(first_violation, sizeof first_violation, "%s (%s)", what, op);
+}
+
+/* Moves aio from state `from` to `to` (aios_mu taken here); says so when
+ * it was elsewhere. */
+static void move(nng_aio *aio, int from, int to, const char *op)
+{
+    pthread_mutex_lock(&aios_mu);
+    int i = 0;
+    while (i < 16 && aios[i].aio && aios[i].aio != aio)
+        i++;
+    if (i < 16) {
+        if (!aios[i].aio)
+            aios[i].aio = aio;
+        if (from >= 0 && aios[i].state != from)
+            violation(aios[i].state == AIO_SUBMITTING
+                          ? "an aio was submitted by two threads at once"
+                          : "an aio was submitted while its last operation was in flight",
+                      op);
+        aios[i].state = to;
+    }
+    pthread_mutex_unlock(&aios_mu);
+}
+
+static int state_of(nng_aio *aio)
+{
+    int st = AIO_IDLE;
+    pthread_mutex_lock(&aios_mu);
+    for (int i = 0; i < 16 && aios[i].aio; i++)
+        if (aios[i].aio == aio)
+            st = aios[i].state;
+    pthread_mutex_unlock(&aios_mu);
+    return st;
+}
+
+static void pause_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Holds a submission that has begun (from the library's side) and not yet
+ * reached NNG: the window in which a cancel is a mistake. */
+static void hold(int is_recv)
+{
+    int ms;
+    if (is_recv && !pthread_equal(pthread_self(), main_thread) &&
+        (ms = atomic_exchange(&hold_next_ms, 0)) > 0) {
+        atomic_store(&held, 1);
+        pause_us(ms * 1000L);
+        atomic_store(&held, 0);
+    }
+    int j = atomic_load(&jitter_us);
+    if (j > 0) {
+        unsigned x = atomic_fetch_add(&jitter_seed, 2654435761u) * 2246822519u;
+        pause_us((long)((x >> 8) % (unsigned)j));
+    }
+}
+
+void __real_nng_stream_recv(nng_stream *s, nng_aio *aio);
+void __real_nng_stream_send(nng_stream *s, nng_aio *aio);
+void __real_nng_stream_dialer_dial(nng_stream_dialer *d, nng_aio *aio);
+void __real_nng_aio_wait(nng_aio *aio);
+void __real_nng_aio_cancel(nng_aio *aio);
+void __wrap_nng_stream_recv(nng_stream *s, nng_aio *aio);
+void __wrap_nng_stream_send(nng_stream *s, nng_aio *aio);
+void __wrap_nng_stream_dialer_dial(nng_stream_dialer *d, nng_aio *aio);
+void __wrap_nng_aio_wait(nng_aio *aio);
+void __wrap_nng_aio_cancel(nng_aio *aio);
+
+void __wrap_nng_stream_recv(nng_stream *s, nng_aio *aio)
+{
+    move(aio, AIO_IDLE, AIO_SUBMITTING, "nng_stream_recv");
+    hold(1);
+    __real_nng_stream_recv(s, aio);
+    move(aio, -1, AIO_IN_FLIGHT, "nng_stream_recv");
+}
+
+void __wrap_nng_stream_send(nng_stream *s, nng_aio *aio)
+{
+    move(aio, AIO_IDLE, AIO_SUBMITTING, "nng_stream_send");
+    hold(0);
+    __real_nng_stream_send(s, aio);
+    move(aio, -1, AIO_IN_FLIGHT, "nng_stream_send");
+}
+
+void __wrap_nng_stream_dialer_dial(nng_stream_dialer *d, nng_aio *aio)
+{
+    move(aio, AIO_IDLE, AIO_SUBMITTING, "nng_stream_dialer_dial");
+    __real_nng_stream_dialer_dial(d, aio);
+    move(aio, -1, AIO_IN_FLIGHT, "nng_stream_dialer_dial");
+}
+
+void __wrap_nng_aio_wait(nng_aio *aio)
+{
+    __real_nng_aio_wait(aio);
+    move(aio, -1, AIO_IDLE, "nng_aio_wait");
+}
+
+void __wrap_nng_aio_cancel(nng_aio *aio)
+{
+    if (state_of(aio) == AIO_SUBMITTING)
+        violation("an aio was cancelled while being submitted", "nng_aio_cancel");
+    __real_nng_aio_cancel(aio);
+}
+
+static void reset_checker(void)
+{
+    main_thread = pthread_self();
+    atomic_store(&violations, 0);
+    atomic_store(&hold_next_ms, 0);
+    atomic_store(&held, 0);
+    atomic_store(&jitter_us, 0);
+    first_violation[0] = '\0';
+}
+
+#define NO_VIOLATIONS()                                                                  \
+    ck_assert_msg(atomic_load(&violations) == 0, "%d misuses of NNG aios, the first: %s", \
+                  atomic_load(&violations), first_violation)
+
+/* --- the cases --- */
+
+/* The watch reads (a caller only waiting for news); a store call arrives
+ * while the watch is submitting its receive: the call must not cancel
+ * that receive yet, and still gets the reading at once. */
+START_TEST(a_call_takes_the_reading_from_the_watch_submitting_its_receive)
+{
+    reset_checker();
+    c10d_pg *pg = world_init(coord.url, world_job("conn"), 0, 1, 20000);
+    ck_assert_ptr_nonnull(pg);
+    c10d_store *s = NULL;
+    OK(c10d_run_store(&s, pg));
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&hold_next_ms, 300);
+        /* the watch's next receive: after its reply, a second at most */
+        long long until = test_now_ms() + 5000;
+        while (!atomic_load(&held) && test_now_ms() < until)
+            pause_us(200);
+        ck_assert_msg(atomic_load(&held), "the watch submitted no receive in 5 s");
+        long long t0 = test_now_ms();
+        OK(c10d_store_set(s, "k", "v", 1));
+        long long took = test_now_ms() - t0;
+        /* the held 300 ms, then the handoff: not a second's wait */
+        ck_assert_msg(took < 900, "round %d: the set took %lld ms", round, took);
+        NO_VIOLATIONS();
+    }
+    c10d_destroy(pg);
+    c10d_store_close(s);
+    NO_VIOLATIONS();
+}
+END_TEST
+
+typedef struct {
+    c10d_store *s;
+    int id;
+    atomic_int *stop, *left;
+    long ops, errors;
+    char err[256];
+} caller;
+
+static void *calls(void *arg)
+{
+    caller *c = arg;
+    char key[32], absent[32];
+    snprintf(key, sizeof key, "k%d", c->id);
+    while (!atomic_load(c->stop)) {
+        void *v = NULL;
+        size_t n;
+        int64_t r;
+        int all;
+        const char *keys[] = {key};
+        c10d_status st;
+        switch (c->ops % 5) {
+        case 0: st = c10d_store_set(c->s, key, "v", 1); break;
+        case 1: st = c10d_store_get(c->s, key, &v, &n, C10D_NO_WAIT); break;
+        case 2: st = c10d_store_add(c->s, "ctr", 1, &r); break;
+        case 3: st = c10d_store_check(c->s, keys, 1, &all); break;
+        default: /* parked on the coordinator, which answers a timeout */
+            snprintf(absent, sizeof absent, "absent%d-%ld", c->id, c->ops);
+            st = c10d_store_get(c->s, absent, &v, &n, 2);
+            if (st == C10D_ETIMEDOUT)
+                st = C10D_OK;
+            break;
+        }
+        c10d_free(v);
+        /* the run over, the coordinator deleted its keys */
+        if (st == C10D_ENOTFOUND && atomic_load(c->left))
+            st = C10D_OK;
+        if (st != C10D_OK && c->errors++ == 0)
+            snprintf(c->err, sizeof c->err, "%s", c10d_errmsg());
+        c->ops++;
+        /* now and then long enough for the watch to take the reading */
+        unsigned x = (unsigned)(c->ops * 2654435761u + (unsigned)c->id * 40503u);
+        pause_us((long)((x >> 7) % 15000));
+    }
+    return NULL;
+}
+
+/* Store calls on threads, the watch's heartbeats, then the leave while
+ * the calls go on (the torch backend's store outlives its group): on one
+ * connection, with every submission held a little at random. */
+START_TEST(store_calls_heartbeats_and_a_leave_share_the_connection)
+{
+    reset_checker();
+    atomic_store(&jitter_us, 1000);
+    c10d_pg *pg = world_init(coord.url, world_job("conn"), 0, 1, 20000);
+    ck_assert_ptr_nonnull(pg);
+    c10d_store *s = NULL;
+    OK(c10d_run_store(&s, pg));
+    enum { N = 4 };
+    atomic_int stop = 0, left = 0;
+    caller cs[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        cs[i] = (caller){.s = s, .id = i, .stop = &stop, .left = &left};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, calls, &cs[i]), 0);
+    }
+    /* the watch takes the reading whenever the callers pause */
+    for (int i = 0; i < 30; i++) {
+        pause_us(50 * 1000);
+        void *v = NULL;
+        size_t n;
+        OK(c10d_store_get(s, "k0", &v, &n, 1000));
+        c10d_free(v);
+    }
+    atomic_store(&left, 1);
+    c10d_destroy(pg);
+    pause_us(300 * 1000);
+    atomic_store(&stop, 1);
+    long ops = 0;
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    NO_VIOLATIONS();
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(cs[i].errors == 0, "caller %d: %ld errors, the first: %s", i,
+                      cs[i].errors, cs[i].err);
+        ops += cs[i].ops;
+    }
+    ck_assert_int_gt(ops, 50);
+    c10d_store_close(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("conn");
+    TCase *tc = store_tcase("shared");
+    tcase_add_test(tc, a_call_takes_the_reading_from_the_watch_submitting_its_receive);
+    tcase_add_test(tc, store_calls_heartbeats_and_a_leave_share_the_connection);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

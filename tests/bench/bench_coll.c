@@ -7,7 +7,10 @@
  * so the two can be read side by side: init time, 4-byte all_reduce
  * latency, barrier latency, 1 MiB and 64 MiB all_reduce bus bandwidth
  * (bytes/t * 2(n-1)/n), and all_gather of 4 MiB a rank into a list of views
- * against all_gather_into_tensor into the flat buffer. */
+ * against all_gather_into_tensor into the flat buffer; then a 4-byte
+ * send/recv between ranks 0 and 1 (half a ping-pong's round trip, sync
+ * calls) and the exchange torch's batch_isend_irecv makes of it (irecv,
+ * send, wait, on both). */
 #include <c10d/c10d.h>
 
 #include <stdio.h>
@@ -98,6 +101,41 @@ int main(int argc, char **argv)
             CHECK(c10d_all_gather_into_tensor(pg, &tout, &tin, NULL, NULL));
         agf += (now() - t0) / 10 / 2;
     }
+    /* Point to point between ranks 0 and 1 (the others wait at the barrier). */
+    double pp = 0, xch = 0;
+    if (rank < 2) {
+        int peer = 1 - rank, pit = iters;
+        c10d_tensor tp = c10d_tensor_1d(&x, C10D_FLOAT32, 1);
+        for (int round = 0; round < 2; round++) {
+            t0 = now();
+            for (int i = 0; i < pit; i++) {
+                if (rank == 0) {
+                    CHECK(c10d_send(pg, &tp, peer, 0, NULL, NULL));
+                    CHECK(c10d_recv(pg, &tp, peer, 0, NULL, NULL));
+                } else {
+                    CHECK(c10d_recv(pg, &tp, peer, 0, NULL, NULL));
+                    CHECK(c10d_send(pg, &tp, peer, 0, NULL, NULL));
+                }
+            }
+            pp = (now() - t0) / pit / 2;
+        }
+        float y = 0;
+        c10d_tensor ty = c10d_tensor_1d(&y, C10D_FLOAT32, 1);
+        c10d_coll_opts ao = C10D_COLL_OPTS_INIT;
+        ao.async_op = 1;
+        for (int round = 0; round < 2; round++) {
+            t0 = now();
+            for (int i = 0; i < pit; i++) {
+                c10d_work *w = NULL;
+                CHECK(c10d_recv(pg, &ty, peer, 1, &ao, &w));
+                CHECK(c10d_send(pg, &tp, peer, 1, NULL, NULL));
+                CHECK(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+                c10d_work_free(w);
+            }
+            xch = (now() - t0) / pit;
+        }
+    }
+    CHECK(c10d_barrier(pg, NULL, NULL));
     if (rank == 0) {
         const char *v = getenv("C10D_VERIFY");
         printf("c10d world=%d verify=%s init=%.1fms allreduce(4B)=%.1fus barrier=%.1fus\n", world,
@@ -107,6 +145,8 @@ int main(int argc, char **argv)
                    bw[k]);
         printf("  all_gather(list of views) 4MiB/rank: %.2f ms\n", agl * 1e3);
         printf("  all_gather_into_tensor(flat) 4MiB/rank: %.2f ms\n", agf * 1e3);
+        printf("  send/recv(4B) one way: %.1f us; irecv+send+wait(4B) exchange: %.1f us\n",
+               pp * 1e6, xch * 1e6);
     }
     free(views);
     free(out);

@@ -63,7 +63,27 @@ typedef struct c10di_coll {
     /* the front end's: c10d_recv_any's caller wants the sender here (written
      * on the caller's thread, never by the backend) */
     int *src_out;
+    /* the front end's: an async recv into a CPU buffer, posted in the
+     * backend's receive queue (recv_post) rather than run on the lane */
+    int posted;
 } c10di_coll;
+
+/* A receive posted ahead of its wait (an async recv into a CPU buffer;
+ * docs/host-backend.md, "Ordering and async"). The front end embeds it in
+ * the work handle and sets c; the backend queues it and completes it from
+ * whichever thread makes progress on the group: a thread waiting for it,
+ * the group's own sends and receives, the world's progress thread. The
+ * rest is the backend's, under its lock, until the receive ended. */
+typedef struct c10di_recv {
+    const c10di_coll *c; /* buf, count, dtype, root (a peer or C10DI_ANY_SOURCE), tag, what */
+    struct c10di_recv *next;
+    int state;       /* C10DI_RECV_QUEUED, _MATCHED (its message is arriving), _ENDED */
+    int from;        /* the sender, once matched */
+    c10d_status st;  /* once ended */
+    char msg[1024];  /* why, when st is not C10D_OK */
+} c10di_recv;
+
+enum { C10DI_RECV_QUEUED = 1, C10DI_RECV_MATCHED, C10DI_RECV_ENDED };
 
 /* c10di_coll.root of a recv from any member of the group. */
 #define C10DI_ANY_SOURCE (-1)
@@ -133,6 +153,11 @@ typedef struct c10di_be_hooks {
     void (*join_mark)(const c10di_be_ctx *x, uint64_t *joined_after1, uint32_t *region);
     void (*join_heard)(const c10di_be_ctx *x, int peer, uint64_t after);
     int (*avg_by_active)(const c10di_be_ctx *x, const c10di_coll *c);
+    /* A posted receive (c->posted) ended (r->st, r->msg, r->from): called
+     * once, unless it was cancelled first, with the backend's receive
+     * lock held, from whichever thread made the progress: it must not
+     * wait. */
+    void (*recv_done)(const c10di_be_ctx *x, c10di_recv *r);
 } c10di_be_hooks;
 
 /* Who a backend serves: set by the front end before open and valid until
@@ -217,6 +242,26 @@ typedef struct c10di_backend_ops {
      * joined rank), so that it learns of a call it cannot take part in. */
     c10d_status (*peek)(void *state, uint64_t seq, int *found, c10di_peeked *out);
     void (*announce)(void *state, const c10di_coll *c, int to);
+    /* Posted receives (the host backend; NULL where an async recv is
+     * queued on the lane instead: NCCL receives in stream order).
+     * recv_post: r joins the backend's receives, behind those posted
+     * before (a sync recv's `run` queues behind them too); from then on
+     * any progress on the group may end it. recv_wait: makes progress
+     * until r ended (C10D_OK: recv_done was called), or until until_ms
+     * (monotonic) passed: C10D_ETIMEDOUT, r still posted; a failure the
+     * check hook reports for probe (a lost member, a finding, probe's
+     * deadline passed) ends r with it. recv_progress: moves what has
+     * arrived without waiting (1 if anything moved). recv_cancel: r is
+     * forgotten (no recv_done comes, its buffer is not touched after; a
+     * message that began to arrive for it is read and dropped): 1 if it
+     * was still posted, 0 if it had ended. recv_abort: ends every posted
+     * receive with st and msg (the group is destroyed). */
+    c10d_status (*recv_post)(void *state, c10di_recv *r);
+    c10d_status (*recv_wait)(void *state, c10di_recv *r, const c10di_coll *probe,
+                             int64_t until_ms);
+    int (*recv_progress)(void *state);
+    int (*recv_cancel)(void *state, c10di_recv *r);
+    void (*recv_abort)(void *state, c10d_status st, const char *msg);
 } c10di_backend_ops;
 
 /* The backends this library was built with (host/, nccl/ or absent.c). */

@@ -90,6 +90,11 @@ static int hook_avg_by_active(const c10di_be_ctx *x, const c10di_coll *c)
     return c10di_join_avg_by_active(x->pg, c);
 }
 
+static void hook_recv_done(const c10di_be_ctx *x, c10di_recv *r)
+{
+    c10di_posted_done(x->pg, r);
+}
+
 static const c10di_be_hooks hooks = {
     .check = hook_check,
     .failure = hook_failure,
@@ -101,6 +106,7 @@ static const c10di_be_hooks hooks = {
     .join_mark = hook_join_mark,
     .join_heard = hook_join_heard,
     .avg_by_active = hook_avg_by_active,
+    .recv_done = hook_recv_done,
 };
 
 /* --- a group's backends --- */
@@ -163,6 +169,7 @@ c10d_status c10di_backends_connect(c10d_pg *pg, const c10di_peers *peers)
         if (st != C10D_OK)
             return st;
     }
+    atomic_store(&pg->data_ready, 1);
     return C10D_OK;
 }
 

@@ -182,13 +182,6 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
-    /* Posted receives (work.c) start before any collective; a sync recv
-     * matches after those of its group. */
-    if (c->kind != C10DC_SEND && c->kind != C10DC_RECV)
-        c10di_posted_start_all(pg->w);
-    else if (c->kind == C10DC_RECV && !async &&
-             (st = c10di_lane_start_posted(pg, NULL)) != C10D_OK)
-        goto out;
     if (!async && !c10di_lane_busy(pg)) {
         st = c10di_execute(pg, c);
         if (st == C10D_OK && c->src_out)
@@ -203,9 +196,14 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     }
     c->outs = NULL, c->ins = NULL; /* the work owns them now */
     c->ready = NULL;
-    /* (CUDA buffers are received on the stream, in order: never posted) */
-    if (async && c->kind == C10DC_RECV && c->be->kind == C10DI_DEV_CPU) {
-        c10di_lane_post(pg, w);
+    /* Posted in the backend (posted.c), where one takes receives so (CUDA
+     * buffers are received on the stream, in order: on the lane). */
+    if (async && c->kind == C10DC_RECV && c->be->recv_post) {
+        w->c.posted = 1;
+        if ((st = c10di_post(pg, w)) != C10D_OK) {
+            c10di_work_destroy(w);
+            return st;
+        }
         *work = w;
         return C10D_OK;
     }

@@ -21,6 +21,7 @@ void c10di_world_unref(c10di_world *w)
         return;
     c10di_watch_stop(w);
     c10di_verify_stop(w);
+    c10di_progress_stop(w);
     c10di_alerts_free(w);
     for (int i = 0; w->lost && i < w->size; i++) {
         free(w->lost[i]);
@@ -30,6 +31,7 @@ void c10di_world_unref(c10di_world *w)
     free(w->lost_finals);
     c10di_seqs_clear(&w->finals);
     free(w->lost_order);
+    pthread_cond_destroy(&w->progress_cv);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->flush_mu);
     pthread_spin_destroy(&w->rmu);
@@ -261,6 +263,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     atomic_init(&w->refs, 1);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->flush_mu, NULL);
+    pthread_cond_init(&w->progress_cv, NULL);
     /* its length was checked above: the precision only tells the compiler */
     snprintf(w->job, sizeof w->job, "%.*s", C10D_MAX_JOB_BYTES, job && *job ? job : "default");
     /* C10D_HOST_NAME: the host this rank says it is on; ranks on one host

@@ -99,7 +99,12 @@ typedef struct c10di_world {
     _Atomic unsigned char act_text[200];
     struct c10di_alert *alerts; /* groups found desynchronised or stalled (mu) */
     c10d_pg *groups;            /* live groups, for the heartbeat's progress (mu) */
-    atomic_int posted;          /* async recvs posted, not started, on any group (work.c) */
+    /* Posted receives (posted.c): how many are in the groups' backends,
+     * and the thread that moves their bytes while nobody waits for them. */
+    atomic_int posted;
+    pthread_t progress;
+    int progress_on, progress_stop; /* mu */
+    pthread_cond_t progress_cv;     /* with mu: posted became nonzero, or stop */
 
     /* verification (verify.c) */
     c10d_verify verify;
@@ -166,6 +171,7 @@ struct c10d_pg {
     int timeout_ms;
     c10d_backend backend;
     c10di_be_slot be[C10DI_DEV_KINDS]; /* its data planes, by kind of device */
+    atomic_int data_ready; /* be[] is connected: posted.c's progress thread may use it */
     uint64_t secret;    /* the group's data-plane admission secret, from the rendezvous (0: none) */
     uint64_t seq;       /* collectives issued on this group */
     atomic_uint_least64_t completed; /* the last of them that completed (the watcher reads it) */
@@ -175,14 +181,16 @@ struct c10d_pg {
     /* c10di_pg_check's memo: nothing lost applied at w->lost_version ==
      * lost_seen, until seq reaches recheck_seq (a member that left after
      * that collective starts to matter there). */
-    unsigned lost_seen;
-    uint64_t recheck_seq;
+    atomic_uint lost_seen; /* atomic: a posted receive's waiter checks beside the group's thread */
+    atomic_uint_least64_t recheck_seq;
     int groups_made; /* names subgroups: every member counts new_group calls alike */
     int monitored;   /* monitored barriers so far: names their keys */
     c10di_lane *lane;
     c10di_join join;
-    /* the first failure that left the group unusable */
-    c10d_status broken;
+    /* The first failure that left the group unusable (c10di_pg_break):
+     * broken_msg is written once, by whoever claimed it, before broken. */
+    atomic_int broken; /* a c10d_status */
+    atomic_int broken_claimed;
     char broken_msg[1024];
 };
 
@@ -278,9 +286,16 @@ void c10di_lane_stop(c10d_pg *pg);
 void c10di_lane_drain(c10d_pg *pg);
 /* Collective seq of pg completed (the highest so far stands). */
 void c10di_pg_completed(c10d_pg *pg, uint64_t seq);
-/* Starts the receives posted on every group of w (work.c): before any
- * collective, so that it never waits on a peer whose send waits for one
- * of them. */
-void c10di_posted_start_all(c10di_world *w);
+/* The group is unusable from now on, for st and msg (the first failure
+ * stands); safe from any thread, with any lock held. */
+void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg);
+
+/* posted.c */
+/* Ends, as aborted, the receives posted on pg (it is being destroyed). */
+void c10di_posted_abort(c10d_pg *pg);
+/* The backend's recv_done hook: a posted receive ended. */
+void c10di_posted_done(c10d_pg *pg, c10di_recv *r);
+/* Stops w's progress thread (w is being freed). */
+void c10di_progress_stop(c10di_world *w);
 
 #endif

@@ -17,7 +17,6 @@ struct c10di_lane {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     c10d_work *head, *tail;
-    c10d_work *posted, *posted_tail; /* async recvs not started yet, in call order */
     int inflight; /* queued + running */
     int stop;
     int on;
@@ -31,11 +30,28 @@ void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
         ;
 }
 
+void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg)
+{
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&pg->broken_claimed, &unclaimed, 1))
+        return; /* the first failure stands */
+    snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", msg);
+    atomic_store(&pg->broken, st);
+}
+
+c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
+{
+    if (!atomic_load(&pg->broken))
+        return C10D_OK;
+    return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
+                       "failure: %s", c->what, pg->name, pg->broken_msg);
+}
+
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
 {
-    if (pg->broken)
-        return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
-                           "failure: %s", c->what, pg->name, pg->broken_msg);
+    c10d_status ust = c10di_pg_usable(pg, c);
+    if (ust != C10D_OK)
+        return ust;
     /* A shadow runs inside join_end, which says so itself: a joined rank
      * reacts to its peers' headers, and every step it saves is theirs. */
     if (!c->shadow)
@@ -56,32 +72,34 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
         st = c10di_join_prepare(pg, c);
     if (st == C10D_OK)
         st = c->be->run(c->be_state, c);
-    if (st == C10D_OK && any_source) {
+    /* A message of the wrong size is reported too, under its sender: the
+     * coordinator then names the mismatched pair, not a later call. */
+    if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
         c->fp.root = c->root;
-        st = c10di_verify_enter(pg, c);
+        c10d_status vst = c10di_verify_enter(pg, c);
+        if (st == C10D_OK)
+            st = vst;
     }
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
     if (st == C10D_OK)
         c10di_join_ran(pg, c);
-    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER) {
+    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
         /* The links may hold half a message: nothing after this is safe.
          * (A monitored barrier met through the store: the links are as
          * they were, and a late rank still meets it under its number.) */
-        pg->broken = st;
-        snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", c10d_errmsg());
-    }
+        c10di_pg_break(pg, st, c10d_errmsg());
     if (!c->shadow)
         c10di_activity_done(pg->w);
     return st;
 }
 
-static void finish(c10d_work *w, c10d_status st)
+void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg)
 {
     pthread_mutex_lock(&w->mu);
     w->st = st;
     if (st != C10D_OK)
-        snprintf(w->msg, sizeof w->msg, "%s", c10d_errmsg());
+        snprintf(w->msg, sizeof w->msg, "%s", msg);
     w->done = 1;
     int freed = w->freed;
     pthread_cond_broadcast(&w->cv);
@@ -109,7 +127,7 @@ static void *lane_main(void *arg)
         pthread_mutex_lock(&l->mu);
         l->inflight--;
         pthread_mutex_unlock(&l->mu);
-        finish(w, st);
+        c10di_work_finish(w, st, c10d_errmsg());
         pthread_mutex_lock(&l->mu);
     }
     pthread_mutex_unlock(&l->mu);
@@ -123,9 +141,7 @@ c10d_status c10di_lane_start(c10d_pg *pg)
         return c10di_error(C10D_ENOMEM, "out of memory");
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    pthread_mutex_lock(&pg->w->mu); /* c10di_posted_start_all looks at it under w->mu */
     pg->lane = l;
-    pthread_mutex_unlock(&pg->w->mu);
     return C10D_OK;
 }
 
@@ -137,25 +153,11 @@ void c10di_lane_stop(c10d_pg *pg)
     pthread_mutex_lock(&l->mu);
     l->stop = 1;
     pthread_cond_broadcast(&l->cv);
-    c10d_work *posted = l->posted;
-    l->posted = l->posted_tail = NULL;
     pthread_mutex_unlock(&l->mu);
     if (l->on)
         pthread_join(l->th, NULL); /* runs what was queued first */
-    /* A receive nobody waited for never started: it took no message. */
-    for (c10d_work *w = posted, *next; w; w = next) {
-        next = w->next;
-        pthread_mutex_lock(&w->mu);
-        w->posted = 0;
-        pthread_mutex_unlock(&w->mu);
-        atomic_fetch_sub(&pg->w->posted, 1);
-        c10di_error(C10D_EABORTED, "%s of group %s never ran: the group was destroyed before it "
-                    "was waited for", w->c.what, pg->name);
-        finish(w, C10D_EABORTED);
-    }
-    pthread_mutex_lock(&pg->w->mu); /* c10di_posted_start_all looks at it under w->mu */
+    c10di_posted_abort(pg);
     pg->lane = NULL;
-    pthread_mutex_unlock(&pg->w->mu);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);
@@ -233,109 +235,6 @@ c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
     return st;
 }
 
-/* --- posted receives ---
- *
- * torch's batch_isend_irecv (and a ring written by hand) calls irecv from
- * a peer, then isend to it, on both ranks, and only then waits. Queued on
- * the lane, the receive would hold up the send behind it on both ranks,
- * each waiting for the other's send, for ever. So an async recv is posted:
- * it starts when the caller waits for it, when a later sync recv must
- * match after it, or before any collective, on any group (coll.c): a rank
- * in a collective never holds up a peer whose large send waits for this
- * rank to receive it (a send reads what comes in while it waits for room,
- * host/p2p.c; a collective waiting for the coordinator's SYNC check does
- * not). Its timeout runs from its start, as gloo's does from the wait. */
-
-static void unlink_posted(c10di_lane *l, c10d_work *w)
-{
-    for (c10d_work **pp = &l->posted, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            if (l->posted_tail == w)
-                l->posted_tail = prev;
-            break;
-        }
-    w->next = NULL;
-    pthread_mutex_lock(&w->mu);
-    w->posted = 0;
-    pthread_mutex_unlock(&w->mu);
-    atomic_fetch_sub(&w->pg->w->posted, 1);
-}
-
-void c10di_lane_post(c10d_pg *pg, c10d_work *w)
-{
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    pthread_mutex_lock(&w->mu);
-    w->posted = 1;
-    pthread_mutex_unlock(&w->mu);
-    w->next = NULL;
-    if (l->posted_tail)
-        l->posted_tail->next = w;
-    else
-        l->posted = w;
-    l->posted_tail = w;
-    atomic_fetch_add(&pg->w->posted, 1);
-    pthread_mutex_unlock(&l->mu);
-}
-
-static int is_posted(c10d_work *w)
-{
-    pthread_mutex_lock(&w->mu);
-    int posted = w->posted;
-    pthread_mutex_unlock(&w->mu);
-    return posted;
-}
-
-c10d_status c10di_lane_start_posted(c10d_pg *pg, c10d_work *upto)
-{
-    c10di_lane *l = pg->lane;
-    c10d_status st = C10D_OK;
-    pthread_mutex_lock(&l->mu);
-    while (l->posted && (!upto || upto->posted)) {
-        c10d_work *w = l->posted;
-        unlink_posted(l, w);
-        w->c.deadline_ms = c10d_now_ms() + w->c.timeout_ms;
-        if ((st = submit_locked(pg, l, w)) != C10D_OK) {
-            finish(w, st);
-            break;
-        }
-        if (w == upto)
-            break;
-    }
-    pthread_mutex_unlock(&l->mu);
-    return st;
-}
-
-void c10di_posted_start_all(c10di_world *w)
-{
-    if (!atomic_load(&w->posted))
-        return;
-    pthread_mutex_lock(&w->mu);
-    for (c10d_pg *g = w->groups; g; g = g->next_in_world)
-        if (g->lane)
-            (void)c10di_lane_start_posted(g, NULL); /* a failure is the work's */
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* Waiting for the first posted receive with nothing queued: it runs on
- * the caller's thread, as a sync call would (no hand-off). 1 if it ran. */
-static int run_posted_here(c10d_work *w)
-{
-    c10d_pg *pg = w->pg;
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    int here = l->posted == w && l->inflight == 0;
-    if (here)
-        unlink_posted(l, w);
-    pthread_mutex_unlock(&l->mu);
-    if (!here)
-        return 0;
-    w->c.deadline_ms = c10d_now_ms() + w->c.timeout_ms;
-    finish(w, c10di_execute(pg, &w->c));
-    return 1;
-}
-
 c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
 {
     if (!w)
@@ -347,9 +246,8 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
         c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, INT_MAX, 1, &limit);
     if (vst != C10D_OK)
         return vst;
-    if (is_posted(w) && (limit == 0 || !run_posted_here(w)) &&
-        (vst = c10di_lane_start_posted(w->pg, w)) != C10D_OK)
-        return vst;
+    if (w->c.posted)
+        return c10di_posted_wait(w, limit);
     struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
@@ -387,6 +285,8 @@ int c10d_work_is_completed(const c10d_work *w)
     if (!w)
         return 1;
     c10d_work *mw = (c10d_work *)w;
+    if (mw->c.posted)
+        return c10di_posted_test(mw);
     pthread_mutex_lock(&mw->mu);
     int done = mw->done;
     pthread_mutex_unlock(&mw->mu);
@@ -399,17 +299,10 @@ void c10d_work_free(c10d_work *w)
 {
     if (!w)
         return;
-    if (is_posted(w)) { /* never started: it takes no message, its buffer is free */
-        c10di_lane *l = w->pg->lane;
-        pthread_mutex_lock(&l->mu);
-        int mine = w->posted;
-        if (mine)
-            unlink_posted(l, w);
-        pthread_mutex_unlock(&l->mu);
-        if (mine) {
-            c10di_work_destroy(w);
-            return;
-        }
+    if (w->c.posted) { /* never on the lane: once the backend forgot it, it is ours */
+        c10di_posted_cancel(w);
+        c10di_work_destroy(w);
+        return;
     }
     pthread_mutex_lock(&w->mu);
     int done = w->done;

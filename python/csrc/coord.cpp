@@ -344,13 +344,12 @@ class AsyncWork : public c10d::Work {
 // --- receives ---
 //
 // A recv is posted in the C library (c10d_recv with async_op): irecv
-// returns at once, so the isend after it goes out (torch 1.13's
-// batch_isend_irecv calls every irecv, then every isend, and only then
-// waits), and it receives when waited for (dist.recv waits at once) or
-// before the group's next collective. Its tensor stays alive until the
-// library is done with it: a Work dropped before that leaves it to its
-// group's Unfinished, freed once it ended (a posted receive still takes its
-// message, as gloo's does).
+// returns at once and holds nothing up (the isend after it, the group's
+// next collective: torch 1.13's batch_isend_irecv calls every irecv, then
+// every isend, and only then waits); the library moves its bytes as they
+// come. Its tensor stays alive until the library is done with it: a Work
+// dropped before that leaves it to its group's Unfinished, freed once it
+// ended (a posted receive still takes its message, as gloo's does).
 
 class Unfinished {
   public:
@@ -401,15 +400,22 @@ class RecvWork : public c10d::Work {
     int *src_slot() { return &src_; } /* c10d_recv_any writes the sender here, in wait */
     void start(c10d_work *w) { w_ = w; }
 
-    bool isCompleted() override { return settle(C10D_NO_WAIT); }
+    bool isCompleted() override { return settle(C10D_NO_WAIT, nullptr); }
     bool isSuccess() const override
     {
         std::lock_guard<std::mutex> g(mu_);
         return done_ && !err_;
     }
-    bool wait(std::chrono::milliseconds) override
+    // torch's timeout (kNoTimeout: the group's) bounds this wait only: past
+    // it the receive stays posted, as gloo's does.
+    bool wait(std::chrono::milliseconds timeout) override
     {
-        settle(C10D_TIMEOUT_DEFAULT);
+        int ms = timeout.count() <= 0 || timeout.count() > INT32_MAX ? C10D_TIMEOUT_DEFAULT
+                                                                     : (int)timeout.count();
+        std::string limit;
+        if (!settle(ms, &limit))
+            std::rethrow_exception(backend_error(limit));
+        std::lock_guard<std::mutex> g(mu_);
         if (err_)
             std::rethrow_exception(err_);
         return true;
@@ -420,38 +426,62 @@ class RecvWork : public c10d::Work {
         wait(kNoTimeout);
         return {v_[0].user};
     }
-    // Completed by the wait it makes (a posted receive runs only then).
+    // Asking never blocks: a thread (started on the first call, holding
+    // this Work) waits for the receive and completes the future.
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
     {
-        settle(C10D_TIMEOUT_DEFAULT);
+        std::call_once(fut_waiter_, [this] {
+            auto self = c10::intrusive_ptr<RecvWork>::unsafe_reclaim_from_nonowning(this);
+            std::thread([self] { self->settle(C10D_TIMEOUT_DEFAULT, nullptr); }).detach();
+        });
         return fut_;
     }
 
   private:
-    // Waits for the receive (C10D_NO_WAIT: starts it and looks); true
-    // once it ended, its tensor written back or its error kept.
-    bool settle(int timeout_ms)
+    // Waits for the receive up to timeout_ms (C10D_NO_WAIT: looks). True
+    // once it ended, its tensor written back or its error kept; false if it
+    // had not, with why in *limit. No lock is held while waiting: another
+    // thread may ask or wait meanwhile.
+    bool settle(int timeout_ms, std::string *limit)
     {
-        std::lock_guard<std::mutex> g(mu_);
-        if (done_)
-            return true;
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            if (done_)
+                return true;
+        }
         c10d_status st;
-        if (timeout_ms != C10D_NO_WAIT && Py_IsInitialized() && PyGILState_Check()) {
+        if (timeout_ms == C10D_NO_WAIT) {
+            if (!c10d_work_is_completed(w_))
+                return false;
+            st = c10d_work_wait(w_, C10D_TIMEOUT_DEFAULT); /* it ended: returns at once */
+        } else if (Py_IsInitialized() && PyGILState_Check()) {
             pybind11::gil_scoped_release nogil;
             st = c10d_work_wait(w_, timeout_ms);
         } else {
             st = c10d_work_wait(w_, timeout_ms);
         }
-        if (timeout_ms == C10D_NO_WAIT && st == C10D_ETIMEDOUT && !c10d_work_is_completed(w_))
+        std::string msg = st == C10D_OK ? "" : report("recv", st);
+        if (st == C10D_ETIMEDOUT && timeout_ms != C10D_TIMEOUT_DEFAULT &&
+            !c10d_work_is_completed(w_)) {
+            if (limit)
+                *limit = msg;
             return false;
-        done_ = true;
-        if (st == C10D_OK) {
-            v_[0].write_back();
-            fut_->markCompleted(c10::IValue(std::vector<at::Tensor>{v_[0].user}));
-        } else {
-            err_ = backend_error(report("recv", st));
-            fut_->setError(err_);
         }
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            if (done_)
+                return true;
+            if (st == C10D_OK)
+                v_[0].write_back();
+            else
+                err_ = backend_error(msg);
+            done_ = true;
+        }
+        // Outside the lock: a callback may ask this Work how it stands.
+        if (st == C10D_OK)
+            fut_->markCompleted(c10::IValue(std::vector<at::Tensor>{v_[0].user}));
+        else
+            fut_->setError(err_);
         return true;
     }
     mutable std::mutex mu_;
@@ -461,6 +491,7 @@ class RecvWork : public c10d::Work {
     bool done_ = false;
     std::exception_ptr err_;
     c10::intrusive_ptr<c10::ivalue::Future> fut_;
+    std::once_flag fut_waiter_;
     std::shared_ptr<Unfinished> un_;
 };
 

@@ -3,7 +3,9 @@
  * then isend, on every rank, then waits), a posted receive whose sender
  * waits for room while the receiver is in a collective, receives from any
  * member (torch's recv without src) and their verification, and what
- * becomes of a posted receive that is freed or outlives its group.
+ * becomes of a posted receive that is freed or outlives its group. A
+ * posted receive holds nothing up: not the calls after it on its group
+ * (sync sends included), not another group's, not a wait with a limit.
  * Forked ranks, a real c10d-coord; over shared memory and TCP. */
 #include "coord_proc.h"
 #include "world_proc.h"
@@ -14,7 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static int64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 static void teardown(void)
 {
@@ -289,8 +299,9 @@ START_TEST(recv_from_any_member_is_verified) { run(3, from_any_mismatch, "anyv")
 END_TEST
 
 /* Posted receives match in call order with the sync ones after them; one
- * freed before it started takes nothing; one still posted when its group
- * is destroyed fails, and never touches its buffer. */
+ * freed before its message came takes nothing; asking whether one ended
+ * moves what arrived; one still posted when its group is destroyed fails,
+ * and never touches its buffer. */
 static int posted_lifecycle(int rank, int n, void *arg)
 {
     int rc = 0;
@@ -306,35 +317,41 @@ static int posted_lifecycle(int rank, int n, void *arg)
                 tu = c10d_tensor_1d(&untouched, C10D_INT32, 1);
     c10d_coll_opts co = C10D_COLL_OPTS_INIT;
     co.async_op = 1;
+    if (rank == 1) {
+        CALL(c10d_recv(pg, &tn, 0, 0, &co, &gone));
+        c10d_work_free(gone); /* cancelled before anything was sent: it takes nothing */
+        gone = NULL;
+    }
+    CALL(c10d_barrier(pg, NULL, NULL)); /* (a posted receive holds no collective up) */
     if (rank == 0) {
         for (int i = 0; i < 3; i++) {
             c10d_tensor t = c10d_tensor_1d(&v[i], C10D_INT32, 1);
             CALL(c10d_send(pg, &t, 1, 0, NULL, NULL));
         }
     } else {
-        CALL(c10d_recv(pg, &tn, 0, 0, &co, &gone));
-        c10d_work_free(gone); /* cancelled: the first message is a's */
-        gone = NULL;
         CALL(c10d_recv(pg, &ta, 0, 0, &co, &a));
-        if (c10d_work_is_completed(a)) /* asking does not start it */
-            FAIL("rank 1: a posted receive completed before anything started it");
+        /* asking never waits; it ends the receive once its message is here */
+        for (int64_t until = now_ms() + 5000; !c10d_work_is_completed(a);)
+            if (now_ms() > until)
+                FAIL("rank 1: a posted receive not completed after 5 s of asking");
+        if (got_a != 1)
+            FAIL("rank 1: the first message is %d, want 1 (the cancelled receive took it?)", got_a);
         CALL(c10d_recv(pg, &tb, 0, 0, NULL, NULL)); /* after a */
-        if (!c10d_work_is_completed(a) || got_a != 1 || got_b != 2)
-            FAIL("rank 1: posted then sync: %d (done %d), %d; want 1, 2", got_a,
-                 c10d_work_is_completed(a), got_b);
+        if (got_b != 2)
+            FAIL("rank 1: posted then sync: %d, %d; want 1, 2", got_a, got_b);
         CALL(c10d_work_wait(a, C10D_TIMEOUT_DEFAULT));
         CALL(c10d_recv(pg, &tc, 0, 0, NULL, NULL));
         if (got_c != 3 || never != -1)
             FAIL("rank 1: third message %d, the cancelled receive's buffer %d", got_c, never);
     }
     CALL(c10d_barrier(pg, NULL, NULL));
-    if (rank == 1) /* nobody sends tag 9; a collective would start it */
+    if (rank == 1) /* nobody sends tag 9 */
         CALL(c10d_recv(pg, &tu, 0, 9, &co, &late));
     c10d_destroy(pg);
     pg = NULL;
     if (late) {
         c10d_status st = c10d_work_wait(late, C10D_TIMEOUT_DEFAULT);
-        if (st != C10D_EABORTED || !strstr(c10d_errmsg(), "destroyed before it was waited for") ||
+        if (st != C10D_EABORTED || !strstr(c10d_errmsg(), "the group was destroyed first") ||
             untouched != -7)
             FAIL("rank 1: a receive posted past its group's end: %s: %s (buffer %d)",
                  c10d_status_name(st), c10d_errmsg(), untouched);
@@ -347,6 +364,204 @@ out:
 }
 
 START_TEST(posted_recvs_in_order_cancelled_and_aborted) { run(2, posted_lifecycle, "life"); }
+END_TEST
+
+/* On both ranks: irecv from the peer, a collective (on the world, or on a
+ * second group), then a sync send to the peer, then the wait, as gloo
+ * runs it. Queued on the lane, the receive held the send up behind it on
+ * both ranks until the timeout. */
+static int irecv_collective_send(int rank, int n, void *arg, int other_group, int big)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *g2 = NULL, *pg = init(rank, n, arg);
+    size_t count = big ? BIG : 1;
+    int32_t *in = calloc(count, sizeof *in), *out = malloc(count * sizeof *out), v = 1;
+    if (!pg || !in || !out)
+        FAIL("rank %d: setup", rank);
+    int ranks[2] = {0, 1}, peer = 1 - rank;
+    if (other_group)
+        CALL(c10d_new_group(&g2, pg, ranks, 2));
+    for (size_t i = 0; i < count; i++)
+        out[i] = pattern(rank, peer, i);
+    c10d_tensor ti = c10d_tensor_1d(in, C10D_INT32, (int64_t)count),
+                to = c10d_tensor_1d(out, C10D_INT32, (int64_t)count),
+                tv = c10d_tensor_1d(&v, C10D_INT32, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    int64_t t0 = now_ms();
+    CALL(c10d_recv(pg, &ti, peer, 0, &co, &w));
+    CALL(c10d_all_reduce(other_group ? g2 : pg, &tv, C10D_SUM, NULL, NULL));
+    CALL(c10d_send(pg, &to, peer, 0, NULL, NULL));
+    CALL(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+    if (v != 2)
+        FAIL("rank %d: all_reduce gave %d, want 2", rank, v);
+    for (size_t i = 0; i < count; i++)
+        if (in[i] != pattern(peer, rank, i))
+            FAIL("rank %d: element %zu is %d", rank, i, in[i]);
+    if (now_ms() - t0 > 5000) /* the group's 10 s timeout would have failed it */
+        FAIL("rank %d: irecv, all_reduce, send took %lld ms", rank,
+             (long long)(now_ms() - t0));
+out:
+    c10d_work_free(w);
+    free(in);
+    free(out);
+    c10d_destroy(g2);
+    c10d_destroy(pg);
+    return rc;
+}
+
+static int irecv_allreduce_send(int rank, int n, void *arg)
+{
+    return irecv_collective_send(rank, n, arg, 0, 0);
+}
+
+static int irecv_other_group_send(int rank, int n, void *arg)
+{
+    return irecv_collective_send(rank, n, arg, 1, 0);
+}
+
+static int irecv_other_group_send_big(int rank, int n, void *arg)
+{
+    return irecv_collective_send(rank, n, arg, 1, 1);
+}
+
+START_TEST(irecv_collective_send_same_group) { run(2, irecv_allreduce_send, "ics"); }
+END_TEST
+START_TEST(irecv_collective_send_other_group) { run(2, irecv_other_group_send, "ics2"); }
+END_TEST
+START_TEST(irecv_collective_send_big_over_tcp)
+{
+    run_over_tcp(2, irecv_other_group_send_big, "ics3");
+}
+END_TEST
+
+/* Rank 0 sends rank 1 2 MiB (more than the link holds), then joins an
+ * all_reduce of a second group; rank 1 posts the irecv, then enters that
+ * all_reduce first. Nobody waits for the receive while rank 1 sits in the
+ * collective: the world's progress thread must read the bytes, or rank 0
+ * never leaves its send and both wait until the timeout. */
+static int progress_while_busy(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *g2 = NULL, *pg = init(rank, n, arg);
+    int32_t *buf = malloc(BIG * sizeof *buf), v = 1;
+    int ranks[2] = {0, 1};
+    if (!pg || !buf)
+        FAIL("rank %d: setup", rank);
+    CALL(c10d_new_group(&g2, pg, ranks, 2));
+    c10d_tensor t = c10d_tensor_1d(buf, C10D_INT32, (int64_t)BIG),
+                tv = c10d_tensor_1d(&v, C10D_INT32, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    if (rank == 0) {
+        for (size_t i = 0; i < BIG; i++)
+            buf[i] = pattern(0, 1, i);
+        CALL(c10d_send(pg, &t, 1, 0, NULL, NULL));
+        CALL(c10d_all_reduce(g2, &tv, C10D_SUM, NULL, NULL));
+    } else {
+        CALL(c10d_recv(pg, &t, 0, 0, &co, &w));
+        CALL(c10d_all_reduce(g2, &tv, C10D_SUM, NULL, NULL));
+        CALL(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT));
+        for (size_t i = 0; i < BIG; i++)
+            if (buf[i] != pattern(0, 1, i))
+                FAIL("rank 1: element %zu is %d", i, buf[i]);
+    }
+out:
+    c10d_work_free(w);
+    free(buf);
+    c10d_destroy(g2);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(posted_recv_progresses_while_rank_is_elsewhere) { run(2, progress_while_busy, "pwb"); }
+END_TEST
+START_TEST(posted_recv_progresses_while_rank_is_elsewhere_over_tcp)
+{
+    run_over_tcp(2, progress_while_busy, "pwb");
+}
+END_TEST
+
+/* A wait with a limit returns at the limit, the receive still posted; it
+ * then completes when its message comes. Asking whether it completed
+ * never blocks the sync send after it. */
+static int wait_with_a_limit(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_work *w = NULL;
+    c10d_pg *pg = init(rank, n, arg);
+    int32_t in = -1, out = 40 + rank;
+    if (!pg)
+        FAIL("rank %d: setup", rank);
+    c10d_tensor ti = c10d_tensor_1d(&in, C10D_INT32, 1), to = c10d_tensor_1d(&out, C10D_INT32, 1);
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.async_op = 1;
+    CALL(c10d_recv(pg, &ti, 1 - rank, 3, &co, &w));
+    if (c10d_work_is_completed(w) && rank == 1)
+        FAIL("rank 1: completed before rank 0 sent");
+    if (rank == 1) {
+        int64_t t0 = now_ms();
+        c10d_status st = c10d_work_wait(w, 300);
+        int64_t took = now_ms() - t0;
+        if (st != C10D_ETIMEDOUT || !strstr(c10d_errmsg(), "not finished after 300 ms") ||
+            took < 250 || took > 3000)
+            FAIL("rank 1: wait(300) gave %s after %lld ms: %s", c10d_status_name(st),
+                 (long long)took, c10d_errmsg());
+    }
+    CALL(c10d_barrier(pg, NULL, NULL)); /* rank 1's wait ran out before rank 0 sends */
+    CALL(c10d_send(pg, &to, 1 - rank, 3, NULL, NULL));
+    CALL(c10d_work_wait(w, 5000));
+    if (in != 40 + (1 - rank))
+        FAIL("rank %d: got %d", rank, in);
+out:
+    c10d_work_free(w);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(wait_with_a_limit_leaves_the_recv_posted) { run(2, wait_with_a_limit, "lim"); }
+END_TEST
+
+/* A receive from any member that gets a message of the wrong size fails
+ * with EINVAL, and the coordinator hears of it under its sender, so the
+ * next collective names the mismatched pair, not a desync of its own. */
+static int any_wrong_size(int rank, int n, void *arg)
+{
+    int rc = 0;
+    c10d_pg *pg = init(rank, n, arg);
+    if (!pg)
+        FAIL("rank %d: setup", rank);
+    if (rank == 0) {
+        int32_t big[2] = {7, 8};
+        c10d_tensor tb = c10d_tensor_1d(big, C10D_INT32, 2);
+        CALL(c10d_send(pg, &tb, 1, 0, NULL, NULL));
+    } else {
+        int32_t a = -1;
+        int src = -5;
+        c10d_tensor ta = c10d_tensor_1d(&a, C10D_INT32, 1);
+        c10d_status st = c10d_recv_any(pg, &ta, 0, &src, NULL, NULL);
+        if (st != C10D_EINVAL || !strstr(c10d_errmsg(), "rank 0 sent 8 bytes with tag 0"))
+            FAIL("rank 1: recv_any of the wrong size: %s: %s", c10d_status_name(st),
+                 c10d_errmsg());
+    }
+    /* Send/recv are checked in the background (a queued report): the
+     * coordinator's SYNC answers give every rank the same barrier that
+     * first knows of it. */
+    c10d_status st = C10D_OK;
+    for (int64_t until = now_ms() + 10000; st == C10D_OK && now_ms() < until;)
+        st = c10d_barrier(pg, NULL, NULL);
+    if (st != C10D_EDESYNC ||
+        !strstr(c10d_errmsg(), "rank 0 sent int32[2], rank 1 receives int32[1] (different shape)"))
+        FAIL("rank %d: barrier after the mismatch: %s: %s", rank, c10d_status_name(st),
+             c10d_errmsg());
+out:
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(recv_from_any_of_the_wrong_size_is_named) { run(2, any_wrong_size, "anyw"); }
 END_TEST
 
 int main(void)
@@ -364,6 +579,13 @@ int main(void)
     tcase_add_test(tc, recv_from_any_member_over_tcp);
     tcase_add_test(tc, recv_from_any_member_is_verified);
     tcase_add_test(tc, posted_recvs_in_order_cancelled_and_aborted);
+    tcase_add_test(tc, irecv_collective_send_same_group);
+    tcase_add_test(tc, irecv_collective_send_other_group);
+    tcase_add_test(tc, irecv_collective_send_big_over_tcp);
+    tcase_add_test(tc, posted_recv_progresses_while_rank_is_elsewhere);
+    tcase_add_test(tc, posted_recv_progresses_while_rank_is_elsewhere_over_tcp);
+    tcase_add_test(tc, wait_with_a_limit_leaves_the_recv_posted);
+    tcase_add_test(tc, recv_from_any_of_the_wrong_size_is_named);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

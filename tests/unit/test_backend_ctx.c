@@ -111,7 +111,7 @@ static int avg_by_active(const c10di_be_ctx *x, const c10di_coll *c)
 }
 
 static const c10di_be_hooks hooks = {check, failure, fetch, alert, completed, issued, drain,
-                                     join_mark, join_heard, avg_by_active};
+                                     join_mark, join_heard, avg_by_active, NULL};
 
 static void coll_all_reduce(c10di_coll *c, float *buf, uint64_t seq)
 {

@@ -435,7 +435,7 @@ c10d_status c10di_host_run(c10di_host *h, const c10di_coll *c)
     case C10DC_GATHER: return gather(h, c);
     case C10DC_SCATTER: return scatter(h, c);
     case C10DC_SEND: return c10di_host_send(h, c);
-    case C10DC_RECV: return c10di_host_recv(h, c);
+    case C10DC_RECV: break; /* host_backend.c's host_run: it learns the sender */
     case C10DC_BARRIER: return c10di_host_barrier(h, c);
     case C10DC_MONITORED_BARRIER: /* runs through the store, not here */
     case C10DC_KIND_COUNT: break;

@@ -32,7 +32,10 @@ typedef struct c10di_link {
     int shm;                      /* 1: shared memory, 0: TCP */
     c10di_ring out[CH_COUNT];     /* shm: in the peer's segment */
     c10di_ring in[CH_COUNT];      /* shm: in ours */
-    int fd[CH_COUNT];             /* TCP */
+    /* TCP; -1 until linked. Atomic: a thread that receives for a posted
+     * receive reads them while the group's own thread may be linking
+     * another peer (both under link_mu when they write). */
+    atomic_int fd[CH_COUNT];
     int slot, their_slot;         /* shm: this peer's rings in our segment; ours in its */
     char host[64];
     int pid;
@@ -44,15 +47,20 @@ typedef struct c10di_unexpected {
     struct c10di_unexpected *next;
     int src, tag;
     size_t len;
-    void *data;
+    void *data; /* in the same allocation, after it */
 } c10di_unexpected;
 
-/* A p2p message from one peer, read while this rank's own send waited
- * (p2p.c): its frame, then its bytes; whole, it joins `unexpected`. */
+/* The p2p message a peer is sending this rank, as far as it was read
+ * (p2p.c): its frame, then its bytes, into the receive it was matched to,
+ * or kept (`data`, then `unexpected` once whole), or dropped (a receive
+ * of another size, or one cancelled while its message came). */
 typedef struct c10di_p2p_partial {
     uint8_t frame[16]; /* p2p.c's frame: magic, tag, length */
     size_t got;        /* bytes of frame read */
-    void *data;
+    int placed;        /* the frame was read and a destination chosen */
+    c10di_recv *to;    /* the receive it goes to (NULL: kept or dropped) */
+    c10di_unexpected *kept; /* or kept, for a receive posted later */
+    uint8_t *dst;      /* where its bytes go (NULL: dropped) */
     size_t done;       /* bytes of data read */
 } c10di_p2p_partial;
 
@@ -72,8 +80,20 @@ typedef struct c10di_host {
     char addr[64];
     int port;
     uint64_t cookie; /* admission: in every link's hello (the group's secret) */
-    c10di_unexpected *unexpected; /* p2p messages received before their recv */
-    c10di_p2p_partial *partial;   /* per peer (made at the first send that waits) */
+    /* Making TCP links (dialling a peer, taking one from the listener):
+     * the group's own thread and a thread that receives for a posted
+     * receive may both need one. Never held while waiting for a peer. */
+    pthread_mutex_t link_mu;
+    /* The receiving side of the p2p channel (p2p.c): read by whichever
+     * thread makes progress (a receive's wait, a send waiting for room,
+     * the world's progress thread), one at a time under p2p_mu. */
+    pthread_mutex_t p2p_mu;
+    c10di_recv *recvs, *recvs_tail; /* posted, no message matched yet, in post order */
+    c10di_unexpected *unexpected;   /* p2p messages received before their recv */
+    c10di_p2p_partial *partial;     /* per peer */
+    uint8_t *sink;                  /* where dropped bytes are read to */
+    atomic_int posted;  /* receives posted and not ended (matched ones included) */
+    atomic_int waiting; /* threads waiting in c10di_host_recv_wait */
     void *scratch;
     size_t scratch_cap;
     int in_xfer; /* a c10di_xfer is under way on this group (announce's nesting test) */
@@ -112,7 +132,7 @@ c10d_status c10di_tcp_listen(c10di_host *h);
  * what peers send this rank (an isend ring goes on). */
 c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c);
 /* Takes, without waiting, the connections queued on the listener; 1 if
- * any was taken. */
+ * any was taken. Nothing if another thread is making a link. */
 int c10di_tcp_accept_ready(c10di_host *h);
 /* 1 if both channels to peer are up (or it needs none). */
 int c10di_tcp_linked(const c10di_host *h, int peer);
@@ -150,14 +170,24 @@ c10d_status c10di_host_barrier(c10di_host *h, const c10di_coll *c);
 /* shadow.c: a joined rank's part in c (c->shadow), with its own buffers */
 c10d_status c10di_host_shadow(c10di_host *h, const c10di_coll *c);
 
-/* p2p.c */
+/* p2p.c: tagged send/recv. Receives are matched as MPI matches them: a
+ * message goes to the earliest posted receive that names its sender (or
+ * any) and its tag, else it is kept until one is posted. */
+c10d_status c10di_p2p_init(c10di_host *h);
 c10d_status c10di_host_send(c10di_host *h, const c10di_coll *c);
-c10d_status c10di_host_recv(c10di_host *h, const c10di_coll *c);
-/* From any peer (c->root C10DI_ANY_SOURCE): the first message with c's tag
- * to arrive; c->root becomes its sender. */
-c10d_status c10di_host_recv_any(c10di_host *h, c10di_coll *c);
+/* A sync recv (c->root a peer or C10DI_ANY_SOURCE, which becomes the
+ * sender): posted behind the posted ones, then waited for until c's
+ * deadline. */
+c10d_status c10di_host_recv(c10di_host *h, c10di_coll *c);
+/* The backend ops of posted receives (backend.h). */
+c10d_status c10di_host_recv_post(c10di_host *h, c10di_recv *r);
+c10d_status c10di_host_recv_wait(c10di_host *h, c10di_recv *r, const c10di_coll *probe,
+                                 int64_t until_ms);
+int c10di_host_recv_progress(c10di_host *h);
+int c10di_host_recv_cancel(c10di_host *h, c10di_recv *r);
+void c10di_host_recv_abort(c10di_host *h, c10d_status st, const char *msg);
 /* While a send waits for room: reads what peers are sending this rank,
- * without waiting (1: bytes moved). */
+ * without waiting (1: bytes moved); nothing if another thread is at it. */
 int c10di_p2p_drain(c10di_host *h);
 void c10di_p2p_free(c10di_host *h);
 

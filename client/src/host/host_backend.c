@@ -80,6 +80,8 @@ static void host_close(void *state)
     free(h->scratch);
     free(h->shadow);
     free(h->heard_joined);
+    pthread_mutex_destroy(&h->p2p_mu);
+    pthread_mutex_destroy(&h->link_mu);
     free(h);
 }
 
@@ -95,11 +97,14 @@ static c10d_status host_open(const c10di_be_ctx *x, void **state, char *buf, siz
     h->n = x->size;
     h->me = x->rank;
     h->listen_fd = -1;
+    pthread_mutex_init(&h->p2p_mu, NULL);
+    pthread_mutex_init(&h->link_mu, NULL);
     h->links = calloc((size_t)h->n, sizeof *h->links);
     h->peer_seg = calloc((size_t)h->n, sizeof *h->peer_seg);
     h->peer_seg_len = calloc((size_t)h->n, sizeof *h->peer_seg_len);
     h->heard_joined = calloc((size_t)h->n, sizeof *h->heard_joined);
-    if (!h->links || !h->peer_seg || !h->peer_seg_len || !h->heard_joined) {
+    if (!h->links || !h->peer_seg || !h->peer_seg_len || !h->heard_joined ||
+        (h->links && c10di_p2p_init(h) != C10D_OK)) {
         host_close(h);
         return c10di_error(C10D_ENOMEM, "out of memory");
     }
@@ -254,9 +259,35 @@ out:
 
 static c10d_status host_run(void *state, c10di_coll *c)
 {
-    if (c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE && !c->shadow)
-        return c10di_host_recv_any(state, c); /* learns the sender */
+    if (c->kind == C10DC_RECV && !c->shadow)
+        return c10di_host_recv(state, c); /* from any member, it learns the sender */
     return c10di_host_run(state, c);
+}
+
+static c10d_status host_recv_post(void *state, c10di_recv *r)
+{
+    return c10di_host_recv_post(state, r);
+}
+
+static c10d_status host_recv_wait(void *state, c10di_recv *r, const c10di_coll *probe,
+                                  int64_t until_ms)
+{
+    return c10di_host_recv_wait(state, r, probe, until_ms);
+}
+
+static int host_recv_progress(void *state)
+{
+    return c10di_host_recv_progress(state);
+}
+
+static int host_recv_cancel(void *state, c10di_recv *r)
+{
+    return c10di_host_recv_cancel(state, r);
+}
+
+static void host_recv_abort(void *state, c10d_status st, const char *msg)
+{
+    c10di_host_recv_abort(state, st, msg);
 }
 
 static c10d_status host_peek(void *state, uint64_t seq, int *found, c10di_peeked *out)
@@ -278,4 +309,9 @@ const c10di_backend_ops c10di_host_backend = {
     .close = host_close,
     .peek = host_peek,
     .announce = host_announce,
+    .recv_post = host_recv_post,
+    .recv_wait = host_recv_wait,
+    .recv_progress = host_recv_progress,
+    .recv_cancel = host_recv_cancel,
+    .recv_abort = host_recv_abort,
 };

@@ -195,7 +195,7 @@ int c10di_tcp_linked(const c10di_host *h, int peer)
 }
 
 /* Takes one queued connection: a peer's, by its hello, or closed as a
- * stranger's. 1 if one was queued. */
+ * stranger's. 1 if one was queued (link_mu held). */
 static int accept_one(c10di_host *h)
 {
     int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -216,12 +216,15 @@ static int accept_one(c10di_host *h)
 int c10di_tcp_accept_ready(c10di_host *h)
 {
     int any = 0;
-    while (h->listen_fd >= 0) {
+    if (h->listen_fd < 0 || pthread_mutex_trylock(&h->link_mu) != 0)
+        return 0;
+    for (;;) {
         struct pollfd p = {h->listen_fd, POLLIN, 0};
         if (poll(&p, 1, 0) <= 0 || !accept_one(h))
             break;
         any = 1;
     }
+    pthread_mutex_unlock(&h->link_mu);
     return any;
 }
 
@@ -237,7 +240,8 @@ static c10d_status check_link(void *arg)
     return c10di_be_check(k->h->ctx, k->c, k->peer);
 }
 
-/* This rank dials peer (a lower rank) on every channel not yet up. */
+/* This rank dials peer (a lower rank) on every channel not yet up
+ * (link_mu held: the wait is for a connect, never for the peer). */
 static c10d_status dial(c10di_host *h, int peer, const c10di_coll *c)
 {
     c10di_link *l = &h->links[peer];
@@ -283,8 +287,12 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
 {
     if (peer < 0 || c10di_tcp_linked(h, peer))
         return C10D_OK;
-    if (peer < h->me)
-        return dial(h, peer, c);
+    if (peer < h->me) {
+        pthread_mutex_lock(&h->link_mu);
+        c10d_status st = c10di_tcp_linked(h, peer) ? C10D_OK : dial(h, peer, c);
+        pthread_mutex_unlock(&h->link_mu);
+        return st;
+    }
     /* The higher rank dials: wait for it, taking whoever else comes. */
     int drain = c->kind == C10DC_SEND;
     while (!c10di_tcp_linked(h, peer)) {
@@ -293,7 +301,11 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
                                h->ctx->group, peer);
         struct pollfd p = {h->listen_fd, POLLIN, 0};
         if (poll(&p, 1, drain ? 5 : 50) > 0) {
-            accept_one(h);
+            pthread_mutex_lock(&h->link_mu); /* another thread may take it first */
+            p.revents = 0;
+            if (poll(&p, 1, 0) > 0)
+                accept_one(h);
+            pthread_mutex_unlock(&h->link_mu);
             continue;
         }
         if (drain)

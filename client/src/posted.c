@@ -1,0 +1,236 @@
+/* Posted receives: an async recv into a CPU buffer (torch's irecv, each
+ * half of batch_isend_irecv).
+ *
+ * Queued on the group's lane, a receive would hold up everything called
+ * after it on its group until its message came: `irecv from 1; send to
+ * 1` on both ranks of a ring, or `irecv; all_reduce; send`, would wait on
+ * each other until the timeout, where gloo runs them. So the receive is
+ * checked, numbered and reported to the coordinator when it is called,
+ * like any call, and then posted in the backend's receive queue instead
+ * (backend.h, recv_post). From there the backend matches it to its message
+ * as MPI does, from whichever thread makes progress on the group: the
+ * thread that waits for it, the group's own sends and sync receives, or,
+ * while nobody does, this file's progress thread, so that a peer whose
+ * large send waits for this rank to read it is never held up by a rank
+ * busy elsewhere (in a collective of another group, in a SYNC check).
+ *
+ * Its timeout runs from the first wait, as gloo's does. A receive from any
+ * member is reported once its sender is known, by the thread that waits
+ * for it (docs/host-backend.md, "Ordering and async"). */
+#include "work.h"
+
+#include "c10d_time.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static c10di_be_slot *cpu_slot(c10d_pg *pg)
+{
+    return &pg->be[C10DI_DEV_CPU];
+}
+
+/* --- the progress thread --- */
+
+/* Moves what has arrived for every group's posted receives (w->mu held:
+ * a group leaves w->groups before its backend closes). */
+static int progress_all(c10di_world *w)
+{
+    int moved = 0;
+    for (c10d_pg *g = w->groups; g; g = g->next_in_world) {
+        c10di_be_slot *s = cpu_slot(g);
+        if (atomic_load(&g->data_ready) && s->ops && s->ops->recv_progress)
+            moved |= s->ops->recv_progress(s->state);
+    }
+    return moved;
+}
+
+static void *progress_main(void *arg)
+{
+    c10di_world *w = arg;
+    unsigned idle = 0;
+    pthread_mutex_lock(&w->mu);
+    while (!w->progress_stop) {
+        if (!atomic_load(&w->posted)) {
+            idle = 0;
+            pthread_cond_wait(&w->progress_cv, &w->mu);
+            continue;
+        }
+        int moved = progress_all(w);
+        pthread_mutex_unlock(&w->mu);
+        /* Nothing came: back off to 1 ms. Whoever waits for a receive
+         * moves its bytes itself; this thread only keeps peers' sends
+         * from stalling meanwhile, so it need not be prompt. */
+        idle = moved ? 0 : idle + 1;
+        struct timespec ts = {0, idle < 8 ? 50000L << (idle / 2) : 1000000L};
+        if (idle)
+            nanosleep(&ts, NULL);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void progress_kick(c10di_world *w)
+{
+    pthread_mutex_lock(&w->mu);
+    /* Without the thread (none could be made) receives still move when
+     * they are waited for. */
+    if (!w->progress_on && !w->progress_stop &&
+        pthread_create(&w->progress, NULL, progress_main, w) == 0)
+        w->progress_on = 1;
+    pthread_cond_signal(&w->progress_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void c10di_progress_stop(c10di_world *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->progress_stop = 1;
+    int on = w->progress_on;
+    w->progress_on = 0;
+    pthread_cond_broadcast(&w->progress_cv);
+    pthread_mutex_unlock(&w->mu);
+    if (on)
+        pthread_join(w->progress, NULL);
+}
+
+/* --- a receive's life --- */
+
+c10d_status c10di_post(c10d_pg *pg, c10d_work *w)
+{
+    c10di_coll *c = &w->c;
+    c10d_status st = c10di_pg_usable(pg, c);
+    if (st != C10D_OK)
+        return st;
+    /* As c10di_execute checks a call before it runs. */
+    int sync_verified = c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
+    if (!sync_verified)
+        st = c10di_pg_check(pg, c, -1);
+    if (st == C10D_OK && c->root != C10DI_ANY_SOURCE)
+        st = c10di_verify_enter(pg, c);
+    if (st == C10D_OK)
+        st = c10di_join_prepare(pg, c);
+    if (st == C10D_OK) {
+        w->r.c = c;
+        atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
+        st = c->be->recv_post(c->be_state, &w->r);
+        if (st != C10D_OK)
+            atomic_fetch_sub(&pg->w->posted, 1);
+        else
+            progress_kick(pg->w);
+    }
+    if (st != C10D_OK && st != C10D_EINVAL)
+        c10di_pg_break(pg, st, c10d_errmsg());
+    return st;
+}
+
+void c10di_posted_done(c10d_pg *pg, c10di_recv *r)
+{
+    c10d_work *w = (c10d_work *)(void *)((char *)r - offsetof(c10d_work, r));
+    /* A wrong size took its message whole: the links are as they were. */
+    if (r->st != C10D_OK && r->st != C10D_EINVAL && r->st != C10D_EABORTED)
+        c10di_pg_break(pg, r->st, r->msg);
+    atomic_fetch_sub(&pg->w->posted, 1);
+    c10di_work_finish(w, r->st, r->msg); /* the last touch: its owner may free it now */
+}
+
+/* After the receive ended (from its sender): reported, if it was from any
+ * member, once. */
+static void report_any(c10d_work *w, c10d_status st, int from)
+{
+    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
+        return;
+    pthread_mutex_lock(&w->mu);
+    int first = !w->reported;
+    w->reported = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (!first)
+        return;
+    c10di_coll rc = w->c;
+    rc.root = from;
+    rc.fp.root = from;
+    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
+}
+
+c10d_status c10di_posted_wait(c10d_work *w, int limit_ms)
+{
+    c10d_pg *pg = w->pg;
+    const c10di_coll *c = &w->c;
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    if (!w->deadline_ms)
+        w->deadline_ms = c10d_now_ms() + c->timeout_ms;
+    int64_t deadline = w->deadline_ms;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0) {
+        (void)c->be->recv_progress(c->be_state);
+    } else if (!done) {
+        /* The wait's own limit returns with the receive still posted; its
+         * deadline (in the probe) ends it, with the group. */
+        c10di_coll probe = *c;
+        probe.deadline_ms = deadline;
+        int64_t until = limit_ms == INT_MAX ? INT64_MAX : c10d_now_ms() + limit_ms;
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+        (void)c->be->recv_wait(c->be_state, &w->r, &probe, until);
+        c10di_activity_done(pg->w);
+    }
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    c10d_status st = w->st;
+    char msg[sizeof w->msg];
+    memcpy(msg, w->msg, sizeof msg);
+    int from = w->r.from;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
+                           c->what, pg->name);
+    if (!done)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
+                           pg->name, limit_ms);
+    report_any(w, st, from);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s", msg);
+    if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *c->src_out = from;
+    return C10D_OK;
+}
+
+int c10di_posted_test(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        return 1;
+    (void)w->c.be->recv_progress(w->c.be_state);
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+void c10di_posted_cancel(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    /* Ended (its group destroyed, perhaps): the backend is done with it.
+     * Else the backend forgets it, or it ends meanwhile (recv_done ran
+     * under the lock recv_cancel then took). */
+    if (!done && w->c.be->recv_cancel(w->c.be_state, &w->r))
+        atomic_fetch_sub(&w->pg->w->posted, 1);
+}
+
+void c10di_posted_abort(c10d_pg *pg)
+{
+    c10di_be_slot *s = cpu_slot(pg);
+    if (!s->state || !s->ops->recv_abort)
+        return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "a recv posted on group %s never completed: the group was destroyed "
+             "first", pg->name);
+    s->ops->recv_abort(s->state, C10D_EABORTED, msg);
+}

@@ -129,6 +129,13 @@ def test_batch_isend_irecv_irecv_first_with_and_without_tags(n):
     assert rc == 0, out
 
 
+def test_irecv_holds_nothing_up_and_honours_its_wait_limit():
+    """irecv; all_reduce; send on both ranks stalled until the timeout; a
+    Work's wait(timeout) ignored the limit and get_future() blocked."""
+    rc, out = run("posted", n=2)
+    assert rc == 0, out
+
+
 def test_sparse_all_reduce_matches_gloo():
     rc, out = run("sparse", n=3)
     assert rc == 0, out

@@ -456,6 +456,40 @@ def case_batchtags():
     dist.barrier()
 
 
+def case_posted():
+    """An irecv holds nothing up, as on gloo: irecv, all_reduce, then a
+    sync send on both ranks (it stalled until the timeout); is_completed()
+    and get_future() never block; wait(timeout) past its limit raises
+    "Timed out" and leaves the receive posted, which then completes."""
+    peer = 1 - rank
+    got = torch.full((4,), -1.0)
+    w = dist.irecv(got, peer)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    dist.send(torch.full((4,), float(rank)), peer)
+    w.wait()
+    if t.item() != 2 or not got.eq(peer).all():
+        fail(f"irecv, all_reduce, send: {t.item()}, {got.tolist()}")
+    late = torch.full((3,), -1.0)
+    w = dist.irecv(late, peer, tag=7)
+    fut = w.get_future()  # returns at once: a thread completes it
+    if w.is_completed() or fut.done():
+        fail("a receive completed before its message was sent")
+    t0 = time.monotonic()
+    try:
+        w.wait(timeout=timedelta(milliseconds=300))
+        fail("wait(300 ms) returned without a message")
+    except RuntimeError as e:
+        if "Timed out" not in str(e) or time.monotonic() - t0 > 5:
+            fail(f"wait(300 ms): {e} after {time.monotonic() - t0:.1f} s")
+    dist.barrier()
+    dist.send(torch.full((3,), 10.0 + rank), peer, tag=7)
+    if not fut.wait()[0].eq(10.0 + peer).all() or not w.is_completed():
+        fail(f"the receive after its wait timed out: {late.tolist()}")
+    w.wait()
+    dist.barrier()
+
+
 def case_sparse():
     """Sparse COO all_reduce (SUM) against gloo: indices that overlap and
     that do not, sparse and dense dimensions, float values that round:
@@ -660,7 +694,7 @@ def main():
     {"ddp": case_ddp, "powersgd": lambda: case_ddp("powersgd"),
      "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed, "coalesced": case_coalesced, "anysource": case_anysource,
-     "batchtags": case_batchtags, "sparse": case_sparse,
+     "batchtags": case_batchtags, "sparse": case_sparse, "posted": case_posted,
      "six": lambda: case_six(sys.argv[2])}[case]()
     dist.destroy_process_group()
 

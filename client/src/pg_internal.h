@@ -103,8 +103,11 @@ typedef struct c10di_world {
      * and the thread that moves their bytes while nobody waits for them. */
     atomic_int posted;
     pthread_t progress;
-    int progress_on, progress_stop; /* mu */
-    pthread_cond_t progress_cv;     /* with mu: posted became nonzero, or stop */
+    atomic_int progress_on;    /* started (written under mu) */
+    atomic_int progress_asleep; /* waiting on progress_cv for a post */
+    int progress_stop;          /* mu */
+    _Atomic int64_t progress_last_post; /* c10d_now_ms() of the last post */
+    pthread_cond_t progress_cv; /* with mu: a post while it sleeps, or stop */
 
     /* verification (verify.c) */
     c10d_verify verify;

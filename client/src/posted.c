@@ -47,40 +47,53 @@ static int progress_all(c10di_world *w)
     return moved;
 }
 
+/* The thread ticks every millisecond while receives are posted (and for
+ * a while after, so that a loop of irecv, send, wait never has to wake
+ * it), moving their bytes; then it sleeps until the next is posted. It
+ * must cost the latency path nothing: the thread that waits for a receive
+ * moves its bytes itself, and a wake-up per receive (a futex call, a
+ * thread competing for the core) cost a 4-byte irecv-send-wait exchange
+ * several times its time on a 2-core machine. */
+#define TICK_NS 1000000L
+#define LINGER_MS 200
+
 static void *progress_main(void *arg)
 {
     c10di_world *w = arg;
-    unsigned idle = 0;
     pthread_mutex_lock(&w->mu);
     while (!w->progress_stop) {
-        if (!atomic_load(&w->posted)) {
-            idle = 0;
-            pthread_cond_wait(&w->progress_cv, &w->mu);
+        if (!atomic_load(&w->posted) &&
+            c10d_now_ms() - atomic_load(&w->progress_last_post) > LINGER_MS) {
+            atomic_store(&w->progress_asleep, 1);
+            if (!atomic_load(&w->posted)) /* a post between the test and the flag wakes us */
+                pthread_cond_wait(&w->progress_cv, &w->mu);
+            atomic_store(&w->progress_asleep, 0);
             continue;
         }
-        int moved = progress_all(w);
+        int moved = atomic_load(&w->posted) ? progress_all(w) : 0;
         pthread_mutex_unlock(&w->mu);
-        /* Nothing came: back off to 1 ms. Whoever waits for a receive
-         * moves its bytes itself; this thread only keeps peers' sends
-         * from stalling meanwhile, so it need not be prompt. */
-        idle = moved ? 0 : idle + 1;
-        struct timespec ts = {0, idle < 8 ? 50000L << (idle / 2) : 1000000L};
-        if (idle)
+        if (!moved) { /* while bytes flow, straight on */
+            struct timespec ts = {0, TICK_NS};
             nanosleep(&ts, NULL);
+        }
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
+/* A receive was posted (w->posted counts it already). */
 static void progress_kick(c10di_world *w)
 {
+    atomic_store(&w->progress_last_post, c10d_now_ms());
+    if (atomic_load(&w->progress_on) && !atomic_load(&w->progress_asleep))
+        return; /* ticking: it sees the receive within a tick */
     pthread_mutex_lock(&w->mu);
     /* Without the thread (none could be made) receives still move when
      * they are waited for. */
-    if (!w->progress_on && !w->progress_stop &&
+    if (!atomic_load(&w->progress_on) && !w->progress_stop &&
         pthread_create(&w->progress, NULL, progress_main, w) == 0)
-        w->progress_on = 1;
+        atomic_store(&w->progress_on, 1);
     pthread_cond_signal(&w->progress_cv);
     pthread_mutex_unlock(&w->mu);
 }
@@ -89,8 +102,7 @@ void c10di_progress_stop(c10di_world *w)
 {
     pthread_mutex_lock(&w->mu);
     w->progress_stop = 1;
-    int on = w->progress_on;
-    w->progress_on = 0;
+    int on = atomic_exchange(&w->progress_on, 0);
     pthread_cond_broadcast(&w->progress_cv);
     pthread_mutex_unlock(&w->mu);
     if (on)

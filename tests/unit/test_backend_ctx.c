@@ -9,12 +9,16 @@
 #include "c10d_time.h"
 #include "check_main.h"
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define N 1024
@@ -29,6 +33,8 @@ typedef struct {
     int lose_peer; /* once both connected, rank 0's check hook says rank 1 is gone */
     atomic_int connected;
     int local;     /* the rendezvous says both are on this host */
+    int strangers; /* silent connections rank 1 opens to rank 0's port before it dials */
+    int stranger_fd[32];
     c10di_be_ctx ctx[2];
     c10d_status st[2];
     char msg[2][512];
@@ -134,6 +140,25 @@ typedef struct {
     int rank;
 } rank_arg;
 
+/* Connections to rank 0's data port that never say a word, made before
+ * rank 1 dials: what a port scanner or a stale peer looks like. */
+static void open_strangers(world *w)
+{
+    C10dpb__HostEndpoint *e = c10dpb__host_endpoint__unpack(NULL, w->eplen[0],
+                                                             (const uint8_t *)w->ep[0]);
+    if (!e)
+        return;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c10dpb__host_endpoint__free_unpacked(e, NULL);
+    for (int i = 0; i < w->strangers; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+            fprintf(stderr, "stranger %d: connect: %s\n", i, strerror(errno));
+        w->stranger_fd[i] = fd;
+    }
+}
+
 static void *rank_main(void *arg)
 {
     rank_arg *a = arg;
@@ -153,6 +178,8 @@ static void *rank_main(void *arg)
             usleep(100);
         /* On one host the rendezvous hands both endpoints; otherwise only
          * this rank's, and the other's is fetched at first link. */
+        if (me == 1 && w->strangers)
+            open_strangers(w);
         int32_t ranks[2] = {0, 1};
         ProtobufCBinaryData eps[2] = {{w->eplen[0], (uint8_t *)w->ep[0]},
                                       {w->eplen[1], (uint8_t *)w->ep[1]}};
@@ -218,6 +245,23 @@ START_TEST(ranks_apart_link_over_tcp_with_the_endpoint_the_fetch_hook_gives)
 }
 END_TEST
 
+/* Twelve silent connections reach rank 0's listener before rank 1's
+ * link: more than the slots for connections being admitted. Each was read
+ * with a 5 s wait of its own, so the link came after a minute, past the
+ * all_reduce's 20 s deadline; now they wait beside it and the oldest
+ * make room. */
+START_TEST(silent_strangers_on_the_data_port_hold_no_link_up)
+{
+    world *w = calloc(1, sizeof *w);
+    w->strangers = 12;
+    run_two(w);
+    assert_summed(w);
+    for (int i = 0; i < w->strangers; i++)
+        close(w->stranger_fd[i]);
+    free(w);
+}
+END_TEST
+
 START_TEST(the_published_endpoint_is_a_host_endpoint_message)
 {
     world *w = calloc(1, sizeof *w);
@@ -279,6 +323,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, two_ranks_on_one_host_all_reduce_through_shared_memory);
     tcase_add_test(tc, ranks_apart_link_over_tcp_with_the_endpoint_the_fetch_hook_gives);
+    tcase_add_test(tc, silent_strangers_on_the_data_port_hold_no_link_up);
     tcase_add_test(tc, the_published_endpoint_is_a_host_endpoint_message);
     tcase_add_test(tc, a_loss_the_check_hook_reports_ends_the_wait);
     tcase_add_test(tc, an_endpoint_that_is_not_a_host_backends_is_refused);

@@ -6,6 +6,7 @@
 
 #include "../backend.h"
 
+#include <poll.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -64,6 +65,10 @@ typedef struct c10di_p2p_partial {
     size_t done;       /* bytes of data read */
 } c10di_p2p_partial;
 
+/* Connections being admitted at once (host.h, tcp.c): a stranger's
+ * beyond it evicts the oldest, whose deadline is nearest. */
+#define C10DI_ADMITTING 8
+
 typedef struct c10di_host {
     const c10di_be_ctx *ctx; /* the group it serves */
     int n, me;
@@ -77,6 +82,17 @@ typedef struct c10di_host {
     void **peer_seg;
     size_t *peer_seg_len;
     int listen_fd; /* open for the group's life: TCP links are made at first use */
+    /* Accepted connections whose hello has not come whole yet (tcp.c):
+     * read without waiting, each given HELLO_DEADLINE_MS, at most
+     * C10DI_ADMITTING of them (link_mu). A stranger's silent socket never
+     * holds up a peer's link behind it. */
+    struct c10di_admitting {
+        int fd;
+        size_t got;
+        uint8_t hello[16];
+        int64_t deadline_ms;
+    } admitting[C10DI_ADMITTING];
+    int n_admitting;
     char addr[64];
     int port;
     uint64_t cookie; /* admission: in every link's hello (the group's secret) */
@@ -134,6 +150,10 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c);
 /* Takes, without waiting, the connections queued on the listener; 1 if
  * any was taken. Nothing if another thread is making a link. */
 int c10di_tcp_accept_ready(c10di_host *h);
+/* Adds to fds (room for at least 1 + C10DI_ADMITTING) what a wait for a
+ * peer's link should poll: the listener and the sockets being admitted;
+ * returns how many. */
+int c10di_tcp_admission_fds(c10di_host *h, struct pollfd *fds);
 /* 1 if both channels to peer are up (or it needs none). */
 int c10di_tcp_linked(const c10di_host *h, int peer);
 void c10di_tcp_close(c10di_host *h);

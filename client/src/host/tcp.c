@@ -62,7 +62,9 @@ c10d_status c10di_tcp_listen(c10di_host *h)
     socklen_t len;
     if (sockaddr_of(h->addr, 0, &ss, &len) != 0)
         sockaddr_of("0.0.0.0", 0, &ss, &len);
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: connections are taken until none is queued (tcp.c's
+     * admission), never waited for in accept. */
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return c10di_error(C10D_EBACKEND, "socket: %s", strerror(errno));
     int rc = bind(fd, (struct sockaddr *)&ss, len);
@@ -132,24 +134,6 @@ static int connect_wait(int fd, int ms)
     return err;
 }
 
-/* Reads a hello within deadline; 0 on success. */
-static int read_hello(int fd, hello_msg *m, int64_t deadline)
-{
-    size_t got = 0;
-    while (got < sizeof *m) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)(deadline - c10d_now_ms());
-        if (left <= 0 || poll(&p, 1, left > 100 ? 100 : left) < 0)
-            return -1;
-        ssize_t k = read(fd, (char *)m + got, sizeof *m - got);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
-            return -1;
-        if (k > 0)
-            got += (size_t)k;
-    }
-    return 0;
-}
-
 /* Connects to sa, waiting in slices of 200 ms so that `check` can end the
  * wait between them (the group's deadline, a peer's loss): a blocking
  * connect to an address that drops packets waits minutes. A refused
@@ -194,38 +178,108 @@ int c10di_tcp_linked(const c10di_host *h, int peer)
     return peer == h->me || l->shm || (l->fd[CH_COLL] >= 0 && l->fd[CH_P2P] >= 0);
 }
 
-/* Takes one queued connection: a peer's, by its hello, or closed as a
- * stranger's. 1 if one was queued (link_mu held). */
-static int accept_one(c10di_host *h)
+/* Admission. A peer dials, then writes its hello at once; a stranger
+ * (a port scanner, a stale peer of another job) may write nothing. So
+ * connections are taken from the listener without waiting, and their
+ * hellos read as they come, beside every other wait: a silent one costs
+ * a slot for at most HELLO_DEADLINE_MS, and when the slots are full the
+ * oldest goes, so strangers never hold a peer's link up (issue 24: nine
+ * silent connections delayed new_group by 45 s when each was read with a
+ * 5 s wait of its own). All of it under link_mu. */
+#define HELLO_DEADLINE_MS 2000
+
+_Static_assert(sizeof(hello_msg) == sizeof(((struct c10di_admitting *)0)->hello), "hello size");
+
+static void drop_admitting(c10di_host *h, int i)
 {
-    int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0)
-        return 0;
+    close(h->admitting[i].fd);
+    h->admitting[i] = h->admitting[--h->n_admitting];
+}
+
+/* The hello came whole: a link of ours, or closed. */
+static void admit(c10di_host *h, int i)
+{
     hello_msg m;
-    if (read_hello(fd, &m, c10d_now_ms() + 5000) != 0 || m.cookie != h->cookie ||
-        m.rank >= (uint32_t)h->n || (int)m.rank <= h->me || m.ch >= CH_COUNT ||
-        h->links[m.rank].fd[m.ch] >= 0) {
-        close(fd); /* not one of ours */
-        return 1;
+    memcpy(&m, h->admitting[i].hello, sizeof m);
+    if (m.cookie != h->cookie || m.rank >= (uint32_t)h->n || (int)m.rank <= h->me ||
+        m.ch >= CH_COUNT || h->links[m.rank].fd[m.ch] >= 0) {
+        drop_admitting(h, i); /* not one of ours */
+        return;
     }
+    int fd = h->admitting[i].fd;
+    h->admitting[i] = h->admitting[--h->n_admitting];
     tune(fd);
     h->links[m.rank].fd[m.ch] = fd;
-    return 1;
+}
+
+/* Reads what the sockets being admitted have sent, without waiting; 1 if
+ * a link was made. */
+static int read_hellos(c10di_host *h)
+{
+    int linked = 0;
+    int64_t now = c10d_now_ms();
+    for (int i = h->n_admitting - 1; i >= 0; i--) {
+        struct c10di_admitting *a = &h->admitting[i];
+        ssize_t k = read(a->fd, a->hello + a->got, sizeof a->hello - a->got);
+        if (k > 0)
+            a->got += (size_t)k;
+        if (a->got == sizeof a->hello) {
+            admit(h, i);
+            linked = 1;
+        } else if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
+                   now > a->deadline_ms) {
+            drop_admitting(h, i);
+        }
+    }
+    return linked;
+}
+
+/* Takes every queued connection from the listener, without waiting. */
+static void take_queued(c10di_host *h)
+{
+    for (;;) {
+        int fd = accept4(h->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return; /* none queued (or out of fds: the next call tries again) */
+        if (h->n_admitting == C10DI_ADMITTING) {
+            int oldest = 0;
+            for (int i = 1; i < h->n_admitting; i++)
+                if (h->admitting[i].deadline_ms < h->admitting[oldest].deadline_ms)
+                    oldest = i;
+            drop_admitting(h, oldest);
+        }
+        h->admitting[h->n_admitting++] =
+            (struct c10di_admitting){fd, 0, {0}, c10d_now_ms() + HELLO_DEADLINE_MS};
+    }
+}
+
+/* link_mu held. */
+static int admit_ready(c10di_host *h)
+{
+    take_queued(h);
+    return read_hellos(h);
 }
 
 int c10di_tcp_accept_ready(c10di_host *h)
 {
-    int any = 0;
     if (h->listen_fd < 0 || pthread_mutex_trylock(&h->link_mu) != 0)
         return 0;
-    for (;;) {
-        struct pollfd p = {h->listen_fd, POLLIN, 0};
-        if (poll(&p, 1, 0) <= 0 || !accept_one(h))
-            break;
-        any = 1;
-    }
+    int any = admit_ready(h);
     pthread_mutex_unlock(&h->link_mu);
     return any;
+}
+
+int c10di_tcp_admission_fds(c10di_host *h, struct pollfd *fds)
+{
+    if (h->listen_fd < 0)
+        return 0;
+    int n = 0;
+    fds[n++] = (struct pollfd){h->listen_fd, POLLIN, 0};
+    pthread_mutex_lock(&h->link_mu);
+    for (int i = 0; i < h->n_admitting; i++)
+        fds[n++] = (struct pollfd){h->admitting[i].fd, POLLIN, 0};
+    pthread_mutex_unlock(&h->link_mu);
+    return n;
 }
 
 typedef struct {
@@ -299,15 +353,15 @@ c10d_status c10di_tcp_link(c10di_host *h, int peer, const c10di_coll *c)
         if (h->listen_fd < 0)
             return c10di_error(C10D_EBACKEND, "group %s has no listener for rank %d's link",
                                h->ctx->group, peer);
-        struct pollfd p = {h->listen_fd, POLLIN, 0};
-        if (poll(&p, 1, drain ? 5 : 50) > 0) {
-            pthread_mutex_lock(&h->link_mu); /* another thread may take it first */
-            p.revents = 0;
-            if (poll(&p, 1, 0) > 0)
-                accept_one(h);
-            pthread_mutex_unlock(&h->link_mu);
+        pthread_mutex_lock(&h->link_mu); /* another thread may be admitting too */
+        int linked = admit_ready(h);
+        pthread_mutex_unlock(&h->link_mu);
+        if (linked)
             continue;
-        }
+        struct pollfd fds[1 + C10DI_ADMITTING];
+        int nfds = c10di_tcp_admission_fds(h, fds);
+        if (poll(fds, (nfds_t)nfds, drain ? 5 : 50) > 0)
+            continue;
         if (drain)
             c10di_p2p_drain(h);
         c10d_status st = c10di_be_check(h->ctx, c, peer);
@@ -325,6 +379,8 @@ void c10di_tcp_close(c10di_host *h)
                 close(h->links[j].fd[ch]);
                 h->links[j].fd[ch] = -1;
             }
+    while (h->n_admitting > 0)
+        drop_admitting(h, 0);
     if (h->listen_fd >= 0) {
         close(h->listen_fd);
         h->listen_fd = -1;

@@ -89,6 +89,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
         c->rlen = 0;
         c->last_err = 0;
         c->dial_failures = 0;
+        c->down_since_ms = 0; /* the next outage's notices count from its own start */
         atomic_store(&c->pipes, 1);
         /* still armed on the old stream (its callback late): that
          * callback arms it here */

@@ -267,6 +267,91 @@ START_TEST(client_started_before_the_coordinator_waits_for_it)
 }
 END_TEST
 
+/* The notice a waiting client prints counts each outage from its own
+ * start. A client started before its coordinator says so ("after 1 s");
+ * it then works; the coordinator is killed while the client waits for a
+ * key. Its notice of that second outage said "after 11 s" or more, 10 s
+ * late, counting from the first outage's start. */
+static int file_has(const char *path, const char *s, int times)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, s) != NULL;
+    fclose(f);
+    return n >= times;
+}
+
+static void wait_file_has(const char *path, const char *s, int times, const char *what)
+{
+    long long t0 = test_now_ms();
+    while (!file_has(path, s, times) && test_now_ms() - t0 < 30000)
+        usleep(20000);
+    ck_assert_msg(file_has(path, s, times), "%s: not in %s after 30 s", what, path);
+}
+
+START_TEST(each_outage_is_counted_from_its_own_start)
+{
+    char listen[64], err[600];
+    snprintf(listen, sizeof listen, "tcp://127.0.0.1:%d", port_of(coord.url));
+    snprintf(err, sizeof err, "%s/client.err", coord.dir);
+    coord_stop(&coord, SIGTERM);
+    pid_t child = fork();
+    if (child == 0) {
+        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        c10d_store_opts o = C10D_STORE_OPTS_INIT;
+        o.timeout_ms = 60000;
+        c10d_store *s = NULL;
+        void *v = NULL;
+        size_t n;
+        if (c10d_store_connect(&s, listen, &o) != C10D_OK ||
+            c10d_store_get(s, "first", &v, &n, C10D_TIMEOUT_DEFAULT) != C10D_OK)
+            _exit(1);
+        c10d_free(v);
+        fprintf(stderr, "CLIENT: between outages\n");
+        if (c10d_store_get(s, "second", &v, &n, C10D_TIMEOUT_DEFAULT) != C10D_OK)
+            _exit(2);
+        c10d_free(v);
+        c10d_store_close(s);
+        _exit(0);
+    }
+    wait_file_has(err, "no coordinator answers", 1, "the first outage's notice");
+    ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "first", "1", 1));
+    c10d_store_close(s);
+    wait_file_has(err, "CLIENT: between outages", 1, "the client's first get");
+    coord_stop(&coord, SIGKILL);
+    wait_file_has(err, "no coordinator answers", 2, "the second outage's notice");
+    ck_assert_int_eq(coord_start(&coord, listen, NULL, NULL), 0);
+    s = connect_store();
+    OK(c10d_store_set(s, "second", "2", 1));
+    c10d_store_close(s);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the client failed: %d", status);
+    FILE *f = fopen(err, "r");
+    char line[1024];
+    long long secs[2] = {-1, -1};
+    int k = 0;
+    while (f && fgets(line, sizeof line, f) && k < 2) {
+        const char *a = strstr(line, "no coordinator answers");
+        const char *after = a ? strstr(a, "), after ") : NULL;
+        if (after)
+            secs[k++] = atoll(after + strlen("), after "));
+    }
+    if (f)
+        fclose(f);
+    ck_assert_int_eq(k, 2);
+    ck_assert_msg(secs[1] >= 1 && secs[1] <= 3, "the second outage's first notice says after %lld "
+                  "s (the first said %lld s): counted from the first outage", secs[1], secs[0]);
+}
+END_TEST
+
 /* A client that lost a reply sends the request again with the same id; the
  * coordinator must answer it from its request log, not apply it twice. Sent
  * here twice over a raw connection to a real coordinator (debug logging
@@ -335,6 +420,7 @@ int main(void)
     tcase_add_test(tc, second_coordinator_on_the_same_database_is_refused);
     tcase_add_test(tc, sigterm_is_a_clean_shutdown);
     tcase_add_test(tc, client_started_before_the_coordinator_waits_for_it);
+    tcase_add_test(tc, each_outage_is_counted_from_its_own_start);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -28,7 +28,8 @@ static const char usage[] =
     "  -d, --db PATH             SQLite database file (default ./" C10DS_DEFAULT_DB ";\n"
     "                            :memory: keeps nothing after exit)\n"
     "      --token-file PATH     require this shared secret from every client\n"
-    "                            (default: $C10D_TOKEN, if set)\n"
+    "                            (default: $C10D_TOKEN, if set; set but empty\n"
+    "                            is refused)\n"
     "      --max-key-bytes N     longest key accepted (default 4096)\n"
     "      --max-value-bytes N   largest value accepted (default 16777216)\n"
     "      --max-message-bytes N largest request accepted on the wire\n"
@@ -296,7 +297,15 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     if (token_file) {
         if (!(cfg->token = read_token_file(token_file)))
             return -1;
-    } else if (getenv("C10D_TOKEN") && *getenv("C10D_TOKEN")) {
+    } else if (getenv("C10D_TOKEN")) {
+        /* Set but empty is a mistake (an export of a file that was not
+         * there), not a wish to run open: an empty token file is refused
+         * too. */
+        if (!*getenv("C10D_TOKEN")) {
+            fprintf(stderr, "c10d-coord: C10D_TOKEN is set but empty: give it the shared "
+                    "secret, or unset it to run without a token\n");
+            return -1;
+        }
         cfg->token = strdup(getenv("C10D_TOKEN"));
     }
     cfg->listen_url = strdup(listen);

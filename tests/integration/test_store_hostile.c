@@ -211,6 +211,23 @@ START_TEST(token_is_required_when_configured)
 }
 END_TEST
 
+/* An empty C10D_TOKEN (an export from a file that was not there, say)
+ * ran the coordinator with no token at all, in silence; an empty token
+ * file was already refused. Both are refused at start now, naming it. */
+START_TEST(an_empty_token_is_refused_at_start)
+{
+    coord_stop(&coord, SIGTERM);
+    setenv("C10D_TOKEN", "", 1);
+    int status = 0;
+    int rc = coord_start(&coord, NULL, NULL, &status);
+    unsetenv("C10D_TOKEN");
+    ck_assert_msg(rc != 0, "the coordinator started with an empty C10D_TOKEN");
+    ck_assert_msg(coord_log_contains(&coord, "C10D_TOKEN is set but empty"),
+                  "the refusal does not say why (log %s)", coord.log);
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0); /* unset: no token, as asked */
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -220,6 +237,7 @@ int main(void)
     tcase_add_test(tc, garbage_on_the_port_does_not_hurt_others);
     tcase_add_test(tc, unfinished_requests_are_timed_out_and_capped);
     tcase_add_test(tc, token_is_required_when_configured);
+    tcase_add_test(tc, an_empty_token_is_refused_at_start);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -1,5 +1,7 @@
 #include "tls.h"
 
+#include "tls_inspect.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,11 @@ int c10dc_tls_server(nng_tls_config **out, const char *cert_file, const char *ke
     }
     if (!(cert = slurp(cert_file, "certificate", err, errlen)) ||
         !(key = slurp(key_file, "key", err, errlen)))
+        goto out;
+    /* NNG takes a key that is not the certificate's, and every handshake
+     * then fails with "Cryptographic error" while the coordinator seems to
+     * serve: refuse it here, naming both files. */
+    if (c10dc_tls_check_pair(cert_file, key_file, err, errlen) != 0)
         goto out;
     if ((rv = nng_tls_config_alloc(&cfg, NNG_TLS_MODE_SERVER)) != 0) {
         snprintf(err, errlen, "TLS is not available in this NNG: %s", nng_strerror(rv));

@@ -191,6 +191,15 @@ START_TEST(a_tls_listener_needs_a_certificate)
     ck_assert_int_eq(coord_start(&c2, "tls+tcp://127.0.0.1:0", bad, &status), -1);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
     ck_assert(coord_log_contains(&c2, "cannot"));
+    /* A valid key that is not the certificate's: NNG took it, and the
+     * coordinator "served" while every handshake failed (issue 24). */
+    const char *other[] = {"--tls-cert", certs.cert, "--tls-key", certs.other_key, NULL};
+    ck_assert_int_eq(coord_start(&c2, "tls+tcp://127.0.0.1:0", other, &status), -1);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+    char want[1200];
+    snprintf(want, sizeof want, "the TLS key %s is not the key of the certificate %s",
+             certs.other_key, certs.cert);
+    ck_assert_msg(coord_log_contains(&c2, want), "the refusal does not name both files");
     coord_cleanup(&c2);
 }
 END_TEST

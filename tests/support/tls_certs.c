@@ -9,6 +9,10 @@ int tls_make_certs(const char *dir, tls_certs *out)
     snprintf(out->cert, sizeof out->cert, "%s/server.pem", dir);
     snprintf(out->key, sizeof out->key, "%s/server.key", dir);
     snprintf(out->other_ca, sizeof out->other_ca, "%s/other-ca.pem", dir);
+    snprintf(out->other_key, sizeof out->other_key, "%s/other.key", dir);
+    snprintf(out->expired, sizeof out->expired, "%s/expired.pem", dir);
+    snprintf(out->client_cert, sizeof out->client_cert, "%s/client.pem", dir);
+    snprintf(out->client_key, sizeof out->client_key, "%s/client.key", dir);
     /* P-256 keys: quick to make, and mbed TLS 2.28 speaks them. mbed TLS
      * matches the server name against DNS names only, hence 127.0.0.1 as a
      * DNS name too. */
@@ -21,6 +25,12 @@ int tls_make_certs(const char *dir, tls_certs *out)
              "basicConstraints=CA:FALSE\\n' > ext.cnf; "
              "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-out server.pem -days 2 -extfile ext.cnf; "
+             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "-out expired.pem -days 0 -extfile ext.cnf; "
+             "openssl req $k -keyout client.key -out client.csr -subj /CN=c10d-test-client; "
+             "printf 'extendedKeyUsage=clientAuth\\nbasicConstraints=CA:FALSE\\n' > cext.cnf; "
+             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "-out client.pem -days 2 -extfile cext.cnf; "
              "openssl req -x509 $k -keyout other.key -out other-ca.pem -days 2 "
              "-subj /CN=c10d-other-ca",
              dir);

@@ -1,0 +1,171 @@
+/* What NNG's TLS API cannot say, asked of mbed TLS, the engine NNG itself
+ * uses: whether a key belongs to its certificate (NNG takes any pair, and
+ * the coordinator then "serves" while every handshake fails), and why a
+ * server's certificate was refused (NNG reports an expired certificate,
+ * an unknown CA and a wrong host name all as "Peer could not be
+ * authenticated"). */
+#include "tls_inspect.h"
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static void mbed_reason(int rc, char *out, size_t outlen)
+{
+    mbedtls_strerror(rc, out, outlen);
+}
+
+int c10dc_tls_check_pair(const char *cert_file, const char *key_file, char *err, size_t errlen)
+{
+    mbedtls_x509_crt crt;
+    mbedtls_pk_context key;
+    mbedtls_x509_crt_init(&crt);
+    mbedtls_pk_init(&key);
+    char why[160];
+    int rc, ret = -1;
+    if ((rc = mbedtls_x509_crt_parse_file(&crt, cert_file)) != 0) {
+        mbed_reason(rc, why, sizeof why);
+        snprintf(err, errlen, "the TLS certificate %s cannot be read as PEM: %s", cert_file, why);
+    } else if ((rc = mbedtls_pk_parse_keyfile(&key, key_file, NULL)) != 0) {
+        mbed_reason(rc, why, sizeof why);
+        snprintf(err, errlen, "the TLS key %s cannot be read as an unencrypted PEM key: %s",
+                 key_file, why);
+    } else if ((rc = mbedtls_pk_check_pair(&crt.pk, &key)) != 0) {
+        snprintf(err, errlen, "the TLS key %s is not the key of the certificate %s (every "
+                 "handshake would fail): give the key the certificate was made for", key_file,
+                 cert_file);
+    } else {
+        ret = 0;
+    }
+    mbedtls_pk_free(&key);
+    mbedtls_x509_crt_free(&crt);
+    return ret;
+}
+
+/* host and port of scheme://host:port (brackets kept off IPv6). */
+static int split_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *end;
+    if (*p == '[') {
+        p++;
+        if (!(end = strchr(p, ']')) || end[1] != ':')
+            return -1;
+        snprintf(port, portlen, "%s", end + 2);
+    } else {
+        if (!(end = strrchr(p, ':')))
+            return -1;
+        snprintf(port, portlen, "%s", end + 1);
+    }
+    snprintf(host, hostlen, "%.*s", (int)(end - p), p);
+    return 0;
+}
+
+/* The verifier's findings, on one line ("the certificate validity has
+ * expired; the certificate Common Name (CN) does not match ..."). */
+static void verify_reasons(uint32_t flags, char *out, size_t outlen)
+{
+    char buf[512];
+    int n = mbedtls_x509_crt_verify_info(buf, sizeof buf, "", flags);
+    if (n <= 0) {
+        snprintf(out, outlen, "its certificate was refused (flags 0x%x)", (unsigned)flags);
+        return;
+    }
+    size_t o = 0;
+    for (char *line = strtok(buf, "\n"); line && o + 1 < outlen; line = strtok(NULL, "\n")) {
+        while (*line == ' ')
+            line++;
+        int k = snprintf(out + o, outlen - o, "%s%s", o ? "; " : "", line);
+        if (k < 0)
+            break;
+        o += (size_t)k;
+    }
+}
+
+int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_file,
+                       const char *key_file, char *out, size_t outlen)
+{
+    char host[256], port[16], why[160];
+    if (split_url(url, host, sizeof host, port, sizeof port) != 0)
+        return -1;
+    mbedtls_net_context net;
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt ca, crt;
+    mbedtls_pk_context key;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_net_init(&net);
+    mbedtls_ssl_init(&ssl);
+    mbedtls_ssl_config_init(&conf);
+    mbedtls_x509_crt_init(&ca);
+    mbedtls_x509_crt_init(&crt);
+    mbedtls_pk_init(&key);
+    mbedtls_entropy_init(&entropy);
+    mbedtls_ctr_drbg_init(&drbg);
+    int rc, ret = -1;
+    if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) != 0 ||
+        !ca_file || mbedtls_x509_crt_parse_file(&ca, ca_file) != 0 ||
+        mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT) != 0)
+        goto out;
+    mbedtls_ssl_conf_rng(&conf, mbedtls_ctr_drbg_random, &drbg);
+    /* Optional: the handshake goes on, and the verifier says what it found. */
+    mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
+    mbedtls_ssl_conf_ca_chain(&conf, &ca, NULL);
+    mbedtls_ssl_conf_read_timeout(&conf, 3000);
+    if (cert_file && key_file && mbedtls_x509_crt_parse_file(&crt, cert_file) == 0 &&
+        mbedtls_pk_parse_keyfile(&key, key_file, NULL) == 0)
+        mbedtls_ssl_conf_own_cert(&conf, &crt, &key);
+    if (mbedtls_ssl_setup(&ssl, &conf) != 0 || mbedtls_ssl_set_hostname(&ssl, host) != 0)
+        goto out;
+    if ((rc = mbedtls_net_connect(&net, host, port, MBEDTLS_NET_PROTO_TCP)) != 0) {
+        mbed_reason(rc, why, sizeof why);
+        snprintf(out, outlen, "it could not be reached again to see why (%s)", why);
+        ret = 0;
+        goto out;
+    }
+    mbedtls_ssl_set_bio(&ssl, &net, mbedtls_net_send, NULL, mbedtls_net_recv_timeout);
+    while ((rc = mbedtls_ssl_handshake(&ssl)) == MBEDTLS_ERR_SSL_WANT_READ ||
+           rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+        ;
+    uint32_t flags = mbedtls_ssl_get_verify_result(&ssl);
+    if (flags && flags != (uint32_t)-1) {
+        verify_reasons(flags, out, outlen);
+    } else if (rc == MBEDTLS_ERR_SSL_CONN_EOF || rc == MBEDTLS_ERR_NET_CONN_RESET ||
+               rc == MBEDTLS_ERR_SSL_TIMEOUT || rc == MBEDTLS_ERR_SSL_INVALID_RECORD ||
+               rc == MBEDTLS_ERR_SSL_BAD_HS_SERVER_HELLO) {
+        snprintf(out, outlen, "the server does not answer in TLS (it closed the connection or "
+                 "sent something else during the handshake): is it a plain tcp:// coordinator, "
+                 "or not a coordinator?");
+    } else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
+        snprintf(out, outlen, "the server refused this client's handshake (does it require a "
+                 "client certificate, --tls-ca? then set C10D_TLS_CERT and C10D_TLS_KEY to one "
+                 "its CA signed)");
+    } else if (rc != 0) {
+        mbed_reason(rc, why, sizeof why);
+        snprintf(out, outlen, "%s", why);
+    } else {
+        snprintf(out, outlen, "a second handshake succeeded (a passing failure?)");
+    }
+    ret = 0;
+    mbedtls_ssl_close_notify(&ssl);
+out:
+    mbedtls_net_free(&net);
+    mbedtls_ssl_free(&ssl);
+    mbedtls_ssl_config_free(&conf);
+    mbedtls_x509_crt_free(&ca);
+    mbedtls_x509_crt_free(&crt);
+    mbedtls_pk_free(&key);
+    mbedtls_ctr_drbg_free(&drbg);
+    mbedtls_entropy_free(&entropy);
+    return ret;
+}

@@ -12,9 +12,11 @@
 int c10dc_url_is_tls(const char *url);
 
 /* A client configuration that verifies the server against ca_file and the
- * host name in url. Returns 0, or -1 with a message in err. */
-int c10dc_tls_client(nng_tls_config **out, const char *url, const char *ca_file, char *err,
-                     size_t errlen);
+ * host name in url, presenting cert_file with key_file when both are given
+ * (a coordinator started with --tls-ca requires one). Returns 0, or -1
+ * with a message in err. */
+int c10dc_tls_client(nng_tls_config **out, const char *url, const char *ca_file,
+                     const char *cert_file, const char *key_file, char *err, size_t errlen);
 
 /* A server configuration with cert_file and key_file (PEM); with ca_file,
  * clients must present a certificate signed by it. Returns 0, or -1 with a

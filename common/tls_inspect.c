@@ -90,6 +90,47 @@ static void verify_reasons(uint32_t flags, char *out, size_t outlen)
     }
 }
 
+int c10dc_tls_probe(const char *url)
+{
+    char host[256], port[16];
+    if (split_url(url, host, sizeof host, port, sizeof port) != 0)
+        return 0;
+    mbedtls_net_context net;
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config conf;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_net_init(&net);
+    mbedtls_ssl_init(&ssl);
+    mbedtls_ssl_config_init(&conf);
+    mbedtls_entropy_init(&entropy);
+    mbedtls_ctr_drbg_init(&drbg);
+    int tls = 0, rc;
+    if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) == 0 &&
+        mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT) == 0) {
+        mbedtls_ssl_conf_rng(&conf, mbedtls_ctr_drbg_random, &drbg);
+        mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_NONE); /* only: does it speak TLS? */
+        mbedtls_ssl_conf_read_timeout(&conf, 2000);
+        if (mbedtls_ssl_setup(&ssl, &conf) == 0 &&
+            mbedtls_net_connect(&net, host, port, MBEDTLS_NET_PROTO_TCP) == 0) {
+            mbedtls_ssl_set_bio(&ssl, &net, mbedtls_net_send, NULL, mbedtls_net_recv_timeout);
+            while ((rc = mbedtls_ssl_handshake(&ssl)) == MBEDTLS_ERR_SSL_WANT_READ ||
+                   rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+                ;
+            tls = rc == 0 || ssl.state > MBEDTLS_SSL_SERVER_HELLO;
+            if (rc == 0)
+                mbedtls_ssl_close_notify(&ssl);
+        }
+    }
+    mbedtls_net_free(&net);
+    mbedtls_ssl_free(&ssl);
+    mbedtls_ssl_config_free(&conf);
+    mbedtls_ctr_drbg_free(&drbg);
+    mbedtls_entropy_free(&entropy);
+    return tls;
+}
+
 int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_file,
                        const char *key_file, char *out, size_t outlen)
 {
@@ -138,25 +179,32 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
            rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         ;
     uint32_t flags = mbedtls_ssl_get_verify_result(&ssl);
+    /* How far the handshake got says who stopped it (mbed TLS 2.x keeps
+     * the state and whether a client certificate was asked for public). */
+    int server_spoke_tls = ssl.state > MBEDTLS_SSL_SERVER_HELLO;
+    int has_cert = cert_file && key_file;
     if (flags && flags != (uint32_t)-1) {
         verify_reasons(flags, out, outlen);
-    } else if (rc == MBEDTLS_ERR_SSL_CONN_EOF || rc == MBEDTLS_ERR_NET_CONN_RESET ||
-               rc == MBEDTLS_ERR_SSL_TIMEOUT || rc == MBEDTLS_ERR_SSL_INVALID_RECORD ||
-               rc == MBEDTLS_ERR_SSL_BAD_HS_SERVER_HELLO) {
+    } else if (rc != 0 && !server_spoke_tls) {
         snprintf(out, outlen, "the server does not answer in TLS (it closed the connection or "
                  "sent something else during the handshake): is it a plain tcp:// coordinator, "
                  "or not a coordinator?");
-    } else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE) {
-        snprintf(out, outlen, "the server refused this client's handshake (does it require a "
-                 "client certificate, --tls-ca? then set C10D_TLS_CERT and C10D_TLS_KEY to one "
-                 "its CA signed)");
+    } else if (rc != 0 && ssl.client_auth && !has_cert) {
+        snprintf(out, outlen, "the coordinator requires a client certificate (it was started "
+                 "with --tls-ca): set C10D_TLS_CERT and C10D_TLS_KEY (or the tls_cert and "
+                 "tls_key options, c10d-ctl's --tls-cert and --tls-key) to a certificate its CA "
+                 "signed and its key");
+    } else if (rc != 0 && ssl.client_auth) {
+        snprintf(out, outlen, "the coordinator refused this client's certificate %s: is it "
+                 "signed by the CA the coordinator's --tls-ca names, and still valid?",
+                 cert_file);
     } else if (rc != 0) {
         mbed_reason(rc, why, sizeof why);
         snprintf(out, outlen, "%s", why);
     } else {
         snprintf(out, outlen, "a second handshake succeeded (a passing failure?)");
     }
-    ret = 0;
+    ret = rc == 0 && !(flags && flags != (uint32_t)-1) ? 1 : 0;
     mbedtls_ssl_close_notify(&ssl);
 out:
     mbedtls_net_free(&net);

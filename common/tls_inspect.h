@@ -13,8 +13,13 @@ int c10dc_tls_check_pair(const char *cert_file, const char *key_file, char *err,
  * it failed, in words (an expired certificate, a host name it does not
  * name, an unknown CA, a server that does not speak TLS, one that wants a
  * client certificate). cert_file/key_file: this client's, or NULL.
- * Returns 0 with out set, or -1 if it could not find out. */
+ * Returns 0 with out set, 1 if this handshake succeeded (the failure
+ * passed), or -1 if it could not find out. */
 int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_file,
                        const char *key_file, char *out, size_t outlen);
+
+/* 1 if the server at url (scheme://host:port) answers a TLS client hello
+ * with a server hello (it speaks TLS), 0 if not or if it cannot be told. */
+int c10dc_tls_probe(const char *url);
 
 #endif

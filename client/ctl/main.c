@@ -44,6 +44,10 @@ static const char usage[] =
     "                      else tcp://127.0.0.1:29500)\n"
     "      --tls-ca FILE   for a tls+tcp:// coordinator: the CA (PEM) that signed its\n"
     "                      certificate (default: $C10D_TLS_CA)\n"
+    "      --tls-cert FILE, --tls-key FILE\n"
+    "                      this client's certificate and key (PEM), for a coordinator\n"
+    "                      that requires one (--tls-ca on c10d-coord); default:\n"
+    "                      $C10D_TLS_CERT and $C10D_TLS_KEY\n"
     "  -j, --json          machine-readable output on stdout (errors too); complete\n"
     "                      however big the job\n"
     "      --all           status, desync, watch: a line per rank; without it a job of\n"
@@ -56,7 +60,7 @@ static const char usage[] =
     "  -V, --version       show the version\n"
     "\n"
     "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret),\n"
-    "C10D_TLS_CA.\n"
+    "C10D_TLS_CA, C10D_TLS_CERT, C10D_TLS_KEY.\n"
     "\n"
     "Exit status: 0 success; 1 other error (the coordinator's refusals too); 2 bad\n"
     "usage (found here; --json prints it as JSON); 3 no such key;\n"
@@ -123,7 +127,7 @@ int ctl_parse_int(const char *s, long long *out)
 }
 
 typedef struct {
-    const char *coord, *tls_ca;
+    const char *coord, *tls_ca, *tls_cert, *tls_key;
     long long timeout, wait, limit;
 } options;
 
@@ -139,6 +143,12 @@ static int apply(options *o, int name, const char *v, int *rc)
         break;
     case 'A':
         o->tls_ca = v;
+        break;
+    case 'C':
+        o->tls_cert = v;
+        break;
+    case 'K':
+        o->tls_key = v;
         break;
     case 'j':
         ctl_json = 1;
@@ -175,6 +185,7 @@ static int take_options(options *o, const char *cmd, int argc, char **argv, char
     } known[] = {{"--json", "-j", 'j', 0},     {"--coord", "-c", 'c', 1},
                  {"--all", NULL, 'a', 0},
                  {"--tls-ca", NULL, 'A', 1},   {"--timeout", "-t", 't', 1},
+                 {"--tls-cert", NULL, 'C', 1}, {"--tls-key", NULL, 'K', 1},
                  {"--wait", "-w", 'w', 1},     {"--limit", "-n", 'n', 1}};
     int kept = 0, literal = 0;
     for (int i = 0; i < argc; i++) {
@@ -218,10 +229,11 @@ int main(int argc, char **argv)
         {"timeout", required_argument, 0, 't'}, {"wait", required_argument, 0, 'w'},
         {"limit", required_argument, 0, 'n'}, {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'}, {"tls-ca", required_argument, 0, 'A'},
+        {"tls-cert", required_argument, 0, 'C'}, {"tls-key", required_argument, 0, 'K'},
         {"all", no_argument, 0, 'a'},
         {0, 0, 0, 0},
     };
-    options op = {NULL, NULL, 5000, 0, 1000};
+    options op = {NULL, NULL, NULL, NULL, 5000, 0, 1000};
     int c, rc = 0;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* errors in JSON from the first */
         ctl_json |= !strcmp(argv[i], "--json") || !strcmp(argv[i], "-j");
@@ -230,6 +242,8 @@ int main(int argc, char **argv)
         switch (c) {
         case 'c':
         case 'A':
+        case 'C':
+        case 'K':
         case 'j':
         case 'a':
         case 't':
@@ -280,6 +294,8 @@ int main(int argc, char **argv)
     o.timeout_ms = (int)op.timeout;
     o.connect_timeout_ms = (int)op.timeout;
     o.tls_ca = op.tls_ca;
+    o.tls_cert = op.tls_cert;
+    o.tls_key = op.tls_key;
     c10d_store *s = NULL;
     c10d_status st = c10d_store_connect(&s, op.coord, &o);
     if (st != C10D_OK)

@@ -25,10 +25,28 @@
 
 /* The connection s failed with rv (mu held): close it, so that every
  * operation on it ends, and let the next caller dial again. */
+/* The next dial waits a little longer (mu held): a coordinator being
+ * restarted is usually back soon; a port that is no coordinator's is not,
+ * and must not be dialled in a tight loop. */
+static void back_off(c10di_conn *c)
+{
+    static const int backoff[] = {20, 50, 100, 200, 500};
+    int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
+    c->next_dial_ms = c10d_now_ms() + backoff[k];
+}
+
 void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv)
 {
     if (c->stream != s)
         return; /* someone saw it first */
+    /* Broken before anything was answered on it: the server took the
+     * connection but is no coordinator (or no TLS one). Back off, as for a
+     * refused dial; a plain client on a TLS port dialled 1,114 times a
+     * second. */
+    if (!c->answered) {
+        c->unanswered++;
+        back_off(c);
+    }
     c->stream = NULL;
     c->retired = s;
     c->last_err = rv;
@@ -88,8 +106,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
         c->epoch++;
         c->rlen = 0;
         c->last_err = 0;
-        c->dial_failures = 0;
-        c->down_since_ms = 0; /* the next outage's notices count from its own start */
+        c->answered = 0; /* the back-off and the outage end at a reply, not at a connect */
         atomic_store(&c->pipes, 1);
         /* still armed on the old stream (its callback late): that
          * callback arms it here */
@@ -99,10 +116,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
         c->last_err = rv ? rv : NNG_ECLOSED;
-        /* Back off: a coordinator being restarted is usually back soon. */
-        static const int backoff[] = {20, 50, 100, 200, 500};
-        int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
-        c->next_dial_ms = c10d_now_ms() + backoff[k];
+        back_off(c);
     }
     wake_all(c);
 }
@@ -161,7 +175,7 @@ static c10d_status check_port(const char *url)
     return C10D_OK;
 }
 
-static c10d_status make_dialer(c10di_conn *c, const char *tls_ca)
+static c10d_status make_dialer(c10di_conn *c)
 {
     int rv;
     c10d_status st = check_port(c->url);
@@ -175,7 +189,8 @@ static c10d_status make_dialer(c10di_conn *c, const char *tls_ca)
     if (c10dc_url_is_tls(c->url)) {
         nng_tls_config *cfg;
         char err[600];
-        if (c10dc_tls_client(&cfg, c->url, tls_ca, err, sizeof err) != 0)
+        if (c10dc_tls_client(&cfg, c->url, c->tls_ca, c->tls_cert, c->tls_key, err,
+                             sizeof err) != 0)
             return c10di_error(C10D_EAUTH, "%s", err);
         rv = nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
         nng_tls_config_free(cfg); /* the dialer holds its own reference */
@@ -186,8 +201,16 @@ static c10d_status make_dialer(c10di_conn *c, const char *tls_ca)
     return C10D_OK;
 }
 
+/* *to = a copy of given, else of the environment's name, else NULL. */
+static int keep_file(char **to, const char *given, const char *env)
+{
+    const char *v = given ? given : getenv(env);
+    *to = v && *v ? strdup(v) : NULL;
+    return v && *v && !*to ? -1 : 0;
+}
+
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const char *tls_ca, int connect_timeout_ms)
+                            const c10di_tls_files *tls, int connect_timeout_ms)
 {
     c10di_conn *c = calloc(1, sizeof *c);
     c10d_status st;
@@ -203,7 +226,13 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     if ((st = c10di_resolve_url(url, c->url, sizeof c->url)) != C10D_OK)
         goto fail;
     c->rx_async = c10dc_url_is_tls(c->url);
-    if (token && *token && !(c->token = strdup(token))) {
+    c10di_tls_files none = {NULL, NULL, NULL};
+    if (!tls)
+        tls = &none;
+    if ((token && *token && !(c->token = strdup(token))) ||
+        (c->rx_async && (keep_file(&c->tls_ca, tls->ca, "C10D_TLS_CA") != 0 ||
+                         keep_file(&c->tls_cert, tls->cert, "C10D_TLS_CERT") != 0 ||
+                         keep_file(&c->tls_key, tls->key, "C10D_TLS_KEY") != 0))) {
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto fail;
     }
@@ -214,7 +243,7 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
         st = c10di_error(C10D_ENOMEM, "out of memory for NNG aios");
         goto fail;
     }
-    if ((st = make_dialer(c, tls_ca ? tls_ca : getenv("C10D_TLS_CA"))) != C10D_OK)
+    if ((st = make_dialer(c)) != C10D_OK)
         goto fail;
     C10dpb__Hello hello = C10DPB__HELLO__INIT;
     hello.has_protocol = 1;
@@ -276,5 +305,9 @@ void c10di_conn_unref(c10di_conn *c)
     pthread_mutex_destroy(&c->send_mu);
     free(c->rbuf);
     free(c->token);
+    free(c->tls_ca);
+    free(c->tls_cert);
+    free(c->tls_key);
+    free(c->tls_why);
     free(c);
 }

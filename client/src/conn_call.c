@@ -41,9 +41,12 @@
  * deadline (the watch is the exception: c10di_call_once). */
 #include "conn_internal.h"
 
+#include "tls_inspect.h"
+
 #include "c10d_time.h"
 #include "frame.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +55,9 @@
 #define MAX_REPLY_BYTES (1u << 30)
 #define RBUF_MIN (64u * 1024)
 #define NEWS_GRACE_MS 10
+/* Connections in a row that a server took and broke before answering
+ * anything, with TLS on one side only, before a call gives up saying so. */
+#define NOT_A_COORDINATOR_AFTER 3
 
 struct c10di_waiter {
     c10di_waiter *next;
@@ -103,12 +109,23 @@ static int dispatch(c10di_conn *c)
     int woke = 0, woke_news = 0;
     while (c->rlen - off >= C10DC_FRAME_HDR) {
         uint32_t n = c10dc_get_u32(c->rbuf + off);
-        if (n < 8 || n > MAX_REPLY_BYTES)
+        if (n < 8 || n > MAX_REPLY_BYTES) {
+            /* A TLS record (an alert, a server hello): a TLS port dialled
+             * as tcp:// (conn.c says so after a few). */
+            c->spoke_tls = (c->rbuf[off] == 0x15 || c->rbuf[off] == 0x16) && c->rbuf[off + 1] == 3;
             return -1;
+        }
         if (c->rlen - off < 4 + (size_t)n)
             break;
         uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
         size_t body = n - 8;
+        if (!c->answered) { /* a coordinator: dial at once again if it breaks */
+            c->answered = 1;
+            c->unanswered = 0;
+            c->dial_failures = 0;
+            c->probed = c->spoke_tls = 0;
+            c->down_since_ms = 0; /* the next outage's notices count from its own start */
+        }
         for (c10di_waiter *w = c->waiters; w; w = w->next) {
             if (w->id != id || w->done)
                 continue;
@@ -298,6 +315,29 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
                 rv = c->last_err; /* a wrong CA does not get better by retrying */
                 break;
             }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && !c->probed) {
+                /* The server took the connections and hung up, each time.
+                 * tcp://: a TLS port (mbed TLS closes on a plain hello
+                 * without a word) or another server; one TLS hello tells
+                 * them apart. tls+tcp://: a plain port, a coordinator that
+                 * wants a client certificate...: one more handshake, by
+                 * the TLS engine itself, says which. */
+                c->probed = 1;
+                char why[600];
+                pthread_mutex_unlock(&c->mu);
+                int tls = c->rx_async ? 0 : c10dc_tls_probe(c->url);
+                int found = c->rx_async ? c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert,
+                                                             c->tls_key, why, sizeof why)
+                                        : -1;
+                pthread_mutex_lock(&c->mu);
+                c->spoke_tls |= tls;
+                if (found == 0 && !c->tls_why)
+                    c->tls_why = strdup(why);
+            }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && (c->spoke_tls || c->tls_why)) {
+                rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
+                break;
+            }
             c10di_conn_notice_unreachable(c, now, deadline);
             if (!c->dialing && now >= c->next_dial_ms)
                 c10di_conn_dial(c, deadline);
@@ -407,10 +447,31 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
         pthread_mutex_lock(&c->mu);
         int last = c->last_err;
         pthread_mutex_unlock(&c->mu);
-        if (tls_failure(rv))
-            return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s "
-                               "(is the CA file the one that signed its certificate, and does "
-                               "the certificate name this host?)", c->url, nng_strerror(rv));
+        if (tls_failure(rv)) {
+            /* NNG says "Peer could not be authenticated" for an expired
+             * certificate, an unknown CA and a wrong host alike: ask the
+             * TLS engine itself what it found, with one more handshake. */
+            char why[600];
+            if (c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert, c->tls_key, why,
+                                   sizeof why) != 0)
+                snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
+                         "certificate, and does the certificate name this host?)",
+                         nng_strerror(rv));
+            return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
+                               c->url, why);
+        }
+        if (rv == NNG_EPROTO && c->rx_async) {
+            pthread_mutex_lock(&c->mu);
+            c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
+                                         "failed: %s", c->url, c->tls_why ? c->tls_why : "?");
+            pthread_mutex_unlock(&c->mu);
+            return st;
+        }
+        if (rv == NNG_EPROTO)
+            return c10di_error(C10D_EPROTO, "the server at %s answers in TLS: it is a tls+tcp:// "
+                               "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
+                               "the CA that signed its certificate", c->url,
+                               strstr(c->url, "://") ? strstr(c->url, "://") + 3 : c->url);
         if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
             return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
                                " is c10d-coord running there?)", c->url, waited, op_name(req),

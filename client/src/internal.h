@@ -61,6 +61,7 @@ typedef struct c10di_conn {
     atomic_int refs;
     char url[512];
     char *token;
+    char *tls_ca, *tls_cert, *tls_key; /* tls+tcp://: the files, kept to say why a handshake failed */
     uint64_t client_id;
     atomic_uint_least64_t next_request_id;
     atomic_int pipes; /* 1 while connected */
@@ -84,6 +85,14 @@ typedef struct c10di_conn {
     int64_t down_since_ms, next_notice_ms; /* no coordinator reached: since when; say so next */
     int dial_failures;
     int last_err;        /* the last dial or I/O error (NNG's) */
+    /* Connections that broke before the coordinator answered anything on
+     * them (a TLS port dialled as tcp://, a TCPStore): counted with the
+     * failed dials for the back-off, reset by a reply. */
+    int answered;        /* the connection now has had a reply */
+    int unanswered;      /* such connections in a row */
+    int spoke_tls;       /* one of them sent a TLS record, or a probe found TLS there */
+    int probed;          /* the server was asked once whether (or why not) it speaks TLS */
+    char *tls_why;       /* tls+tcp://: why the handshakes fail, once found (c10dc_tls_diagnose) */
     c10di_waiter *waiters;
     /* the reader's (one thread at a time, handed over under mu; or, on
      * TLS, the armed receive's callback) */
@@ -103,10 +112,17 @@ typedef struct c10di_conn {
     nng_aio *send_aio;
 } c10di_conn;
 
-/* Connects (tls_ca: the CA file for tls+tcp://; NULL = C10D_TLS_CA) and
- * says hello. */
+/* The files of a tls+tcp:// connection; NULL: C10D_TLS_CA, C10D_TLS_CERT,
+ * C10D_TLS_KEY from the environment. */
+typedef struct c10di_tls_files {
+    const char *ca;   /* verifies the coordinator's certificate */
+    const char *cert; /* this client's certificate and key, with cert (a coordinator */
+    const char *key;  /* started with --tls-ca requires one) */
+} c10di_tls_files;
+
+/* Connects (tls: NULL = all from the environment) and says hello. */
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const char *tls_ca, int connect_timeout_ms);
+                            const c10di_tls_files *tls, int connect_timeout_ms);
 void c10di_conn_ref(c10di_conn *c);
 void c10di_conn_unref(c10di_conn *c);
 

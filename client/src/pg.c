@@ -8,6 +8,7 @@
 #include "run_scope.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,7 +209,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
                                       C10D_INIT_OPTS_VERSION)) != C10D_OK)
         return st;
     if (o)
-        opts = *o;
+        /* A version 1 struct ends before tls_cert: only what it has is read. */
+        memcpy(&opts, o, o->version >= 2 ? sizeof opts : offsetof(c10d_init_opts, tls_cert));
     long env_rank = -1, env_size = 0, env_timeout = DEFAULT_TIMEOUT_MS, env_device = -1;
     c10d_verify verify;
     if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
@@ -284,7 +286,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->verify = verify;
     pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
     const char *token = getenv("C10D_TOKEN");
-    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, opts.tls_ca,
+    c10di_tls_files tls = {opts.tls_ca, opts.tls_cert, opts.tls_key};
+    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, &tls,
                                  w->timeout_ms)) != C10D_OK) {
         free(w->lost);
         free(w->lost_finals);

@@ -8,6 +8,7 @@
 #include "run_scope.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +80,9 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     if (o && (est = c10di_opts_version("c10d_store_connect", "c10d_store_opts", o->version,
                                        C10D_STORE_OPTS_VERSION)) != C10D_OK)
         return est;
+    /* A version 1 struct ends before tls_cert: only what it has is read. */
     if (o)
-        opts = *o;
+        memcpy(&opts, o, o->version >= 2 ? sizeof opts : offsetof(c10d_store_opts, tls_cert));
     long env_timeout = DEFAULT_TIMEOUT_MS;
     if (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
         (est = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout)))
@@ -93,7 +95,8 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
         return est;
     const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
     c10di_conn *conn;
-    c10d_status st = c10di_conn_open(&conn, url, token, opts.tls_ca, connect_timeout);
+    c10di_tls_files tls = {opts.tls_ca, opts.tls_cert, opts.tls_key};
+    c10d_status st = c10di_conn_open(&conn, url, token, &tls, connect_timeout);
     if (st != C10D_OK)
         return st;
     if ((st = store_new(out, conn, "", timeout)) != C10D_OK)

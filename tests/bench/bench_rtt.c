@@ -115,7 +115,7 @@ static nng_tls_config *tls_for(const char *url, const tls_certs *c, int server)
     if (!c10dc_url_is_tls(url))
         return NULL;
     if ((server ? c10dc_tls_server(&cfg, c->cert, c->key, NULL, err, sizeof err)
-                : c10dc_tls_client(&cfg, url, c->ca, err, sizeof err)) != 0)
+                : c10dc_tls_client(&cfg, url, c->ca, NULL, NULL, err, sizeof err)) != 0)
         fprintf(stderr, "bench_rtt: %s\n", err);
     return cfg;
 }
@@ -263,7 +263,8 @@ int main(int argc, char **argv)
                 return 1;
             }
             c10di_conn *conn;
-            if (c10di_conn_open(&conn, coord.url, NULL, s == 2 ? certs.ca : NULL, 10000) !=
+            c10di_tls_files tls = {s == 2 ? certs.ca : NULL, NULL, NULL};
+            if (c10di_conn_open(&conn, coord.url, NULL, &tls, 10000) !=
                 C10D_OK) {
                 fprintf(stderr, "bench_rtt: %s\n", c10d_errmsg());
                 return 1;

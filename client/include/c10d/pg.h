@@ -41,7 +41,7 @@ typedef enum {
     C10D_VERIFY_SYNC = 3,
 } c10d_verify;
 
-#define C10D_INIT_OPTS_VERSION 1
+#define C10D_INIT_OPTS_VERSION 2
 
 /* Start with C10D_INIT_OPTS_INIT (its version first: see c10d/coll.h). */
 typedef struct c10d_init_opts {
@@ -61,11 +61,16 @@ typedef struct c10d_init_opts {
     /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
      * certificate; NULL: C10D_TLS_CA. */
     const char *tls_ca;
+    /* Version 2: this rank's certificate and key (PEM files) for a
+     * coordinator that requires one (--tls-ca); NULL: C10D_TLS_CERT,
+     * C10D_TLS_KEY. Both or neither. */
+    const char *tls_cert;
+    const char *tls_key;
 } c10d_init_opts;
 
 #define C10D_INIT_OPTS_INIT                                                                        \
     {C10D_INIT_OPTS_VERSION, NULL, -1, 0, NULL, C10D_BACKEND_AUTO, C10D_VERIFY_DEFAULT,            \
-     C10D_TIMEOUT_DEFAULT, -1, NULL}
+     C10D_TIMEOUT_DEFAULT, -1, NULL, NULL, NULL}
 
 /* Joins the world group of the job and waits for every rank. o NULL =
  * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +

@@ -28,7 +28,7 @@ extern "C" {
 
 typedef struct c10d_store c10d_store;
 
-#define C10D_STORE_OPTS_VERSION 1
+#define C10D_STORE_OPTS_VERSION 2
 
 /* Start with C10D_STORE_OPTS_INIT (its version first: see c10d/coll.h). */
 typedef struct c10d_store_opts {
@@ -46,10 +46,15 @@ typedef struct c10d_store_opts {
     /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
      * certificate; NULL = C10D_TLS_CA from the environment. */
     const char *tls_ca;
+    /* Version 2. This client's certificate and its key (PEM files), for a
+     * coordinator that requires one (c10d-coord --tls-ca); NULL =
+     * C10D_TLS_CERT / C10D_TLS_KEY from the environment. Both or neither. */
+    const char *tls_cert;
+    const char *tls_key;
 } c10d_store_opts;
 
 #define C10D_STORE_OPTS_INIT                                                                       \
-    {C10D_STORE_OPTS_VERSION, C10D_TIMEOUT_DEFAULT, C10D_TIMEOUT_DEFAULT, NULL, NULL}
+    {C10D_STORE_OPTS_VERSION, C10D_TIMEOUT_DEFAULT, C10D_TIMEOUT_DEFAULT, NULL, NULL, NULL, NULL}
 
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment

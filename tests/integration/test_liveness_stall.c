@@ -28,31 +28,33 @@
  * to its heartbeat before it sends another. */
 #define STALL_MS 4000
 
+/* Shared between the test and its rank processes. */
 typedef struct {
     volatile int ready, go;
-    char url[256], job[128];
+    char job[128];
 } shared_t;
 
 static shared_t *sh;
-static coord_proc coord;
+static coord_proc *const coord = &world_coord;
 
+/* The case's coordinator, with a heartbeat timeout a test can outlast. */
 static void setup(void)
 {
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset(sh, 0, sizeof *sh);
-    coord_init(&coord);
+    world_coord_start();
+    coord_stop(coord, SIGTERM);
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", HEARTBEAT_TIMEOUT_MS);
     const char *extra[] = {"--heartbeat-timeout", timeout, NULL};
-    ck_assert_int_eq(coord_start(&coord, NULL, extra, NULL), 0);
-    snprintf(sh->url, sizeof sh->url, "%s", coord.url);
+    ck_assert_int_eq(coord_start(coord, NULL, extra, NULL), 0);
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    memset((void *)sh, 0, sizeof *sh);
 }
 
 static void teardown(void)
 {
-    coord_cleanup(&coord);
-    munmap(sh, sizeof *sh);
+    world_coord_stop();
+    munmap((void *)sh, sizeof *sh);
 }
 
 /* Ranks 0 and 1 share a pair group, which rank 2's death leaves whole:
@@ -61,7 +63,7 @@ static void teardown(void)
 static int stall_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(sh->url, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
+    c10d_pg *pg = world_init_verify(coord->url, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
     if (!pg)
         return 10;
     const int pair_ranks[2] = {0, 1};
@@ -97,23 +99,23 @@ START_TEST(a_stalled_coordinator_blames_only_the_rank_that_stopped)
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
                   sh->ready);
     kill(pids[2], SIGSTOP);
-    kill(coord.pid, SIGSTOP);
+    kill(coord->pid, SIGSTOP);
     /* The stall's length is what this case is about, not a wait for
      * state. */
     long long until = test_now_ms() + STALL_MS;
     while (test_now_ms() < until)
         usleep(10000);
-    kill(coord.pid, SIGCONT);
+    kill(coord->pid, SIGCONT);
 
-    ck_assert_msg(wait_member(coord.url, sh->job, 2, "dead", 30000),
+    ck_assert_msg(wait_member(coord->url, sh->job, 2, "dead", 30000),
                   "the stopped rank 2 was not declared dead");
-    ck_assert_msg(coord_log_contains(&coord, "rank 2 dead (no heartbeat for"),
+    ck_assert_msg(coord_log_contains(coord, "rank 2 dead (no heartbeat for"),
                   "rank 2 was not declared dead for its silence");
     for (int r = 0; r < 2; r++)
-        ck_assert_msg(wait_member(coord.url, sh->job, r, "alive", 0),
+        ck_assert_msg(wait_member(coord->url, sh->job, r, "alive", 0),
                       "healthy rank %d was declared dead for the coordinator's stall", r);
     /* and the coordinator saw its stall as one */
-    ck_assert_msg(coord_log_contains(&coord, "the engine ran"),
+    ck_assert_msg(coord_log_contains(coord, "the engine ran"),
                   "the coordinator did not notice that it stalled");
     sh->go = 1;
     for (int r = 0; r < 2; r++) {

@@ -20,28 +20,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Shared between the test and its rank processes. */
 typedef struct {
     volatile int ready, go;
     volatile int pid[3];
-    char url[256], job[128];
+    char job[128];
 } shared_t;
 
 static shared_t *sh;
-static coord_proc coord;
 
 static void setup(void)
 {
+    world_coord_start();
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(sh, MAP_FAILED);
     memset((void *)sh, 0, sizeof *sh);
-    coord_init(&coord);
-    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
-    snprintf(sh->url, sizeof sh->url, "%s", coord.url);
 }
 
 static void teardown(void)
 {
-    coord_cleanup(&coord);
+    world_coord_stop();
     munmap((void *)sh, sizeof *sh);
 }
 
@@ -57,7 +55,7 @@ static int all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want)
 static int survivor_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(sh->url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
+    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
     if (!pg)
         return 10;
     const int pair_ranks[2] = {0, 1};
@@ -88,20 +86,13 @@ START_TEST(a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on)
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks ready", sh->ready);
     kill(pids[2], SIGKILL);
     waitpid(pids[2], NULL, 0);
-    ck_assert(wait_member(coord.url, sh->job, 2, "dead", 20000));
+    ck_assert(wait_member(world_coord.url, sh->job, 2, "dead", 20000));
 
-    /* rank 2 again (a restart, or anyone with its number) */
-    c10d_init_opts o = C10D_INIT_OPTS_INIT;
-    o.coord_url = coord.url;
-    o.job = sh->job;
-    o.rank = 2;
-    o.world_size = 3;
-    o.timeout_ms = 1500;
-    c10d_pg *pg = NULL;
-    c10d_status st = c10d_init(&pg, &o);
+    /* rank 2 again (a restart, or anyone with its number): it waits, and
+     * gives up after its timeout */
+    ck_assert_ptr_null(world_init(world_coord.url, sh->job, 2, 3, 1500));
     char msg[2048];
     snprintf(msg, sizeof msg, "%s", c10d_errmsg());
-    ck_assert_msg(st == C10D_ETIMEDOUT, "%s: %s", c10d_status_name(st), msg);
     char want[4][160];
     snprintf(want[0], sizeof want[0], "rank 2 of job %s waited", sh->job);
     snprintf(want[1], sizeof want[1], "for generation 1 to end before starting the next, and 2 "
@@ -117,7 +108,7 @@ START_TEST(a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on)
     ck_assert_int_eq(world_wait(2, pids, 30), 0);
     char gen2[192];
     snprintf(gen2, sizeof gen2, "job %s: generation 2", sh->job);
-    ck_assert_msg(!coord_log_contains(&coord, gen2), "a generation started under alive ranks");
+    ck_assert_msg(!coord_log_contains(&world_coord, gen2), "a generation started under alive ranks");
 }
 END_TEST
 
@@ -127,7 +118,7 @@ END_TEST
 static int again_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(sh->url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
+    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
     if (!pg)
         return 10;
     if (!all_reduce_is(pg, 1, 2))
@@ -135,7 +126,7 @@ static int again_body(int rank, int n, void *arg)
     if (rank == 0 && !wait_shared(&sh->go, 1, 60000))
         return 12;
     c10d_destroy(pg);
-    if (!(pg = world_init_verify(sh->url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC)))
+    if (!(pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC)))
         return 13;
     if (c10d_pg_generation(pg) != 2 || !all_reduce_is(pg, 1, 2))
         FAIL(14, "rank %d: second run (generation %llu): %s", rank,
@@ -152,10 +143,10 @@ START_TEST(a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_ov
     char waits[192];
     snprintf(waits, sizeof waits, "job %s: rank 1 waits for generation 1 to end", sh->job);
     long long until = test_now_ms() + 30000;
-    while (!coord_log_contains(&coord, waits) && test_now_ms() < until)
+    while (!coord_log_contains(&world_coord, waits) && test_now_ms() < until)
         usleep(5000);
-    ck_assert_msg(coord_log_contains(&coord, waits), "rank 1 never waited for rank 0");
-    ck_assert(wait_member(coord.url, sh->job, 0, "alive", 0));
+    ck_assert_msg(coord_log_contains(&world_coord, waits), "rank 1 never waited for rank 0");
+    ck_assert(wait_member(world_coord.url, sh->job, 0, "alive", 0));
     sh->go = 1; /* rank 0 leaves too, and comes back */
     ck_assert_int_eq(world_wait(2, pids, 30), 0);
 }

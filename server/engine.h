@@ -27,6 +27,7 @@
 #include "reqlog.h"
 #include "request.h"
 #include "runs.h"
+#include "stalls.h"
 #include "store.h"
 #include "verify.h"
 #include "waiters.h"
@@ -80,6 +81,10 @@ struct c10ds_engine {
     c10ds_join join;
     c10ds_runs runs;
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
+    /* When the engine could not look (stalls.h), and when the running
+     * batch last noted that (the liveness clock, c10d_steady_wall_ms). */
+    c10ds_stalls stalls;
+    int64_t looked_ms;
     int64_t next_checkpoint_ms; /* the WAL's next deliberate checkpoint (monotonic) */
     c10ds_waiters *waiters;
     const c10ds_op *ops[64]; /* by op_case */
@@ -130,7 +135,9 @@ void c10ds_engine_free(c10ds_engine *e);
 /* Liveness (liveness_ops.c): members that joined on a closed connection are
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
-void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms); /* now: c10d_steady_wall_ms() */
+/* Judges silence as of now_ms (c10d_steady_wall_ms(), or earlier: when the
+ * oldest request not yet run arrived), not counting e->stalls. */
+void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms);
 /* Whether the member (job, gen, rank) was joined by the client that sent
  * r (its who.client_id, random per client). Requests that speak for a
  * member (leave, watch, collective reports, join) must come from it:

@@ -301,9 +301,18 @@ void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms)
     sqlite3_bind_int64(s, 1, now_ms - timeout);
     member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++) {
-        char why[128];
-        snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",
-                 (long long)(now_ms - v[i].seen), timeout);
+        /* Silent only while the engine could have heard it: a stall of
+         * the coordinator's own (stalls.h) counts against nobody. */
+        int64_t stalled = c10ds_stalls_within(&e->stalls, v[i].seen, now_ms);
+        int64_t silent = now_ms - v[i].seen - stalled;
+        if (silent <= timeout)
+            continue;
+        char why[192];
+        int k = snprintf(why, sizeof why, "no heartbeat for %lld ms (--heartbeat-timeout %d ms)",
+                         (long long)silent, timeout);
+        if (stalled && k > 0 && (size_t)k < sizeof why)
+            snprintf(why + k, sizeof why - (size_t)k, ", not counting %lld ms in which the "
+                     "coordinator itself was stalled", (long long)stalled);
         c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL, 0);
     }
     free(v);

@@ -192,17 +192,26 @@ static c10ds_outcome refuse_other_ranks(c10ds_engine *e, c10ds_request *r, uint6
  * member of it, and starting the next generation would take the job from
  * under its alive ranks (their requests would wait on a generation that is
  * no longer the job's). Refused, naming the running generation. */
+/* "rank 0 on host h pid 1, rank 1 on host h pid 2, ..." into who: the
+ * first n_some of the alive members, "..." if there are more. */
+static void alive_list(char *who, size_t cap, int alive, const c10ds_alive_member *some,
+                       int n_some)
+{
+    size_t off = 0;
+    who[0] = '\0';
+    for (int i = 0; i < n_some && off < cap; i++)
+        off += (size_t)snprintf(who + off, cap - off, "%srank %d on host %s pid %d",
+                                i ? ", " : "", some[i].rank, some[i].host, some[i].pid);
+    if (alive > n_some && off < cap)
+        snprintf(who + off, cap - off, ", ...");
+}
+
 static void refuse_running(c10ds_request *r, const c10ds_job *job, int alive,
                            const c10ds_alive_member *some, int n_some)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
-    char who[512] = "";
-    size_t off = 0;
-    for (int i = 0; i < n_some && off < sizeof who; i++)
-        off += (size_t)snprintf(who + off, sizeof who - off, "%srank %d on host %s pid %d",
-                                i ? ", " : "", some[i].rank, some[i].host, some[i].pid);
-    if (alive > n_some && off < sizeof who)
-        snprintf(who + off, sizeof who - off, ", ...");
+    char who[512];
+    alive_list(who, sizeof who, alive, some, n_some);
     c10ds_fail(r, C10D_EINVAL, "rank %d of job %s (WORLD_SIZE=%d) cannot join: generation %llu "
                "of job %s formed with world size %d and is running (%d of its ranks alive: %s), "
                "and rank %d is not one of them; if this is another job, %s", m->rank, m->job,
@@ -210,12 +219,40 @@ static void refuse_running(c10ds_request *r, const c10ds_job *job, int alive,
                who, m->rank, SIDE_BY_SIDE_HINT);
 }
 
-/* The world's generation this rank joins, or 0 after failing r. A rank
- * starts the next generation when the job is new, when the current one is
- * over (nobody in it alive: never join a run whose store was deleted), or
- * when its own holder there left or died (a restart); it joins the current
- * one while that forms; it is refused where it would break a running one. */
-static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
+/* A rank whose holder in the current generation left or died came back
+ * (a restart; a process that initialises again after c10d_destroy) while
+ * others there are alive: it waited for them to leave or die, and they did
+ * not before its rendezvous timeout. Starting the next generation under
+ * them would have taken the job from under its alive ranks. */
+static c10ds_outcome refuse_while_alive(c10ds_engine *e, c10ds_request *r)
+{
+    C10dpb__GroupJoin *m = r->pb->group_join;
+    c10ds_job job = {0};
+    c10ds_alive_member some[3];
+    int alive = 0;
+    if (c10ds_groups_job(&e->groups, m->job, &job) == 1)
+        alive = c10ds_groups_alive(&e->groups, m->job, job.generation, some, 3);
+    if (alive < 0)
+        alive = 0;
+    char who[512];
+    alive_list(who, sizeof who, alive, some, alive < 3 ? alive : 3);
+    int64_t waited = c10d_now_ms() - r->received_ms;
+    return c10ds_fail(r, C10D_ETIMEDOUT, "rank %d of job %s waited %lld.%lld s for generation "
+                      "%llu to end before starting the next, and %d of its ranks are still alive "
+                      "(%s): a restart begins once every rank of the old run has exited or "
+                      "called c10d_destroy; if this is another job, %s", m->rank, m->job,
+                      (long long)(waited / 1000), (long long)(waited % 1000 / 100),
+                      (unsigned long long)job.generation, alive, who,
+                      SIDE_BY_SIDE_HINT);
+}
+
+/* The world's generation this rank joins, or 0 after failing r or, with
+ * *wait set, when it must wait. A rank starts the next generation when
+ * the job is new, or when the current one is over (nobody in it alive:
+ * never join a run whose store was deleted; a restart whose holder there
+ * left or died waits for that); it joins the current one while that
+ * forms; it is refused where it would break a running one. */
+static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
@@ -255,6 +292,13 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r)
     }
     if (held == 0 && job.formed && alive) {
         refuse_running(r, &job, alive, some, alive < 3 ? alive : 3);
+        return 0;
+    }
+    if (held == 1 && alive) {
+        /* Its holder left or died, others live on: never start the next
+         * generation under them (their requests would wait on a
+         * generation that is no longer the job's). Wait for them. */
+        *wait = 1;
         return 0;
     }
     uint64_t gen = have ? job.generation : 0;
@@ -345,12 +389,28 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     int world = strcmp(m->name, "world") == 0;
     uint64_t gen = r->generation;
     char key[512];
-    if (ph == C10DS_FIRST) {
-        if (validate_join(e, r) != 0)
+    /* arriving: first seen, or done waiting for the last generation to end */
+    int arriving = ph == C10DS_FIRST || (world && !gen);
+    if (arriving) {
+        if (ph == C10DS_FIRST && validate_join(e, r) != 0)
             return C10DS_DONE;
         if (world) {
-            if (!(gen = world_generation(e, r)))
+            int wait = 0;
+            if (!(gen = world_generation(e, r, &wait)) && !wait)
                 return C10DS_DONE;
+            if (wait && ph == C10DS_EXPIRED)
+                return refuse_while_alive(e, r);
+            if (wait) { /* woken by every change of the generation's members */
+                c10ds_job job;
+                if (c10ds_groups_job(&e->groups, m->job, &job) != 1)
+                    return c10ds_fail(r, C10D_ERROR, "database error reading job %s", m->job);
+                if (ph == C10DS_FIRST)
+                    c10ds_info("job %s: rank %d waits for generation %llu to end (its holder "
+                               "there is gone, other ranks are alive)", m->job, m->rank,
+                               (unsigned long long)job.generation);
+                c10ds_watch_key(key, sizeof key, m->job, job.generation);
+                return c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
+            }
         } else {
             c10ds_member mem;
             gen = m->generation;
@@ -373,7 +433,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
             idx++;
     else
         idx = m->rank;
-    if (ph == C10DS_FIRST) {
+    if (arriving) {
         int size = m->n_members ? (int)m->n_members : m->world_size;
         /* Without a list the group is the world in order (its size was
          * checked against the job's). A list is compared by its hash, one

@@ -262,9 +262,12 @@ START_TEST(a_running_generation_refuses_a_rank_it_lacks_naming_itself)
     ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 1);
     ck_assert_int_eq(scalar("SELECT count(*) FROM members WHERE job = '%s'", "default"), 2);
     /* A rank whose holder left (a restart; a rank that re-initialises
-     * while a peer finishes) still starts the next generation. */
+     * while a peer finishes) starts the next generation, once nobody of
+     * the running one is alive: it waits for rank 0. */
     ck_assert_int_eq(run1(leave_req(2, "default", gen, 1))->status, C10D_OK);
     ck_assert_ptr_null(run1(join_req(2, "default", 1, 2)));
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 1);
+    ck_assert_int_eq(run1(leave_req(1, "default", gen, 0))->status, C10D_OK);
     ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "default"), 2);
 }
 END_TEST
@@ -345,20 +348,24 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
 }
 END_TEST
 
-/* A job's row stays while an older run of it is running: a survivor of a
- * restart keeps the numbering going; it goes with the job's last run. */
-START_TEST(a_job_row_stays_while_an_older_run_is_alive)
+/* A restarted rank (its holder left) waits for the run's survivor and
+ * gives up naming it: no generation starts under an alive rank. Once the
+ * survivor leaves, the run is over and everything of it goes. */
+START_TEST(a_restart_waits_for_the_old_runs_survivors_and_names_them)
 {
     uint64_t g1 = form("old", 2);
     ck_assert_int_eq(run1(leave_req(2, "old", g1, 1))->status, C10D_OK);
-    ck_assert_ptr_null(run1(join_req(3, "old", 1, 2))); /* restarted rank 1: generation 2 */
-    ck_assert_int_eq(await_reply()->status, C10D_ETIMEDOUT); /* it gives up: gen 2 over */
-    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms > 0", "old"),
-                     1);
-    while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000) > 0)
-        ;
-    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s'", "old"), 1);
-    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "old"), 2);
+    ck_assert_ptr_null(run1(join_req(3, "old", 1, 2))); /* restarted rank 1: waits */
+    C10dpb__Reply *rep = await_reply();
+    ck_assert_int_eq(rep->status, C10D_ETIMEDOUT);
+    const char *want[] = {"rank 1 of job old waited", "for generation 1 to end",
+                          "1 of its ranks are still alive (rank 0 on host node1 pid 1000)",
+                          "C10D_JOB=NAME"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(rep->detail, want[i]), "'%s' not in: %s", want[i], rep->detail);
+    ck_assert_int_eq(scalar("SELECT generation FROM jobs WHERE job = '%s'", "old"), 1);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM runs WHERE job = '%s' AND ended_ms IS NULL",
+                            "old"), 1);
     ck_assert_int_eq(run1(leave_req(1, "old", g1, 0))->status, C10D_OK); /* the survivor */
     while (c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), 5000) > 0)
         ;
@@ -711,7 +718,7 @@ int main(void)
     tcase_add_test(tc, a_running_generation_refuses_a_rank_it_lacks_naming_itself);
     tcase_add_test(tc, a_forming_generation_refuses_another_world_size_with_the_hint);
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
-    tcase_add_test(tc, a_job_row_stays_while_an_older_run_is_alive);
+    tcase_add_test(tc, a_restart_waits_for_the_old_runs_survivors_and_names_them);
     tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
     tcase_add_test(tc, a_finished_runs_verification_leaves_memory_for_the_database);
     tcase_add_test(tc, a_database_error_reading_the_holder_fails_the_arrival);

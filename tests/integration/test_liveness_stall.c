@@ -1,0 +1,141 @@
+/* The coordinator stalls; its ranks are not to blame (issue 24, 2).
+ *
+ * A real stall: the coordinator process is stopped (SIGSTOP, as a paused
+ * VM, a swapping host or a debugger stops it) for twice
+ * --heartbeat-timeout while its ranks are healthy; one rank really stops
+ * meanwhile. Afterwards the stopped rank must be declared dead, by its own
+ * silence, and the two healthy ranks must be alive and go on with their
+ * SYNC collectives. Before the fix the first sweep after the stall judged
+ * everyone by the clock alone and declared all three dead ("no heartbeat
+ * for 4012 ms"): their parked watches could not be answered, so their
+ * next heartbeats were never sent. */
+#include "coord_proc.h"
+#include "state_wait.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HEARTBEAT_TIMEOUT_MS 2000
+/* Twice the heartbeat timeout, under the 6 s a rank waits for the answer
+ * to its heartbeat before it sends another. */
+#define STALL_MS 4000
+
+/* Shared between the test and its rank processes. */
+typedef struct {
+    volatile int ready, go;
+    char job[128];
+} shared_t;
+
+static shared_t *sh;
+static coord_proc *const coord = &world_coord;
+
+/* The case's coordinator, with a heartbeat timeout a test can outlast. */
+static void setup(void)
+{
+    world_coord_start();
+    coord_stop(coord, SIGTERM);
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", HEARTBEAT_TIMEOUT_MS);
+    const char *extra[] = {"--heartbeat-timeout", timeout, NULL};
+    ck_assert_int_eq(coord_start(coord, NULL, extra, NULL), 0);
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    memset((void *)sh, 0, sizeof *sh);
+}
+
+static void teardown(void)
+{
+    world_coord_stop();
+    munmap((void *)sh, sizeof *sh);
+}
+
+/* Ranks 0 and 1 share a pair group, which rank 2's death leaves whole:
+ * after the stall they all-reduce in it (SYNC: the coordinator checks
+ * both entered) and must get 2. Rank 2 is stopped by the test. */
+static int stall_body(int rank, int n, void *arg)
+{
+    (void)arg;
+    c10d_pg *pg = world_init_verify(coord->url, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
+    if (!pg)
+        return 10;
+    const int pair_ranks[2] = {0, 1};
+    c10d_pg *pair = NULL;
+    if (c10d_new_group(&pair, pg, pair_ranks, 2) != C10D_OK) {
+        fprintf(stderr, "rank %d: new_group: %s\n", rank, c10d_errmsg());
+        return 11;
+    }
+    __sync_fetch_and_add(&sh->ready, 1);
+    if (rank == 2)
+        for (;;)
+            pause();
+    if (!wait_shared(&sh->go, 1, 60000))
+        return 12;
+    int64_t v = 1;
+    c10d_tensor t = c10d_tensor_1d(&v, C10D_INT64, 1);
+    c10d_status st = c10d_all_reduce(pair, &t, C10D_SUM, NULL, NULL);
+    if (st != C10D_OK || v != 2) {
+        fprintf(stderr, "rank %d: all_reduce after the stall: %s (%lld): %s\n", rank,
+                c10d_status_name(st), (long long)v, c10d_errmsg());
+        return 13;
+    }
+    c10d_destroy(pair);
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(a_stalled_coordinator_blames_only_the_rank_that_stopped)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job("stall"));
+    pid_t pids[3];
+    world_spawn(3, stall_body, NULL, pids);
+    ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
+                  sh->ready);
+    kill(pids[2], SIGSTOP);
+    kill(coord->pid, SIGSTOP);
+    /* The stall's length is what this case is about, not a wait for
+     * state. */
+    long long until = test_now_ms() + STALL_MS;
+    while (test_now_ms() < until)
+        usleep(10000);
+    kill(coord->pid, SIGCONT);
+
+    ck_assert_msg(wait_member(coord->url, sh->job, 2, "dead", 30000),
+                  "the stopped rank 2 was not declared dead");
+    ck_assert_msg(coord_log_contains(coord, "rank 2 dead (no heartbeat for"),
+                  "rank 2 was not declared dead for its silence");
+    for (int r = 0; r < 2; r++)
+        ck_assert_msg(wait_member(coord->url, sh->job, r, "alive", 0),
+                      "healthy rank %d was declared dead for the coordinator's stall", r);
+    /* and the coordinator saw its stall as one */
+    ck_assert_msg(coord_log_contains(coord, "the engine ran"),
+                  "the coordinator did not notice that it stalled");
+    sh->go = 1;
+    for (int r = 0; r < 2; r++) {
+        int st;
+        waitpid(pids[r], &st, 0);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d failed (status %d)", r, st);
+    }
+    kill(pids[2], SIGKILL);
+    kill(pids[2], SIGCONT);
+    waitpid(pids[2], NULL, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("liveness_stall");
+    TCase *tc = tcase_create("stall");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, a_stalled_coordinator_blames_only_the_rank_that_stopped);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

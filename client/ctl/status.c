@@ -216,6 +216,7 @@ int cmd_status(c10d_store *s, const ctl_args *a)
         char msg[512];
         snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
                  job);
+        c10d_free(jobs);
         c10d_free(ip);
         return ctl_fail(C10D_ENOTFOUND, msg);
     }

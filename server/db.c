@@ -158,6 +158,28 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
     return 0;
 }
 
+/* Says that the database at path is damaged, with why (SQLite's words,
+ * on one line) and what to do: the same message whichever step found it.
+ * Garbage over the header reads "file is not a database" when WAL mode is
+ * set, a damaged first page "malformed" there too, a later page only in
+ * quick_check; an operator needs the same advice for all three. */
+static void report_damaged(const char *path, const char *why, char *err, size_t errlen)
+{
+    int n = snprintf(err, errlen, "database %s is damaged (%s): restore it from a backup or "
+                     "move it aside and start on a new one (docs/operations.md, \"A damaged "
+                     "database\")", path, why);
+    for (int i = 0; i < n && (size_t)i < errlen; i++)
+        if (err[i] == '\n')
+            err[i] = ' ';
+}
+
+/* Whether SQLite's last error on h was one of a damaged file. */
+static int damaged(sqlite3 *h)
+{
+    int rc = sqlite3_errcode(h) & 0xff;
+    return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT;
+}
+
 int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
 {
     memset(db, 0, sizeof *db);
@@ -181,13 +203,14 @@ int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
     if (exec(db->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
                     "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY",
              why, sizeof why) != 0) {
-        snprintf(err, errlen, "cannot configure database %s: %s", path, why);
+        if (damaged(db->h))
+            report_damaged(path, why, err, errlen);
+        else
+            snprintf(err, errlen, "cannot configure database %s: %s", path, why);
         goto fail;
     }
     if (check_intact(db->h, why, sizeof why) != 0) {
-        snprintf(err, errlen, "database %s is damaged (%s): restore it from a backup or move it "
-                 "aside and start on a new one (docs/operations.md, \"A damaged database\")",
-                 path, why);
+        report_damaged(path, why, err, errlen);
         goto fail;
     }
     if (c10ds_db_migrate(db->h, &db->schema_version, why, sizeof why) != 0) {

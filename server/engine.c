@@ -184,8 +184,8 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             return;
         }
         if (!token_ok(e->cfg, r->pb->token)) {
-            c10ds_warn("refused %s from client %016llx: %s token", op->name,
-                       (unsigned long long)client_of(r), r->pb->token ? "wrong" : "no");
+            c10ds_warn("refused %s from client #%08x: %s token", op->name,
+                       c10ds_client_tag(client_of(r)), r->pb->token ? "wrong" : "no");
             c10ds_fail(r, C10D_EAUTH, "the coordinator requires a token (C10D_TOKEN) and the one "
                        "given %s", r->pb->token ? "does not match" : "is missing");
             r->txn_free = 1;
@@ -195,9 +195,9 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
         if ((op->flags & C10DS_OP_DEDUP) && client_of(r) &&
             c10ds_reqlog_find(&e->reqlog, client_of(r), r->pb->request_id, &r->reply,
                               &r->reply_len)) {
-            c10ds_debug("request %llu of client %016llx (%s) was applied before; resending its "
+            c10ds_debug("request %llu of client #%08x (%s) was applied before; resending its "
                         "reply", (unsigned long long)r->pb->request_id,
-                        (unsigned long long)client_of(r), op->name);
+                        c10ds_client_tag(client_of(r)), op->name);
             r->txn_free = 1; /* committed in an earlier batch */
             answered(e, r);
             return;

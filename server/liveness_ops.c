@@ -68,9 +68,9 @@ int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job
     uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
     if (c10ds_groups_member(&e->groups, job, gen, rank, &mem) != 1 || mem.client_id == client)
         return 0;
-    c10ds_warn("refused a request for rank %d of job %s from client %016llx: the rank was "
-               "joined by client %016llx (host %s pid %d)", rank, job,
-               (unsigned long long)client, (unsigned long long)mem.client_id, mem.host, mem.pid);
+    c10ds_warn("refused a request for rank %d of job %s from client #%08x: the rank was "
+               "joined by client #%08x (host %s pid %d)", rank, job, c10ds_client_tag(client),
+               c10ds_client_tag(mem.client_id), mem.host, mem.pid);
     c10ds_fail(r, C10D_EAUTH, "rank %d of job %s generation %llu was joined by another client "
                "(host %s pid %d); only that client may speak for it", rank, job,
                (unsigned long long)gen, mem.host, mem.pid);

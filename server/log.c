@@ -23,6 +23,16 @@ int c10ds_log_parse_level(const char *s)
     return -1;
 }
 
+uint32_t c10ds_client_tag(uint64_t client_id)
+{
+    /* FNV-1a over the id's bytes: 32 bits of 64 leave 2^32 ids for each
+     * tag, so the id cannot be read back from it. */
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ (uint8_t)(client_id >> (8 * i))) * 16777619u;
+    return h;
+}
+
 int c10ds_log_enabled(c10ds_log_level lvl)
 {
     return lvl <= g_level;

@@ -107,8 +107,8 @@ static int step_done(c10ds_reqlog *rl, sqlite3_stmt *s, const char *what, uint64
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
-        c10ds_warn("%s of client %016llx in the applied-request log: %s", what,
-                   (unsigned long long)client_id, sqlite3_errmsg(rl->db->h));
+        c10ds_warn("%s of client #%08x in the applied-request log: %s", what,
+                   c10ds_client_tag(client_id), sqlite3_errmsg(rl->db->h));
         return -1;
     }
     return 0;
@@ -150,8 +150,8 @@ int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_i
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE) {
-        c10ds_error("recording request %llu of client %016llx: %s", (unsigned long long)request_id,
-                    (unsigned long long)client_id, sqlite3_errmsg(rl->db->h));
+        c10ds_error("recording request %llu of client #%08x: %s", (unsigned long long)request_id,
+                    c10ds_client_tag(client_id), sqlite3_errmsg(rl->db->h));
         return -1;
     }
     c10ds_reqlog_client *c = client_slot(rl, client_id, 1);

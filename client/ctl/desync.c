@@ -6,17 +6,20 @@
 #include "summary.h"
 #include "json.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void print_json(const c10d_group_health *g, size_t ng, const c10d_job_info *jobs,
-                       size_t nj, int healthy)
+                       size_t nj, int healthy, int64_t at_ms)
 {
-    printf("{\"ok\":true,\"healthy\":%s,\"groups\":[", healthy ? "true" : "false");
+    printf("{\"ok\":true,");
+    if (at_ms)
+        printf("\"at_ms\":%" PRId64 ",", at_ms);
+    printf("\"healthy\":%s,\"groups\":[", healthy ? "true" : "false");
     for (size_t i = 0; i < ng; i++) {
         printf("%s{\"job\":", i ? "," : "");
         json_string(stdout, g[i].job, strlen(g[i].job));
@@ -146,45 +149,16 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
     }
 }
 
-/* The value of `--name V` (or `-x V`) in a command's own arguments. */
-static const char *arg(int argc, char **argv, const char *name, const char *alias)
+/* desync; with --json at_ms (when not 0) says when, for watch. */
+static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
+                     c10d_status *err)
 {
-    for (int i = 0; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name) || (alias && !strcmp(argv[i], alias)))
-            return argv[i + 1];
-    return NULL;
-}
-
-/* A command's numeric option: absent (def), or a whole number in
- * [min, max]; else a usage error (2) naming it ("--rank abc" was rank 0). */
-static int num(int argc, char **argv, const char *name, const char *alias, long long def,
-               long long min, long long max, long long *out)
-{
-    const char *v = arg(argc, argv, name, alias);
-    *out = def;
-    if (!v)
-        return 0;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < min || x > max) {
-        fprintf(stderr, "c10d-ctl: %s wants a whole number from %lld to %lld, not '%s'\nTry "
-                "'c10d-ctl --help'.\n", name, min, max, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
-{
-    const char *job = arg(argc, argv, "--job", NULL), *group = arg(argc, argv, "--group", NULL);
     c10d_group_health *g = NULL;
     c10d_job_info *jobs = NULL;
     size_t ng = 0, nj = 0;
-    if ((*err = c10d_store_health(s, job, group, &g, &ng)) != C10D_OK)
+    if ((*err = c10d_store_health(s, a->job, a->group, &g, &ng)) != C10D_OK)
         return -1;
-    if ((*err = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK) {
+    if ((*err = c10d_store_jobs(s, a->job, &jobs, &nj)) != C10D_OK) {
         c10d_free(g);
         return -1;
     }
@@ -196,7 +170,7 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
         for (size_t k = 0; k < jobs[j].n_members; k++)
             healthy &= strcmp(jobs[j].members[k].state, "dead") != 0;
     if (json)
-        print_json(g, ng, jobs, nj, healthy);
+        print_json(g, ng, jobs, nj, healthy, at_ms);
     else
         print_text(g, ng, jobs, nj, healthy);
     c10d_free(g);
@@ -204,24 +178,26 @@ int cmd_desync(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
     return healthy ? 0 : EXIT_UNHEALTHY;
 }
 
-int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
+int cmd_desync(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
 {
-    long long rank, n;
-    if (!arg(argc, argv, "--rank", "-r")) {
-        fprintf(stderr, "c10d-ctl: trace needs --rank R\nTry 'c10d-ctl --help'.\n");
-        return 2;
-    }
-    if (num(argc, argv, "--rank", "-r", 0, 0, 1 << 24, &rank) ||
-        num(argc, argv, "-n", "--limit", 0, 1, 100000, &n))
-        return 2;
+    return desync_at(s, a, json, 0, err);
+}
+
+int cmd_trace(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
+{
     c10d_trace_row *rows = NULL;
     size_t nr = 0;
-    if ((*err = c10d_store_trace(s, arg(argc, argv, "--job", NULL),
-                                 arg(argc, argv, "--group", NULL), (int)rank, (unsigned)n, &rows,
-                                 &nr)) != C10D_OK)
+    const char *job = NULL;
+    if ((*err = c10d_store_trace_job(s, a->job, a->group, (int)a->rank, (unsigned)a->limit,
+                                     &rows, &nr, &job)) != C10D_OK)
         return -1;
+    const char *group = a->group ? a->group : "world";
     if (json) {
-        printf("{\"ok\":true,\"rank\":%d,\"rows\":[", (int)rank);
+        printf("{\"ok\":true,\"job\":");
+        json_string(stdout, job, strlen(job));
+        printf(",\"group\":");
+        json_string(stdout, group, strlen(group));
+        printf(",\"rank\":%d,\"rows\":[", (int)a->rank);
         for (size_t i = 0; i < nr; i++) {
             printf("%s{\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64 ",\"what\":",
                    i ? "," : "", rows[i].first_seq, rows[i].last_seq);
@@ -231,6 +207,9 @@ int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
         }
         printf("]}\n");
     } else {
+        /* Without --job the coordinator picked one: say which. */
+        printf("job %s, group %s, rank %d%s\n", job, group, (int)a->rank,
+               a->job ? "" : " (the coordinator's pick: name another with --job J)");
         for (size_t i = 0; i < nr; i++) {
             char seqs[64];
             if (rows[i].first_seq == rows[i].last_seq)
@@ -245,19 +224,27 @@ int cmd_trace(c10d_store *s, int argc, char **argv, int json, c10d_status *err)
     return 0;
 }
 
-int cmd_watch(c10d_store *s, int argc, char **argv, c10d_status *err)
+int cmd_watch(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
 {
-    long long iv, cnt;
-    if (num(argc, argv, "--interval", NULL, 1000, 10, 3600000, &iv) ||
-        num(argc, argv, "--count", NULL, 0, 0, 1000000000, &cnt))
-        return 2;
-    int interval = (int)iv, count = (int)cnt, rc = 0;
-    char *fwd[2] = {"--job", (char *)arg(argc, argv, "--job", NULL)};
+    int interval = (int)a->interval, count = (int)a->count, rc = 0;
+    /* Escape codes only for a terminal: a pipe or a file gets each refresh
+     * after the last (with --json, one object a line). */
+    int tty = !json && isatty(STDOUT_FILENO);
     for (int i = 0; count == 0 || i < count; i++) {
-        printf("\033[H\033[2J"); /* home, clear: a refresh in place */
-        time_t t = time(NULL);
-        printf("c10d-ctl watch, every %d ms — %s", interval, ctime(&t));
-        if ((rc = cmd_desync(s, fwd[1] ? 2 : 0, fwd, 0, err)) < 0)
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+        if (!json) {
+            char when[64];
+            struct tm tm;
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now.tv_sec, &tm));
+            if (tty)
+                printf("\033[H\033[2J"); /* home, clear: a refresh in place */
+            else if (i)
+                printf("\n");
+            printf("c10d-ctl watch, every %d ms — %s\n", interval, when);
+        }
+        if ((rc = desync_at(s, a, json, json ? now_ms : 0, err)) < 0)
             return rc;
         fflush(stdout);
         if (count == 0 || i + 1 < count) {

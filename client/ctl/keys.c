@@ -35,17 +35,9 @@ static int run_keys_prefix(c10d_store *s, const char *job, const char *prefix, c
     return 0;
 }
 
-int cmd_keys(c10d_store *s, int nargs, char **args, long long limit)
+int cmd_keys(c10d_store *s, const ctl_args *a, long long limit)
 {
-    const char *prefix = NULL, *job = NULL;
-    for (int i = 0; i < nargs; i++) {
-        if (!strcmp(args[i], "--job") && i + 1 < nargs)
-            job = args[++i];
-        else if (!prefix && strcmp(args[i], "--job"))
-            prefix = args[i];
-        else
-            return ctl_usage_error("%s", "keys takes [--job J] [PREFIX]");
-    }
+    const char *prefix = a->npos ? a->pos[0] : NULL, *job = a->job;
     char scoped[8192];
     int rc;
     if (job && run_keys_prefix(s, job, prefix, scoped, sizeof scoped, &rc) != 0)
@@ -162,11 +154,8 @@ int cmd_del(c10d_store *s, const char *key)
     return EXIT_OK;
 }
 
-int cmd_add(c10d_store *s, const char *key, const char *num)
+int cmd_add(c10d_store *s, const char *key, long long delta)
 {
-    long long delta;
-    if (ctl_parse_int(num, &delta) != 0)
-        return ctl_usage_error("add wants an integer, not '%s'", num);
     int64_t result = 0;
     c10d_status st = c10d_store_add(s, key, delta, &result);
     if (st != C10D_OK)

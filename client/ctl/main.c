@@ -19,8 +19,9 @@ static const char usage[] =
     "\n"
     "Commands:\n"
     "  status [--job J]    the coordinator (version, uptime, database, keys, clients)\n"
-    "                      and its jobs (all, or J): groups, members alive/left/dead and\n"
-    "                      why, join regions (who ran out of inputs, what they shadow)\n"
+    "                      and its jobs (all, or J: exit 3 if it has none of that name):\n"
+    "                      groups, members alive/left/dead and why, join regions (who\n"
+    "                      ran out of inputs, what they shadow)\n"
     "  keys [--job J] [PREFIX]\n"
     "                      list keys (with sizes), all or those starting with PREFIX;\n"
     "                      --job J: those of J's current run (its store: the keys\n"
@@ -35,9 +36,12 @@ static const char usage[] =
     "                      (desync, lost rank, stall) and dead ranks; exit 7 if unhealthy\n"
     "  trace --rank R [--group G] [--job J] [-n N]\n"
     "                      rank R's last N collectives (default 50): number, call, state\n"
-    "                      (entered, verified, completed, failed)\n"
-    "  watch [--job J] [--interval MS] [--count K]\n"
-    "                      desync, refreshed in place every MS (default 1000)\n"
+    "                      (entered, verified, completed, failed); first line: whose\n"
+    "                      (without --job the coordinator picks a job, and says which)\n"
+    "  watch [--job J] [--group G] [--interval MS] [--count K]\n"
+    "                      desync every MS (default 1000), K times (default: until\n"
+    "                      interrupted): in place on a terminal, one after the other\n"
+    "                      into a pipe; --json: one object a line, with \"at_ms\"\n"
     "\n"
     "Options (before or after the command: `get k --wait 100`; `--` ends them):\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
@@ -62,8 +66,9 @@ static const char usage[] =
     "Environment: C10D_COORD, MASTER_ADDR, MASTER_PORT, C10D_TOKEN (shared secret),\n"
     "C10D_TLS_CA, C10D_TLS_CERT, C10D_TLS_KEY.\n"
     "\n"
+    "Arguments and the URL are checked before the coordinator is asked.\n"
     "Exit status: 0 success; 1 other error (the coordinator's refusals too); 2 bad\n"
-    "usage (found here; --json prints it as JSON); 3 no such key;\n"
+    "usage, a bad URL included (--json prints it as JSON); 3 no such key or job;\n"
     "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
 
 int ctl_json;
@@ -275,20 +280,9 @@ int main(int argc, char **argv)
     int nargs = take_options(&op, cmd, argc - optind, args, args, &rc);
     if (nargs < 0)
         return rc;
-    struct {
-        const char *name;
-        int min, max;
-    } cmds[] = {{"status", 0, 2}, {"keys", 0, 3}, {"get", 1, 1},
-                {"set", 2, 2},    {"del", 1, 1},  {"add", 2, 2}, {"desync", 0, 4},
-                {"trace", 2, 8}, {"watch", 0, 6}};
-    size_t i;
-    for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (strcmp(cmd, cmds[i].name) == 0)
-            break;
-    if (i == sizeof cmds / sizeof cmds[0])
-        return ctl_usage_error("unknown command '%s'", cmd);
-    if (nargs < cmds[i].min || nargs > cmds[i].max)
-        return ctl_usage_error("wrong number of arguments for '%s'", cmd);
+    ctl_args a;
+    if ((rc = ctl_parse_args(cmd, nargs, args, &a)) != 0)
+        return rc;
 
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
     o.timeout_ms = (int)op.timeout;
@@ -298,27 +292,31 @@ int main(int argc, char **argv)
     o.tls_key = op.tls_key;
     c10d_store *s = NULL;
     c10d_status st = c10d_store_connect(&s, op.coord, &o);
+    /* EINVAL before any answer: the URL (or C10D_COORD) is bad, which no
+     * retry mends; usage, like any other bad argument. */
+    if (st == C10D_EINVAL)
+        return ctl_usage_error("%s", c10d_errmsg());
     if (st != C10D_OK)
         return ctl_fail_last(st);
 
     if (strcmp(cmd, "status") == 0)
-        rc = cmd_status(s, nargs, args);
+        rc = cmd_status(s, &a);
     else if (strcmp(cmd, "keys") == 0)
-        rc = cmd_keys(s, nargs, args, op.limit);
+        rc = cmd_keys(s, &a, op.limit);
     else if (strcmp(cmd, "get") == 0)
-        rc = cmd_get(s, args[0], op.wait > 0 ? (int)op.wait : C10D_NO_WAIT);
+        rc = cmd_get(s, a.pos[0], op.wait > 0 ? (int)op.wait : C10D_NO_WAIT);
     else if (strcmp(cmd, "set") == 0)
-        rc = cmd_set(s, args[0], args[1]);
+        rc = cmd_set(s, a.pos[0], a.pos[1]);
     else if (strcmp(cmd, "del") == 0)
-        rc = cmd_del(s, args[0]);
+        rc = cmd_del(s, a.pos[0]);
     else if (strcmp(cmd, "add") == 0)
-        rc = cmd_add(s, args[0], args[1]);
+        rc = cmd_add(s, a.pos[0], a.delta);
     else if (strcmp(cmd, "trace") == 0)
-        rc = cmd_trace(s, nargs, args, ctl_json, &st);
+        rc = cmd_trace(s, &a, ctl_json, &st);
     else if (strcmp(cmd, "watch") == 0)
-        rc = cmd_watch(s, nargs, args, &st);
+        rc = cmd_watch(s, &a, ctl_json, &st);
     else
-        rc = cmd_desync(s, nargs, args, ctl_json, &st);
+        rc = cmd_desync(s, &a, ctl_json, &st);
     if (rc < 0)
         rc = ctl_fail_last(st);
     c10d_store_close(s);

@@ -198,13 +198,9 @@ static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
     }
 }
 
-int cmd_status(c10d_store *s, int nargs, char **args)
+int cmd_status(c10d_store *s, const ctl_args *a)
 {
-    const char *job = NULL;
-    if (nargs == 2 && strcmp(args[0], "--job") == 0)
-        job = args[1];
-    else if (nargs)
-        return ctl_usage_error("%s", "status takes no arguments but --job J");
+    const char *job = a->job;
     c10d_coord_info *ip = NULL;
     c10d_status st = c10d_store_coord_info(s, &ip);
     if (st != C10D_OK)
@@ -215,6 +211,14 @@ int cmd_status(c10d_store *s, int nargs, char **args)
     if ((st = c10d_store_jobs(s, job, &jobs, &nj)) != C10D_OK) {
         c10d_free(ip);
         return ctl_fail_last(st);
+    }
+    if (job && !nj) { /* a script asking after its job must not read "fine" */
+        char msg[512];
+        snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
+                 job);
+        c10d_free(jobs);
+        c10d_free(ip);
+        return ctl_fail(C10D_ENOTFOUND, msg);
     }
     if (ctl_json) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");

@@ -18,7 +18,9 @@
 #define _GNU_SOURCE /* nftw, strsignal */
 #include <c10d/c10d.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -81,6 +84,40 @@ static void remove_dir(const char *dir)
         fprintf(stderr, "c10d-run: could not remove %s: %s\n", dir, strerror(errno));
 }
 
+/* A launcher killed with SIGKILL leaves its temporary directory behind
+ * (its ranks and coordinator go with it: PR_SET_PDEATHSIG). The next
+ * launcher in the same TMPDIR removes such directories: ours (same
+ * user), named c10d-run-PID-*, whose launcher PID is gone and whose
+ * database nobody holds (a coordinator keeps an flock on DB.lock; one
+ * still shutting down keeps its directory until next time). */
+static void remove_stale_dirs(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int pid, at = 0;
+        char path[PATH_MAX], lock[PATH_MAX + 32];
+        struct stat st;
+        if (sscanf(e->d_name, "c10d-run-%d-%n", &pid, &at) != 1 || !at || pid <= 0 ||
+            strlen(e->d_name + at) != 6 || (kill(pid, 0) == 0 || errno != ESRCH))
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", tmp, e->d_name) >= (int)sizeof path ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+            continue;
+        snprintf(lock, sizeof lock, "%s/c10d-run.db.lock", path);
+        int fd = open(lock, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            close(fd); /* a coordinator still has it */
+            continue;
+        }
+        if (fd >= 0)
+            close(fd);
+        remove_dir(path);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void on_alarm(int sig)
 {
     (void)sig;
@@ -112,12 +149,17 @@ static void usage(FILE *f)
             "                       their own before SIGTERM (default 5000)\n"
             "  -q, --quiet          say nothing unless something fails\n"
             "  -h, --help           show this help\n"
+            "  -V, --version        show the version\n"
             "\n"
             "Each rank gets C10D_COORD, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and\n"
             "C10D_JOB (and keeps C10D_TOKEN, C10D_TIMEOUT_MS from this environment).\n"
+            "--coord's URL and --job's name (at most %d bytes) are checked first.\n"
+            "SIGINT, SIGTERM and SIGHUP are passed on to the ranks; the ranks and the\n"
+            "coordinator started here die with the launcher, even one killed with SIGKILL\n"
+            "(its temporary directory is then removed by the next c10d-run).\n"
             "Exit status: 0 when every rank exited 0; else the exit status of the rank\n"
             "that failed first, as the coordinator saw them go (128+N if killed by\n"
-            "signal N); 2 bad usage; 1 launch failure.\n");
+            "signal N); 2 bad usage; 1 launch failure.\n", C10D_MAX_JOB_BYTES);
 }
 
 static long long now_ms(void)
@@ -263,9 +305,9 @@ int main(int argc, char **argv)
         {"job", required_argument, 0, 'j'},   {"db", required_argument, 0, 'd'},
         {"coord-bin", required_argument, 0, 'b'}, {"grace", required_argument, 0, 'g'},
         {"quiet", no_argument, 0, 'q'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},     {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "+n:qh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+n:qhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if ((n = (int)parse_num("-n", optarg, 1, 4096)) < 0)
@@ -281,6 +323,7 @@ int main(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("c10d-run %s\n", c10d_version()); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
     }
@@ -290,13 +333,39 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    if (job && (!*job || strlen(job) > C10D_MAX_JOB_BYTES)) {
+        fprintf(stderr, "c10d-run: --job: a job name is 1 to %d bytes (C10D_MAX_JOB_BYTES); "
+                "this one is %zu\n", C10D_MAX_JOB_BYTES, strlen(job));
+        return EXIT_USAGE;
+    }
+    if (coord) {
+        /* A coordinator named with --coord: a URL that cannot be one is
+         * refused now (the ranks would retry it until their timeout); one
+         * where nothing answers is said at once (the ranks wait for it up
+         * to C10D_TIMEOUT_MS, saying so). */
+        c10d_store *probe = NULL;
+        c10d_store_opts po = C10D_STORE_OPTS_INIT;
+        po.timeout_ms = 2000;
+        c10d_status st = c10d_store_connect(&probe, coord, &po);
+        if (st == C10D_EINVAL) {
+            fprintf(stderr, "c10d-run: --coord: %s\n", c10d_errmsg());
+            return EXIT_USAGE;
+        }
+        if (st != C10D_OK)
+            fprintf(stderr, "c10d-run: warning: %s; the ranks will keep trying\n",
+                    c10d_errmsg());
+        c10d_store_close(probe);
+    }
     char **prog = argv + optind;
 
     char dir[PATH_MAX / 2], url[512], dbpath[PATH_MAX], jobname[64], bin[PATH_MAX];
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/c10d-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    /* The launcher's pid in the name: what remove_stale_dirs goes by. */
+    snprintf(dir, sizeof dir, "%s/c10d-run-%d-XXXXXX", tmp, (int)getpid());
     pid_t coord_pid = -1;
     if (!coord) {
+        remove_stale_dirs(tmp);
         if (!mkdtemp(dir)) {
             perror("c10d-run: mkdtemp");
             return 1;
@@ -319,17 +388,6 @@ int main(int argc, char **argv)
     if (!job) {
         snprintf(jobname, sizeof jobname, "run-%d", (int)getpid());
         job = jobname;
-    }
-    if (coord_pid < 0) {
-        /* A coordinator named with --coord: say at once if none answers
-         * there (the ranks wait for one up to C10D_TIMEOUT_MS, saying so). */
-        c10d_store *probe = NULL;
-        c10d_store_opts po = C10D_STORE_OPTS_INIT;
-        po.timeout_ms = 2000;
-        if (c10d_store_connect(&probe, coord, &po) != C10D_OK)
-            fprintf(stderr, "c10d-run: warning: %s; the ranks will keep trying\n",
-                    c10d_errmsg());
-        c10d_store_close(probe);
     }
 
     /* No SA_RESTART: a signal (or the alarm that ends a grace period)
@@ -358,9 +416,18 @@ int main(int argc, char **argv)
     snprintf(num, sizeof num, "%d", n);
     setenv("WORLD_SIZE", num, 1);
     setenv("LOCAL_WORLD_SIZE", num, 1);
+    pid_t launcher = getpid();
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
         if (pid == 0) {
+            /* A rank goes with its launcher, even one killed with SIGKILL:
+             * nobody else would stop it, and it would retry a coordinator
+             * gone with the launcher until its timeout. SIGKILL, as the
+             * launcher's own escalation would end; if the launcher died
+             * before this line, now. */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != launcher)
+                _exit(1);
             snprintf(num, sizeof num, "%d", r);
             setenv("RANK", num, 1);
             setenv("LOCAL_RANK", num, 1);

@@ -154,9 +154,16 @@ c10d_status c10d_store_health(c10d_store *s, const char *job, const char *group,
 
 /* --- a rank's trace --- */
 
+/* The reply, and where to put the job's name (the last string in). */
+typedef struct {
+    const C10dpb__CollTraceReply *r;
+    const char **job;
+} trace_part;
+
 static void fill_trace(c10di_block *b, const void *arg)
 {
-    const C10dpb__CollTraceReply *r = arg;
+    const trace_part *p = arg;
+    const C10dpb__CollTraceReply *r = p->r;
     c10d_trace_row *out = c10di_block_take(b, r->n_rows * sizeof *out);
     for (size_t i = 0; i < r->n_rows; i++) {
         const C10dpb__TraceRow *x = r->rows[i];
@@ -164,10 +171,14 @@ static void fill_trace(c10di_block *b, const void *arg)
         if (out)
             out[i] = (c10d_trace_row){x->first_seq, x->last_seq, what, state, x->entered_ms};
     }
+    const char *job = c10di_block_str(b, r->job);
+    if (p->job)
+        *p->job = job;
 }
 
-c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
-                             unsigned limit, c10d_trace_row **out, size_t *n)
+c10d_status c10d_store_trace_job(c10d_store *s, const char *job, const char *group, int rank,
+                                 unsigned limit, c10d_trace_row **out, size_t *n,
+                                 const char **job_out)
 {
     if (!s || !out || !n)
         return c10di_error(C10D_EINVAL, "c10d_store_trace: store, rows and n must not be NULL");
@@ -184,9 +195,16 @@ c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, 
     c10d_status st = ask(s, &req, C10DPB__REPLY__RESULT_COLL_TRACE, "a coll_trace query", &rep);
     if (st != C10D_OK)
         return st;
-    if ((st = build(fill_trace, rep->coll_trace, rep, (void **)out)) != C10D_OK)
+    trace_part part = {rep->coll_trace, job_out};
+    if ((st = build(fill_trace, &part, rep, (void **)out)) != C10D_OK)
         return st;
     *n = rep->coll_trace->n_rows;
     c10dpb__reply__free_unpacked(rep, NULL);
     return C10D_OK;
+}
+
+c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
+                             unsigned limit, c10d_trace_row **out, size_t *n)
+{
+    return c10d_store_trace_job(s, job, group, rank, limit, out, n, NULL);
 }

@@ -4,6 +4,8 @@
 
 #include "check_main.h"
 
+#include <c10d/c10d.h>
+
 #include <check.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -186,7 +188,7 @@ START_TEST(options_anywhere_values_checked_json_always)
     ck_assert_int_eq(ctl("watch --interval x --count 1"), 2);
     ck_assert_int_eq(ctl("--coord '' status"), 2);
     ck_assert_ptr_nonnull(strstr(out, "--coord wants a URL"));
-    ck_assert_int_eq(ctl("--coord tcp://127.0.0.1:70000 -t 300 status"), 1);
+    ck_assert_int_eq(ctl("--coord tcp://127.0.0.1:70000 -t 300 status"), 2);
     ck_assert_ptr_nonnull(strstr(out, "port must be a number from 1 to 65535"));
     /* a key of bytes that are not UTF-8: still valid JSON, and its bytes */
     ck_assert_int_eq(ctl("set \"$(printf 'k\\377')\" v"), 0);
@@ -203,6 +205,128 @@ START_TEST(options_anywhere_values_checked_json_always)
 }
 END_TEST
 
+/* Issue 24, finding 9: a command's arguments are checked before any
+ * coordinator is asked, so a bad one is bad usage (2), not "unreachable"
+ * (4) after the timeout; finding 10: so is a URL that cannot be one. */
+START_TEST(bad_arguments_are_usage_errors_with_no_coordinator)
+{
+    coord_stop(&coord, SIGTERM); /* nothing answers at coord.url now */
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        {"trace --rank abc", "--rank wants a whole number"},
+        {"trace", "trace needs --rank R"},
+        {"trace --rank 0 -n 0", "-n wants a whole number from 1"},
+        {"watch --interval 5", "--interval wants a whole number from 10"},
+        {"watch --count x", "--count wants a whole number"},
+        {"desync --frob", "unknown option '--frob' for desync"},
+        {"status extra", "too many arguments for status"},
+        {"status --job", "--job wants a value"},
+        {"status --job ''", "--job wants a name"},
+        {"add k x", "add wants an integer, not 'x'"},
+        {"set k", "too few arguments for set"},
+        {"--coord tcp://bogus status", "bad coordinator URL 'tcp://bogus'"},
+        {"--coord tcp://127.0.0.1:0 get k", "the port must be a number from 1 to 65535"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long long t0 = test_now_ms();
+        int rc = ctl("-t 3000 %s", bad[i].args);
+        ck_assert_msg(rc == 2, "c10d-ctl %s: exit %d, want 2: %s", bad[i].args, rc, out);
+        ck_assert_msg(strstr(out, bad[i].says), "c10d-ctl %s: no '%s' in: %s", bad[i].args,
+                      bad[i].says, out);
+        ck_assert_msg(test_now_ms() - t0 < 2500, "c10d-ctl %s waited for a coordinator",
+                      bad[i].args);
+    }
+    char longjob[C10D_MAX_JOB_BYTES + 2];
+    memset(longjob, 'j', sizeof longjob - 1);
+    longjob[sizeof longjob - 1] = '\0';
+    ck_assert_int_eq(ctl("--json keys --job %s", longjob), 2);
+    jv *v = parsed();
+    ck_assert_str_eq(json_str(v, "status"), "usage");
+    ck_assert_ptr_nonnull(strstr(json_str(v, "error"), "C10D_MAX_JOB_BYTES"));
+    json_free(v);
+    /* good arguments still go to the coordinator, which is not there */
+    ck_assert_int_eq(ctl("-t 300 trace --rank 0"), 4);
+}
+END_TEST
+
+/* Finding 10: `status --job J` of a job the coordinator does not know is
+ * an error a script can see, not an empty listing and 0. */
+START_TEST(status_of_an_unknown_job_fails)
+{
+    ck_assert_int_eq(ctl("status --job nosuchjob"), 3);
+    ck_assert_ptr_nonnull(strstr(out, "no job nosuchjob on this coordinator"));
+    ck_assert_int_eq(ctl("--json status --job nosuchjob"), 3);
+    jv *v = parsed();
+    ck_assert(!flag(v, "ok"));
+    ck_assert_str_eq(json_str(v, "status"), "ENOTFOUND");
+    json_free(v);
+}
+END_TEST
+
+/* A job of one rank, in this process, that ran a verified collective. */
+static c10d_pg *one_rank_job(const char *job)
+{
+    c10d_init_opts o = C10D_INIT_OPTS_INIT;
+    o.coord_url = coord.url;
+    o.rank = 0;
+    o.world_size = 1;
+    o.job = job;
+    o.verify = C10D_VERIFY_SYNC;
+    c10d_pg *pg = NULL;
+    ck_assert_msg(c10d_init(&pg, &o) == C10D_OK, "c10d_init: %s", c10d_errmsg());
+    float x[2] = {1, 2};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    ck_assert_msg(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) == C10D_OK, "all_reduce: %s",
+                  c10d_errmsg());
+    return pg;
+}
+
+/* Finding 10: trace without --job shows a job the coordinator picked;
+ * it says which. */
+START_TEST(trace_names_the_job_it_shows)
+{
+    c10d_pg *pg = one_rank_job("ctl-trace");
+    ck_assert_int_eq(ctl("trace --rank 0"), 0);
+    ck_assert_msg(strstr(out, "job ctl-trace, group world, rank 0"), "%s", out);
+    ck_assert_msg(strstr(out, "ALL_REDUCE float32[2] SUM"), "%s", out);
+    ck_assert_int_eq(ctl("--json trace --rank 0"), 0);
+    jv *v = parsed();
+    ck_assert_str_eq(json_str(v, "job"), "ctl-trace");
+    ck_assert_str_eq(json_str(v, "group"), "world");
+    json_free(v);
+    c10d_destroy(pg);
+}
+END_TEST
+
+/* Finding 10: watch --json is one JSON object a refresh, a line each,
+ * and no terminal escape codes when the output is not a terminal. */
+START_TEST(watch_output_for_pipes_and_scripts)
+{
+    c10d_pg *pg = one_rank_job("ctl-watch");
+    ck_assert_int_eq(ctl("--json watch --job ctl-watch --interval 10 --count 3"), 0);
+    ck_assert_ptr_null(strchr(out, '\033'));
+    int lines = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        jv *v = json_parse(line);
+        ck_assert_msg(v != NULL, "refresh %d is not one JSON object: %s", lines, line);
+        ck_assert(flag(v, "healthy"));
+        ck_assert(num(v, "at_ms") > 0);
+        const jv *groups = json_get(v, "groups");
+        ck_assert(groups && groups->type == JV_ARR && groups->n == 1);
+        ck_assert_str_eq(json_str(groups->items[0], "job"), "ctl-watch");
+        json_free(v);
+    }
+    ck_assert_int_eq(lines, 3);
+    ck_assert_int_eq(ctl("watch --job ctl-watch --interval 10 --count 2"), 0);
+    ck_assert_msg(!strchr(out, '\033'), "escape codes into a pipe: %s", out);
+    ck_assert_msg(strstr(out, "c10d-ctl watch, every 10 ms") &&
+                      strstr(strstr(out, "c10d-ctl watch") + 1, "c10d-ctl watch, every 10 ms"),
+                  "not two refreshes: %s", out);
+    c10d_destroy(pg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ctl");
@@ -213,6 +337,10 @@ int main(void)
     tcase_add_test(tc, status_for_people);
     tcase_add_test(tc, exit_codes_for_scripts);
     tcase_add_test(tc, options_anywhere_values_checked_json_always);
+    tcase_add_test(tc, bad_arguments_are_usage_errors_with_no_coordinator);
+    tcase_add_test(tc, status_of_an_unknown_job_fails);
+    tcase_add_test(tc, trace_names_the_job_it_shows);
+    tcase_add_test(tc, watch_output_for_pipes_and_scripts);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -9,6 +9,19 @@ run=$1 train=$2 uneven=$3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+# A process that has exited (a zombie of a reaper that does not reap, such
+# as a container's init, counts: it runs nothing).
+gone() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null); [ -z "$s" ] || [ "${s#Z}" != "$s" ]; }
+# Waits up to 5 s for every pid given to be gone; the first still there, if any.
+wait_gone() {
+    local p
+    for _ in $(seq 100); do
+        for p in "$@"; do gone "$p" || break; done
+        gone "$p" && return 0
+        sleep 0.05
+    done
+    for p in "$@"; do gone "$p" || { echo "$p"; return 1; }; done
+}
 
 "$run" -n 4 -- "$train" 100 >"$out/ok.out" 2>"$out/ok.err" || fail "a healthy job failed"
 grep -q "weights identical on 4 of 4 ranks" "$out/ok.out" || fail "no agreement line"
@@ -31,20 +44,27 @@ grep -q "c10d-run: rank 2 (pid [0-9]*) exited with status 3" "$out/bad.err" ||
 grep -q "EPEERLOST.*rank 2 (host .*, pid [0-9]*) died" "$out/bad.err" ||
     fail "the peers did not name rank 2"
 
-# SIGTERM to the launcher reaches the ranks; it exits 128+15.
-"$run" -n 2 -- sleep 30 >"$out/sig.out" 2>"$out/sig.err" &
-lp=$!
-# once both ranks run (children of the launcher), not after a guessed pause
+# SIGTERM (and SIGINT) to the launcher reaches the ranks; it exits 128+N,
+# and its temporary directory goes with it (issue 24, finding 9).
 ranks() { pgrep -P "$lp" -fc "^sleep 30$"; }
-for _ in $(seq 200); do [ "$(ranks)" = 2 ] && break; sleep 0.05; done
-[ "$(ranks)" = 2 ] || fail "the launcher did not start its 2 ranks within 10 s"
-rpids=$(pgrep -P "$lp" -f "^sleep 30$") # this launcher's ranks, not anyone's sleep
-kill -TERM "$lp"
-wait "$lp"
-rc=$?
-[ "$rc" = 143 ] || fail "after SIGTERM the launcher exited $rc, expected 143"
-grep -q "forwarded to the ranks" "$out/sig.err" || fail "no word about forwarding"
-for p in $rpids; do kill -0 "$p" 2>/dev/null && fail "rank pid $p outlived the launcher"; done
+mkdir -p "$out/sigtmp"
+for sig in TERM INT; do
+    TMPDIR=$out/sigtmp "$run" -n 2 -- sleep 30 >"$out/sig.out" 2>"$out/sig.err" &
+    lp=$!
+    # once both ranks run (children of the launcher), not after a guessed pause
+    for _ in $(seq 200); do [ "$(ranks)" = 2 ] && break; sleep 0.05; done
+    [ "$(ranks)" = 2 ] || fail "the launcher did not start its 2 ranks within 10 s"
+    rpids=$(pgrep -P "$lp" -f "^sleep 30$") # this launcher's ranks, not anyone's sleep
+    [ -n "$(ls -A "$out/sigtmp")" ] || fail "no temporary directory under TMPDIR"
+    kill -"$sig" "$lp"
+    wait "$lp"
+    rc=$?
+    want=$((128 + $(kill -l "$sig")))
+    [ "$rc" = "$want" ] || fail "after SIG$sig the launcher exited $rc, expected $want"
+    grep -q "forwarded to the ranks" "$out/sig.err" || fail "no word about forwarding"
+    p=$(wait_gone $rpids) || fail "rank pid $p outlived the launcher (SIG$sig)"
+    [ -z "$(ls -A "$out/sigtmp")" ] || fail "SIG$sig left $(ls "$out/sigtmp") behind"
+done
 
 # Issue 12, finding 20: bad values are refused; a coordinator that does not
 # start says why and leaves no temporary directory.
@@ -63,18 +83,35 @@ TMPDIR=$out/tmp "$run" -n 1 --db /nonexistent/dir/x.db -- true >/dev/null 2>"$ou
 grep -q "/nonexistent/dir/x.db" "$out/db.err" || fail "a bad --db: the reason does not name it"
 [ -z "$(ls -A "$out/tmp")" ] || fail "a bad --db left $(ls "$out/tmp") behind"
 # Finding 29: the coordinator the launcher started goes with it, even when
-# the launcher is killed with SIGKILL.
-TMPDIR=$out/tmp "$run" -n 1 -- sleep 30 >/dev/null 2>"$out/k9.err" &
+# the launcher is killed with SIGKILL; issue 24, finding 9: so do its
+# ranks, and the next launcher removes the temporary directory it left.
+TMPDIR=$out/tmp "$run" -n 2 -- sleep 30 >/dev/null 2>"$out/k9.err" &
 lp=$!
 for _ in $(seq 100); do grep -q "coordinator tcp" "$out/k9.err" && break; sleep 0.05; done
 cpid=$(sed -n 's/.*coordinator tcp:[^ ]* (pid \([0-9]*\).*/\1/p' "$out/k9.err")
 [ -n "$cpid" ] || fail "no coordinator pid in the launcher's output"
-for _ in $(seq 100); do kpids=$(pgrep -P "$lp" -f "^sleep 30$") && break; sleep 0.05; done
+for _ in $(seq 200); do [ "$(ranks)" = 2 ] && break; sleep 0.05; done
+kpids=$(pgrep -P "$lp" -f "^sleep 30$")
+[ "$(echo $kpids | wc -w)" = 2 ] || fail "the launcher did not start its 2 ranks"
+stale=$(ls "$out/tmp")
 kill -9 "$lp"
 wait "$lp" 2>/dev/null
-for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$cpid" 2>/dev/null && { kill "$cpid"; fail "the coordinator outlived a killed launcher"; }
-[ -n "${kpids:-}" ] && kill $kpids 2>/dev/null # its orphaned rank, by pid (not every sleep 30)
+wait_gone "$cpid" >/dev/null || { kill "$cpid"; fail "the coordinator outlived a killed launcher"; }
+if p=$(wait_gone $kpids); then :; else
+    kill $kpids 2>/dev/null # by pid, not every sleep 30
+    fail "rank pid $p outlived a launcher killed with SIGKILL"
+fi
+[ -d "$out/tmp/$stale" ] || fail "expected the killed launcher's $stale (nobody could remove it)"
+# A live launcher's directory stays; the dead one's goes at the next start.
+TMPDIR=$out/tmp "$run" -n 1 -- sleep 30 >/dev/null 2>"$out/live.err" &
+lp=$!
+for _ in $(seq 200); do [ "$(ranks)" = 1 ] && break; sleep 0.05; done
+TMPDIR=$out/tmp "$run" -q -n 1 -- true || fail "a launcher after a killed one failed"
+[ -d "$out/tmp/$stale" ] && fail "the next launcher left the killed one's $stale"
+[ "$(ls "$out/tmp" | wc -l)" = 1 ] || fail "the live launcher's directory went: $(ls "$out/tmp")"
+kill -TERM "$lp"
+wait "$lp"
+[ -z "$(ls -A "$out/tmp")" ] || fail "left behind: $(ls "$out/tmp")"
 
 # Finding 20: an unreachable --coord is said at once (the launcher) and
 # while the ranks keep trying (the library), not waited out in silence.
@@ -104,6 +141,16 @@ while True:
         "$out/hangup.err" || fail "a server that hangs up was not said to be another server"
 fi
 
+# Issue 24, finding 9: a --coord that is no URL and a --job longer than
+# C10D_MAX_JOB_BYTES are refused at once, not warned about and retried.
+"$run" -n 1 --coord tcp://bogus -- true >/dev/null 2>"$out/bogus.err"
+[ $? = 2 ] || fail "--coord tcp://bogus was not refused as bad usage"
+grep -q "c10d-run: --coord: bad coordinator URL 'tcp://bogus'" "$out/bogus.err" ||
+    fail "--coord tcp://bogus: no reason given"
+"$run" -n 1 --job "$(printf 'j%.0s' $(seq 200))" -- true >/dev/null 2>"$out/job.err"
+[ $? = 2 ] || fail "a 200-byte --job was accepted"
+grep -q "C10D_MAX_JOB_BYTES); this one is 200" "$out/job.err" || fail "long --job: no reason"
+"$run" --version | grep -q "^c10d-run [0-9]" || fail "--version"
 "$run" --help | grep -q "Usage: c10d-run" || fail "--help"
 "$run" -n 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing program is not a usage error"

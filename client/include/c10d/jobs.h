@@ -115,6 +115,14 @@ typedef struct c10d_trace_row {
 C10D_API c10d_status c10d_store_trace(c10d_store *s, const char *job, const char *group, int rank,
                                       unsigned limit, c10d_trace_row **rows, size_t *n);
 
+/* c10d_store_trace, also saying whose collectives they are: on success
+ * *job_out (when job_out is not NULL) is the job's name, the one the
+ * coordinator picked when `job` is NULL. It lies in *rows's allocation
+ * (freed with it). Errors: C10D_ENOTFOUND. */
+C10D_API c10d_status c10d_store_trace_job(c10d_store *s, const char *job, const char *group,
+                                          int rank, unsigned limit, c10d_trace_row **rows,
+                                          size_t *n, const char **job_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -82,11 +82,12 @@ C10D_API c10d_status c10d_store_set(c10d_store *s, const char *key, const void *
 
 /* Gets key's value, waiting up to timeout_ms for the key to be set
  * (C10D_TIMEOUT_DEFAULT: the store's timeout; C10D_NO_WAIT: do not wait;
- * c10d/common.h). *val (free with c10d_free, NUL-terminated for
- * convenience, not counted in *len) and *len are set on success only.
- * Errors: C10D_ETIMEDOUT (the key did not appear; the message names it),
- * C10D_ENOTFOUND (C10D_NO_WAIT and no such key), C10D_EINVAL (a timeout
- * that is none of those). */
+ * c10d/common.h). On success *val is the value (free it with c10d_free;
+ * NUL-terminated for convenience, the NUL not counted in *len) and *len
+ * its length; on failure *val is NULL and *len 0, so c10d_free(*val) is
+ * always safe. Errors: C10D_ETIMEDOUT (the key did not appear; the
+ * message names it), C10D_ENOTFOUND (C10D_NO_WAIT and no such key),
+ * C10D_EINVAL (a timeout that is none of those). */
 C10D_API c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *len,
                                     int timeout_ms);
 

@@ -7,6 +7,7 @@
  * Only the receive callback touches the read buffer. */
 #include "listener_internal.h"
 
+#include "decode_budget.h"
 #include "frame.h"
 #include "log.h"
 
@@ -34,9 +35,30 @@ static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, cons
     }
 }
 
+/* Refuses, before unpacking, a request whose unpacking would take more
+ * than --max-decode-bytes (a frame of empty repeated keys grew ~19x).
+ * Returns -1 when it was refused. */
+static int over_decode_budget(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
+{
+    c10ds_decode_cost cost;
+    uint64_t budget = c->l->cfg->max_decode_bytes;
+    if (c10ds_decode_cost_check(&c10dpb__request__descriptor, body, len, budget, &cost) == 0)
+        return 0;
+    char detail[512];
+    snprintf(detail, sizeof detail, "request of %zu bytes would take more than %llu bytes to "
+             "decode (--max-decode-bytes; field '%s' repeats at least %zu times); send fewer "
+             "keys at once",
+             len, (unsigned long long)budget, cost.field, cost.repeats);
+    c10ds_warn("connection %u: %s", c->id, detail);
+    reply_error(c, frame_id, C10D_ETOOBIG, detail);
+    return -1;
+}
+
 static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
 {
     c10ds_listener *l = c->l;
+    if (over_decode_budget(c, frame_id, body, len) != 0)
+        return;
     C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, body);
     if (!pb) {
         c10ds_warn("undecodable request of %zu bytes on connection %u; answered with a "

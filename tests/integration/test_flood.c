@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -196,6 +197,167 @@ START_TEST(waits_past_max_parked_are_refused)
 }
 END_TEST
 
+/* Sends gets of key on a non-blocking fd until the coordinator stops
+ * reading them (the socket stays full for a second) or hangs up. Returns
+ * the number sent, negative when the connection was closed. */
+static long gets_until_blocked(int fd, const char *key)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    C10dpb__Request rq = C10DPB__REQUEST__INIT;
+    C10dpb__StoreGet g = C10DPB__STORE_GET__INIT;
+    g.key = (char *)key;
+    rq.op_case = C10DPB__REQUEST__OP_GET;
+    rq.get = &g;
+    uint8_t frame[256];
+    size_t n = c10dpb__request__get_packed_size(&rq);
+    c10dc_frame_header(frame, 1, n);
+    c10dpb__request__pack(&rq, frame + C10DC_FRAME_HDR);
+    size_t len = C10DC_FRAME_HDR + n, off = 0;
+    for (long sent = 0;;) {
+        ssize_t w = write(fd, frame + off, len - off);
+        if (w > 0) {
+            off += (size_t)w;
+            if (off == len) {
+                off = 0;
+                sent++;
+            }
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN)
+            return -1 - sent;
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (poll(&p, 1, 1000) == 0)
+            return sent; /* full for a second: no longer read */
+        if (p.revents & (POLLERR | POLLHUP))
+            return -1 - sent;
+    }
+}
+
+/* A normal client's gets while a flood runs: every one answered; the
+ * slowest printed (a figure, not an assertion). */
+static void normal_gets_answered(c10d_store *s, const char *what)
+{
+    long long worst = 0, t0;
+    for (int i = 0; i < 200; i++) {
+        t0 = test_now_ms();
+        normal_get_works(s);
+        if (test_now_ms() - t0 > worst)
+            worst = test_now_ms() - t0;
+    }
+    printf("%s: a normal client's 200 gets, the slowest %lld ms\n", what, worst);
+}
+
+/* Finding 4: unsent replies were capped per connection only: 16 clients
+ * that never read took 1.57 GB. A connection whose unsent replies pass
+ * 1 MiB is no longer read from (TCP pushes back on the client) until
+ * they are sent; it is not cut off, and everyone else is served. */
+START_TEST(clients_that_never_read_stop_being_read)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "normal", "ok", 2));
+    size_t big = 1 << 20;
+    char *v = calloc(1, big);
+    OK(c10d_store_set(s, "big", v, big));
+    free(v);
+    long before = peak_rss_kib(coord.pid);
+    enum { FLOODERS = 8 };
+    int fds[FLOODERS];
+    for (int i = 0; i < FLOODERS; i++) {
+        fds[i] = raw_connect();
+        long sent = gets_until_blocked(fds[i], "big");
+        ck_assert_msg(sent > 0, "flooder %d was cut off after %ld gets instead of no longer "
+                      "being read", i, -1 - sent);
+    }
+    long grew = peak_rss_kib(coord.pid) - before;
+    printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
+    ck_assert_msg(grew < 96 * 1024, "peak RSS grew %ld KiB for %d clients that do not read",
+                  grew, FLOODERS);
+    normal_gets_answered(s, "unread-replies flood");
+    /* A flooder that reads again is served again: its replies come. */
+    uint64_t id;
+    C10dpb__Reply *rep = read_reply(fds[0], &id);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_OK);
+    c10dpb__reply__free_unpacked(rep, NULL);
+    for (int i = 0; i < FLOODERS; i++)
+        close(fds[i]);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* Finding 4: no cap on unsent replies for all connections together. Past
+ * --max-reply-bytes a large reply is replaced by ETOOBIG naming it; small
+ * replies still go. */
+START_TEST(replies_past_the_global_cap_get_etoobig)
+{
+    const char *args[] = {"--max-value-bytes", "1048576", "--max-reply-bytes", "4194304", NULL};
+    restart_with(args);
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "normal", "ok", 2));
+    size_t big = 1000000;
+    char *v = calloc(1, big);
+    OK(c10d_store_set(s, "big", v, big));
+    free(v);
+    /* Two clients that stop reading: each is read from until it has two
+     * 1 MB replies unsent (over 1 MiB), so together over 4 MB of 4 MiB */
+    int fds[2];
+    for (int i = 0; i < 2; i++) {
+        fds[i] = raw_connect();
+        ck_assert_int_gt(gets_until_blocked(fds[i], "big"), 0);
+    }
+    void *got = NULL;
+    size_t n;
+    ck_assert_int_eq(c10d_store_get(s, "big", &got, &n, C10D_NO_WAIT), C10D_ETOOBIG);
+    ck_assert_msg(strstr(c10d_errmsg(), "--max-reply-bytes"), "%s", c10d_errmsg());
+    normal_get_works(s);
+    for (int i = 0; i < 2; i++)
+        close(fds[i]);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* Finding 4: a 12-byte header promising a 16 MiB frame reserved the whole
+ * buffer at once, which --max-pending-bytes did not count. The buffer now
+ * grows as the bytes arrive. */
+START_TEST(a_header_alone_reserves_nothing)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "normal", "ok", 2));
+    long before = vm_size_kib(coord.pid);
+    enum { CONNS = 100 };
+    int fds[CONNS];
+    for (int i = 0; i < CONNS; i++) {
+        /* A get, then the header, in one write: once the get is answered,
+         * the coordinator has read the header too (and made room for its
+         * frame). */
+        fds[i] = raw_connect();
+        C10dpb__Request rq = C10DPB__REQUEST__INIT;
+        C10dpb__StoreGet g = C10DPB__STORE_GET__INIT;
+        g.key = "normal";
+        rq.op_case = C10DPB__REQUEST__OP_GET;
+        rq.get = &g;
+        uint8_t buf[128];
+        size_t n = c10dpb__request__get_packed_size(&rq);
+        c10dc_frame_header(buf, 1, n);
+        c10dpb__request__pack(&rq, buf + C10DC_FRAME_HDR);
+        c10dc_frame_header(buf + C10DC_FRAME_HDR + n, 2, 16u << 20);
+        write_all(fds[i], buf, 2 * C10DC_FRAME_HDR + n);
+        uint64_t id;
+        C10dpb__Reply *rep = read_reply(fds[i], &id);
+        ck_assert_ptr_nonnull(rep);
+        ck_assert_int_eq(rep->status, C10D_OK);
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    long grew = vm_size_kib(coord.pid) - before;
+    printf("header-only frames: %d connections, address space grew %ld KiB\n", CONNS, grew);
+    ck_assert_msg(grew < 256 * 1024, "%d headers of 16 MiB frames reserved %ld KiB", CONNS, grew);
+    normal_get_works(s);
+    for (int i = 0; i < CONNS; i++)
+        close(fds[i]);
+    c10d_store_close(s);
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -203,6 +365,9 @@ int main(void)
     TCase *tc = store_tcase("flood");
     tcase_add_test(tc, a_request_that_would_decode_huge_is_refused_before_decoding);
     tcase_add_test(tc, waits_past_max_parked_are_refused);
+    tcase_add_test(tc, clients_that_never_read_stop_being_read);
+    tcase_add_test(tc, replies_past_the_global_cap_get_etoobig);
+    tcase_add_test(tc, a_header_alone_reserves_nothing);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -25,8 +25,6 @@ typedef struct c10ds_config {
     uint64_t max_decode_bytes; /* what unpacking one request may allocate (decode_budget.h) */
     uint64_t max_reply_bytes; /* unsent replies, all connections together */
     uint64_t max_parked;      /* requests parked (waiting for keys, groups), all together */
-    uint32_t max_connections; /* client connections open at once */
-    int drain_timeout_ms;     /* how long SIGTERM answers queued requests before dropping them */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */

@@ -173,12 +173,21 @@ void c10ds_conn_send_cb(void *arg)
     c10ds_conn_unref(c);
 }
 
+/* Whether unsent replies, all connections together, are within one
+ * largest message of --max-reply-bytes: then large replies are refused,
+ * and connections with replies unsent are not read (their next large
+ * reply would only be refused). One threshold for both, so a connection
+ * is paused exactly while its large replies would be refused. */
+static int replies_near_cap(const c10ds_listener *l, size_t *total)
+{
+    *total = atomic_load(&l->unsent);
+    return *total + l->cfg->max_message_bytes > l->cfg->max_reply_bytes;
+}
+
 int c10ds_conn_backlogged_locked(const c10ds_conn *c)
 {
-    /* Over --max-reply-bytes, a connection with replies still unsent waits
-     * too: its next large reply would only be refused. */
-    return c->unsent > C10DS_READ_PAUSE_BYTES ||
-           (c->unsent && atomic_load(&c->l->unsent) > c->l->cfg->max_reply_bytes);
+    size_t total;
+    return c->unsent > C10DS_READ_PAUSE_BYTES || (c->unsent && replies_near_cap(c->l, &total));
 }
 
 int c10ds_conn_pause_if_backlogged(c10ds_conn *c)
@@ -191,12 +200,11 @@ int c10ds_conn_pause_if_backlogged(c10ds_conn *c)
     return paused;
 }
 
-/* Whether a reply of len bytes would take unsent replies, all connections
- * together, over --max-reply-bytes. Small ones always go. */
+/* Whether a reply of len bytes is refused for --max-reply-bytes. Small
+ * ones always go. */
 static int over_reply_budget(c10ds_conn *c, size_t len, size_t *total)
 {
-    *total = atomic_load(&c->l->unsent);
-    return len > C10DS_SMALL_REPLY && *total + C10DC_FRAME_HDR + len > c->l->cfg->max_reply_bytes;
+    return replies_near_cap(c->l, total) && len > C10DS_SMALL_REPLY;
 }
 
 /* Queues, instead of a reply over --max-reply-bytes, an error that says

@@ -88,8 +88,8 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
 /* send_aio's callback. */
 void c10ds_conn_send_cb(void *arg);
 /* Whether c may not be read from for its unsent replies: over
- * C10DS_READ_PAUSE_BYTES, or any while all connections' are over
- * --max-reply-bytes (c->mu held). */
+ * C10DS_READ_PAUSE_BYTES, or any while all connections' are within
+ * --max-message-bytes of --max-reply-bytes (c->mu held). */
 int c10ds_conn_backlogged_locked(const c10ds_conn *c);
 /* Whether c is backlogged; if so, its read loop is marked paused (the send
  * callback resumes it once c's replies are down to half, or all sent). */

@@ -24,6 +24,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* Under ASan the coordinator keeps freed memory in quarantine (up to
+ * 256 MB) and maps shadow memory, so its RSS says nothing about its own
+ * use: the memory bounds are asserted in plain builds only (the rest of
+ * each case runs under the sanitizers too). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MEMORY_BOUNDED(kib, bound_kib) 1
+#else
+#define MEMORY_BOUNDED(kib, bound_kib) ((kib) < (bound_kib))
+#endif
+
 static void write_all(int fd, const void *buf, size_t len)
 {
     for (size_t off = 0; off < len;) {
@@ -136,7 +146,7 @@ START_TEST(a_request_that_would_decode_huge_is_refused_before_decoding)
     long grew = peak_rss_kib(coord.pid) - before;
     printf("decode flood: peak RSS grew %ld KiB for a %zu-byte frame\n", grew, body);
     /* the frame itself (16 MB) is read whole; decoding it took 19x that */
-    ck_assert_msg(grew < 64 * 1024, "peak RSS grew %ld KiB for a %zu-byte frame", grew, body);
+    ck_assert_msg(MEMORY_BOUNDED(grew, 64 * 1024), "peak RSS grew %ld KiB for a %zu-byte frame", grew, body);
     ck_assert_uint_eq(id, 42);
     ck_assert_int_eq(rep->status, C10D_ETOOBIG);
     ck_assert_msg(strstr(rep->detail, "--max-decode-bytes") && strstr(rep->detail, "'keys' repeats"),
@@ -252,10 +262,11 @@ START_TEST(clients_that_never_read_stop_being_read)
     }
     long grew = peak_rss_kib(coord.pid) - before;
     printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
-    ck_assert_msg(grew < 96 * 1024, "peak RSS grew %ld KiB for %d clients that do not read",
+    ck_assert_msg(MEMORY_BOUNDED(grew, 96 * 1024), "peak RSS grew %ld KiB for %d clients that do not read",
                   grew, FLOODERS);
     normal_gets_answered(s, "unread-replies flood");
     /* A flooder that reads again is served again: its replies come. */
+    fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) & ~O_NONBLOCK);
     uint64_t id;
     C10dpb__Reply *rep = read_reply(fds[0], &id);
     ck_assert_ptr_nonnull(rep);
@@ -294,7 +305,7 @@ START_TEST(a_header_alone_reserves_nothing)
     }
     long grew = vm_size_kib(coord.pid) - before;
     printf("header-only frames: %d connections, address space grew %ld KiB\n", CONNS, grew);
-    ck_assert_msg(grew < 256 * 1024, "%d headers of 16 MiB frames reserved %ld KiB", CONNS, grew);
+    ck_assert_msg(MEMORY_BOUNDED(grew, 256 * 1024), "%d headers of 16 MiB frames reserved %ld KiB", CONNS, grew);
     normal_get_works(s);
     for (int i = 0; i < CONNS; i++)
         close(fds[i]);

@@ -46,6 +46,16 @@ static const char usage[] =
     "      --frame-timeout MS    a connection that sends part of a request and\n"
     "                            then nothing for this long is closed (default\n"
     "                            30000)\n"
+    "      --max-decode-bytes N  memory one request may take to decode, counted\n"
+    "                            on the wire before it is unpacked (default\n"
+    "                            2 x max-message-bytes, at least that)\n"
+    "      --max-reply-bytes N   bytes of unsent replies, all connections\n"
+    "                            together; a reply beyond is replaced by\n"
+    "                            ETOOBIG (default 256 MiB, at least\n"
+    "                            max-message-bytes)\n"
+    "      --max-parked N        requests parked at once (gets and waits for\n"
+    "                            missing keys, rendezvous, watches); more get\n"
+    "                            ETOOBIG (default 262144)\n"
     "      --dedup-window S      how long a client's applied add/append/\n"
     "                            compare_set/delete are remembered after its last\n"
     "                            request, so a retry is applied once (default 600;\n"
@@ -77,6 +87,9 @@ enum {
     OPT_CONN_BUFFER,
     OPT_MAX_PENDING,
     OPT_FRAME_TIMEOUT,
+    OPT_MAX_DECODE,
+    OPT_MAX_REPLY,
+    OPT_MAX_PARKED,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_CA,
@@ -135,6 +148,9 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-connection-buffer", required_argument, 0, OPT_CONN_BUFFER},
         {"max-pending-bytes", required_argument, 0, OPT_MAX_PENDING},
         {"frame-timeout", required_argument, 0, OPT_FRAME_TIMEOUT},
+        {"max-decode-bytes", required_argument, 0, OPT_MAX_DECODE},
+        {"max-reply-bytes", required_argument, 0, OPT_MAX_REPLY},
+        {"max-parked", required_argument, 0, OPT_MAX_PARKED},
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
@@ -154,6 +170,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_world_size = 65536;
     cfg->max_conn_buffer = 64u << 20;
     cfg->frame_timeout_ms = 30000;
+    cfg->max_parked = 262144;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
@@ -217,6 +234,20 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("frame-timeout", optarg, 100, 3600000, &v))
                 return -1;
             cfg->frame_timeout_ms = (int)v;
+            break;
+        case OPT_MAX_DECODE:
+            if (parse_u64("max-decode-bytes", optarg, 1u << 16, 1ull << 40,
+                          &cfg->max_decode_bytes))
+                return -1;
+            break;
+        case OPT_MAX_REPLY:
+            if (parse_u64("max-reply-bytes", optarg, 1u << 16, 1ull << 40,
+                          &cfg->max_reply_bytes))
+                return -1;
+            break;
+        case OPT_MAX_PARKED:
+            if (parse_u64("max-parked", optarg, 1, 1ull << 32, &cfg->max_parked))
+                return -1;
             break;
         case OPT_TLS_CERT:
             free(cfg->tls_cert);
@@ -294,6 +325,14 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         cfg->max_pending_bytes = 256u << 20;
     if (cfg->max_pending_bytes < cfg->max_message_bytes)
         cfg->max_pending_bytes = cfg->max_message_bytes; /* one largest request always fits */
+    if (cfg->max_decode_bytes == 0)
+        cfg->max_decode_bytes = 2 * cfg->max_message_bytes;
+    if (cfg->max_decode_bytes < cfg->max_message_bytes)
+        cfg->max_decode_bytes = cfg->max_message_bytes; /* the largest value always decodes */
+    if (cfg->max_reply_bytes == 0)
+        cfg->max_reply_bytes = 256u << 20;
+    if (cfg->max_reply_bytes < cfg->max_message_bytes)
+        cfg->max_reply_bytes = cfg->max_message_bytes; /* one largest reply always fits */
     if (token_file) {
         if (!(cfg->token = read_token_file(token_file)))
             return -1;

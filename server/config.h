@@ -22,6 +22,9 @@ typedef struct c10ds_config {
     uint64_t max_conn_buffer; /* replies queued for one slow client before it is cut off */
     uint64_t max_pending_bytes; /* unfinished requests held, all connections together */
     int frame_timeout_ms;     /* a request left unfinished this long closes its connection */
+    uint64_t max_decode_bytes; /* what unpacking one request may allocate (decode_budget.h) */
+    uint64_t max_reply_bytes; /* unsent replies, all connections together */
+    uint64_t max_parked;      /* requests parked (waiting for keys, groups), all together */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */

@@ -11,6 +11,7 @@
 #include "listener_internal.h"
 
 #include "frame.h"
+#include "c10d.pb-c.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -25,6 +26,7 @@ static void free_conns(c10ds_conn *dead)
         n = c->next;
         nng_aio_free(c->recv_aio); /* waits for a callback still returning */
         atomic_fetch_sub(&c->l->held, c->held);
+        atomic_fetch_sub(&c->l->unsent, c->unsent);
         nng_aio_free(c->send_aio);
         nng_stream_free(c->s);
         nng_mtx_free(c->mu);
@@ -54,6 +56,17 @@ void c10ds_conn_reaper(void *arg)
     nng_mtx_unlock(l->mu);
 }
 
+/* Brings c->unsent, and the listener's total, up to date (c->mu held). */
+static void count_unsent_locked(c10ds_conn *c)
+{
+    size_t now = c->out_len + (c->fly_len - c->fly_done);
+    if (now >= c->unsent)
+        atomic_fetch_add(&c->l->unsent, now - c->unsent);
+    else
+        atomic_fetch_sub(&c->l->unsent, c->unsent - now);
+    c->unsent = now;
+}
+
 void c10ds_conn_unref(c10ds_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -80,6 +93,11 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
     int was = c->closed;
     c->closed = 1;
     c->out_len = 0;
+    count_unsent_locked(c);
+    /* A paused read loop has no receive in flight to end it: its
+     * reference goes here. */
+    int paused = c->read_paused;
+    c->read_paused = 0;
     nng_mtx_unlock(c->mu);
     if (was)
         return;
@@ -96,6 +114,8 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
             c10ds_request_free(r);
     }
     atomic_fetch_sub(&c->l->engine->clients, 1);
+    if (paused)
+        c10ds_conn_unref(c);
 }
 
 /* Starts writing what is queued, if nothing is being written (c->mu held). */
@@ -135,19 +155,88 @@ void c10ds_conn_send_cb(void *arg)
             return;
         }
     }
-    c->fly_len = 0;
+    c->fly_len = c->fly_done = 0;
     if (rv == 0)
         start_send_locked(c); /* takes its own reference */
+    count_unsent_locked(c);
+    int resume = c->read_paused && !c->closed &&
+                 (c->unsent == 0 || (c->unsent <= C10DS_READ_PAUSE_BYTES / 2 &&
+                                     !c10ds_conn_backlogged_locked(c)));
+    if (resume)
+        c->read_paused = 0;
     nng_mtx_unlock(c->mu);
     atomic_fetch_sub(&c->l->sends_in_flight, 1);
     if (rv != 0)
         c10ds_conn_close(c, NULL); /* the client went away */
+    if (resume)
+        c10ds_conn_read_resume(c); /* the read loop's reference goes with it */
     c10ds_conn_unref(c);
+}
+
+/* Whether unsent replies, all connections together, are within one
+ * largest message of --max-reply-bytes: then large replies are refused,
+ * and connections with replies unsent are not read (their next large
+ * reply would only be refused). One threshold for both, so a connection
+ * is paused exactly while its large replies would be refused. */
+static int replies_near_cap(const c10ds_listener *l, size_t *total)
+{
+    *total = atomic_load(&l->unsent);
+    return *total + l->cfg->max_message_bytes > l->cfg->max_reply_bytes;
+}
+
+int c10ds_conn_backlogged_locked(const c10ds_conn *c)
+{
+    size_t total;
+    return c->unsent > C10DS_READ_PAUSE_BYTES || (c->unsent && replies_near_cap(c->l, &total));
+}
+
+int c10ds_conn_pause_if_backlogged(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    if (c10ds_conn_backlogged_locked(c) && !c->closed)
+        c->read_paused = 1;
+    int paused = c->read_paused;
+    nng_mtx_unlock(c->mu);
+    return paused;
+}
+
+/* Whether a reply of len bytes is refused for --max-reply-bytes. Small
+ * ones always go. */
+static int over_reply_budget(c10ds_conn *c, size_t len, size_t *total)
+{
+    return replies_near_cap(c->l, total) && len > C10DS_SMALL_REPLY;
+}
+
+/* Queues, instead of a reply over --max-reply-bytes, an error that says
+ * so: the client learns why, and the memory is not spent. */
+static void queue_refusal(c10ds_conn *c, uint64_t request_id, size_t len, size_t total)
+{
+    char detail[400];
+    snprintf(detail, sizeof detail, "the coordinator dropped this request's reply of %zu bytes: "
+             "replies not yet read by their clients come to %zu bytes (--max-reply-bytes %llu); "
+             "what the request did stands", len, total,
+             (unsigned long long)c->l->cfg->max_reply_bytes);
+    c10ds_warn("connection %u: %s", c->id, detail);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.request_id = request_id;
+    rep.status = C10D_ETOOBIG;
+    rep.detail = detail;
+    uint8_t buf[C10DS_SMALL_REPLY];
+    size_t n = c10dpb__reply__get_packed_size(&rep);
+    if (n <= sizeof buf) {
+        c10dpb__reply__pack(&rep, buf);
+        c10ds_conn_queue(c, request_id, buf, n);
+    }
 }
 
 /* Queues one reply frame on c. */
 void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
 {
+    size_t total;
+    if (over_reply_budget(c, len, &total)) {
+        queue_refusal(c, request_id, len, total);
+        return;
+    }
     nng_mtx_lock(c->mu);
     if (c->closed) {
         nng_mtx_unlock(c->mu);
@@ -180,5 +269,6 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
         memcpy(c->out + c->out_len + C10DC_FRAME_HDR, body, len);
     c->out_len = need;
     start_send_locked(c);
+    count_unsent_locked(c);
     nng_mtx_unlock(c->mu);
 }

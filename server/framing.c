@@ -1,12 +1,16 @@
 /* A connection's read loop: the byte stream cut into frames
  * (common/frame.h: a u32 length, the u64 request id, the protobuf), each
  * decoded and handed to the engine. An undecodable frame gets a
- * protocol-error reply; a frame over --max-message-bytes, a request not
- * whole within --frame-timeout, or unfinished requests over
- * --max-pending-bytes (all connections together) close the connection.
- * Only the receive callback touches the read buffer. */
+ * protocol-error reply, one that would decode too large ETOOBIG; a frame
+ * over --max-message-bytes, a request not whole within --frame-timeout,
+ * or unfinished requests over --max-pending-bytes (all connections
+ * together) close the connection. A connection whose replies pile up
+ * unread is not read from until they are sent. Only the read loop (the
+ * receive callback, or the send callback resuming it) touches the read
+ * buffer. */
 #include "listener_internal.h"
 
+#include "decode_budget.h"
 #include "frame.h"
 #include "log.h"
 
@@ -34,9 +38,30 @@ static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, cons
     }
 }
 
+/* Refuses, before unpacking, a request whose unpacking would take more
+ * than --max-decode-bytes (a frame of empty repeated keys grew ~19x).
+ * Returns -1 when it was refused. */
+static int over_decode_budget(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
+{
+    c10ds_decode_cost cost;
+    uint64_t budget = c->l->cfg->max_decode_bytes;
+    if (c10ds_decode_cost_check(&c10dpb__request__descriptor, body, len, budget, &cost) == 0)
+        return 0;
+    char detail[512];
+    snprintf(detail, sizeof detail, "request of %zu bytes would take more than %llu bytes to "
+             "decode (--max-decode-bytes; field '%s' repeats at least %zu times); send fewer "
+             "keys at once",
+             len, (unsigned long long)budget, cost.field, cost.repeats);
+    c10ds_warn("connection %u: %s", c->id, detail);
+    reply_error(c, frame_id, C10D_ETOOBIG, detail);
+    return -1;
+}
+
 static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
 {
     c10ds_listener *l = c->l;
+    if (over_decode_budget(c, frame_id, body, len) != 0)
+        return;
     C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, body);
     if (!pb) {
         c10ds_warn("undecodable request of %zu bytes on connection %u; answered with a "
@@ -70,12 +95,46 @@ static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size
     }
 }
 
+/* Whether c has more unsent replies than it may have and still be read. */
+static int backlogged(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    int over = c10ds_conn_backlogged_locked(c);
+    nng_mtx_unlock(c->mu);
+    return over;
+}
+
+/* Makes room in rbuf for more of the frame begun. The buffer doubles as
+ * the frame's bytes arrive, up to its size: a 12-byte header promising
+ * 16 MiB reserves nothing more, and what a half-sent frame holds is what
+ * --max-pending-bytes counts. Returns -1 when out of memory. */
+static int make_room(c10ds_conn *c)
+{
+    if (c->rlen < c->rcap || c->rlen < 4)
+        return 0;
+    size_t frame = 4 + (size_t)c10dc_get_u32(c->rbuf);
+    size_t want = c->rcap * 2 < frame ? c->rcap * 2 : frame;
+    if (want <= c->rcap)
+        return 0;
+    uint8_t *nb = realloc(c->rbuf, want);
+    if (!nb) {
+        c10ds_warn("out of memory for a %zu-byte request on connection %u", frame, c->id);
+        return -1;
+    }
+    c->rbuf = nb;
+    c->rcap = want;
+    return 0;
+}
+
 /* Decodes the complete frames in rbuf. Returns -1 when the client sent
- * something that is not a frame, or one over the limit. */
+ * something that is not a frame, or one over the limit; 1 when it stopped
+ * because c's unsent replies are over C10DS_READ_PAUSE_BYTES (the frames
+ * left stay in rbuf); 0 when it wants more bytes. */
 static int parse(c10ds_conn *c)
 {
     size_t off = 0;
     uint64_t max = c->l->cfg->max_message_bytes;
+    int rc = 0;
     while (c->rlen - off >= C10DC_FRAME_HDR) {
         uint32_t n = c10dc_get_u32(c->rbuf + off);
         if (n < 8 || n - 8 > max) {
@@ -85,6 +144,10 @@ static int parse(c10ds_conn *c)
         }
         if (c->rlen - off < 4 + (size_t)n)
             break;
+        if (backlogged(c)) {
+            rc = 1;
+            break;
+        }
         on_frame(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR, n - 8);
         off += 4 + (size_t)n;
     }
@@ -101,20 +164,9 @@ static int parse(c10ds_conn *c)
             c->rcap = C10DS_RBUF_MIN;
         }
     }
-    /* Room for the next frame, whole. */
-    size_t want = C10DS_RBUF_MIN;
-    if (c->rlen >= 4 && 4 + (size_t)c10dc_get_u32(c->rbuf) > want)
-        want = 4 + (size_t)c10dc_get_u32(c->rbuf);
-    if (want > c->rcap) {
-        uint8_t *nb = realloc(c->rbuf, want);
-        if (!nb) {
-            c10ds_warn("out of memory for a %zu-byte request on connection %u", want, c->id);
-            return -1;
-        }
-        c->rbuf = nb;
-        c->rcap = want;
-    }
-    return 0;
+    if (rc == 0 && make_room(c) != 0)
+        return -1;
+    return rc;
 }
 
 /* Counts what c holds of an unfinished request (after parse) in the
@@ -156,18 +208,44 @@ void c10ds_conn_recv_start(c10ds_conn *c)
     nng_stream_recv(c->s, c->recv_aio);
 }
 
+/* Hands on the frames read; then the next receive, a pause while c's
+ * replies are sent, or the end. Carries the read loop's reference. */
+static void read_on(c10ds_conn *c)
+{
+    for (;;) {
+        int rc = parse(c);
+        if (rc < 0 || account(c) != 0) {
+            c10ds_conn_close(c, NULL);
+            c10ds_conn_unref(c); /* the read loop's reference */
+            return;
+        }
+        if (rc == 0) {
+            c10ds_conn_recv_start(c);
+            return;
+        }
+        /* The last touch of c: once paused, its send callback may resume
+         * it (or a close end it) at once. Not paused: the replies went
+         * meanwhile; go on with the frames left. */
+        if (c10ds_conn_pause_if_backlogged(c))
+            return;
+    }
+}
+
+void c10ds_conn_read_resume(c10ds_conn *c)
+{
+    read_on(c);
+}
+
 void c10ds_conn_recv_cb(void *arg)
 {
     c10ds_conn *c = arg;
     int rv = nng_aio_result(c->recv_aio);
     if (rv == 0) {
         c->rlen += nng_aio_count(c->recv_aio);
-        if (parse(c) == 0 && account(c) == 0) {
-            c10ds_conn_recv_start(c);
-            return;
-        }
-        c10ds_conn_close(c, NULL);
-    } else if (rv == NNG_ETIMEDOUT) {
+        read_on(c);
+        return;
+    }
+    if (rv == NNG_ETIMEDOUT) {
         char why[160];
         snprintf(why, sizeof why, "it sent %zu bytes of a request and not the rest within %d "
                  "ms (--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);

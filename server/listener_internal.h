@@ -23,6 +23,14 @@
 
 /* A read buffer's size between large requests. */
 #define C10DS_RBUF_MIN (64u * 1024)
+/* A connection with more unsent replies than this is not read from until
+ * they are down to half: a client that does not read its replies cannot
+ * make the coordinator produce more (16 such clients took 1.57 GB). A
+ * client that reads keeps well under it; one reply larger is sent whole. */
+#define C10DS_READ_PAUSE_BYTES (1u << 20)
+/* Replies this small always go out, even over --max-reply-bytes: an
+ * error that says why a large one did not is one of them. */
+#define C10DS_SMALL_REPLY 4096u
 
 typedef struct c10ds_conn {
     struct c10ds_conn *next;  /* in the listener's list (live or dead) */
@@ -32,8 +40,10 @@ typedef struct c10ds_conn {
     atomic_int refs;          /* the read loop, a send in flight, each request */
     nng_mtx *mu;              /* guards what follows */
     int closed;
+    int read_paused;          /* the read loop waits for unsent replies to go down */
     uint8_t *out, *fly;       /* queued frames; the frames being written */
     size_t out_len, out_cap, fly_len, fly_cap, fly_done;
+    size_t unsent;            /* out_len + what of fly is unwritten, as counted in l->unsent */
     /* the read loop's own (only its callback touches these) */
     nng_aio *recv_aio, *send_aio;
     uint8_t *rbuf;
@@ -58,6 +68,8 @@ struct c10ds_listener {
      * (or forty) holding half-sent 16 MiB frames must not exhaust the
      * coordinator's memory (--max-pending-bytes). */
     atomic_size_t held;
+    /* Unsent reply bytes, all connections together (--max-reply-bytes). */
+    atomic_size_t unsent;
 };
 
 /* --- connection.c --- */
@@ -75,6 +87,13 @@ void c10ds_conn_close(c10ds_conn *c, const char *why);
 void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
 /* send_aio's callback. */
 void c10ds_conn_send_cb(void *arg);
+/* Whether c may not be read from for its unsent replies: over
+ * C10DS_READ_PAUSE_BYTES, or any while all connections' are within
+ * --max-message-bytes of --max-reply-bytes (c->mu held). */
+int c10ds_conn_backlogged_locked(const c10ds_conn *c);
+/* Whether c is backlogged; if so, its read loop is marked paused (the send
+ * callback resumes it once c's replies are down to half, or all sent). */
+int c10ds_conn_pause_if_backlogged(c10ds_conn *c);
 
 /* --- framing.c --- */
 
@@ -82,5 +101,8 @@ void c10ds_conn_send_cb(void *arg);
 void c10ds_conn_recv_start(c10ds_conn *c);
 /* recv_aio's callback: frames cut, decoded, handed to the engine. */
 void c10ds_conn_recv_cb(void *arg);
+/* Goes on with a read loop that paused for unsent replies: the frames
+ * already read, then the next receive. */
+void c10ds_conn_read_resume(c10ds_conn *c);
 
 #endif

@@ -75,8 +75,17 @@ c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
 c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
                          int timeout_ms)
 {
-    if (ph == C10DS_FIRST)
+    if (ph == C10DS_FIRST) {
+        /* Only a new one is counted against the limit: a request run again
+         * (a key it waited for came, the next is missing) was counted, and
+         * refusing it now would fail a wait that is half done. */
+        size_t parked = c10ds_waiters_count(e->waiters);
+        if (parked >= e->cfg->max_parked)
+            return c10ds_fail(r, C10D_ETOOBIG, "the coordinator holds %zu parked requests, its "
+                              "limit (--max-parked); this wait for key '%s' was refused",
+                              parked, key);
         r->deadline_ms = r->received_ms + timeout_ms;
+    }
     if (c10ds_waiters_park(e->waiters, r, key) != 0)
         return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory parking a wait for key '%s'",
                           key);

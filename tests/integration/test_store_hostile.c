@@ -18,16 +18,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-/* A plain TCP connection to the coordinator, speaking no protocol. */
-static int raw_connect(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port_of(coord.url))};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
 /* Reads until end-of-file (0) or a 2 s timeout or error (-1). */
 static int read_until_eof(int fd)
 {
@@ -55,7 +45,7 @@ START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
 
     /* A raw peer that ignores the limits: its over-limit frame gets its
      * connection closed; the coordinator serves everyone else. */
-    int fd = raw_connect();
+    int fd = raw_connect_coord();
     uint8_t hdr[C10DC_FRAME_HDR];
     c10dc_frame_header(hdr, 1, 100000);
     ck_assert_int_eq(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
@@ -85,7 +75,7 @@ START_TEST(unfinished_requests_are_timed_out_and_capped)
                           "--max-pending-bytes", "4194304", NULL};
     ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
     /* 1. half a request, then silence */
-    int fd = raw_connect();
+    int fd = raw_connect_coord();
     uint8_t hdr[C10DC_FRAME_HDR];
     c10dc_frame_header(hdr, 1, 1 << 20);
     ck_assert_int_eq(write(fd, hdr, sizeof hdr), (ssize_t)sizeof hdr);
@@ -102,7 +92,7 @@ START_TEST(unfinished_requests_are_timed_out_and_capped)
     int fds[8], closed = 0;
     char *mib = calloc(1, 1 << 20);
     for (int i = 0; i < 8; i++) {
-        fds[i] = raw_connect();
+        fds[i] = raw_connect_coord();
         c10dc_frame_header(hdr, 1, (1 << 20) + 4096);
         ck_assert_int_eq(write(fds[i], hdr, sizeof hdr), (ssize_t)sizeof hdr);
         (void)!write(fds[i], mib, 1 << 20); /* may stop short: the coordinator hung up */
@@ -133,7 +123,7 @@ START_TEST(garbage_on_the_port_does_not_hurt_others)
     OK(c10d_store_set(s, "before", "1", 1));
     /* 1. raw TCP junk: not even a frame (its length is absurd) */
     for (int i = 0; i < 5; i++) {
-        int fd = raw_connect();
+        int fd = raw_connect_coord();
         char junk[512];
         for (size_t j = 0; j < sizeof junk; j++)
             junk[j] = j < 4 ? (char)0xff : (char)(rand() & 0xff);
@@ -144,7 +134,7 @@ START_TEST(garbage_on_the_port_does_not_hurt_others)
         close(fd);
     }
     /* 2. a proper frame whose bytes are not a request */
-    int fd = raw_connect();
+    int fd = raw_connect_coord();
     uint8_t frame[C10DC_FRAME_HDR + 11];
     c10dc_frame_header(frame, 77, 11);
     memcpy(frame + C10DC_FRAME_HDR, "\xff\xff\xff\xffgarbage", 11);

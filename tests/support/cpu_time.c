@@ -59,3 +59,8 @@ long rss_kib(pid_t pid)
 {
     return status_kib(pid, "VmRSS");
 }
+
+long vm_size_kib(pid_t pid)
+{
+    return status_kib(pid, "VmSize");
+}

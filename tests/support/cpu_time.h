@@ -12,5 +12,8 @@ double self_cpu(void);
 long peak_rss_kib(pid_t pid);
 /* Resident memory now (VmRSS), KiB. */
 long rss_kib(pid_t pid);
+/* Address space reserved now (VmSize), KiB: memory reserved and not yet
+ * touched is not resident, but is still the process's to touch. */
+long vm_size_kib(pid_t pid);
 
 #endif

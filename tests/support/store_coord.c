@@ -1,8 +1,10 @@
 /* What the store suites share; see store_coord.h. */
 #include "store_coord.h"
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 coord_proc coord;
 
@@ -35,6 +37,15 @@ c10d_store *connect_store(void)
 int port_of(const char *url)
 {
     return atoi(strrchr(url, ':') + 1);
+}
+
+int raw_connect_coord(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port_of(coord.url))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
 }
 
 TCase *store_tcase(const char *name)

@@ -18,6 +18,9 @@ c10d_store *connect_timeout(const char *url, int timeout_ms);
 c10d_store *connect_store(void);
 /* The port of a tcp:// URL. */
 int port_of(const char *url);
+/* A plain TCP connection to the case's coordinator, for peers that speak
+ * the framing themselves (or no protocol at all). */
+int raw_connect_coord(void);
 
 /* The call returns C10D_OK, or the case fails naming it and why. */
 #define OK(call) ck_assert_msg((call) == C10D_OK, "%s: %s", #call, c10d_errmsg())

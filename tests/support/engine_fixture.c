@@ -47,6 +47,7 @@ void engine_fixture_init(engine_fixture *f, const char *name)
     f->cfg.max_world_size = 65536;
     f->cfg.dedup_window_s = 60;
     f->cfg.heartbeat_timeout_ms = 10000;
+    f->cfg.max_parked = 262144; /* the coordinator's default (config.c) */
     f->cfg.listen_url = "test://";
     if (name)
         snprintf(f->path, sizeof f->path, "/tmp/c10d-%s-%d.db", name, (int)getpid());

@@ -85,6 +85,8 @@ static int field_cost(walk *w, const ProtobufCFieldDescriptor *f, int wire_type,
     size_t slot = f->label == PROTOBUF_C_LABEL_REPEATED ? slot_size(f->type) : 0;
     switch (f->type) {
     case PROTOBUF_C_TYPE_STRING:
+        if (payload && plen && !w->out->nul_field && memchr(payload, 0, plen))
+            w->out->nul_field = f->name;
         return add(w, slot + plen + 1 + ALLOC_OVERHEAD);
     case PROTOBUF_C_TYPE_BYTES:
         return add(w, slot + plen + ALLOC_OVERHEAD);

@@ -17,6 +17,9 @@ typedef struct c10ds_decode_cost {
     size_t bytes;      /* about what protobuf-c would allocate (so far, when over) */
     const char *field; /* the field met most often in one message ("" if none) */
     size_t repeats;    /* how often */
+    /* A string field whose bytes hold a NUL (NULL if none): protobuf-c
+     * would hand it on cut there, and the key "a\0b" would write "a". */
+    const char *nul_field;
 } c10ds_decode_cost;
 
 /* Adds up what unpacking buf as a message of type d would allocate.

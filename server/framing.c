@@ -14,6 +14,9 @@
 #include "frame.h"
 #include "log.h"
 
+#include "tls.h"
+
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,15 +42,25 @@ static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, cons
 }
 
 /* Refuses, before unpacking, a request whose unpacking would take more
- * than --max-decode-bytes (a frame of empty repeated keys grew ~19x).
- * Returns -1 when it was refused. */
-static int over_decode_budget(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
+ * than --max-decode-bytes (a frame of empty repeated keys grew ~19x), or
+ * whose strings hold a NUL (protobuf-c would cut them there: a set of
+ * "a\0b" overwrote "a"). Returns -1 when it was refused. */
+static int refused_before_decoding(c10ds_conn *c, uint64_t frame_id, const uint8_t *body,
+                                   size_t len)
 {
     c10ds_decode_cost cost;
     uint64_t budget = c->l->cfg->max_decode_bytes;
-    if (c10ds_decode_cost_check(&c10dpb__request__descriptor, body, len, budget, &cost) == 0)
-        return 0;
+    int over = c10ds_decode_cost_check(&c10dpb__request__descriptor, body, len, budget, &cost);
     char detail[512];
+    if (!over && cost.nul_field) {
+        snprintf(detail, sizeof detail, "field '%s' of the request holds a NUL byte: keys, job "
+                 "and group names are C strings on c10d-coord (it would be cut at the NUL, and "
+                 "another key written)", cost.nul_field);
+        reply_error(c, frame_id, C10D_EINVAL, detail);
+        return -1;
+    }
+    if (!over)
+        return 0;
     snprintf(detail, sizeof detail, "request of %zu bytes would take more than %llu bytes to "
              "decode (--max-decode-bytes; field '%s' repeats at least %zu times); send fewer "
              "keys at once",
@@ -60,7 +73,7 @@ static int over_decode_budget(c10ds_conn *c, uint64_t frame_id, const uint8_t *b
 static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
 {
     c10ds_listener *l = c->l;
-    if (over_decode_budget(c, frame_id, body, len) != 0)
+    if (refused_before_decoding(c, frame_id, body, len) != 0)
         return;
     C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, body);
     if (!pb) {
@@ -126,6 +139,35 @@ static int make_room(c10ds_conn *c)
     return 0;
 }
 
+/* Who is at the other end of c, for the log ("10.0.0.5:41234"). */
+static void peer_of(c10ds_conn *c, char *out, size_t outlen)
+{
+    nng_sockaddr a;
+    snprintf(out, outlen, "?");
+    if (nng_stream_get_addr(c->s, NNG_OPT_REMADDR, &a) != 0)
+        return;
+    if (a.s_family == NNG_AF_INET) {
+        const uint8_t *ip = (const uint8_t *)&a.s_in.sa_addr;
+        snprintf(out, outlen, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3],
+                 (unsigned)ntohs(a.s_in.sa_port));
+    } else if (a.s_family == NNG_AF_IPC) {
+        snprintf(out, outlen, "%s", a.s_ipc.sa_path);
+    }
+}
+
+/* A TLS client's first bytes on this plain listener: a handshake record
+ * (0x16, version 3.x, a length) holding a client hello (type 1, then
+ * version 3.x at byte 9). Read as a frame, its first four bytes promise
+ * some 16.8 MB, and the client waited 30 s for an answer to a hello the
+ * coordinator was still "receiving". Only the first bytes of a connection
+ * are looked at. */
+static int tls_client_hello(const c10ds_conn *c)
+{
+    const uint8_t *b = c->rbuf;
+    return !c->framed && c->rlen >= 11 && b[0] == 0x16 && b[1] == 3 && b[2] <= 4 && b[5] == 1 &&
+           b[9] == 3 && b[10] <= 4;
+}
+
 /* Decodes the complete frames in rbuf. Returns -1 when the client sent
  * something that is not a frame, or one over the limit; 1 when it stopped
  * because c's unsent replies are over C10DS_READ_PAUSE_BYTES (the frames
@@ -135,6 +177,14 @@ static int parse(c10ds_conn *c)
     size_t off = 0;
     uint64_t max = c->l->cfg->max_message_bytes;
     int rc = 0;
+    if (tls_client_hello(c)) {
+        char peer[128];
+        peer_of(c, peer, sizeof peer);
+        c10ds_warn("connection %u from %s began a TLS handshake, and this listener is plain "
+                   "(%s): closing it (the client dials tls+tcp://; dial tcp://, or start the "
+                   "coordinator on tls+tcp://)", c->id, peer, c->l->cfg->listen_url);
+        return -1;
+    }
     while (c->rlen - off >= C10DC_FRAME_HDR) {
         uint32_t n = c10dc_get_u32(c->rbuf + off);
         if (n < 8 || n - 8 > max) {
@@ -149,6 +199,7 @@ static int parse(c10ds_conn *c)
             break;
         }
         on_frame(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR, n - 8);
+        c->framed = 1;
         off += 4 + (size_t)n;
     }
     if (off) {
@@ -250,6 +301,16 @@ void c10ds_conn_recv_cb(void *arg)
         snprintf(why, sizeof why, "it sent %zu bytes of a request and not the rest within %d "
                  "ms (--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);
         c10ds_conn_close(c, why);
+    } else if (!c->framed && c10dc_url_is_tls(c->l->cfg->listen_url) && rv != NNG_ECLOSED) {
+        /* Before any frame on a TLS listener: the handshake failed. Said
+         * (limited per call site, log.c), since the client only learns
+         * its own side of it. NNG gives no more reason than this. */
+        char peer[128];
+        peer_of(c, peer, sizeof peer);
+        c10ds_warn("TLS handshake with %s failed: %s (a plain tcp:// client, one that does not "
+                   "trust this certificate, or, with --tls-ca, one without a certificate that "
+                   "CA signed)", peer, nng_strerror(rv));
+        c10ds_conn_close(c, NULL);
     } else {
         if (rv != NNG_ECLOSED && rv != NNG_ECONNSHUT && rv != NNG_ECONNRESET)
             c10ds_debug("connection %u: %s", c->id, nng_strerror(rv));

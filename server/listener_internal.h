@@ -50,6 +50,7 @@ typedef struct c10ds_conn {
     size_t rlen, rcap;
     size_t held; /* bytes of an unfinished request counted in l->held */
     nng_time frame_due; /* when the unfinished request must be whole (--frame-timeout) */
+    int framed;         /* a whole frame came: a client of ours, past any TLS handshake */
 } c10ds_conn;
 
 struct c10ds_listener {

@@ -7,6 +7,8 @@
 #include "check_main.h"
 #include "frame.h"
 
+#include "c10d.pb-c.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -201,6 +203,53 @@ START_TEST(token_is_required_when_configured)
 }
 END_TEST
 
+/* Keys are C strings: protobuf-c hands a string field on cut at a NUL,
+ * so a set of "a\0b" (sent by any client speaking the protocol) wrote
+ * "a". It is refused before decoding, and nothing is written. */
+START_TEST(a_key_with_a_nul_byte_is_refused)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "a", "kept", 4));
+    C10dpb__StoreSet set = C10DPB__STORE_SET__INIT;
+    set.key = "aXb";
+    set.value = (ProtobufCBinaryData){3, (uint8_t *)"new"};
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.request_id = 5;
+    req.op_case = C10DPB__REQUEST__OP_SET;
+    req.set = &set;
+    size_t len = c10dpb__request__get_packed_size(&req);
+    uint8_t frame[256];
+    ck_assert_uint_le(C10DC_FRAME_HDR + len, sizeof frame);
+    c10dc_frame_header(frame, 5, len);
+    c10dpb__request__pack(&req, frame + C10DC_FRAME_HDR);
+    uint8_t *x = memmem(frame + C10DC_FRAME_HDR, len, "aXb", 3);
+    ck_assert_ptr_nonnull(x);
+    x[1] = '\0';
+    int fd = raw_connect_coord();
+    ck_assert_int_eq(write(fd, frame, C10DC_FRAME_HDR + len), (ssize_t)(C10DC_FRAME_HDR + len));
+    uint8_t rb[2048];
+    size_t got = 0;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (ssize_t r; got < C10DC_FRAME_HDR || got < 4 + c10dc_get_u32(rb);) {
+        ck_assert_int_gt(r = read(fd, rb + got, sizeof rb - got), 0);
+        got += (size_t)r;
+    }
+    close(fd);
+    C10dpb__Reply *rep = c10dpb__reply__unpack(NULL, got - C10DC_FRAME_HDR, rb + C10DC_FRAME_HDR);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->status, C10D_EINVAL);
+    ck_assert_msg(rep->detail && strstr(rep->detail, "NUL"), "%s", rep->detail);
+    c10dpb__reply__free_unpacked(rep, NULL);
+    void *v;
+    size_t n;
+    OK(c10d_store_get(s, "a", &v, &n, C10D_NO_WAIT));
+    ck_assert_msg(n == 4 && memcmp(v, "kept", 4) == 0, "key 'a' was overwritten");
+    c10d_free(v);
+    c10d_store_close(s);
+}
+END_TEST
+
 /* An empty C10D_TOKEN (an export from a file that was not there, say)
  * ran the coordinator with no token at all, in silence; an empty token
  * file was already refused. Both are refused at start now, naming it. */
@@ -228,6 +277,7 @@ int main(void)
     tcase_add_test(tc, unfinished_requests_are_timed_out_and_capped);
     tcase_add_test(tc, token_is_required_when_configured);
     tcase_add_test(tc, an_empty_token_is_refused_at_start);
+    tcase_add_test(tc, a_key_with_a_nul_byte_is_refused);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

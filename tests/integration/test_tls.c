@@ -103,6 +103,10 @@ START_TEST(a_plain_tcp_client_does_not_hurt_the_coordinator)
     ck_assert_int_eq(c10d_store_connect(&s, plain, &o), C10D_EPROTO);
     ck_assert_msg(strstr(c10d_errmsg(), "answers in TLS") && strstr(c10d_errmsg(), "tls+tcp://"),
                   "%s", c10d_errmsg());
+    /* The coordinator says so too (it logged nothing for a failed
+     * handshake, though the docs said it did). */
+    ck_assert_msg(coord_log_contains(&coord, "TLS handshake with 127.0.0.1:"),
+                  "no log line for the failed handshakes (%s)", coord.log);
     OK(connect_with(certs.ca, "s3cret", &s));
     OK(c10d_store_set(s, "still", "here", 4));
     c10d_store_close(s);
@@ -262,6 +266,30 @@ START_TEST(an_expired_certificate_is_named_as_expired)
 }
 END_TEST
 
+/* A TLS client on a plain coordinator: its client hello was read as the
+ * header of a 16.8 MB frame, and the client waited 30 s to be told to
+ * check whether a coordinator runs there. The coordinator recognises the
+ * hello, logs it and closes; the client says what it found. */
+START_TEST(a_tls_client_on_a_plain_port_is_told_at_once)
+{
+    coord_proc p;
+    coord_init(&p);
+    ck_assert_int_eq(coord_start(&p, NULL, NULL, NULL), 0);
+    char url[300];
+    snprintf(url, sizeof url, "tls+%s", p.url);
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 20000;
+    o.tls_ca = certs.ca;
+    c10d_store *s = NULL;
+    c10d_status st = c10d_store_connect(&s, url, &o);
+    int logged = coord_log_contains(&p, "began a TLS handshake, and this listener is plain");
+    coord_cleanup(&p);
+    ck_assert_msg(st == C10D_EAUTH && strstr(c10d_errmsg(), "does not answer in TLS"), "%s: %s",
+                  c10d_status_name(st), c10d_errmsg());
+    ck_assert_msg(logged, "the coordinator did not log the TLS client hello");
+}
+END_TEST
+
 START_TEST(a_tls_listener_needs_a_certificate)
 {
     coord_proc c2;
@@ -302,6 +330,7 @@ int main(void)
     tcase_add_test(tc, c10d_ctl_speaks_tls);
     tcase_add_test(tc, a_tls_listener_needs_a_certificate);
     tcase_add_test(tc, mutual_tls_end_to_end);
+    tcase_add_test(tc, a_tls_client_on_a_plain_port_is_told_at_once);
     tcase_add_test(tc, an_expired_certificate_is_named_as_expired);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

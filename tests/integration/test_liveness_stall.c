@@ -10,8 +10,8 @@
  * for 4012 ms"): their parked watches could not be answered, so their
  * next heartbeats were never sent. */
 #include "coord_proc.h"
+#include "pair_world.h"
 #include "state_wait.h"
-#include "world_proc.h"
 
 #include "check_main.h"
 
@@ -19,7 +19,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,54 +27,28 @@
  * to its heartbeat before it sends another. */
 #define STALL_MS 4000
 
-/* Shared between the test and its rank processes. */
-typedef struct {
-    volatile int ready, go;
-    char job[128];
-} shared_t;
-
-static shared_t *sh;
 static coord_proc *const coord = &world_coord;
 
 /* The case's coordinator, with a heartbeat timeout a test can outlast. */
 static void setup(void)
 {
-    world_coord_start();
+    pair_world_setup();
     coord_stop(coord, SIGTERM);
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", HEARTBEAT_TIMEOUT_MS);
     const char *extra[] = {"--heartbeat-timeout", timeout, NULL};
     ck_assert_int_eq(coord_start(coord, NULL, extra, NULL), 0);
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset((void *)sh, 0, sizeof *sh);
 }
 
-static void teardown(void)
-{
-    world_coord_stop();
-    munmap((void *)sh, sizeof *sh);
-}
-
-/* Ranks 0 and 1 share a pair group, which rank 2's death leaves whole:
- * after the stall they all-reduce in it (SYNC: the coordinator checks
- * both entered) and must get 2. Rank 2 is stopped by the test. */
+/* After the stall ranks 0 and 1 all-reduce in their pair group (SYNC: the
+ * coordinator checks both entered) and must get 2. Rank 2 is stopped by
+ * the test. */
 static int stall_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(coord->url, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
+    c10d_pg *pair, *pg = pair_world_join(rank, n, 60000, C10D_VERIFY_SYNC, &pair);
     if (!pg)
         return 10;
-    const int pair_ranks[2] = {0, 1};
-    c10d_pg *pair = NULL;
-    if (c10d_new_group(&pair, pg, pair_ranks, 2) != C10D_OK) {
-        fprintf(stderr, "rank %d: new_group: %s\n", rank, c10d_errmsg());
-        return 11;
-    }
-    __sync_fetch_and_add(&sh->ready, 1);
-    if (rank == 2)
-        for (;;)
-            pause();
     if (!wait_shared(&sh->go, 1, 60000))
         return 12;
     int64_t v = 1;
@@ -134,7 +107,7 @@ int main(void)
     Suite *s = suite_create("liveness_stall");
     TCase *tc = tcase_create("stall");
     tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, pair_world_teardown);
     tcase_add_test(tc, a_stalled_coordinator_blames_only_the_rank_that_stopped);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

@@ -7,8 +7,8 @@
  * no longer the job's), and gives up naming them. Once they are gone, the
  * restart forms the next generation. */
 #include "coord_proc.h"
+#include "pair_world.h"
 #include "state_wait.h"
-#include "world_proc.h"
 
 #include "check_main.h"
 
@@ -16,32 +16,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Shared between the test and its rank processes. */
-typedef struct {
-    volatile int ready, go;
-    volatile int pid[3];
-    char job[128];
-} shared_t;
-
-static shared_t *sh;
-
-static void setup(void)
-{
-    world_coord_start();
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset((void *)sh, 0, sizeof *sh);
-}
-
-static void teardown(void)
-{
-    world_coord_stop();
-    munmap((void *)sh, sizeof *sh);
-}
 
 #define FAIL(code, ...) return fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), (code)
 
@@ -51,22 +27,13 @@ static int all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want)
     return c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) == C10D_OK && mine == want;
 }
 
-/* Ranks 0 and 1 share a pair group that rank 2's death leaves whole. */
+/* Rank 2 is killed; ranks 0 and 1 go on in their pair group. */
 static int survivor_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
+    c10d_pg *pair, *pg = pair_world_join(rank, n, 20000, C10D_VERIFY_SYNC, &pair);
     if (!pg)
         return 10;
-    const int pair_ranks[2] = {0, 1};
-    c10d_pg *pair = NULL;
-    if (c10d_new_group(&pair, pg, pair_ranks, 2) != C10D_OK)
-        FAIL(11, "rank %d: new_group: %s", rank, c10d_errmsg());
-    sh->pid[rank] = (int)getpid();
-    __sync_fetch_and_add(&sh->ready, 1);
-    if (rank == 2)
-        for (;;)
-            pause();
     if (!wait_shared(&sh->go, 1, 60000))
         return 12;
     if (!all_reduce_is(pair, 1, 2))
@@ -157,7 +124,7 @@ int main(void)
     Suite *s = suite_create("runs_live");
     TCase *tc = tcase_create("runs_live");
     tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, pair_world_setup, pair_world_teardown);
     tcase_add_test(tc, a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on);
     tcase_add_test(tc, a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over);
     suite_add_tcase(s, tc);

@@ -91,9 +91,8 @@ END_TEST
 
 static void sigkill_mid_collective(void)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("kill"));
     pid_t pids[3];
-    world_spawn(3, killed_rank_body, NULL, pids);
+    pair_world_spawn("kill", 3, killed_rank_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
                   sh->ready);
     /* ranks 0 and 1 are inside the all_reduce: verification has their
@@ -170,9 +169,8 @@ START_TEST(rank_whose_heartbeats_stop_is_declared_dead)
     coord_stop(&world_coord, SIGTERM);
     const char *extra[] = {"--heartbeat-timeout", "1500", NULL};
     ck_assert_int_eq(coord_start(&world_coord, NULL, extra, NULL), 0);
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("hb"));
     pid_t pids[2];
-    world_spawn(2, stopped_body, NULL, pids);
+    pair_world_spawn("hb", 2, stopped_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
                   sh->ready);
     sh->event_ms = test_now_ms();
@@ -372,9 +370,8 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
 {
     setenv("C10D_HOST_TRANSPORT", "tcp", 1); /* shared memory writes no socket */
     setenv("C10D_VERIFY", "off", 1);         /* the data plane alone */
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("sigpipe"));
     pid_t pids[2];
-    world_spawn(2, sigpipe_body, NULL, pids);
+    pair_world_spawn("sigpipe", 2, sigpipe_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
                   sh->ready);
     kill(world_coord.pid, SIGSTOP);

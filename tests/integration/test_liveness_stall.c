@@ -66,19 +66,12 @@ static int stall_body(int rank, int n, void *arg)
 
 START_TEST(a_stalled_coordinator_blames_only_the_rank_that_stopped)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("stall"));
     pid_t pids[3];
-    world_spawn(3, stall_body, NULL, pids);
+    pair_world_spawn("stall", 3, stall_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
                   sh->ready);
     kill(pids[2], SIGSTOP);
-    kill(coord->pid, SIGSTOP);
-    /* The stall's length is what this case is about, not a wait for
-     * state. */
-    long long until = test_now_ms() + STALL_MS;
-    while (test_now_ms() < until)
-        usleep(10000);
-    kill(coord->pid, SIGCONT);
+    coord_pause(coord, STALL_MS);
 
     ck_assert_msg(wait_member(coord->url, sh->job, 2, "dead", 30000),
                   "the stopped rank 2 was not declared dead");

@@ -23,6 +23,18 @@ void pair_world_teardown(void)
     munmap((void *)sh, sizeof *sh);
 }
 
+void pair_world_spawn(const char *job_base, int n, rank_fn fn, pid_t *pids)
+{
+    snprintf(sh->job, sizeof sh->job, "%s", world_job(job_base));
+    world_spawn(n, fn, NULL, pids);
+}
+
+int pair_all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want)
+{
+    c10d_tensor t = c10d_tensor_1d(&mine, C10D_INT64, 1);
+    return c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) == C10D_OK && mine == want;
+}
+
 c10d_pg *pair_world_join(int rank, int n, int timeout_ms, c10d_verify mode, c10d_pg **pair)
 {
     *pair = NULL;

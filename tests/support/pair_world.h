@@ -8,6 +8,9 @@
 
 #include "world_proc.h"
 
+#include <stdint.h>
+#include <stdio.h>
+
 /* Shared between the test and its rank processes (MAP_SHARED). */
 typedef struct {
     volatile int ready;          /* ranks ready */
@@ -24,11 +27,21 @@ extern pair_shared *sh;
 void pair_world_setup(void);
 void pair_world_teardown(void);
 
+/* Names the case's job (sh->job, after job_base) and forks its n ranks,
+ * each running fn (world_spawn). */
+void pair_world_spawn(const char *job_base, int n, rank_fn fn, pid_t *pids);
+
 /* Rank `rank` of n joins sh->job (verification `mode`, `timeout_ms` for
  * its calls) and makes the pair group of ranks 0 and 1 (*pair; NULL on
  * other ranks), then records its pid and counts itself ready. Rank 2
  * then pauses until the test kills it: it never returns. NULL (printed)
  * on failure. */
 c10d_pg *pair_world_join(int rank, int n, int timeout_ms, c10d_verify mode, c10d_pg **pair);
+
+/* 1 if an all_reduce (SUM) of `mine` over pg gives `want`. */
+int pair_all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want);
+
+/* In a rank's body: says why on stderr and returns code, its exit status. */
+#define FAIL(code, ...) return fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), (code)
 
 #endif

@@ -76,7 +76,7 @@ c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, cons
                          int timeout_ms)
 {
     if (ph == C10DS_FIRST)
-        r->deadline_ms = r->received_ms + timeout_ms;
+        r->deadline_ms = r->received_ms + timeout_ms + c10ds_engine_park_credit(e, r);
     if (c10ds_waiters_park(e->waiters, r, key) != 0)
         return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory parking a wait for key '%s'",
                           key);

@@ -13,8 +13,6 @@
 #include "pair_world.h"
 #include "state_wait.h"
 
-#include "check_main.h"
-
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -97,11 +95,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("liveness_stall");
-    TCase *tc = tcase_create("stall");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, pair_world_teardown);
-    tcase_add_test(tc, a_stalled_coordinator_blames_only_the_rank_that_stopped);
-    suite_add_tcase(s, tc);
-    return c10d_run_suite(s);
+    const TTest *const tests[] = {
+        a_stalled_coordinator_blames_only_the_rank_that_stopped,
+        NULL};
+    return pair_world_main("liveness_stall", setup, tests);
 }

@@ -10,8 +10,6 @@
 #include "pair_world.h"
 #include "state_wait.h"
 
-#include "check_main.h"
-
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -111,12 +109,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("runs_live");
-    TCase *tc = tcase_create("runs_live");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, pair_world_setup, pair_world_teardown);
-    tcase_add_test(tc, a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on);
-    tcase_add_test(tc, a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over);
-    suite_add_tcase(s, tc);
-    return c10d_run_suite(s);
+    const TTest *const tests[] = {
+        a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on,
+        a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over,
+        NULL};
+    return pair_world_main("runs_live", NULL, tests);
 }

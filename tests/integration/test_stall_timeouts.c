@@ -18,8 +18,6 @@
 #include "pair_world.h"
 #include "state_wait.h"
 
-#include "check_main.h"
-
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,12 +129,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("stall_timeouts");
-    TCase *tc = tcase_create("stall_timeouts");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, pair_world_setup, pair_world_teardown);
-    tcase_add_test(tc, a_collective_pending_through_a_stall_is_not_blamed_on_a_rank);
-    tcase_add_test(tc, a_rendezvous_waits_through_a_stall);
-    suite_add_tcase(s, tc);
-    return c10d_run_suite(s);
+    const TTest *const tests[] = {
+        a_collective_pending_through_a_stall_is_not_blamed_on_a_rank,
+        a_rendezvous_waits_through_a_stall,
+        NULL};
+    return pair_world_main("stall_timeouts", NULL, tests);
 }

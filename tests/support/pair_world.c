@@ -1,6 +1,8 @@
 /* The pair world (pair_world.h). */
 #include "pair_world.h"
 
+#include "check_main.h"
+
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,4 +55,16 @@ c10d_pg *pair_world_join(int rank, int n, int timeout_ms, c10d_verify mode, c10d
         for (;;)
             pause();
     return pg;
+}
+
+int pair_world_main(const char *name, void (*setup)(void), const TTest *const *tests)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup ? setup : pair_world_setup, pair_world_teardown);
+    for (; *tests; tests++)
+        tcase_add_test(tc, *tests);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
 }

@@ -8,6 +8,8 @@
 
 #include "world_proc.h"
 
+#include <check.h>
+
 #include <stdint.h>
 #include <stdio.h>
 
@@ -37,6 +39,11 @@ void pair_world_spawn(const char *job_base, int n, rank_fn fn, pid_t *pids);
  * then pauses until the test kills it: it never returns. NULL (printed)
  * on failure. */
 c10d_pg *pair_world_join(int rank, int n, int timeout_ms, c10d_verify mode, c10d_pg **pair);
+
+/* A test program's main: one Check case named `name` (60 s a test) with
+ * the pair world's fixture, setup (NULL: pair_world_setup) first, running
+ * tests (NULL-ended). Returns the exit status. */
+int pair_world_main(const char *name, void (*setup)(void), const TTest *const *tests);
 
 /* 1 if an all_reduce (SUM) of `mine` over pg gives `want`. */
 int pair_all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want);

@@ -241,61 +241,9 @@ static void run_ready(c10ds_engine *e)
     }
 }
 
-/* The part of this batch so far beyond C10DS_STALL_GRACE_MS is a stall
- * (stalls.h): heartbeats that came meanwhile wait in the queue, and ranks
- * whose parked watch was due send their next one only once it is
- * answered. */
-static void note_stall(c10ds_engine *e)
-{
-    int64_t now = c10d_steady_wall_ms();
-    if (now - e->looked_ms > C10DS_STALL_GRACE_MS) {
-        c10ds_stalls_note(&e->stalls, e->looked_ms + C10DS_STALL_GRACE_MS, now,
-                          now - e->cfg->heartbeat_timeout_ms);
-        if (now - e->looked_ms >= 1000) /* worth an operator's look */
-            c10ds_warn("a batch held the engine for %lld ms (a slow request or disk?); "
-                       "heartbeats not heard meanwhile count against nobody",
-                       (long long)(now - e->looked_ms));
-    }
-    e->looked_ms = now;
-}
-
-/* When the liveness judge looks from: now, or, if requests wait in the
- * queue (heartbeats among them, not yet run), just before the oldest of
- * them arrived: silence is judged only up to what the engine has heard. */
-static int64_t judge_time(c10ds_engine *e)
-{
-    int64_t now = c10d_steady_wall_ms(), mono = c10d_now_ms(), oldest = mono;
-    pthread_mutex_lock(&e->mu);
-    for (c10ds_request *r = e->q_head; r; r = r->next) /* FIFO: the first has a time */
-        if (r->received_ms > 0) {
-            oldest = r->received_ms < mono ? r->received_ms : mono;
-            break;
-        }
-    pthread_mutex_unlock(&e->mu);
-    return now - (mono - oldest);
-}
-
-/* The sweep is due every SWEEP_INTERVAL_MS and the engine thread wakes
- * for it: a batch that finds it overdue by more than the grace follows a
- * time nobody ran the engine (the coordinator stopped: SIGSTOP, a paused
- * VM, swapping). Nobody was heard then, through no fault of theirs. */
-static void note_pause(c10ds_engine *e)
-{
-    int64_t mono = c10d_now_ms(), now = c10d_steady_wall_ms();
-    e->looked_ms = now;
-    if (!e->next_sweep_ms || mono - e->next_sweep_ms <= C10DS_STALL_GRACE_MS)
-        return;
-    int64_t overdue = mono - e->next_sweep_ms;
-    c10ds_stalls_note(&e->stalls, now - overdue + C10DS_STALL_GRACE_MS, now,
-                      now - e->cfg->heartbeat_timeout_ms);
-    if (overdue >= 1000)
-        c10ds_warn("the engine ran %lld ms late (the coordinator was stopped or starved); "
-                   "heartbeats not heard meanwhile count against nobody", (long long)overdue);
-}
-
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
 {
-    note_pause(e);
+    c10ds_engine_note_pause(e);
     begin_txn(e);
     for (c10ds_request *r = batch, *n; r; r = n) {
         n = r->next;
@@ -305,8 +253,8 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
      * may not write, but loop in case a future op does. */
     run_ready(e);
     if (c10d_now_ms() >= e->next_sweep_ms) {
-        note_stall(e);
-        c10ds_groups_sweep(e, judge_time(e));
+        c10ds_engine_note_stall(e);
+        c10ds_groups_sweep(e, c10ds_engine_judge_time(e));
         c10ds_emit_sweep(e);
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
         txn_lost(e, NULL);
@@ -324,7 +272,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
         c10ds_db_checkpoint(e->db);
         e->next_checkpoint_ms = c10d_now_ms() + CHECKPOINT_INTERVAL_MS;
     }
-    note_stall(e); /* a slow commit or checkpoint: the next sweep must know */
+    c10ds_engine_note_stall(e); /* a slow commit or checkpoint: the next sweep must know */
     atomic_store(&e->parked, (long long)c10ds_waiters_count(e->waiters));
 
     c10ds_request *out = e->outbox;

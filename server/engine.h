@@ -50,6 +50,9 @@ typedef c10ds_outcome (*c10ds_op_fn)(c10ds_engine *e, c10ds_request *r, c10ds_ph
 
 /* Not idempotent: a resent copy must get the first copy's reply. */
 #define C10DS_OP_DEDUP 1u
+/* Parks for a period, not a timeout (the watch: a heartbeat's answer):
+ * the coordinator's stalls do not move its deadline (engine_stalls.c). */
+#define C10DS_OP_PERIOD 2u
 
 typedef struct c10ds_op {
     int op_case; /* C10DPB__REQUEST__OP_* */
@@ -138,6 +141,25 @@ void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
 /* Judges silence as of now_ms (c10d_steady_wall_ms(), or earlier: when the
  * oldest request not yet run arrived), not counting e->stalls. */
 void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms);
+
+/* --- the engine's own stalls (engine_stalls.c): nobody's fault --- */
+/* A batch held the engine beyond C10DS_STALL_GRACE_MS since it last
+ * looked: that part is a stall. Called before a sweep and after a commit. */
+void c10ds_engine_note_stall(c10ds_engine *e);
+/* At a batch's start: a sweep overdue by more than the grace means nobody
+ * ran the engine since it was due (the process was stopped). */
+void c10ds_engine_note_pause(c10ds_engine *e);
+/* When the liveness judge looks from: now (c10d_steady_wall_ms), or just
+ * before the oldest request still queued arrived. */
+int64_t c10ds_engine_judge_time(c10ds_engine *e);
+/* The heard clock: monotonic ms less every stall so far. It stands still
+ * while the engine cannot listen; a timeout measured on it counts against
+ * nobody the coordinator's own stalls (verification's pending times). */
+int64_t c10ds_engine_heard_ms(const c10ds_engine *e);
+/* What r's deadline gains when it parks: the stalls since it arrived (it
+ * waited in the queue through them; kept for a heartbeat timeout), or 0
+ * for a C10DS_OP_PERIOD. */
+int64_t c10ds_engine_park_credit(const c10ds_engine *e, const c10ds_request *r);
 /* Whether the member (job, gen, rank) was joined by the client that sent
  * r (its who.client_id, random per client). Requests that speak for a
  * member (leave, watch, collective reports, join) must come from it:
@@ -169,7 +191,10 @@ void c10ds_request_free(c10ds_request *r);
 c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
 c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Parks r on key: on FIRST its deadline becomes now + timeout_ms. */
+/* Parks r on key: on FIRST its deadline becomes timeout_ms after it was
+ * received, plus any stall of the engine's since (it waited in the queue
+ * through it); the engine moves it on by the stalls that follow, unless
+ * r's op is a C10DS_OP_PERIOD. */
 c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
                          int timeout_ms);
 /* Checks a key against the limits; fails r and returns -1 if it is bad. */

@@ -320,6 +320,6 @@ void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms)
 
 const c10ds_op c10ds_liveness_ops[] = {
     {C10DPB__REQUEST__OP_GROUP_LEAVE, "group_leave", op_group_leave, 0},
-    {C10DPB__REQUEST__OP_WATCH, "watch", op_watch, 0},
+    {C10DPB__REQUEST__OP_WATCH, "watch", op_watch, C10DS_OP_PERIOD},
     {0, NULL, NULL, 0},
 };

@@ -84,7 +84,8 @@ c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, cons
             return c10ds_fail(r, C10D_ETOOBIG, "the coordinator holds %zu parked requests, its "
                               "limit (--max-parked); this wait for key '%s' was refused",
                               parked, key);
-        r->deadline_ms = r->received_ms + timeout_ms;
+        /* A stall while it sat in the queue does not count (stalls.h). */
+        r->deadline_ms = r->received_ms + timeout_ms + c10ds_engine_park_credit(e, r);
     }
     if (c10ds_waiters_park(e->waiters, r, key) != 0)
         return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory parking a wait for key '%s'",

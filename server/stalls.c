@@ -15,27 +15,30 @@ static void forget(c10ds_stalls *s, int64_t before)
     }
 }
 
-void c10ds_stalls_note(c10ds_stalls *s, int64_t from, int64_t to, int64_t forget_before)
+int64_t c10ds_stalls_note(c10ds_stalls *s, int64_t from, int64_t to, int64_t forget_before)
 {
     forget(s, forget_before);
     if (to <= from)
-        return;
+        return 0;
     c10ds_stall *last = s->n ? &s->v[s->n - 1] : NULL;
     if (last && from <= last->to) { /* overlaps or touches the last one */
-        if (to > last->to)
-            last->to = to;
-        return;
+        int64_t added = to > last->to ? to - last->to : 0;
+        last->to += added;
+        s->total_ms += added;
+        return added;
     }
+    s->total_ms += to - from;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
         c10ds_stall *v = realloc(s->v, cap * sizeof *v);
         if (!v)
-            return;
+            return to - from;
         s->v = v, s->cap = cap;
     }
     s->v[s->n].from = from;
     s->v[s->n].to = to;
     s->n++;
+    return to - from;
 }
 
 int64_t c10ds_stalls_within(const c10ds_stalls *s, int64_t from, int64_t to)

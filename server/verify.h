@@ -17,7 +17,7 @@ typedef struct c10ds_vrun {
     uint64_t start, end; /* seqs, inclusive */
     c10dc_fp fp;
     int first;           /* the group rank that reported it first */
-    int64_t first_ms;    /* monotonic, when it was reported */
+    int64_t first_ms;    /* when it was reported, on the sink's clock (now_ms) */
 } c10ds_vrun;
 
 /* One rank's recent entries, as reported (a run of the same call). */
@@ -59,7 +59,7 @@ typedef struct c10ds_vgroup {
     int64_t *entered_ms; /* wall clock */
     c10dc_fp *last;      /* what each member entered last */
     uint64_t min_entered; /* every member has entered up to here */
-    int64_t min_since_ms; /* monotonic, when min_entered last moved */
+    int64_t min_since_ms; /* when min_entered last moved, on the sink's clock */
     int at_min;           /* members whose entered == min_entered */
     /* reference runs not yet entered by every member, oldest first: a ring */
     c10ds_vrun *runs;
@@ -82,6 +82,10 @@ typedef struct c10ds_vsink {
     /* Every member has entered up to g->min_entered now (it moved). */
     void (*min_moved)(void *arg, const c10ds_vgroup *g);
     void *arg;
+    /* Now, on the clock a collective's pending time is measured by: the
+     * engine's heard clock (c10ds_engine_heard_ms), which stands still
+     * while the coordinator stalls, so its stalls count against no rank. */
+    int64_t now_ms;
 } c10ds_vsink;
 
 /* A group of n members (their global ranks) in a world of `world`. */

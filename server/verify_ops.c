@@ -71,7 +71,7 @@ static void sink_min_moved(void *arg, const c10ds_vgroup *g)
 
 static c10ds_vsink sink_of(c10ds_engine *e)
 {
-    return (c10ds_vsink){sink_desync, sink_min_moved, e};
+    return (c10ds_vsink){sink_desync, sink_min_moved, e, c10ds_engine_heard_ms(e)};
 }
 
 void c10ds_verify_skip_to(c10ds_engine *e, c10ds_vgroup *g, int idx, uint64_t seq)
@@ -323,11 +323,13 @@ static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
     }
 }
 
-/* ASYNC has nobody parked to time out: look for seqs pending too long. */
+/* ASYNC has nobody parked to time out: look for seqs pending too long,
+ * on the heard clock (sink_of): the coordinator's own stalls count against
+ * no rank (whose report may have waited for one of its replies). */
 static void on_sweep(c10ds_engine *e)
 {
     c10ds_traces_flush(e);
-    int64_t now = c10d_now_ms();
+    int64_t now = c10ds_engine_heard_ms(e);
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
         if (g->status || g->timeout_ms <= 0)
             continue;

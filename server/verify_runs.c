@@ -74,7 +74,8 @@ static c10ds_vrun *run_at(c10ds_vgroup *g, size_t i)
     return &g->runs[(g->run_head + i) % g->run_cap];
 }
 
-static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_fp *fp, int first)
+static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_fp *fp, int first,
+                    int64_t now_ms)
 {
     if (g->run_count) {
         c10ds_vrun *last = run_at(g, g->run_count - 1);
@@ -95,7 +96,7 @@ static int push_run(c10ds_vgroup *g, uint64_t start, uint64_t end, const c10dc_f
         g->run_cap = cap;
         g->run_head = 0;
     }
-    *run_at(g, g->run_count++) = (c10ds_vrun){start, end, *fp, first, c10d_now_ms()};
+    *run_at(g, g->run_count++) = (c10ds_vrun){start, end, *fp, first, now_ms};
     return 0;
 }
 
@@ -119,7 +120,7 @@ static void advance(c10ds_vgroup *g, int idx, uint64_t end, const c10ds_vsink *s
     g->at_min = at;
     if (min > g->min_entered) {
         g->min_entered = min;
-        g->min_since_ms = c10d_now_ms();
+        g->min_since_ms = sink->now_ms;
         while (g->run_count && g->runs[g->run_head].end <= min) {
             g->run_head = (g->run_head + 1) % g->run_cap;
             g->run_count--;
@@ -166,7 +167,8 @@ void c10ds_vgroup_enter(c10ds_vgroup *g, int idx, uint64_t start, uint64_t end,
         if (field)
             sink->desync(sink->arg, g, start > r->start ? start : r->start, r, idx, fp, field);
     }
-    if (end > ref_end && push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx) != 0)
+    if (end > ref_end &&
+        push_run(g, start > ref_end ? start : ref_end + 1, end, fp, idx, sink->now_ms) != 0)
         c10ds_error("out of memory verifying group %s", g->name);
     g->last[idx] = *fp;
     advance(g, idx, end, sink);

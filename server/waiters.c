@@ -247,6 +247,19 @@ c10ds_request *c10ds_waiters_take_if(c10ds_waiters *w, int (*pick)(const c10ds_r
     return found;
 }
 
+void c10ds_waiters_postpone(c10ds_waiters *w, int64_t ms,
+                            int (*keep)(const c10ds_request *, void *), void *arg)
+{
+    if (ms <= 0)
+        return;
+    for (size_t i = 0; i < w->heap_len; i++)
+        if (!keep(w->heap[i], arg))
+            w->heap[i]->deadline_ms += ms;
+    /* not all moved alike: rebuild the heap (stalls are rare) */
+    for (size_t i = w->heap_len / 2; i-- > 0;)
+        heap_down(w, i);
+}
+
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w)
 {
     return w->heap_len ? w->heap[0]->deadline_ms : INT64_MAX;

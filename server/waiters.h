@@ -31,6 +31,11 @@ void c10ds_waiters_drop_pipe(c10ds_waiters *w, uint32_t pipe, void (*drop)(c10ds
  * them chained through ->next. */
 c10ds_request *c10ds_waiters_take_if(c10ds_waiters *w, int (*pick)(const c10ds_request *, void *),
                                      void *arg);
+/* Moves the deadline of every parked request for which keep(r, arg) is
+ * false ms later: the coordinator stalled for ms, and a timeout counts
+ * only the time it could hear (engine.c). */
+void c10ds_waiters_postpone(c10ds_waiters *w, int64_t ms,
+                            int (*keep)(const c10ds_request *, void *), void *arg);
 /* The earliest deadline, or INT64_MAX when nothing is parked. */
 int64_t c10ds_waiters_next_deadline(const c10ds_waiters *w);
 size_t c10ds_waiters_count(const c10ds_waiters *w);

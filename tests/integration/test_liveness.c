@@ -3,13 +3,12 @@
  * heartbeats stop, a rendezvous that times out, a rank number taken twice,
  * and a restarted job. Peers must get an error naming the rank, fast.
  *
- * Just over 500 lines on purpose: every scenario is read against the one
- * scoreboard its ranks share with the test (shared_t: ready counts, pids,
- * when the test struck, go); split, each part would carry a copy of it and
- * of the fixture for a hundred lines of cases. */
+ * Every scenario is read against the scoreboard its ranks share with the
+ * test (pair_world.h: ready counts, pids, when the test struck, go), with
+ * the fixture that makes it. */
 #include "coord_proc.h"
+#include "pair_world.h"
 #include "state_wait.h"
-#include "world_proc.h"
 
 #include "check_main.h"
 
@@ -18,34 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Shared between the test and its rank processes. */
-typedef struct {
-    volatile int ready;
-    volatile long long event_ms; /* when the test killed/stopped a rank */
-    volatile int pid[8];
-    volatile int go, done;
-    char job[128];
-} shared_t;
-
-static shared_t *sh;
-
-static void setup(void)
-{
-    world_coord_start();
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset(sh, 0, sizeof *sh);
-}
-
-static void teardown(void)
-{
-    world_coord_stop();
-    munmap(sh, sizeof *sh);
-}
 
 static int expect_lost(int rank, c10d_status st, const char *who, const char *how)
 {
@@ -118,9 +91,8 @@ END_TEST
 
 static void sigkill_mid_collective(void)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("kill"));
     pid_t pids[3];
-    world_spawn(3, killed_rank_body, NULL, pids);
+    pair_world_spawn("kill", 3, killed_rank_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
                   sh->ready);
     /* ranks 0 and 1 are inside the all_reduce: verification has their
@@ -197,9 +169,8 @@ START_TEST(rank_whose_heartbeats_stop_is_declared_dead)
     coord_stop(&world_coord, SIGTERM);
     const char *extra[] = {"--heartbeat-timeout", "1500", NULL};
     ck_assert_int_eq(coord_start(&world_coord, NULL, extra, NULL), 0);
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("hb"));
     pid_t pids[2];
-    world_spawn(2, stopped_body, NULL, pids);
+    pair_world_spawn("hb", 2, stopped_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
                   sh->ready);
     sh->event_ms = test_now_ms();
@@ -399,9 +370,8 @@ START_TEST(write_to_a_peer_that_exited_fails_the_call_not_the_process)
 {
     setenv("C10D_HOST_TRANSPORT", "tcp", 1); /* shared memory writes no socket */
     setenv("C10D_VERIFY", "off", 1);         /* the data plane alone */
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("sigpipe"));
     pid_t pids[2];
-    world_spawn(2, sigpipe_body, NULL, pids);
+    pair_world_spawn("sigpipe", 2, sigpipe_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 2, 30000), "%d of 2 ranks were ready after 30 s",
                   sh->ready);
     kill(world_coord.pid, SIGSTOP);
@@ -498,7 +468,7 @@ int main(void)
 {
     Suite *s = suite_create("liveness");
     TCase *tc = tcase_create("liveness");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, pair_world_setup, pair_world_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sigkill_mid_collective_names_the_rank);
     tcase_add_test(tc, sigkill_mid_collective_async_verification);

@@ -10,16 +10,13 @@
  * for 4012 ms"): their parked watches could not be answered, so their
  * next heartbeats were never sent. */
 #include "coord_proc.h"
+#include "pair_world.h"
 #include "state_wait.h"
-#include "world_proc.h"
-
-#include "check_main.h"
 
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,54 +25,28 @@
  * to its heartbeat before it sends another. */
 #define STALL_MS 4000
 
-/* Shared between the test and its rank processes. */
-typedef struct {
-    volatile int ready, go;
-    char job[128];
-} shared_t;
-
-static shared_t *sh;
 static coord_proc *const coord = &world_coord;
 
 /* The case's coordinator, with a heartbeat timeout a test can outlast. */
 static void setup(void)
 {
-    world_coord_start();
+    pair_world_setup();
     coord_stop(coord, SIGTERM);
     char timeout[16];
     snprintf(timeout, sizeof timeout, "%d", HEARTBEAT_TIMEOUT_MS);
     const char *extra[] = {"--heartbeat-timeout", timeout, NULL};
     ck_assert_int_eq(coord_start(coord, NULL, extra, NULL), 0);
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset((void *)sh, 0, sizeof *sh);
 }
 
-static void teardown(void)
-{
-    world_coord_stop();
-    munmap((void *)sh, sizeof *sh);
-}
-
-/* Ranks 0 and 1 share a pair group, which rank 2's death leaves whole:
- * after the stall they all-reduce in it (SYNC: the coordinator checks
- * both entered) and must get 2. Rank 2 is stopped by the test. */
+/* After the stall ranks 0 and 1 all-reduce in their pair group (SYNC: the
+ * coordinator checks both entered) and must get 2. Rank 2 is stopped by
+ * the test. */
 static int stall_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(coord->url, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
+    c10d_pg *pair, *pg = pair_world_join(rank, n, 60000, C10D_VERIFY_SYNC, &pair);
     if (!pg)
         return 10;
-    const int pair_ranks[2] = {0, 1};
-    c10d_pg *pair = NULL;
-    if (c10d_new_group(&pair, pg, pair_ranks, 2) != C10D_OK) {
-        fprintf(stderr, "rank %d: new_group: %s\n", rank, c10d_errmsg());
-        return 11;
-    }
-    __sync_fetch_and_add(&sh->ready, 1);
-    if (rank == 2)
-        for (;;)
-            pause();
     if (!wait_shared(&sh->go, 1, 60000))
         return 12;
     int64_t v = 1;
@@ -93,19 +64,12 @@ static int stall_body(int rank, int n, void *arg)
 
 START_TEST(a_stalled_coordinator_blames_only_the_rank_that_stopped)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("stall"));
     pid_t pids[3];
-    world_spawn(3, stall_body, NULL, pids);
+    pair_world_spawn("stall", 3, stall_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks were ready after 30 s",
                   sh->ready);
     kill(pids[2], SIGSTOP);
-    kill(coord->pid, SIGSTOP);
-    /* The stall's length is what this case is about, not a wait for
-     * state. */
-    long long until = test_now_ms() + STALL_MS;
-    while (test_now_ms() < until)
-        usleep(10000);
-    kill(coord->pid, SIGCONT);
+    coord_pause(coord, STALL_MS);
 
     ck_assert_msg(wait_member(coord->url, sh->job, 2, "dead", 30000),
                   "the stopped rank 2 was not declared dead");
@@ -131,11 +95,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("liveness_stall");
-    TCase *tc = tcase_create("stall");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, a_stalled_coordinator_blames_only_the_rank_that_stopped);
-    suite_add_tcase(s, tc);
-    return c10d_run_suite(s);
+    const TTest *const tests[] = {
+        a_stalled_coordinator_blames_only_the_rank_that_stopped,
+        NULL};
+    return pair_world_main("liveness_stall", setup, tests);
 }

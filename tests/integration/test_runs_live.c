@@ -7,69 +7,26 @@
  * no longer the job's), and gives up naming them. Once they are gone, the
  * restart forms the next generation. */
 #include "coord_proc.h"
+#include "pair_world.h"
 #include "state_wait.h"
-#include "world_proc.h"
-
-#include "check_main.h"
 
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Shared between the test and its rank processes. */
-typedef struct {
-    volatile int ready, go;
-    volatile int pid[3];
-    char job[128];
-} shared_t;
-
-static shared_t *sh;
-
-static void setup(void)
-{
-    world_coord_start();
-    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(sh, MAP_FAILED);
-    memset((void *)sh, 0, sizeof *sh);
-}
-
-static void teardown(void)
-{
-    world_coord_stop();
-    munmap((void *)sh, sizeof *sh);
-}
-
-#define FAIL(code, ...) return fprintf(stderr, __VA_ARGS__), fputc('\n', stderr), (code)
-
-static int all_reduce_is(c10d_pg *pg, int64_t mine, int64_t want)
-{
-    c10d_tensor t = c10d_tensor_1d(&mine, C10D_INT64, 1);
-    return c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) == C10D_OK && mine == want;
-}
-
-/* Ranks 0 and 1 share a pair group that rank 2's death leaves whole. */
+/* Rank 2 is killed; ranks 0 and 1 go on in their pair group. */
 static int survivor_body(int rank, int n, void *arg)
 {
     (void)arg;
-    c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
+    c10d_pg *pair, *pg = pair_world_join(rank, n, 20000, C10D_VERIFY_SYNC, &pair);
     if (!pg)
         return 10;
-    const int pair_ranks[2] = {0, 1};
-    c10d_pg *pair = NULL;
-    if (c10d_new_group(&pair, pg, pair_ranks, 2) != C10D_OK)
-        FAIL(11, "rank %d: new_group: %s", rank, c10d_errmsg());
-    sh->pid[rank] = (int)getpid();
-    __sync_fetch_and_add(&sh->ready, 1);
-    if (rank == 2)
-        for (;;)
-            pause();
     if (!wait_shared(&sh->go, 1, 60000))
         return 12;
-    if (!all_reduce_is(pair, 1, 2))
+    if (!pair_all_reduce_is(pair, 1, 2))
         FAIL(13, "rank %d: the running job broke: %s", rank, c10d_errmsg());
     if (c10d_pg_generation(pg) != 1)
         FAIL(14, "rank %d: generation %llu", rank, (unsigned long long)c10d_pg_generation(pg));
@@ -80,9 +37,8 @@ static int survivor_body(int rank, int n, void *arg)
 
 START_TEST(a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("back"));
     pid_t pids[3];
-    world_spawn(3, survivor_body, NULL, pids);
+    pair_world_spawn("back", 3, survivor_body, pids);
     ck_assert_msg(wait_shared(&sh->ready, 3, 30000), "%d of 3 ranks ready", sh->ready);
     kill(pids[2], SIGKILL);
     waitpid(pids[2], NULL, 0);
@@ -121,14 +77,14 @@ static int again_body(int rank, int n, void *arg)
     c10d_pg *pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC);
     if (!pg)
         return 10;
-    if (!all_reduce_is(pg, 1, 2))
+    if (!pair_all_reduce_is(pg, 1, 2))
         FAIL(11, "rank %d: first run: %s", rank, c10d_errmsg());
     if (rank == 0 && !wait_shared(&sh->go, 1, 60000))
         return 12;
     c10d_destroy(pg);
     if (!(pg = world_init_verify(world_coord.url, sh->job, rank, n, 20000, C10D_VERIFY_SYNC)))
         return 13;
-    if (c10d_pg_generation(pg) != 2 || !all_reduce_is(pg, 1, 2))
+    if (c10d_pg_generation(pg) != 2 || !pair_all_reduce_is(pg, 1, 2))
         FAIL(14, "rank %d: second run (generation %llu): %s", rank,
              (unsigned long long)c10d_pg_generation(pg), c10d_errmsg());
     c10d_destroy(pg);
@@ -137,9 +93,8 @@ static int again_body(int rank, int n, void *arg)
 
 START_TEST(a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over)
 {
-    snprintf(sh->job, sizeof sh->job, "%s", world_job("again"));
     pid_t pids[2];
-    world_spawn(2, again_body, NULL, pids);
+    pair_world_spawn("again", 2, again_body, pids);
     char waits[192];
     snprintf(waits, sizeof waits, "job %s: rank 1 waits for generation 1 to end", sh->job);
     long long until = test_now_ms() + 30000;
@@ -154,12 +109,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("runs_live");
-    TCase *tc = tcase_create("runs_live");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on);
-    tcase_add_test(tc, a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over);
-    suite_add_tcase(s, tc);
-    return c10d_run_suite(s);
+    const TTest *const tests[] = {
+        a_rank_back_under_alive_ranks_waits_names_them_and_the_job_goes_on,
+        a_rank_that_initialises_again_starts_the_next_run_once_the_last_is_over,
+        NULL};
+    return pair_world_main("runs_live", NULL, tests);
 }

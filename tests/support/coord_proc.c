@@ -101,6 +101,15 @@ void coord_cleanup(coord_proc *c)
     }
 }
 
+void coord_pause(const coord_proc *c, int ms)
+{
+    kill(c->pid, SIGSTOP);
+    long long until = test_now_ms() + ms;
+    while (test_now_ms() < until)
+        usleep(10000);
+    kill(c->pid, SIGCONT);
+}
+
 int coord_log_contains(const coord_proc *c, const char *s)
 {
     FILE *f = fopen(c->log, "r");

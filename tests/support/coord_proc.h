@@ -24,6 +24,11 @@ int coord_start(coord_proc *c, const char *listen, const char *const *extra, int
 int coord_stop(coord_proc *c, int sig);
 /* Stops it if running and removes the directory. */
 void coord_cleanup(coord_proc *c);
+/* Stops the coordinator (SIGSTOP: as a paused VM, a swapping host or a
+ * debugger stops it) for ms, then lets it go on (SIGCONT). For tests of
+ * the coordinator's own stalls, where the stall's length is the point:
+ * not a wait for state. */
+void coord_pause(const coord_proc *c, int ms);
 /* 1 if the coordinator's log contains s. */
 int coord_log_contains(const coord_proc *c, const char *s);
 /* Milliseconds, monotonic. */

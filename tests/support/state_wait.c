@@ -3,6 +3,7 @@
 #include "coord_proc.h"
 
 #include <c10d/c10d.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,6 +60,36 @@ int wait_entered(const char *url, const char *job, const char *group, const int 
     long long until = test_now_ms() + timeout_ms;
     int ok;
     while (!(ok = all_entered(s, job, group, ranks, n, seq)) && test_now_ms() < until)
+        usleep(1000);
+    c10d_store_close(s);
+    return ok;
+}
+
+static int finding_of(c10d_store *s, const char *job, const char *group, char *report, size_t cap)
+{
+    c10d_group_health *g = NULL;
+    size_t ng = 0;
+    int found = 0;
+    if (c10d_store_health(s, job, group, &g, &ng) != C10D_OK)
+        return 0;
+    for (size_t i = 0; i < ng && !found; i++)
+        if ((found = g[i].status != C10D_OK))
+            snprintf(report, cap, "%s", g[i].report);
+    c10d_free(g);
+    return found;
+}
+
+int wait_finding(const char *url, const char *job, const char *group, char *report, size_t cap,
+                 int timeout_ms)
+{
+    c10d_store *s = NULL;
+    if (cap)
+        report[0] = '\0';
+    if (c10d_store_connect(&s, url, NULL) != C10D_OK)
+        return 0;
+    long long until = test_now_ms() + timeout_ms;
+    int ok;
+    while (!(ok = finding_of(s, job, group, report, cap)) && test_now_ms() < until)
         usleep(1000);
     c10d_store_close(s);
     return ok;

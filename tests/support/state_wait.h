@@ -6,6 +6,8 @@
 #ifndef C10D_TEST_STATE_WAIT_H
 #define C10D_TEST_STATE_WAIT_H
 
+#include <stddef.h>
+
 /* 1 once `rank` of `job` is a member in `state` ("alive", "left", "dead"),
  * 0 if timeout_ms passed first. */
 int wait_member(const char *url, const char *job, int rank, const char *state, int timeout_ms);
@@ -14,6 +16,11 @@ int wait_member(const char *url, const char *job, int rank, const char *state, i
  * 0 if timeout_ms passed first. */
 int wait_entered(const char *url, const char *job, const char *group, const int *ranks, int n,
                  unsigned long long seq, int timeout_ms);
+/* 1 once group `group` of `job` has a finding (a desync, a lost member,
+ * a stall), its report copied to report (cap bytes); 0 if timeout_ms
+ * passed first (0: look once). */
+int wait_finding(const char *url, const char *job, const char *group, char *report, size_t cap,
+                 int timeout_ms);
 
 /* 1 once the coordinator has `want` requests parked (gets and waits on
  * keys that do not exist yet), 0 if timeout_ms passed first; *seen (may be

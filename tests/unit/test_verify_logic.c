@@ -62,7 +62,7 @@ static c10dc_fp ar(uint32_t dtype, int64_t count)
 START_TEST(members_that_agree_leave_no_runs_behind)
 {
     heard h = {0};
-    c10ds_vsink k = {on_desync, on_min, &h};
+    c10ds_vsink k = {on_desync, on_min, &h, 0};
     c10ds_vgroup *g = group(3);
     c10dc_fp fp = ar(C10D_FLOAT32, 4);
     /* rank 0 reports 1..1000 as one run, rank 1 one at a time, rank 2 in tens */
@@ -85,7 +85,7 @@ END_TEST
 START_TEST(a_member_that_differs_is_a_desync_naming_the_field)
 {
     heard h = {0};
-    c10ds_vsink k = {on_desync, on_min, &h};
+    c10ds_vsink k = {on_desync, on_min, &h, 0};
     c10ds_vgroup *g = group(2);
     c10dc_fp f32 = ar(C10D_FLOAT32, 4), f64 = ar(C10D_FLOAT64, 4);
     c10ds_vgroup_enter(g, 0, 1, 10, &f32, &k);
@@ -108,7 +108,7 @@ END_TEST
 START_TEST(a_resend_changes_nothing_and_a_skip_is_not_compared)
 {
     heard h = {0};
-    c10ds_vsink k = {on_desync, on_min, &h};
+    c10ds_vsink k = {on_desync, on_min, &h, 0};
     c10ds_vgroup *g = group(2);
     c10dc_fp fp = ar(C10D_FLOAT32, 4), other = ar(C10D_FLOAT32, 8);
     c10ds_vgroup_enter(g, 0, 1, 5, &fp, &k);
@@ -135,7 +135,7 @@ END_TEST
 START_TEST(the_minimum_moves_once_the_last_member_at_it_moves)
 {
     heard h = {0};
-    c10ds_vsink k = {on_desync, on_min, &h};
+    c10ds_vsink k = {on_desync, on_min, &h, 0};
     c10ds_vgroup *g = group(4);
     c10dc_fp fp = ar(C10D_FLOAT32, 4);
     for (int r = 0; r < 3; r++)

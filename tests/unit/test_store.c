@@ -183,8 +183,8 @@ static int count_ops(void *arg)
 START_TEST(a_prefix_reads_only_its_own_range)
 {
     ck_assert_int_eq(sqlite3_exec(db.h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
-                                        "FROM c WHERE i < 99999) INSERT INTO kv SELECT 'z/' || i, "
-                                        "x'00', 0 FROM c", NULL, NULL, NULL), SQLITE_OK);
+                                        "FROM c WHERE i < 99999) INSERT INTO kv(key, value, "
+                                        "updated_ms) SELECT 'z/' || i, x'00', 0 FROM c", NULL, NULL, NULL), SQLITE_OK);
     for (int i = 0; i < 20; i++) {
         char k[32];
         snprintf(k, sizeof k, "jobs/j/1/k%d", i);
@@ -315,6 +315,61 @@ static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
     pb.set = &m;
     return engine_request(&pb, 2, id);
 }
+
+/* SQLite's largest single allocation since the last call: reading a
+ * value allocates its size at once, so this says whether a statement read
+ * a large value. */
+static int largest_sqlite_alloc(void)
+{
+    int cur, high;
+    sqlite3_status(SQLITE_STATUS_MALLOC_SIZE, &cur, &high, 1);
+    return high;
+}
+
+#define BIG_VALUE (16 << 20)
+
+/* 1,000 one-byte values around a 16 MiB one, under "k0500b". */
+static void store_a_big_value_among_small_ones(c10ds_store *s, sqlite3 *h)
+{
+    ck_assert_int_eq(sqlite3_exec(h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
+                                     "FROM c WHERE i < 999) INSERT INTO kv(key, value, "
+                                     "updated_ms) SELECT printf('k%04d', i), x'00', 0 FROM c",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    c10ds_store_recount(s);
+    char *v = calloc(1, BIG_VALUE);
+    ck_assert_int_eq(c10ds_store_set(s, "k0500b", v, BIG_VALUE, err, sizeof err), C10D_OK);
+    free(v);
+    largest_sqlite_alloc();
+}
+
+/* Issue 24: kv was WITHOUT ROWID, the value inside the key's index, and
+ * SQLite reads a whole overflowing row to compare a key with it: one 16
+ * MiB value made the lookups of its neighbours read it (20-30 ms each),
+ * and an existence check read it too. Now only what returns the value
+ * reads it. */
+START_TEST(a_big_value_is_read_only_by_what_returns_it)
+{
+    store_a_big_value_among_small_ones(&st, db.h);
+    size_t n = 0;
+    int64_t r;
+    ck_assert_int_eq(c10ds_store_exists(&st, "k0500b"), 1);
+    ck_assert_int_eq(c10ds_store_size(&st, "k0500b", &n), 1);
+    ck_assert_uint_eq(n, BIG_VALUE);
+    ck_assert_int_eq(c10ds_store_exists(&st, "k0501"), 1);
+    expect_value("k0500", "", 1);
+    expect_value("k0501", "", 1);
+    ck_assert_int_eq(c10ds_store_add(&st, "k0500b", 1, &r, err, sizeof err), C10D_EINVAL);
+    ck_assert_int_eq(c10ds_store_append(&st, "k0500b", "x", 1, BIG_VALUE, err, sizeof err),
+                     C10D_ETOOBIG);
+    ck_assert_int_eq(c10ds_store_add(&st, "k0501", 1, &r, err, sizeof err), C10D_EINVAL);
+    ck_assert_int_lt(largest_sqlite_alloc(), 1 << 20);
+    /* the witness sees a read: a get of the value itself */
+    const void *v;
+    ck_assert_int_eq(c10ds_store_get(&st, "k0500b", &v, &n), 1);
+    c10ds_store_release(&st);
+    ck_assert_int_ge(largest_sqlite_alloc(), BIG_VALUE);
+}
+END_TEST
 
 /* --- the applied-request log (reqlog.c) --- */
 
@@ -480,6 +535,7 @@ int main(void)
     tcase_add_test(tc, delete_and_counts_follow);
     tcase_add_test(tc, prefix_ranges_are_exact);
     tcase_add_test(tc, a_prefix_reads_only_its_own_range);
+    tcase_add_test(tc, a_big_value_is_read_only_by_what_returns_it);
     tcase_add_test(tc, reqlog_keeps_a_clients_recent_requests_and_trims_the_rest);
     tcase_add_test(tc, reqlog_forgets_a_client_quiet_for_the_window);
     suite_add_tcase(s, tc);

@@ -136,17 +136,6 @@ static c10ds_outcome op_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     return out;
 }
 
-static c10ds_outcome op_wait(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
-{
-    C10dpb__StoreWait *m = r->pb->wait;
-    if (ph == C10DS_FIRST && check_keys(e, r, m->keys, m->n_keys))
-        return C10DS_DONE;
-    c10ds_outcome out;
-    if (wait_for(e, r, ph, m->keys, m->n_keys, m->timeout_ms, &out) == 0)
-        return out;
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    return c10ds_reply(r, &rep);
-}
 
 /* multi_get's reply. A small request must not make a huge reply, nor
  * make the engine read much (one large key named many times): the sizes
@@ -217,16 +206,32 @@ cleanup:
     return res;
 }
 
+/* wait and multi_get: the keys checked once, parked until all exist,
+ * then answered: with their values (multi_get), or with none (wait). */
+static c10ds_outcome wait_all(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **keys,
+                              size_t n, int timeout_ms, int with_values)
+{
+    if (ph == C10DS_FIRST && check_keys(e, r, keys, n))
+        return C10DS_DONE;
+    c10ds_outcome out;
+    if (wait_for(e, r, ph, keys, n, timeout_ms, &out) == 0)
+        return out;
+    if (with_values) /* every key exists (we hold the only writer) */
+        return answer_values(e, r, keys, n);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    return c10ds_reply(r, &rep);
+}
+
+static c10ds_outcome op_wait(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__StoreWait *m = r->pb->wait;
+    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 0);
+}
+
 static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreMultiGet *m = r->pb->multi_get;
-    if (ph == C10DS_FIRST && check_keys(e, r, m->keys, m->n_keys))
-        return C10DS_DONE;
-    c10ds_outcome out;
-    if (wait_for(e, r, ph, m->keys, m->n_keys, m->timeout_ms, &out) == 0)
-        return out;
-    /* Every key exists (we hold the only writer). */
-    return answer_values(e, r, m->keys, m->n_keys);
+    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 1);
 }
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)

@@ -46,6 +46,28 @@ static void start(const char *dir, const char *name)
     r.op_case = C10DPB__REQUEST__OP_##kase;                                                      \
     r.field = &(msg)
 
+/* A check (timeout_ms < 0), wait or multi_get of keys. */
+static void put_keys(C10dpb__Request__OpCase op, char **keys, size_t n, int timeout_ms, int pipe,
+                     uint64_t client)
+{
+    C10dpb__StoreCheck c = C10DPB__STORE_CHECK__INIT;
+    C10dpb__StoreWait w = C10DPB__STORE_WAIT__INIT;
+    C10dpb__StoreMultiGet g = C10DPB__STORE_MULTI_GET__INIT;
+    c.keys = w.keys = g.keys = keys;
+    c.n_keys = w.n_keys = g.n_keys = n;
+    w.has_timeout_ms = g.has_timeout_ms = timeout_ms >= 0;
+    w.timeout_ms = g.timeout_ms = timeout_ms >= 0 ? timeout_ms : 0;
+    C10dpb__Request r = C10DPB__REQUEST__INIT;
+    r.op_case = op;
+    if (op == C10DPB__REQUEST__OP_CHECK)
+        r.check = &c;
+    else if (op == C10DPB__REQUEST__OP_WAIT)
+        r.wait = &w;
+    else
+        r.multi_get = &g;
+    put(&r, pipe, client);
+}
+
 static void store_ops(void)
 {
     {
@@ -95,29 +117,9 @@ static void store_ops(void)
         put(&r, 0, 7);
     }
     char *keys[] = {"k", "late", "k"};
-    {
-        C10dpb__StoreWait m = C10DPB__STORE_WAIT__INIT;
-        m.keys = keys;
-        m.n_keys = 2;
-        m.has_timeout_ms = 1;
-        m.timeout_ms = 100;
-        REQ(wait, WAIT, m);
-        put(&r, 2, 9);
-    }
-    {
-        C10dpb__StoreCheck m = C10DPB__STORE_CHECK__INIT;
-        m.keys = keys;
-        m.n_keys = 3;
-        REQ(check, CHECK, m);
-        put(&r, 0, 7);
-    }
-    {
-        C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
-        m.keys = keys;
-        m.n_keys = 3;
-        REQ(multi_get, MULTI_GET, m);
-        put(&r, 0, 7);
-    }
+    put_keys(C10DPB__REQUEST__OP_WAIT, keys, 2, 100, 2, 9);
+    put_keys(C10DPB__REQUEST__OP_CHECK, keys, 3, -1, 0, 7);
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, keys, 3, -1, 0, 7);
     {
         C10dpb__KeyValue a = C10DPB__KEY_VALUE__INIT, b = C10DPB__KEY_VALUE__INIT;
         a.key = "m/1";
@@ -302,37 +304,11 @@ static void repeated_keys(void)
     static char *keys[NAMED];
     for (int i = 0; i < NAMED; i++)
         keys[i] = i % 3 ? "big/0" : "big/1";
-    {
-        C10dpb__StoreCheck m = C10DPB__STORE_CHECK__INIT;
-        m.keys = keys;
-        m.n_keys = NAMED;
-        REQ(check, CHECK, m);
-        put(&r, 0, 7);
-    }
-    {
-        C10dpb__StoreWait m = C10DPB__STORE_WAIT__INIT;
-        m.keys = keys;
-        m.n_keys = NAMED;
-        m.has_timeout_ms = 1;
-        m.timeout_ms = 100;
-        REQ(wait, WAIT, m);
-        put(&r, 1, 8);
-    }
-    {
-        C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
-        m.keys = keys;
-        m.n_keys = NAMED; /* far over the reply's limit */
-        REQ(multi_get, MULTI_GET, m);
-        put(&r, 0, 7);
-    }
-    {
-        C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
-        char *one[] = {"big/2", "missing"};
-        m.keys = one;
-        m.n_keys = 1; /* within it: read once */
-        REQ(multi_get, MULTI_GET, m);
-        put(&r, 2, 9);
-    }
+    put_keys(C10DPB__REQUEST__OP_CHECK, keys, NAMED, -1, 0, 7);
+    put_keys(C10DPB__REQUEST__OP_WAIT, keys, NAMED, 100, 1, 8);
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, keys, NAMED, -1, 0, 7); /* over the reply's limit */
+    char *one[] = {"big/2"};
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, one, 1, -1, 2, 9); /* within it: read once */
     {
         C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
         m.key = "big/3";

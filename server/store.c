@@ -14,6 +14,11 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
     memset(st, 0, sizeof *st);
     st->db = db;
     st->st_get = c10ds_db_prepare(db, "SELECT value FROM kv WHERE key = ?1");
+    /* Neither reads the value (schema 13 keeps it out of the key's index):
+     * existence is answered from the index, a length from the row's
+     * header, without its overflow pages. */
+    st->st_exists = c10ds_db_prepare(db, "SELECT 1 FROM kv WHERE key = ?1");
+    st->st_size = c10ds_db_prepare(db, "SELECT length(value) FROM kv WHERE key = ?1");
     st->st_update =
         c10ds_db_prepare(db, "UPDATE kv SET value = ?2, updated_ms = ?3 WHERE key = ?1");
     st->st_insert = c10ds_db_prepare(db, "INSERT INTO kv(key, value, updated_ms) VALUES(?1,?2,?3)");
@@ -43,7 +48,8 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
             return -1;
         }
     }
-    if (!st->st_get || !st->st_update || !st->st_insert || !st->st_delete) {
+    if (!st->st_get || !st->st_exists || !st->st_size || !st->st_update || !st->st_insert ||
+        !st->st_delete) {
         c10ds_store_fini(st);
         return -1;
     }
@@ -54,6 +60,8 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
 void c10ds_store_fini(c10ds_store *st)
 {
     sqlite3_finalize(st->st_get);
+    sqlite3_finalize(st->st_exists);
+    sqlite3_finalize(st->st_size);
     sqlite3_finalize(st->st_update);
     sqlite3_finalize(st->st_insert);
     sqlite3_finalize(st->st_delete);
@@ -107,12 +115,31 @@ void c10ds_store_release(c10ds_store *st)
     sqlite3_clear_bindings(st->st_get);
 }
 
+/* Runs a one-key statement that yields at most one integer. */
+static int lookup_int(sqlite3_stmt *s, const char *key, int64_t *out)
+{
+    sqlite3_reset(s);
+    bind_text(s, 1, key);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
 int c10ds_store_exists(c10ds_store *st, const char *key)
 {
-    const void *v;
-    size_t n;
-    int rc = c10ds_store_get(st, key, &v, &n);
-    c10ds_store_release(st);
+    int64_t one;
+    return lookup_int(st->st_exists, key, &one);
+}
+
+int c10ds_store_size(c10ds_store *st, const char *key, size_t *len)
+{
+    int64_t n = 0;
+    int rc = lookup_int(st->st_size, key, &n);
+    if (rc == 1)
+        *len = (size_t)n;
     return rc;
 }
 
@@ -157,11 +184,15 @@ c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, s
     return C10D_OK;
 }
 
+/* Room for a counter's text: a decimal int64 (20 bytes at most) with the
+ * blanks and sign strtoll accepts; a longer value is no counter. */
+#define COUNTER_BUF 32
+
 /* TCPStore keeps counters as decimal text; so do we, so that get() of a
  * counter reads the same as there. */
 static int parse_int64(const void *v, size_t n, int64_t *out)
 {
-    char buf[32];
+    char buf[COUNTER_BUF];
     if (n == 0 || n >= sizeof buf)
         return -1;
     memcpy(buf, v, n);
@@ -181,7 +212,15 @@ c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int
     const void *v;
     size_t n;
     int64_t cur = 0;
-    int rc = c10ds_store_get(st, key, &v, &n);
+    /* The size first: a 30-byte add naming a 16 MiB value must not read it. */
+    int rc = c10ds_store_size(st, key, &n);
+    if (rc == 1 && n >= COUNTER_BUF) {
+        snprintf(err, errlen, "add: key '%s' holds %zu bytes that are not a decimal integer", key,
+                 n);
+        return C10D_EINVAL;
+    }
+    if (rc >= 0)
+        rc = c10ds_store_get(st, key, &v, &n);
     if (rc < 0)
         return db_error(st, "add", key, err, errlen);
     if (rc == 1 && parse_int64(v, n, &cur) != 0) {
@@ -253,21 +292,23 @@ c10d_status c10ds_store_compare_set(c10ds_store *st, const char *key, const void
 c10d_status c10ds_store_append(c10ds_store *st, const char *key, const void *val, size_t len,
                                uint64_t max_len, char *err, size_t errlen)
 {
-    const void *v;
+    const void *v = NULL;
     size_t n = 0;
-    int rc = c10ds_store_get(st, key, &v, &n);
+    /* The size first: a refused append reads nothing. */
+    int rc = c10ds_store_size(st, key, &n);
     if (rc < 0)
         return db_error(st, "append", key, err, errlen);
     if (rc == 0)
         n = 0;
     if ((uint64_t)n + len > max_len) {
-        c10ds_store_release(st);
         snprintf(err, errlen,
                  "append: key '%s' would grow to %zu bytes, over the coordinator's limit of "
                  "%" PRIu64 " (--max-value-bytes)",
                  key, n + len, max_len);
         return C10D_ETOOBIG;
     }
+    if (rc == 1 && (rc = c10ds_store_get(st, key, &v, &n)) != 1) /* 0: cannot be, we write */
+        return db_error(st, "append", key, err, errlen);
     /* Concatenate here rather than with SQL's ||, which treats BLOBs as
      * text. */
     char *buf = malloc(n + len + 1);

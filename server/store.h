@@ -12,7 +12,7 @@
 
 typedef struct c10ds_store {
     c10ds_db *db;
-    sqlite3_stmt *st_get, *st_update, *st_insert, *st_delete;
+    sqlite3_stmt *st_get, *st_exists, *st_size, *st_update, *st_insert, *st_delete;
     /* Prefix queries, each twice: [prefix, upper) where the prefix has an
      * upper bound, [prefix, end) where it has none (store.c, bind_range). */
     sqlite3_stmt *st_count_range[2], *st_list_range[2], *st_delete_range[2];
@@ -31,7 +31,10 @@ void c10ds_store_recount(c10ds_store *st);
  * c10ds_store_release(); 0 = missing; -1 = database error. */
 int c10ds_store_get(c10ds_store *st, const char *key, const void **val, size_t *len);
 void c10ds_store_release(c10ds_store *st);
+/* Neither reads the value, however large: 1 = the key exists (*len: its
+ * value's size), 0 = missing, -1 = database error. */
 int c10ds_store_exists(c10ds_store *st, const char *key);
+int c10ds_store_size(c10ds_store *st, const char *key, size_t *len);
 
 /* Writers: C10D_OK or an error with a message in err. */
 c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len,

@@ -2,6 +2,7 @@
  * proto/c10d.proto. Each checks its arguments against the limits, calls
  * store.c, and answers, parks (waiting for a key) or fails. */
 #include "engine.h"
+#include "key_set.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,18 +28,21 @@ static c10ds_outcome op_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 }
 
 /* Formats "key: a" or "keys: a, b, c" for the keys of `keys` still
- * missing, so a timeout names exactly what it waited for. */
+ * missing (each named once), so a timeout names exactly what it waited
+ * for. */
 static void missing_keys(c10ds_engine *e, char **keys, size_t n, char *out, size_t outlen)
 {
     size_t missing = 0, used = 0;
     char list[768] = "";
+    size_t *first = c10ds_key_firsts(keys, n);
     for (size_t i = 0; i < n; i++) {
-        if (c10ds_store_exists(&e->store, keys[i]) == 1)
+        if ((first && first[i] != i) || c10ds_store_exists(&e->store, keys[i]) == 1)
             continue;
         if (missing++ < 16 && used < sizeof list - 1)
             used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "",
                                      keys[i]);
     }
+    free(first);
     if (missing > 16)
         snprintf(out, outlen, "keys: %s and %zu more", list, missing - 16);
     else
@@ -54,13 +58,22 @@ static c10ds_outcome timed_out(c10ds_engine *e, c10ds_request *r, char **keys, s
 }
 
 /* The shared shape of get, wait and multi_get: find the first missing key;
- * if there is none the caller answers; else park on it, or give up. */
+ * if there is none the caller answers; else park on it, or give up. Each
+ * distinct key is looked up once, in the index alone (no value is read).
+ * -1: all exist; -2: out of memory. */
 static int first_missing(c10ds_engine *e, char **keys, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (c10ds_store_exists(&e->store, keys[i]) != 1)
-            return (int)i;
-    return -1;
+    if (n == 1)
+        return c10ds_store_exists(&e->store, keys[0]) == 1 ? -1 : 0;
+    size_t *first = c10ds_key_firsts(keys, n);
+    if (!first)
+        return -2;
+    int missing = -1;
+    for (size_t i = 0; i < n && missing < 0; i++)
+        if (first[i] == i && c10ds_store_exists(&e->store, keys[i]) != 1)
+            missing = (int)i;
+    free(first);
+    return missing;
 }
 
 static int check_keys(c10ds_engine *e, c10ds_request *r, char **keys, size_t n)
@@ -86,9 +99,11 @@ static int wait_for(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **ke
                     int timeout_ms, c10ds_outcome *out)
 {
     int i = first_missing(e, keys, n);
-    if (i < 0)
+    if (i == -1)
         return -1;
-    if (ph == C10DS_EXPIRED)
+    if (i < 0)
+        *out = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory looking up %zu keys", n);
+    else if (ph == C10DS_EXPIRED)
         *out = timed_out(e, r, keys, n);
     else if (ph == C10DS_FIRST && timeout_ms <= 0)
         *out = c10ds_fail(r, C10D_ENOTFOUND, "no such key: %s", keys[i]);
@@ -121,75 +136,102 @@ static c10ds_outcome op_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     return out;
 }
 
-static c10ds_outcome op_wait(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
-{
-    C10dpb__StoreWait *m = r->pb->wait;
-    if (ph == C10DS_FIRST && check_keys(e, r, m->keys, m->n_keys))
-        return C10DS_DONE;
-    c10ds_outcome out;
-    if (wait_for(e, r, ph, m->keys, m->n_keys, m->timeout_ms, &out) == 0)
-        return out;
-    C10dpb__Reply rep = C10DPB__REPLY__INIT;
-    return c10ds_reply(r, &rep);
-}
 
-static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+/* multi_get's reply. A small request must not make a huge reply, nor
+ * make the engine read much (one large key named many times): the sizes
+ * come first, from the rows' headers, and values that would come to more
+ * than --max-message-bytes are refused before any is read. Then each
+ * distinct key is read once; a key named again shares its copy. */
+static c10ds_outcome answer_values(c10ds_engine *e, c10ds_request *r, char **keys, size_t n)
 {
-    C10dpb__StoreMultiGet *m = r->pb->multi_get;
-    if (ph == C10DS_FIRST && check_keys(e, r, m->keys, m->n_keys))
-        return C10DS_DONE;
-    c10ds_outcome out;
-    if (wait_for(e, r, ph, m->keys, m->n_keys, m->timeout_ms, &out) == 0)
-        return out;
-    /* Every key exists (we hold the only writer): copy the values out, since
-     * SQLite's buffers live only until the next read. */
-    ProtobufCBinaryData *vals = calloc(m->n_keys, sizeof *vals);
-    if (!vals)
-        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory in multi_get");
+    size_t *first = c10ds_key_firsts(keys, n);
+    ProtobufCBinaryData *vals = calloc(n, sizeof *vals);
     c10ds_outcome res = C10DS_DONE;
-    size_t i, total = 0;
-    for (i = 0; i < m->n_keys; i++) {
-        const void *v;
-        size_t n;
-        if (c10ds_store_get(&e->store, m->keys[i], &v, &n) != 1) {
-            c10ds_store_release(&e->store);
-            res = c10ds_fail(r, C10D_ERROR, "could not read key '%s'", m->keys[i]);
+    if (!first || !vals) {
+        res = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory in multi_get");
+        goto cleanup;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (first[i] == i && c10ds_store_size(&e->store, keys[i], &vals[i].len) != 1) {
+            res = c10ds_fail(r, C10D_ERROR, "could not read key '%s'", keys[i]);
             goto cleanup;
         }
-        /* A small request must not make a huge reply (one large key named
-         * many times): the reply is bounded like a request. */
-        total += n + 8;
+        vals[i].len = vals[first[i]].len;
+        total += vals[i].len + 8;
         if (total > e->cfg->max_message_bytes) {
-            c10ds_store_release(&e->store);
             res = c10ds_fail(r, C10D_ETOOBIG, "the values of these %zu keys come to more than "
                              "the coordinator's %llu-byte message limit (--max-message-bytes; "
-                             "over it at key %zu, '%s'): get them in smaller groups",
-                             m->n_keys, (unsigned long long)e->cfg->max_message_bytes, i,
-                             m->keys[i]);
+                             "over it at key %zu, '%s', of %zu bytes): get them in smaller groups",
+                             n, (unsigned long long)e->cfg->max_message_bytes, i, keys[i],
+                             vals[i].len);
             goto cleanup;
         }
-        if (!(vals[i].data = malloc(n + 1))) {
+    }
+    for (size_t i = 0; i < n; i++) {
+        const void *v;
+        size_t len;
+        if (first[i] != i) {
+            vals[i].data = vals[first[i]].data;
+            continue;
+        }
+        if (c10ds_store_get(&e->store, keys[i], &v, &len) != 1 || len != vals[i].len) {
+            c10ds_store_release(&e->store);
+            res = c10ds_fail(r, C10D_ERROR, "could not read key '%s'", keys[i]);
+            goto cleanup;
+        }
+        /* Copied out: SQLite's buffer lives only until the next read. */
+        if (!(vals[i].data = malloc(len + 1))) {
             c10ds_store_release(&e->store);
             res = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory in multi_get");
             goto cleanup;
         }
-        if (n) /* SQLite gives NULL for an empty BLOB */
-            memcpy(vals[i].data, v, n);
-        vals[i].len = n;
+        if (len) /* SQLite gives NULL for an empty BLOB */
+            memcpy(vals[i].data, v, len);
         c10ds_store_release(&e->store);
     }
     C10dpb__Values values = C10DPB__VALUES__INIT;
-    values.n_values = m->n_keys;
+    values.n_values = n;
     values.values = vals;
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_VALUES;
     rep.values = &values;
     res = c10ds_reply(r, &rep);
 cleanup:
-    for (size_t j = 0; j < m->n_keys; j++)
-        free(vals[j].data);
+    for (size_t i = 0; vals && first && i < n; i++)
+        if (first[i] == i)
+            free(vals[i].data);
     free(vals);
+    free(first);
     return res;
+}
+
+/* wait and multi_get: the keys checked once, parked until all exist,
+ * then answered: with their values (multi_get), or with none (wait). */
+static c10ds_outcome wait_all(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **keys,
+                              size_t n, int timeout_ms, int with_values)
+{
+    if (ph == C10DS_FIRST && check_keys(e, r, keys, n))
+        return C10DS_DONE;
+    c10ds_outcome out;
+    if (wait_for(e, r, ph, keys, n, timeout_ms, &out) == 0)
+        return out;
+    if (with_values) /* every key exists (we hold the only writer) */
+        return answer_values(e, r, keys, n);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    return c10ds_reply(r, &rep);
+}
+
+static c10ds_outcome op_wait(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__StoreWait *m = r->pb->wait;
+    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 0);
+}
+
+static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
+{
+    C10dpb__StoreMultiGet *m = r->pb->multi_get;
+    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 1);
 }
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
@@ -287,7 +329,11 @@ static c10ds_outcome op_check(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
         return C10DS_DONE;
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_FLAG;
-    rep.flag = first_missing(e, m->keys, m->n_keys) < 0;
+    int missing = first_missing(e, m->keys, m->n_keys);
+    if (missing == -2)
+        return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory looking up %zu keys",
+                          m->n_keys);
+    rep.flag = missing == -1;
     return c10ds_reply(r, &rep);
 }
 

@@ -55,7 +55,8 @@ static void fill(c10ds_db *db, const char *prefix, long n)
 {
     char q[512];
     snprintf(q, sizeof q, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE "
-             "i < %ld) INSERT INTO kv SELECT '%s' || printf('%%09d', i), x'00', 0 FROM c",
+             "i < %ld) INSERT INTO kv(key, value, updated_ms) SELECT '%s' || printf('%%09d', i), "
+             "x'00', 0 FROM c",
              n - 1, prefix);
     char *err = NULL;
     if (sqlite3_exec(db->h, q, NULL, NULL, &err) != SQLITE_OK) {

@@ -9,6 +9,12 @@
  * was parked on it, so memory stays bounded across runs. Each reply must
  * decode. The coordinator must neither crash, leak, nor hang.
  *
+ * With C10D_FUZZ_VALUES=big (scripts/fuzz.sh's second run, issue 24) the
+ * limits are the coordinator's defaults, and big/0 .. big/3 hold 16 MiB
+ * each before every input (an input may delete them): requests naming
+ * large values, many times over, must not hold the engine (libFuzzer's
+ * -timeout), nor make it read more than a reply may hold (-rss_limit_mb).
+ *
  * Built with clang by scripts/fuzz.sh (-DC10D_FUZZ=ON); the corpus is
  * tests/fuzz/corpus, seeded by make_seeds.c. */
 #include "engine.h"
@@ -17,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static engine_fixture fx;
 
@@ -30,13 +37,46 @@ static void check_reply(void *arg, void *slot, uint64_t request_id, const void *
     c10dpb__reply__free_unpacked(r, NULL);
 }
 
+#define BIG_VALUES 4
+#define BIG_VALUE_BYTES (16u << 20)
+static int big_values; /* C10D_FUZZ_VALUES=big */
+
+/* Puts back whichever of big/0 .. big/3 the last input deleted or
+ * changed (the size tells, without reading the value). */
+static void store_big_values(void)
+{
+    static char *v;
+    if (!v && !(v = malloc(BIG_VALUE_BYTES)))
+        abort();
+    for (int i = 0; i < BIG_VALUES; i++) {
+        char key[16], err[256];
+        size_t n = 0;
+        snprintf(key, sizeof key, "big/%d", i);
+        if (c10ds_store_size(&fx.eng->store, key, &n) == 1 && n == BIG_VALUE_BYTES)
+            continue;
+        memset(v, 'a' + i, BIG_VALUE_BYTES);
+        if (c10ds_store_set(&fx.eng->store, key, v, BIG_VALUE_BYTES, err, sizeof err) != C10D_OK) {
+            fprintf(stderr, "fuzz_engine: storing %s: %s\n", key, err);
+            abort();
+        }
+    }
+}
+
 static void start(void)
 {
+    const char *values = getenv("C10D_FUZZ_VALUES");
+    big_values = values && strcmp(values, "big") == 0;
     engine_fixture_init(&fx, "fuzz");
-    /* Small limits: the fuzzer reaches them, and a run stays quick. */
-    fx.cfg.max_value_bytes = 4096;
-    fx.cfg.max_message_bytes = 65536;
-    fx.cfg.max_multi_keys = 16;
+    if (big_values) {
+        /* The defaults: 16 MiB values, 4,096 keys a request. */
+        fx.cfg.max_value_bytes = BIG_VALUE_BYTES;
+        fx.cfg.max_message_bytes = BIG_VALUE_BYTES + (1u << 20);
+    } else {
+        /* Small limits: the fuzzer reaches them, and a run stays quick. */
+        fx.cfg.max_value_bytes = 4096;
+        fx.cfg.max_message_bytes = 65536;
+        fx.cfg.max_multi_keys = 16;
+    }
     fx.cfg.max_world_size = 64;
     fx.cfg.listen_url = "fuzz://";
     if (engine_fixture_start(&fx, check_reply, NULL) != 0) {
@@ -49,6 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!fx.eng)
         start();
+    if (big_values)
+        store_big_values();
     c10ds_request *head = NULL, **tail = &head;
     size_t at = 0;
     while (at + 3 <= size) {

@@ -2,7 +2,8 @@
  * scenario, each a batch in fuzz_engine.c's format (a 2-byte length, a
  * byte naming the connection, a packed Request; repeated). Every operation
  * appears, with the fields that lead into the handlers' deeper paths: a
- * world of two that forms, watches, reports collectives and joins.
+ * world of two that forms, watches, reports collectives and joins; and
+ * keys naming large values thousands of times in one request.
  *   make_seeds DIR */
 #include "c10d.pb-c.h"
 
@@ -44,6 +45,28 @@ static void start(const char *dir, const char *name)
     C10dpb__Request r = C10DPB__REQUEST__INIT;                                                   \
     r.op_case = C10DPB__REQUEST__OP_##kase;                                                      \
     r.field = &(msg)
+
+/* A check (timeout_ms < 0), wait or multi_get of keys. */
+static void put_keys(C10dpb__Request__OpCase op, char **keys, size_t n, int timeout_ms, int pipe,
+                     uint64_t client)
+{
+    C10dpb__StoreCheck c = C10DPB__STORE_CHECK__INIT;
+    C10dpb__StoreWait w = C10DPB__STORE_WAIT__INIT;
+    C10dpb__StoreMultiGet g = C10DPB__STORE_MULTI_GET__INIT;
+    c.keys = w.keys = g.keys = keys;
+    c.n_keys = w.n_keys = g.n_keys = n;
+    w.has_timeout_ms = g.has_timeout_ms = timeout_ms >= 0;
+    w.timeout_ms = g.timeout_ms = timeout_ms >= 0 ? timeout_ms : 0;
+    C10dpb__Request r = C10DPB__REQUEST__INIT;
+    r.op_case = op;
+    if (op == C10DPB__REQUEST__OP_CHECK)
+        r.check = &c;
+    else if (op == C10DPB__REQUEST__OP_WAIT)
+        r.wait = &w;
+    else
+        r.multi_get = &g;
+    put(&r, pipe, client);
+}
 
 static void store_ops(void)
 {
@@ -94,29 +117,9 @@ static void store_ops(void)
         put(&r, 0, 7);
     }
     char *keys[] = {"k", "late", "k"};
-    {
-        C10dpb__StoreWait m = C10DPB__STORE_WAIT__INIT;
-        m.keys = keys;
-        m.n_keys = 2;
-        m.has_timeout_ms = 1;
-        m.timeout_ms = 100;
-        REQ(wait, WAIT, m);
-        put(&r, 2, 9);
-    }
-    {
-        C10dpb__StoreCheck m = C10DPB__STORE_CHECK__INIT;
-        m.keys = keys;
-        m.n_keys = 3;
-        REQ(check, CHECK, m);
-        put(&r, 0, 7);
-    }
-    {
-        C10dpb__StoreMultiGet m = C10DPB__STORE_MULTI_GET__INIT;
-        m.keys = keys;
-        m.n_keys = 3;
-        REQ(multi_get, MULTI_GET, m);
-        put(&r, 0, 7);
-    }
+    put_keys(C10DPB__REQUEST__OP_WAIT, keys, 2, 100, 2, 9);
+    put_keys(C10DPB__REQUEST__OP_CHECK, keys, 3, -1, 0, 7);
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, keys, 3, -1, 0, 7);
     {
         C10dpb__KeyValue a = C10DPB__KEY_VALUE__INIT, b = C10DPB__KEY_VALUE__INIT;
         a.key = "m/1";
@@ -292,6 +295,57 @@ static void join_region(const char *job)
     put(&r, 1, 101);
 }
 
+/* Issue 24: requests naming large values (big/0 .. big/3, 16 MiB each
+ * under C10D_FUZZ_VALUES=big), one key many times over. */
+#define NAMED 4096
+
+static void repeated_keys(void)
+{
+    static char *keys[NAMED];
+    for (int i = 0; i < NAMED; i++)
+        keys[i] = i % 3 ? "big/0" : "big/1";
+    put_keys(C10DPB__REQUEST__OP_CHECK, keys, NAMED, -1, 0, 7);
+    put_keys(C10DPB__REQUEST__OP_WAIT, keys, NAMED, 100, 1, 8);
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, keys, NAMED, -1, 0, 7); /* over the reply's limit */
+    char *one[] = {"big/2"};
+    put_keys(C10DPB__REQUEST__OP_MULTI_GET, one, 1, -1, 2, 9); /* within it: read once */
+    {
+        C10dpb__StoreGet m = C10DPB__STORE_GET__INIT;
+        m.key = "big/3";
+        REQ(get, GET, m);
+        put(&r, 0, 7);
+    }
+    {
+        C10dpb__StoreAdd m = C10DPB__STORE_ADD__INIT;
+        m.key = "big/3";
+        m.delta = 1;
+        REQ(add, ADD, m);
+        put(&r, 0, 7);
+    }
+    {
+        C10dpb__StoreAppend m = C10DPB__STORE_APPEND__INIT;
+        m.key = "big/1";
+        m.value.data = (uint8_t *)"x";
+        m.value.len = 1;
+        REQ(append, APPEND, m);
+        put(&r, 0, 7);
+    }
+    {
+        C10dpb__StoreCompareSet m = C10DPB__STORE_COMPARE_SET__INIT;
+        m.key = "big/2";
+        m.expected.data = (uint8_t *)"x";
+        m.expected.len = 1;
+        REQ(compare_set, COMPARE_SET, m);
+        put(&r, 0, 7);
+    }
+    {
+        C10dpb__StoreList m = C10DPB__STORE_LIST__INIT;
+        m.prefix = "big/";
+        REQ(list, LIST, m);
+        put(&r, 0, 7);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -309,6 +363,9 @@ int main(int argc, char **argv)
     fclose(out);
     start(argv[1], "join_region");
     join_region("seed-c");
+    fclose(out);
+    start(argv[1], "repeated_keys");
+    repeated_keys();
     fclose(out);
     return 0;
 }

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,100 @@ START_TEST(a_key_with_a_nul_byte_is_refused)
 }
 END_TEST
 
+/* Issue 24, finding 1: a 45 KB check, wait or multi_get naming one key
+ * 4,096 times, with 16 MiB stored under it, held the engine ~100 s: each
+ * existence check read the whole value, and every lookup passing the
+ * value's row read it too. Now existence reads no value, a key named
+ * again is looked up once, and multi_get refuses by the values' sizes
+ * before reading any. The deadline that must hold is the clients'
+ * timeout (10 s), which the old code missed by minutes. */
+#define NAMED 4096
+
+typedef struct flood {
+    c10d_store *s;
+    int rounds, done;
+    c10d_status check, wait, multi_get;
+    int all_exist;
+    char multi_get_err[512];
+} flood;
+
+static void *flood_big_key(void *arg)
+{
+    flood *f = arg;
+    const char *keys[NAMED];
+    void *vals[NAMED];
+    size_t lens[NAMED];
+    for (int i = 0; i < NAMED; i++)
+        keys[i] = "big";
+    for (int r = 0; r < f->rounds; r++) {
+        f->check = c10d_store_check(f->s, keys, NAMED, &f->all_exist);
+        f->wait = c10d_store_wait(f->s, keys, NAMED, 5000);
+        f->multi_get = c10d_store_multi_get(f->s, keys, NAMED, vals, lens, 5000);
+        snprintf(f->multi_get_err, sizeof f->multi_get_err, "%s", c10d_errmsg());
+        if (f->check != C10D_OK || f->wait != C10D_OK || f->multi_get != C10D_ETOOBIG)
+            break;
+        __atomic_store_n(&f->done, r + 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&f->done, -1, __ATOMIC_RELEASE); /* over */
+    return NULL;
+}
+
+START_TEST(a_key_named_thousands_of_times_does_not_stall_others)
+{
+    c10d_store *s = connect_store();
+    size_t big = 16u << 20; /* the default --max-value-bytes */
+    char *v = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        v[i] = (char)(i * 7);
+    OK(c10d_store_set(s, "big", v, big));
+    OK(c10d_store_set(s, "small", "s", 1));
+
+    flood f = {.s = connect_store(), .rounds = 3};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, flood_big_key, &f), 0);
+    /* A normal client's gets, answered while the flood runs. */
+    int gets = 0;
+    do {
+        void *got;
+        size_t n;
+        OK(c10d_store_get(s, "small", &got, &n, C10D_NO_WAIT));
+        ck_assert_uint_eq(n, 1);
+        c10d_free(got);
+        gets++;
+    } while (__atomic_load_n(&f.done, __ATOMIC_ACQUIRE) >= 0);
+    pthread_join(t, NULL);
+    ck_assert_msg(f.check == C10D_OK && f.all_exist, "check: %s", c10d_strerror(f.check));
+    ck_assert_msg(f.wait == C10D_OK, "wait: %s", c10d_strerror(f.wait));
+    ck_assert_msg(f.multi_get == C10D_ETOOBIG, "multi_get: %s (%s)",
+                  c10d_strerror(f.multi_get), f.multi_get_err);
+    ck_assert_ptr_nonnull(strstr(f.multi_get_err, "--max-message-bytes"));
+    ck_assert_int_ge(gets, 1);
+
+    /* What fits is still answered, each copy of a key named again whole. */
+    const char *keys[NAMED];
+    void *vals[NAMED];
+    size_t lens[NAMED];
+    for (int i = 0; i < NAMED; i++)
+        keys[i] = "small";
+    OK(c10d_store_multi_get(s, keys, NAMED, vals, lens, C10D_NO_WAIT));
+    for (int i = 0; i < NAMED; i++) {
+        ck_assert_uint_eq(lens[i], 1);
+        ck_assert_mem_eq(vals[i], "s", 1);
+        c10d_free(vals[i]);
+    }
+    keys[1] = "big";
+    OK(c10d_store_multi_get(s, keys, 3, vals, lens, C10D_NO_WAIT));
+    ck_assert_uint_eq(lens[1], big);
+    ck_assert_int_eq(memcmp(vals[1], v, big), 0);
+    ck_assert_mem_eq(vals[2], "s", 1);
+    for (int i = 0; i < 3; i++)
+        c10d_free(vals[i]);
+    free(v);
+    c10d_store_close(f.s);
+    c10d_store_close(s);
+}
+END_TEST
+
 /* An empty C10D_TOKEN (an export from a file that was not there, say)
  * ran the coordinator with no token at all, in silence; an empty token
  * file was already refused. Both are refused at start now, naming it. */
@@ -278,6 +373,7 @@ int main(void)
     tcase_add_test(tc, token_is_required_when_configured);
     tcase_add_test(tc, an_empty_token_is_refused_at_start);
     tcase_add_test(tc, a_key_with_a_nul_byte_is_refused);
+    tcase_add_test(tc, a_key_named_thousands_of_times_does_not_stall_others);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -149,7 +149,8 @@ static void put_many(const char *prefix, int n)
 {
     char q[512];
     snprintf(q, sizeof q, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE "
-             "i < %d) INSERT INTO kv SELECT '%s' || 'k' || i, x'00', 0 FROM c", n - 1, prefix);
+             "i < %d) INSERT INTO kv(key, value, updated_ms) SELECT '%s' || 'k' || i, x'00', 0 "
+             "FROM c", n - 1, prefix);
     ck_assert_int_eq(sqlite3_exec(fx.db.h, q, NULL, NULL, NULL), SQLITE_OK);
     c10ds_store_recount(&fx.eng->store);
 }

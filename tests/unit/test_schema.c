@@ -3,6 +3,7 @@
 #include "db.h"
 #include "groups.h"
 #include "schema.h"
+#include "store.h"
 
 #include "check_main.h"
 
@@ -256,6 +257,61 @@ START_TEST(version_10_old_layout_keys_of_runs_over_go)
 }
 END_TEST
 
+/* Schema 13: kv leaves WITHOUT ROWID, so that a value is not inside its
+ * key's index (issue 24). Every key and value comes through byte for
+ * byte: empty, binary with NULs, over a page (overflow pages), with its
+ * updated_ms. */
+START_TEST(version_12_store_keeps_every_key_and_value)
+{
+    enum { BIG = 40 * 256 }; /* every byte value, over two 4 KiB pages */
+    static uint8_t big[BIG];
+    char *hex = malloc(2 * BIG + 1);
+    for (int i = 0; i < BIG; i++) {
+        big[i] = (uint8_t)i;
+        snprintf(hex + 2 * i, 3, "%02x", big[i]);
+    }
+    char *rows = sqlite3_mprintf("INSERT INTO kv(key, value, updated_ms) VALUES "
+                                 "('empty', x'', 11), ('nul', x'610062', 12), "
+                                 "('jobs/j/1/big', x'%s', 13), ('z\xc3\xa9', x'ff', 14)",
+                                 hex);
+    c10ds_db db;
+    migrated_from(&db, 12, rows);
+    sqlite3_free(rows);
+    free(hex);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM kv"), 4);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM sqlite_master WHERE name = 'kv' AND "
+                                  "sql LIKE '%WITHOUT ROWID%'"), 0);
+    static const struct {
+        const char *key;
+        const void *value;
+        int len, updated_ms;
+    } want[] = {{"empty", "", 0, 11}, {"nul", "a\0b", 3, 12}, {"jobs/j/1/big", big, BIG, 13},
+                {"z\xc3\xa9", "\xff", 1, 14}};
+    c10ds_store st;
+    ck_assert_int_eq(c10ds_store_init(&st, &db), 0);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 4);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const void *v;
+        size_t n;
+        ck_assert_int_eq(c10ds_store_get(&st, want[i].key, &v, &n), 1);
+        ck_assert_uint_eq(n, (size_t)want[i].len);
+        if (n)
+            ck_assert_int_eq(memcmp(v, want[i].value, n), 0);
+        c10ds_store_release(&st);
+        char *q = sqlite3_mprintf("SELECT updated_ms FROM kv WHERE key = %Q", want[i].key);
+        ck_assert_int_eq(scalar(db.h, q), want[i].updated_ms);
+        sqlite3_free(q);
+    }
+    /* and it is a store like a new one: written, listed in key order */
+    char err[256];
+    ck_assert_int_eq(c10ds_store_set(&st, "new", "v", 1, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_count(&st, "jobs/"), 1);
+    ck_assert_int_eq(c10ds_store_count(&st, NULL), 5);
+    c10ds_store_fini(&st);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -310,6 +366,7 @@ int main(void)
     tcase_add_test(tc, version_8_final_seqs_text_becomes_rows);
     tcase_add_test(tc, version_9_generations_get_their_runs);
     tcase_add_test(tc, version_10_old_layout_keys_of_runs_over_go);
+    tcase_add_test(tc, version_12_store_keeps_every_key_and_value);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

@@ -183,8 +183,8 @@ static int count_ops(void *arg)
 START_TEST(a_prefix_reads_only_its_own_range)
 {
     ck_assert_int_eq(sqlite3_exec(db.h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
-                                        "FROM c WHERE i < 99999) INSERT INTO kv SELECT 'z/' || i, "
-                                        "x'00', 0 FROM c", NULL, NULL, NULL), SQLITE_OK);
+                                        "FROM c WHERE i < 99999) INSERT INTO kv(key, value, "
+                                        "updated_ms) SELECT 'z/' || i, x'00', 0 FROM c", NULL, NULL, NULL), SQLITE_OK);
     for (int i = 0; i < 20; i++) {
         char k[32];
         snprintf(k, sizeof k, "jobs/j/1/k%d", i);
@@ -316,6 +316,61 @@ static c10ds_request *set_req(uint64_t id, const char *key, const char *val)
     return engine_request(&pb, 2, id);
 }
 
+/* SQLite's largest single allocation since the last call: reading a
+ * value allocates its size at once, so this says whether a statement read
+ * a large value. */
+static int largest_sqlite_alloc(void)
+{
+    int cur, high;
+    sqlite3_status(SQLITE_STATUS_MALLOC_SIZE, &cur, &high, 1);
+    return high;
+}
+
+#define BIG_VALUE (16 << 20)
+
+/* 1,000 one-byte values around a 16 MiB one, under "k0500b". */
+static void store_a_big_value_among_small_ones(c10ds_store *s, sqlite3 *h)
+{
+    ck_assert_int_eq(sqlite3_exec(h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
+                                     "FROM c WHERE i < 999) INSERT INTO kv(key, value, "
+                                     "updated_ms) SELECT printf('k%04d', i), x'00', 0 FROM c",
+                                  NULL, NULL, NULL), SQLITE_OK);
+    c10ds_store_recount(s);
+    char *v = calloc(1, BIG_VALUE);
+    ck_assert_int_eq(c10ds_store_set(s, "k0500b", v, BIG_VALUE, err, sizeof err), C10D_OK);
+    free(v);
+    largest_sqlite_alloc();
+}
+
+/* Issue 24: kv was WITHOUT ROWID, the value inside the key's index, and
+ * SQLite reads a whole overflowing row to compare a key with it: one 16
+ * MiB value made the lookups of its neighbours read it (20-30 ms each),
+ * and an existence check read it too. Now only what returns the value
+ * reads it. */
+START_TEST(a_big_value_is_read_only_by_what_returns_it)
+{
+    store_a_big_value_among_small_ones(&st, db.h);
+    size_t n = 0;
+    int64_t r;
+    ck_assert_int_eq(c10ds_store_exists(&st, "k0500b"), 1);
+    ck_assert_int_eq(c10ds_store_size(&st, "k0500b", &n), 1);
+    ck_assert_uint_eq(n, BIG_VALUE);
+    ck_assert_int_eq(c10ds_store_exists(&st, "k0501"), 1);
+    expect_value("k0500", "", 1);
+    expect_value("k0501", "", 1);
+    ck_assert_int_eq(c10ds_store_add(&st, "k0500b", 1, &r, err, sizeof err), C10D_EINVAL);
+    ck_assert_int_eq(c10ds_store_append(&st, "k0500b", "x", 1, BIG_VALUE, err, sizeof err),
+                     C10D_ETOOBIG);
+    ck_assert_int_eq(c10ds_store_add(&st, "k0501", 1, &r, err, sizeof err), C10D_EINVAL);
+    ck_assert_int_lt(largest_sqlite_alloc(), 1 << 20);
+    /* the witness sees a read: a get of the value itself */
+    const void *v;
+    ck_assert_int_eq(c10ds_store_get(&st, "k0500b", &v, &n), 1);
+    c10ds_store_release(&st);
+    ck_assert_int_ge(largest_sqlite_alloc(), BIG_VALUE);
+}
+END_TEST
+
 /* --- the applied-request log (reqlog.c) --- */
 
 static int logged(c10ds_reqlog *rl, uint64_t client, uint64_t id)
@@ -442,6 +497,71 @@ START_TEST(get_without_wait_is_enotfound)
 }
 END_TEST
 
+/* A check, wait or multi_get (op) of keys; wait and multi_get wait up to
+ * timeout_ms. */
+static c10ds_request *keys_req(uint64_t id, C10dpb__Request__OpCase op, char **keys, size_t n,
+                               int timeout_ms)
+{
+    C10dpb__StoreCheck c = C10DPB__STORE_CHECK__INIT;
+    C10dpb__StoreWait w = C10DPB__STORE_WAIT__INIT;
+    C10dpb__StoreMultiGet g = C10DPB__STORE_MULTI_GET__INIT;
+    c.keys = w.keys = g.keys = keys;
+    c.n_keys = w.n_keys = g.n_keys = n;
+    w.has_timeout_ms = g.has_timeout_ms = 1;
+    w.timeout_ms = g.timeout_ms = timeout_ms;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = op;
+    if (op == C10DPB__REQUEST__OP_CHECK)
+        pb.check = &c;
+    else if (op == C10DPB__REQUEST__OP_WAIT)
+        pb.wait = &w;
+    else
+        pb.multi_get = &g;
+    return engine_request(&pb, 1, id);
+}
+
+/* Issue 24: check, wait and multi_get naming one 16 MiB value 4,096
+ * times read it 4,096 times (~100 s of the engine). Existence reads no
+ * value; multi_get refuses by the sizes before reading; a key named again
+ * is read once and answered in every place it was named. */
+START_TEST(requests_naming_a_big_value_many_times_do_not_read_it)
+{
+    fx.cfg.max_multi_keys = 4096;
+    fx.cfg.max_value_bytes = BIG_VALUE;
+    fx.cfg.max_message_bytes = BIG_VALUE + (1 << 20);
+    store_a_big_value_among_small_ones(&fx.eng->store, fx.db.h);
+    char *keys[4096];
+    for (int i = 0; i < 4096; i++)
+        keys[i] = i % 2 ? "k0500b" : "k0501"; /* repeats, not side by side */
+    run1(keys_req(1, C10DPB__REQUEST__OP_CHECK, keys, 4096, 0));
+    run1(keys_req(2, C10DPB__REQUEST__OP_WAIT, keys, 4096, 1000));
+    run1(keys_req(3, C10DPB__REQUEST__OP_MULTI_GET, keys, 4096, 1000));
+    ck_assert_int_lt(largest_sqlite_alloc(), 1 << 20);
+    ck_assert_int_eq(fx.nreplies, 3);
+    ck_assert_int_eq(fx.replies[0]->status, C10D_OK);
+    ck_assert(fx.replies[0]->flag);
+    ck_assert_int_eq(fx.replies[1]->status, C10D_OK);
+    ck_assert_int_eq(fx.replies[2]->status, C10D_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(fx.replies[2]->detail, "--max-message-bytes"));
+    /* the small one named 4,096 times: read once, in every place */
+    for (int i = 0; i < 4096; i++)
+        keys[i] = i % 2 ? "k0501" : "k0499";
+    run1(keys_req(4, C10DPB__REQUEST__OP_MULTI_GET, keys, 4096, 1000));
+    ck_assert_int_eq(fx.replies[3]->status, C10D_OK);
+    ck_assert_uint_eq(fx.replies[3]->values->n_values, 4096);
+    for (int i = 0; i < 4096; i++)
+        ck_assert_uint_eq(fx.replies[3]->values->values[i].len, 1);
+    /* a timeout names each missing key once */
+    keys[0] = keys[2] = "gone";
+    run1(keys_req(5, C10DPB__REQUEST__OP_WAIT, keys, 4, 30));
+    ck_assert_int_eq(fx.nreplies, 4);
+    usleep(50000);
+    c10ds_engine_run_batch(fx.eng, NULL);
+    ck_assert_int_eq(fx.replies[4]->status, C10D_ETIMEDOUT);
+    ck_assert_str_eq(fx.replies[4]->detail, "timed out after 30 ms waiting for key: gone");
+}
+END_TEST
+
 START_TEST(limits_are_enforced_with_reasons)
 {
     run1(set_req(1, "k", "this value is longer than sixteen bytes"));
@@ -480,6 +600,7 @@ int main(void)
     tcase_add_test(tc, delete_and_counts_follow);
     tcase_add_test(tc, prefix_ranges_are_exact);
     tcase_add_test(tc, a_prefix_reads_only_its_own_range);
+    tcase_add_test(tc, a_big_value_is_read_only_by_what_returns_it);
     tcase_add_test(tc, reqlog_keeps_a_clients_recent_requests_and_trims_the_rest);
     tcase_add_test(tc, reqlog_forgets_a_client_quiet_for_the_window);
     suite_add_tcase(s, tc);
@@ -493,6 +614,7 @@ int main(void)
     tcase_add_test(te, get_parks_until_set_in_a_later_batch);
     tcase_add_test(te, parked_get_times_out_naming_the_key);
     tcase_add_test(te, get_without_wait_is_enotfound);
+    tcase_add_test(te, requests_naming_a_big_value_many_times_do_not_read_it);
     tcase_add_test(te, limits_are_enforced_with_reasons);
     tcase_add_test(te, wrong_token_is_refused);
     suite_add_tcase(s, te);

@@ -60,6 +60,9 @@ static const char usage[] =
     "      --max-connections N   client connections open at once; one more is\n"
     "                            closed as soon as it is accepted (default: the\n"
     "                            file descriptor limit, ulimit -n, less 64)\n"
+    "      --drain-timeout MS    on SIGTERM, how long requests already queued\n"
+    "                            are still answered; the rest are dropped, and\n"
+    "                            their clients resend them (default 3000)\n"
     "      --dedup-window S      how long a client's applied add/append/\n"
     "                            compare_set/delete are remembered after its last\n"
     "                            request, so a retry is applied once (default 600;\n"
@@ -95,6 +98,7 @@ enum {
     OPT_MAX_REPLY,
     OPT_MAX_PARKED,
     OPT_MAX_CONNS,
+    OPT_DRAIN_TIMEOUT,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_CA,
@@ -172,6 +176,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-reply-bytes", required_argument, 0, OPT_MAX_REPLY},
         {"max-parked", required_argument, 0, OPT_MAX_PARKED},
         {"max-connections", required_argument, 0, OPT_MAX_CONNS},
+        {"drain-timeout", required_argument, 0, OPT_DRAIN_TIMEOUT},
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
@@ -192,6 +197,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_conn_buffer = 64u << 20;
     cfg->frame_timeout_ms = 30000;
     cfg->max_parked = 262144;
+    cfg->drain_timeout_ms = C10DS_DEFAULT_DRAIN_TIMEOUT_MS;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
@@ -274,6 +280,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("max-connections", optarg, 1, 1u << 24, &v))
                 return -1;
             cfg->max_connections = (uint32_t)v;
+            break;
+        case OPT_DRAIN_TIMEOUT:
+            if (parse_u64("drain-timeout", optarg, 0, 3600000, &v))
+                return -1;
+            cfg->drain_timeout_ms = (int)v;
             break;
         case OPT_TLS_CERT:
             free(cfg->tls_cert);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static const char usage[] =
     "Usage: c10d-coord [OPTIONS]\n"
@@ -56,6 +57,12 @@ static const char usage[] =
     "      --max-parked N        requests parked at once (gets and waits for\n"
     "                            missing keys, rendezvous, watches); more get\n"
     "                            ETOOBIG (default 262144)\n"
+    "      --max-connections N   client connections open at once; one more is\n"
+    "                            closed as soon as it is accepted (default: the\n"
+    "                            file descriptor limit, ulimit -n, less 64)\n"
+    "      --drain-timeout MS    on SIGTERM, how long requests already queued\n"
+    "                            are still answered; the rest are dropped, and\n"
+    "                            their clients resend them (default 3000)\n"
     "      --dedup-window S      how long a client's applied add/append/\n"
     "                            compare_set/delete are remembered after its last\n"
     "                            request, so a retry is applied once (default 600;\n"
@@ -90,6 +97,8 @@ enum {
     OPT_MAX_DECODE,
     OPT_MAX_REPLY,
     OPT_MAX_PARKED,
+    OPT_MAX_CONNS,
+    OPT_DRAIN_TIMEOUT,
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_CA,
@@ -112,6 +121,21 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
     }
     *out = v;
     return 0;
+}
+
+/* Past the file descriptor limit a connection cannot be accepted at all,
+ * and the database may not open a file it needs: by default, connections
+ * stop short of it by C10DS_FD_RESERVE (half the limit, when it is that
+ * small). */
+static uint32_t default_max_connections(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (1u << 24))
+        return 1u << 24;
+    rlim_t n = rl.rlim_cur > 2 * C10DS_FD_RESERVE ? rl.rlim_cur - C10DS_FD_RESERVE
+                                                  : rl.rlim_cur / 2;
+    return n > 0 ? (uint32_t)n : 1;
 }
 
 static char *read_token_file(const char *path)
@@ -151,6 +175,8 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"max-decode-bytes", required_argument, 0, OPT_MAX_DECODE},
         {"max-reply-bytes", required_argument, 0, OPT_MAX_REPLY},
         {"max-parked", required_argument, 0, OPT_MAX_PARKED},
+        {"max-connections", required_argument, 0, OPT_MAX_CONNS},
+        {"drain-timeout", required_argument, 0, OPT_DRAIN_TIMEOUT},
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
@@ -171,6 +197,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_conn_buffer = 64u << 20;
     cfg->frame_timeout_ms = 30000;
     cfg->max_parked = 262144;
+    cfg->drain_timeout_ms = C10DS_DEFAULT_DRAIN_TIMEOUT_MS;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = 10000;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
@@ -248,6 +275,16 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         case OPT_MAX_PARKED:
             if (parse_u64("max-parked", optarg, 1, 1ull << 32, &cfg->max_parked))
                 return -1;
+            break;
+        case OPT_MAX_CONNS:
+            if (parse_u64("max-connections", optarg, 1, 1u << 24, &v))
+                return -1;
+            cfg->max_connections = (uint32_t)v;
+            break;
+        case OPT_DRAIN_TIMEOUT:
+            if (parse_u64("drain-timeout", optarg, 0, 3600000, &v))
+                return -1;
+            cfg->drain_timeout_ms = (int)v;
             break;
         case OPT_TLS_CERT:
             free(cfg->tls_cert);
@@ -333,6 +370,8 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         cfg->max_reply_bytes = 256u << 20;
     if (cfg->max_reply_bytes < cfg->max_message_bytes)
         cfg->max_reply_bytes = cfg->max_message_bytes; /* one largest reply always fits */
+    if (cfg->max_connections == 0)
+        cfg->max_connections = default_max_connections();
     if (token_file) {
         if (!(cfg->token = read_token_file(token_file)))
             return -1;

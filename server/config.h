@@ -8,6 +8,11 @@
 #define C10DS_DEFAULT_LISTEN "tcp://0.0.0.0:29500"
 #define C10DS_DEFAULT_DB "c10d-coord.db"
 #define C10DS_DEFAULT_RETENTION_S 86400 /* a day: time for a post-mortem */
+/* File descriptors kept back from --max-connections' default: the
+ * database and its WAL, shm and lock files, SQLite's temporary files, the
+ * log, NNG's poller (14 at idle). */
+#define C10DS_FD_RESERVE 64
+#define C10DS_DEFAULT_DRAIN_TIMEOUT_MS 3000
 
 typedef struct c10ds_config {
     char *listen_url;
@@ -25,6 +30,8 @@ typedef struct c10ds_config {
     uint64_t max_decode_bytes; /* what unpacking one request may allocate (decode_budget.h) */
     uint64_t max_reply_bytes; /* unsent replies, all connections together */
     uint64_t max_parked;      /* requests parked (waiting for keys, groups), all together */
+    uint32_t max_connections; /* client connections open at once; more are closed at once */
+    int drain_timeout_ms;     /* SIGTERM: how long queued requests are still run */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */

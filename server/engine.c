@@ -247,6 +247,14 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     begin_txn(e);
     for (c10ds_request *r = batch, *n; r; r = n) {
         n = r->next;
+        if (r->pb && c10ds_drain_over(&e->drain)) {
+            /* Stopping, and out of time: unanswered (drain.h). Events
+             * (a connection closed) still run: they are cheap, and the
+             * database should know who is dead. */
+            c10ds_drain_count(&e->drain, r->pb->op_case);
+            c10ds_request_free(r);
+            continue;
+        }
         run(e, r, C10DS_FIRST);
     }
     /* Writes in this batch may have woken parked requests; running them
@@ -368,6 +376,8 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
     pthread_mutex_lock(&e->mu);
     if (e->stopping) {
         pthread_mutex_unlock(&e->mu);
+        if (r->pb)
+            c10ds_drain_count(&e->drain, r->pb->op_case);
         return -1;
     }
     if (!e->busy && !e->q_head && e->started) {
@@ -397,6 +407,7 @@ void c10ds_engine_stop(c10ds_engine *e)
 {
     if (!e || !e->started)
         return;
+    c10ds_drain_begin(&e->drain, e->cfg->drain_timeout_ms);
     pthread_mutex_lock(&e->mu);
     e->stopping = 1;
     pthread_mutex_unlock(&e->mu);
@@ -414,6 +425,16 @@ void c10ds_engine_stop(c10ds_engine *e)
         c10ds_request_free(r);
     }
     e->q_head = e->q_tail = NULL;
+}
+
+void c10ds_engine_report_dropped(c10ds_engine *e)
+{
+    if (!e)
+        return;
+    const char *names[C10DS_DRAIN_OPS] = {0};
+    for (size_t i = 0; i < C10DS_DRAIN_OPS && i < sizeof e->ops / sizeof e->ops[0]; i++)
+        names[i] = e->ops[i] ? e->ops[i]->name : NULL;
+    c10ds_drain_report(&e->drain, names, e->cfg->drain_timeout_ms);
 }
 
 void c10ds_engine_release(c10ds_engine *e)

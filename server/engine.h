@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "db.h"
+#include "drain.h"
 #include "groups.h"
 #include "join.h"
 #include "reqlog.h"
@@ -111,6 +112,8 @@ struct c10ds_engine {
     uint64_t txn_no;        /* counts transactions: what a parked request parked in */
     c10ds_request *txn_from; /* the outbox entry before the transaction began (NULL: none) */
 
+    c10ds_drain drain; /* SIGTERM: until when queued requests still run; what was dropped */
+
     int64_t start_ms;
     atomic_llong requests;
     atomic_llong clients;
@@ -125,10 +128,14 @@ int c10ds_engine_start(c10ds_engine *e);
  * the calling thread (and whatever arrives meanwhile); a busy one queues
  * it for its thread. Returns -1 once the engine is stopping. */
 int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
-/* Answers everything queued, commits, and stops the thread. Parked
- * requests are dropped unanswered: their clients resend them to the next
- * coordinator. */
+/* Answers what is queued, for --drain-timeout at most (the rest is
+ * dropped unanswered, and counted in the log), commits, and stops the
+ * thread. Parked requests are dropped unanswered: their clients resend
+ * them to the next coordinator. */
 void c10ds_engine_stop(c10ds_engine *e);
+/* Logs the requests a stopping engine dropped unanswered (drain.h), once
+ * no more can come (the listener closed). */
+void c10ds_engine_report_dropped(c10ds_engine *e);
 /* Stops the engine and lets go of the database: statements finalized,
  * parked requests dropped. The struct stays valid (submit refuses) for
  * listener callbacks still running; c10ds_engine_free frees it. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 /* The engine's replies go on the queue of the connection each request
@@ -26,25 +27,106 @@ void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void 
         c10ds_conn_queue(slot, request_id, reply, len);
 }
 
+/* An accept that failed for want of file descriptors (EMFILE, ENFILE) or
+ * memory fails again at once while the shortage lasts: accepting again
+ * straight away spun the coordinator (5.6 s of CPU per 5 s at ulimit -n
+ * 256). So the next one waits, ACCEPT_PAUSE_MIN_MS at first, doubling up
+ * to ACCEPT_PAUSE_MAX_MS, and none again once one succeeds; connections
+ * that come meanwhile wait in the kernel's backlog. */
+#define ACCEPT_PAUSE_MIN_MS 10
+#define ACCEPT_PAUSE_MAX_MS 500
+/* While accepting keeps failing, the warning is repeated this often (in
+ * failed accepts: about a minute at the longest pause). */
+#define ACCEPT_WARN_EVERY 120
+
+static int is_closing(c10ds_listener *l)
+{
+    nng_mtx_lock(l->mu);
+    int closing = l->closing;
+    nng_mtx_unlock(l->mu);
+    return closing;
+}
+
+static int open_connections(c10ds_listener *l)
+{
+    nng_mtx_lock(l->mu);
+    int n = l->nlive;
+    nng_mtx_unlock(l->mu);
+    return n;
+}
+
+static void accept_next(c10ds_listener *l)
+{
+    nng_stream_listener_accept(l->lst, l->accept_aio);
+}
+
+static void accept_later(c10ds_listener *l, int rv)
+{
+    l->accept_failures++;
+    l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : ACCEPT_PAUSE_MIN_MS;
+    if (l->backoff_ms > ACCEPT_PAUSE_MAX_MS)
+        l->backoff_ms = ACCEPT_PAUSE_MAX_MS;
+    if (l->accept_failures % ACCEPT_WARN_EVERY == 1) {
+        struct rlimit rl;
+        long long nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                               ? (long long)rl.rlim_cur : -1;
+        c10ds_warn("cannot accept connections: %s (%d open, --max-connections %u, ulimit -n "
+                   "%lld); %u attempt(s) failed so far, trying again every %d ms at most",
+                   nng_strerror(rv), open_connections(l), l->cfg->max_connections, nofile,
+                   l->accept_failures, ACCEPT_PAUSE_MAX_MS);
+    }
+    c10ds_debug("accept failed (%s), %u in a row: next try in %d ms", nng_strerror(rv),
+                l->accept_failures, l->backoff_ms);
+    nng_sleep_aio(l->backoff_ms, l->backoff_aio);
+}
+
+/* backoff_aio's callback: the pause is over. */
+static void backoff_cb(void *arg)
+{
+    c10ds_listener *l = arg;
+    if (nng_aio_result(l->backoff_aio) != 0 || is_closing(l))
+        return;
+    accept_next(l);
+}
+
 static void accept_cb(void *arg)
 {
     c10ds_listener *l = arg;
     int rv = nng_aio_result(l->accept_aio);
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
         return;
-    nng_mtx_lock(l->mu);
-    int closing = l->closing;
-    nng_mtx_unlock(l->mu);
-    if (closing) {
+    if (is_closing(l)) {
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(l->accept_aio, 0));
+        return;
+    }
+    if (rv == NNG_ENOFILES || rv == NNG_ENOMEM) {
+        accept_later(l, rv);
         return;
     }
     if (rv != 0) {
         /* A TLS handshake that failed, a client that vanished: others are
          * unaffected. */
         c10ds_warn("a connection was not accepted: %s", nng_strerror(rv));
-        nng_stream_listener_accept(l->lst, l->accept_aio);
+        accept_next(l);
+        return;
+    }
+    if (l->accept_failures) {
+        c10ds_info("accepting connections again, after %u failed attempt(s)",
+                   l->accept_failures);
+        l->accept_failures = 0;
+        l->backoff_ms = 0;
+    }
+    int open = open_connections(l);
+    if ((uint32_t)open >= l->cfg->max_connections) {
+        /* Closed before a byte is read: the client sees its connection
+         * close unanswered and dials again after a pause. (An error frame
+         * would tell it a coordinator answered, and it would dial again
+         * at once.) */
+        c10ds_warn("refused a connection: %d are open, the most --max-connections (%u) allows",
+                   open, l->cfg->max_connections);
+        nng_stream_free(nng_aio_get_output(l->accept_aio, 0));
+        accept_next(l);
         return;
     }
     nng_stream *s = nng_aio_get_output(l->accept_aio, 0);
@@ -62,7 +144,7 @@ static void accept_cb(void *arg)
             free(c);
         }
         nng_stream_free(s);
-        nng_stream_listener_accept(l->lst, l->accept_aio);
+        accept_next(l);
         return;
     }
     c->l = l;
@@ -78,7 +160,21 @@ static void accept_cb(void *arg)
     nng_mtx_unlock(l->mu);
     atomic_fetch_add(&l->engine->clients, 1);
     c10ds_conn_recv_start(c);
-    nng_stream_listener_accept(l->lst, l->accept_aio);
+    accept_next(l);
+}
+
+/* A --max-connections the file descriptor limit cannot reach is the
+ * operator's to know at start, not at the first refused accept. */
+static void warn_if_over_nofile(const c10ds_config *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        (rlim_t)cfg->max_connections < rl.rlim_cur)
+        return;
+    c10ds_warn("--max-connections %u is not below the file descriptor limit (ulimit -n %llu): "
+               "short of it, new connections wait until others close (raise ulimit -n, "
+               "LimitNOFILE= under systemd)",
+               cfg->max_connections, (unsigned long long)rl.rlim_cur);
 }
 
 /* Writes into out the URL actually bound: the same as asked, but with the
@@ -109,6 +205,7 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     l->engine = engine;
     atomic_init(&l->next_id, 1);
     if (nng_cv_alloc(&l->cv, l->mu) != 0 || nng_aio_alloc(&l->accept_aio, accept_cb, l) != 0 ||
+        nng_aio_alloc(&l->backoff_aio, backoff_cb, l) != 0 ||
         nng_thread_create(&l->reaper, c10ds_conn_reaper, l) != 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -139,6 +236,7 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
         goto fail;
     }
     bound_url(l, cfg->listen_url, url_out, url_len);
+    warn_if_over_nofile(cfg);
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;
 fail:
@@ -163,6 +261,9 @@ int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
     nng_mtx_unlock(l->mu);
     if (l->lst)
         nng_stream_listener_close(l->lst);
+    /* The pause first: its callback would start another accept. */
+    if (l->backoff_aio)
+        nng_aio_stop(l->backoff_aio);
     if (l->accept_aio)
         nng_aio_stop(l->accept_aio);
     /* Close every connection (closing only aborts their I/O; the callbacks
@@ -192,6 +293,7 @@ int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
         nng_thread_destroy(l->reaper); /* joins it, after the last frees */
     }
     nng_aio_free(l->accept_aio);
+    nng_aio_free(l->backoff_aio);
     if (l->lst)
         nng_stream_listener_free(l->lst);
     if (l->cv)

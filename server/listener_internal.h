@@ -58,6 +58,12 @@ struct c10ds_listener {
     c10ds_engine *engine;
     const c10ds_config *cfg;
     nng_aio *accept_aio;
+    /* After an accept that failed for want of file descriptors or memory,
+     * the pause before the next (only the accept callbacks touch these:
+     * one accept or one pause is in flight at a time). */
+    nng_aio *backoff_aio;
+    int backoff_ms;
+    unsigned accept_failures; /* in a row */
     nng_thread *reaper;
     nng_mtx *mu;
     nng_cv *cv;        /* on mu: a connection died, or closing */

@@ -88,7 +88,8 @@ int main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
         c10ds_info("SIGHUP ignored (send SIGTERM to stop)");
-    c10ds_info("%s received: answering queued requests, then stopping", strsignal(sig));
+    c10ds_info("%s received: answering queued requests (for %d ms at most, --drain-timeout), "
+               "then stopping", strsignal(sig), cfg.drain_timeout_ms);
     status = 0;
 out:
     /* Order matters: the engine answers what is queued and commits; NNG
@@ -103,6 +104,7 @@ out:
             c10ds_warn("NNG did not finish closing its socket within 2 s (a known NNG 1.5.2 "
                        "close race); closing the database and exiting around it");
     }
+    c10ds_engine_report_dropped(engine);
     if (closed) {
         c10ds_engine_free(engine);
     } else {

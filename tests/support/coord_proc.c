@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +52,9 @@ int coord_start(coord_proc *c, const char *listen, const char *const *extra, int
         int fd = open(c->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0)
             dup2(fd, 2);
+        struct rlimit rl = {(rlim_t)c->nofile, (rlim_t)c->nofile};
+        if (c->nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -112,13 +116,18 @@ void coord_pause(const coord_proc *c, int ms)
 
 int coord_log_contains(const coord_proc *c, const char *s)
 {
+    return coord_log_count(c, s) > 0;
+}
+
+int coord_log_count(const coord_proc *c, const char *s)
+{
     FILE *f = fopen(c->log, "r");
     if (!f)
         return 0;
     char line[4096];
     int found = 0;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, s) != NULL;
+    while (fgets(line, sizeof line, f))
+        found += strstr(line, s) != NULL;
     fclose(f);
     return found;
 }

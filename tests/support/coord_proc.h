@@ -12,6 +12,7 @@ typedef struct coord_proc {
     char db[512];   /* database path inside dir */
     char log[512];  /* the coordinator's stderr */
     char url[256];  /* the bound URL once started */
+    long nofile;    /* set before coord_start: its file descriptor limit (0: inherited) */
 } coord_proc;
 
 /* Makes the temporary directory and database path; no process yet. */
@@ -31,6 +32,8 @@ void coord_cleanup(coord_proc *c);
 void coord_pause(const coord_proc *c, int ms);
 /* 1 if the coordinator's log contains s. */
 int coord_log_contains(const coord_proc *c, const char *s);
+/* The number of lines of the coordinator's log that contain s. */
+int coord_log_count(const coord_proc *c, const char *s);
 /* Milliseconds, monotonic. */
 long long test_now_ms(void);
 

@@ -28,6 +28,7 @@ static void free_conns(c10ds_conn *dead)
         atomic_fetch_sub(&c->l->held, c->held);
         atomic_fetch_sub(&c->l->unsent, c->unsent);
         nng_aio_free(c->send_aio);
+        nng_aio_free(c->resume_aio);
         nng_stream_free(c->s);
         nng_mtx_free(c->mu);
         free(c->rbuf);
@@ -159,7 +160,7 @@ void c10ds_conn_send_cb(void *arg)
     if (rv == 0)
         start_send_locked(c); /* takes its own reference */
     count_unsent_locked(c);
-    int resume = c->read_paused && !c->closed &&
+    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
                  (c->unsent == 0 || (c->unsent <= C10DS_READ_PAUSE_BYTES / 2 &&
                                      !c10ds_conn_backlogged_locked(c)));
     if (resume)
@@ -187,7 +188,36 @@ static int replies_near_cap(const c10ds_listener *l, size_t *total)
 int c10ds_conn_backlogged_locked(const c10ds_conn *c)
 {
     size_t total;
-    return c->unsent > C10DS_READ_PAUSE_BYTES || (c->unsent && replies_near_cap(c->l, &total));
+    return c->unsent > C10DS_READ_PAUSE_BYTES || c->inflight > C10DS_CONN_INFLIGHT_MAX ||
+           (c->unsent && replies_near_cap(c->l, &total));
+}
+
+void c10ds_conn_request_sent(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    c->inflight++;
+    nng_mtx_unlock(c->mu);
+}
+
+void c10ds_conn_request_done(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    c->inflight--;
+    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
+                 !c10ds_conn_backlogged_locked(c);
+    if (resume)
+        c->read_paused = 0;
+    nng_mtx_unlock(c->mu);
+    /* Called on the engine's thread, which must not run the read loop (it
+     * hands requests to that very engine): resume_aio completes at once on
+     * an NNG thread, whose callback goes on with it. */
+    if (resume)
+        nng_sleep_aio(0, c->resume_aio);
+}
+
+void c10ds_conn_resume_cb(void *arg)
+{
+    c10ds_conn_read_resume(arg); /* the read loop's reference goes with it */
 }
 
 int c10ds_conn_pause_if_backlogged(c10ds_conn *c)

@@ -24,6 +24,7 @@
 /* The engine is done with a request of c's. */
 static void release_slot(void *slot)
 {
+    c10ds_conn_request_done(slot);
     c10ds_conn_unref(slot);
 }
 
@@ -101,6 +102,7 @@ static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size
     r->pipe = c->id;
     r->release = release_slot;
     atomic_fetch_add(&c->refs, 1);
+    c10ds_conn_request_sent(c);
     if (c10ds_engine_submit(l->engine, r) != 0) {
         /* Shutting down: leave it unanswered; the client resends it to the
          * next coordinator. */

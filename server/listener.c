@@ -134,11 +134,13 @@ static void accept_cb(void *arg)
     if (!c || nng_mtx_alloc(&c->mu) != 0 ||
         nng_aio_alloc(&c->recv_aio, c10ds_conn_recv_cb, c) != 0 ||
         nng_aio_alloc(&c->send_aio, c10ds_conn_send_cb, c) != 0 ||
+        nng_aio_alloc(&c->resume_aio, c10ds_conn_resume_cb, c) != 0 ||
         !(c->rbuf = malloc(C10DS_RBUF_MIN))) {
         c10ds_error("out of memory for a new connection; refused");
         if (c) {
             nng_aio_free(c->recv_aio);
             nng_aio_free(c->send_aio);
+            nng_aio_free(c->resume_aio);
             if (c->mu)
                 nng_mtx_free(c->mu);
             free(c);

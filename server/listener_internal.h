@@ -28,6 +28,14 @@
  * make the coordinator produce more (16 such clients took 1.57 GB). A
  * client that reads keeps well under it; one reply larger is sent whole. */
 #define C10DS_READ_PAUSE_BYTES (1u << 20)
+/* Requests of one connection handed to the engine and not yet done with
+ * (answered, or parked and then answered): past it the connection is not
+ * read from until they are down to half. Unread replies alone did not
+ * bound a client that sends faster than the engine answers: its requests
+ * piled up in the engine's queue before any reply existed (8 clients
+ * sending gets without reading took the coordinator to 14.9 GB). A rank
+ * has a handful in flight (its watch, a SYNC check, a wait). */
+#define C10DS_CONN_INFLIGHT_MAX 1024
 /* Replies this small always go out, even over --max-reply-bytes: an
  * error that says why a large one did not is one of them. */
 #define C10DS_SMALL_REPLY 4096u
@@ -46,11 +54,13 @@ typedef struct c10ds_conn {
     size_t unsent;            /* out_len + what of fly is unwritten, as counted in l->unsent */
     /* the read loop's own (only its callback touches these) */
     nng_aio *recv_aio, *send_aio;
+    nng_aio *resume_aio; /* resumes a paused read loop from the engine's thread (connection.c) */
     uint8_t *rbuf;
     size_t rlen, rcap;
     size_t held; /* bytes of an unfinished request counted in l->held */
     nng_time frame_due; /* when the unfinished request must be whole (--frame-timeout) */
     int framed;         /* a whole frame came: a client of ours, past any TLS handshake */
+    int inflight;       /* requests with the engine (mu) */
 } c10ds_conn;
 
 struct c10ds_listener {
@@ -96,8 +106,16 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
 void c10ds_conn_send_cb(void *arg);
 /* Whether c may not be read from for its unsent replies: over
  * C10DS_READ_PAUSE_BYTES, or any while all connections' are within
- * --max-message-bytes of --max-reply-bytes (c->mu held). */
+ * --max-message-bytes of --max-reply-bytes; or for its requests with the
+ * engine: over C10DS_CONN_INFLIGHT_MAX (c->mu held). */
 int c10ds_conn_backlogged_locked(const c10ds_conn *c);
+/* A request of c's goes to the engine, or the engine is done with one;
+ * the last may resume c's read loop (on an NNG thread, never the
+ * engine's). */
+void c10ds_conn_request_sent(c10ds_conn *c);
+void c10ds_conn_request_done(c10ds_conn *c);
+/* resume_aio's callback. */
+void c10ds_conn_resume_cb(void *arg);
 /* Whether c is backlogged; if so, its read loop is marked paused (the send
  * callback resumes it once c's replies are down to half, or all sent). */
 int c10ds_conn_pause_if_backlogged(c10ds_conn *c);

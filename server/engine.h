@@ -108,6 +108,7 @@ struct c10ds_engine {
     int64_t thread_due; /* guarded by mu: when the idle engine thread wakes next */
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */
+    size_t outbox_bytes;                 /* their replies' bytes (engine.c bounds a batch by it) */
     int in_txn;             /* the batch's transaction is open */
     uint64_t txn_no;        /* counts transactions: what a parked request parked in */
     c10ds_request *txn_from; /* the outbox entry before the transaction began (NULL: none) */

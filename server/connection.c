@@ -237,15 +237,13 @@ static int over_reply_budget(c10ds_conn *c, size_t len, size_t *total)
     return replies_near_cap(c->l, total) && len > C10DS_SMALL_REPLY;
 }
 
-/* Queues, instead of a reply over --max-reply-bytes, an error that says
- * so: the client learns why, and the memory is not spent. */
-static void queue_refusal(c10ds_conn *c, uint64_t request_id, size_t len, size_t total)
+/* Queues, instead of a reply over a limit, an error that says so (why:
+ * which limit): the client learns why, and the memory is not spent. */
+static void queue_refusal(c10ds_conn *c, uint64_t request_id, size_t len, const char *why)
 {
     char detail[400];
     snprintf(detail, sizeof detail, "the coordinator dropped this request's reply of %zu bytes: "
-             "replies not yet read by their clients come to %zu bytes (--max-reply-bytes %llu); "
-             "what the request did stands", len, total,
-             (unsigned long long)c->l->cfg->max_reply_bytes);
+             "%s; what the request did stands", len, why);
     c10ds_warn("connection %u: %s", c->id, detail);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.request_id = request_id;
@@ -263,8 +261,12 @@ static void queue_refusal(c10ds_conn *c, uint64_t request_id, size_t len, size_t
 void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
 {
     size_t total;
+    char why[200];
     if (over_reply_budget(c, len, &total)) {
-        queue_refusal(c, request_id, len, total);
+        snprintf(why, sizeof why, "replies not yet read by their clients come to %zu bytes "
+                 "(--max-reply-bytes %llu)", total,
+                 (unsigned long long)c->l->cfg->max_reply_bytes);
+        queue_refusal(c, request_id, len, why);
         return;
     }
     nng_mtx_lock(c->mu);
@@ -273,9 +275,20 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
         return;
     }
     size_t need = c->out_len + C10DC_FRAME_HDR + len;
+    /* A large reply past this client's own limit is refused, not the
+     * client cut off: its requests in flight (up to
+     * C10DS_CONN_INFLIGHT_MAX) may all be gets of a large value. */
+    if (need > c->l->cfg->max_conn_buffer && len > C10DS_SMALL_REPLY) {
+        size_t queued = c->out_len;
+        nng_mtx_unlock(c->mu);
+        snprintf(why, sizeof why, "this client has %zu bytes of replies it has not read "
+                 "(--max-connection-buffer %llu)", queued,
+                 (unsigned long long)c->l->cfg->max_conn_buffer);
+        queue_refusal(c, request_id, len, why);
+        return;
+    }
     if (need > c->l->cfg->max_conn_buffer) {
         nng_mtx_unlock(c->mu);
-        char why[160];
         snprintf(why, sizeof why, "it does not read its replies (%zu bytes queued, over "
                  "--max-connection-buffer)", need);
         c10ds_conn_close(c, why);

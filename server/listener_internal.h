@@ -33,9 +33,12 @@
  * read from until they are down to half. Unread replies alone did not
  * bound a client that sends faster than the engine answers: its requests
  * piled up in the engine's queue before any reply existed (8 clients
- * sending gets without reading took the coordinator to 14.9 GB). A rank
- * has a handful in flight (its watch, a SYNC check, a wait). */
-#define C10DS_CONN_INFLIGHT_MAX 1024
+ * sending gets without reading took the coordinator to 14.9 GB). It also
+ * bounds how long one client's backlog delays others' requests, which
+ * queue behind it (8 x 1024 gets of 1 MiB held a normal get over 10 s
+ * under ASan). A rank has a handful in flight (its watch, a SYNC check,
+ * a wait per thread). */
+#define C10DS_CONN_INFLIGHT_MAX 128
 /* Replies this small always go out, even over --max-reply-bytes: an
  * error that says why a large one did not is one of them. */
 #define C10DS_SMALL_REPLY 4096u

@@ -10,13 +10,17 @@
 #include "c10d.pb-c.h"
 #include "check_main.h"
 #include "cpu_time.h"
+#include "state_wait.h"
 #include "frame.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +34,10 @@
  * each case runs under the sanitizers too). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MEMORY_BOUNDED(kib, bound_kib) 1
+#define FLOOD_GETS 2000 /* each a 1 MiB read: slow under the sanitizers */
 #else
 #define MEMORY_BOUNDED(kib, bound_kib) ((kib) < (bound_kib))
+#define FLOOD_GETS 20000
 #endif
 
 static void write_all(int fd, const void *buf, size_t len)
@@ -160,47 +166,63 @@ END_TEST
 
 /* Finding 4: parked requests were unlimited (a million parked gets took
  * 463 MB). Past --max-parked a new wait gets ETOOBIG at once; those parked
- * stay parked, and a normal client is served. */
+ * stay parked, and a normal client is served. (Spread over connections:
+ * one connection is read only while it has fewer than 128 requests with
+ * the engine, parked ones included.) */
 START_TEST(waits_past_max_parked_are_refused)
 {
     const char *args[] = {"--max-parked", "1000", NULL};
     restart_with(args);
     c10d_store *s = connect_store();
     OK(c10d_store_set(s, "normal", "ok", 2));
-    int fd = raw_connect_coord();
-    for (uint64_t i = 1; i <= 1500; i++)
-        send_get(fd, i, "never-set", 600000);
-    int refused = 0;
-    for (int i = 0; i < 500; i++) {
-        uint64_t id = 0;
-        C10dpb__Reply *rep = read_reply(fd, &id);
-        ck_assert_msg(rep != NULL, "only %d of 500 waits over --max-parked were answered",
-                      refused);
-        ck_assert_int_eq(rep->status, C10D_ETOOBIG);
-        ck_assert_msg(id > 1000, "wait %llu of the first 1000 was refused", (unsigned long long)id);
-        ck_assert_ptr_nonnull(strstr(rep->detail, "--max-parked"));
-        c10dpb__reply__free_unpacked(rep, NULL);
-        refused++;
+    enum { CONNS = 15, PER = 100 }; /* 1500 waits */
+    int fds[CONNS];
+    for (int c = 0; c < CONNS; c++) {
+        fds[c] = raw_connect_coord();
+        for (uint64_t i = 1; i <= PER; i++)
+            send_get(fds[c], i, "never-set", 600000);
+        /* each connection's waits reach the engine before the next's */
+        long long seen = 0;
+        if (c < 10)
+            ck_assert_msg(wait_parked(coord.url, (long long)(c + 1) * PER, 10000, &seen),
+                          "waits of connection %d not parked (%lld parked)", c, seen);
     }
+    int refused = 0, answered = 0;
+    for (int c = 10; c < CONNS; c++)
+        for (int i = 0; i < PER; i++) {
+            uint64_t id = 0;
+            C10dpb__Reply *rep = read_reply(fds[c], &id);
+            ck_assert_msg(rep != NULL, "only %d of 500 waits over --max-parked were answered",
+                          refused);
+            ck_assert_int_eq(rep->status, C10D_ETOOBIG);
+            ck_assert_ptr_nonnull(strstr(rep->detail, "--max-parked"));
+            c10dpb__reply__free_unpacked(rep, NULL);
+            refused++;
+        }
     normal_get_works(s);
     /* the parked ones are still parked: a write answers them */
     OK(c10d_store_set(s, "never-set", "x", 1));
-    for (int i = 0; i < 1000; i++) {
-        uint64_t id = 0;
-        C10dpb__Reply *rep = read_reply(fd, &id);
-        ck_assert_ptr_nonnull(rep);
-        ck_assert_int_eq(rep->status, C10D_OK);
-        c10dpb__reply__free_unpacked(rep, NULL);
-    }
-    close(fd);
+    for (int c = 0; c < 10; c++)
+        for (int i = 0; i < PER; i++) {
+            uint64_t id = 0;
+            C10dpb__Reply *rep = read_reply(fds[c], &id);
+            ck_assert_ptr_nonnull(rep);
+            ck_assert_int_eq(rep->status, C10D_OK);
+            c10dpb__reply__free_unpacked(rep, NULL);
+            answered++;
+        }
+    ck_assert_int_eq(answered, 1000);
+    for (int c = 0; c < CONNS; c++)
+        close(fds[c]);
     c10d_store_close(s);
 }
 END_TEST
 
 /* Sends gets of key on a non-blocking fd until the coordinator stops
- * reading them (the socket stays full for a second) or hangs up. Returns
- * the number sent, negative when the connection was closed. */
-static long gets_until_blocked(int fd, const char *key)
+ * reading them (the socket stays full for a second), max are sent, or it
+ * hangs up. Returns the number sent, negative when the connection was
+ * closed. */
+static long gets_until_blocked(int fd, const char *key, long max)
 {
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     uint8_t frame[256];
@@ -211,7 +233,8 @@ static long gets_until_blocked(int fd, const char *key)
             off += (size_t)w;
             if (off == len) {
                 off = 0;
-                sent++;
+                if (++sent == max)
+                    return sent;
             }
             continue;
         }
@@ -227,24 +250,29 @@ static long gets_until_blocked(int fd, const char *key)
 
 /* A normal client's gets while a flood runs: every one answered; the
  * slowest printed (a figure, not an assertion). */
-static void normal_gets_answered(c10d_store *s, const char *what)
+static void normal_gets_answered(c10d_store *s, const char *what, int gets)
 {
     long long worst = 0, t0;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < gets; i++) {
         t0 = test_now_ms();
         normal_get_works(s);
         if (test_now_ms() - t0 > worst)
             worst = test_now_ms() - t0;
     }
-    printf("%s: a normal client's 200 gets, the slowest %lld ms\n", what, worst);
+    printf("%s: a normal client's %d gets, the slowest %lld ms\n", what, gets, worst);
 }
 
 /* Finding 4: unsent replies were capped per connection only: 16 clients
  * that never read took 1.57 GB. A connection whose unsent replies pass
- * 1 MiB is no longer read from (TCP pushes back on the client) until
- * they are sent; it is not cut off, and everyone else is served. */
+ * 1 MiB, or with 128 requests in the engine, is no longer read from
+ * (TCP pushes back on the client) until they are sent; it is not cut
+ * off, and everyone else is served. The replies of the requests it has
+ * in flight are bounded by --max-reply-bytes (here 64 MiB: past it,
+ * large ones become a small refusal). */
 START_TEST(clients_that_never_read_stop_being_read)
 {
+    const char *args[] = {"--max-reply-bytes", "67108864", NULL};
+    restart_with(args);
     c10d_store *s = connect_store();
     OK(c10d_store_set(s, "normal", "ok", 2));
     size_t big = 1 << 20;
@@ -256,7 +284,7 @@ START_TEST(clients_that_never_read_stop_being_read)
     int fds[FLOODERS];
     for (int i = 0; i < FLOODERS; i++) {
         fds[i] = raw_connect_coord();
-        long sent = gets_until_blocked(fds[i], "big");
+        long sent = gets_until_blocked(fds[i], "big", LONG_MAX);
         ck_assert_msg(sent > 0, "flooder %d was cut off after %ld gets instead of no longer "
                       "being read", i, -1 - sent);
     }
@@ -264,7 +292,7 @@ START_TEST(clients_that_never_read_stop_being_read)
     printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
     ck_assert_msg(MEMORY_BOUNDED(grew, 96 * 1024), "peak RSS grew %ld KiB for %d clients that do not read",
                   grew, FLOODERS);
-    normal_gets_answered(s, "unread-replies flood");
+    normal_gets_answered(s, "unread-replies flood", 200);
     /* A flooder that reads again is served again: its replies come. */
     fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) & ~O_NONBLOCK);
     uint64_t id;
@@ -272,6 +300,61 @@ START_TEST(clients_that_never_read_stop_being_read)
     ck_assert_ptr_nonnull(rep);
     ck_assert_int_eq(rep->status, C10D_OK);
     c10dpb__reply__free_unpacked(rep, NULL);
+    for (int i = 0; i < FLOODERS; i++)
+        close(fds[i]);
+    c10d_store_close(s);
+}
+END_TEST
+
+static void *flood_gets(void *arg)
+{
+    long *sent = arg;
+    int fd = raw_connect_coord();
+    /* the engine answers as it reads: bounded by count, not by the
+     * socket staying full */
+    *sent = gets_until_blocked(fd, "big", FLOOD_GETS);
+    /* kept open: its requests stay in flight until the case ends */
+    return (void *)(intptr_t)fd;
+}
+
+/* Eight clients at once, each sending gets of a 1 MiB value as fast as
+ * the socket takes them and reading nothing. Their requests were read on
+ * as long as few replies were unsent, and piled up in the engine's queue
+ * faster than it answered (bench_floods: 14.9 GB, then the coordinator
+ * died); and a batch held all its replies until its commit (3.4 GB). A
+ * connection with 128 requests in the engine is no longer read, and a
+ * batch ends past 64 MiB of replies. */
+START_TEST(clients_faster_than_the_engine_stay_bounded)
+{
+    const char *args[] = {"--max-reply-bytes", "67108864", NULL};
+    restart_with(args);
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "normal", "ok", 2));
+    size_t big = 1 << 20;
+    char *v = calloc(1, big);
+    OK(c10d_store_set(s, "big", v, big));
+    free(v);
+    long before = peak_rss_kib(coord.pid);
+    enum { FLOODERS = 8 };
+    pthread_t th[FLOODERS];
+    long sent[FLOODERS];
+    for (int i = 0; i < FLOODERS; i++)
+        pthread_create(&th[i], NULL, flood_gets, &sent[i]);
+    int fds[FLOODERS];
+    for (int i = 0; i < FLOODERS; i++) {
+        void *fd;
+        pthread_join(th[i], &fd);
+        fds[i] = (int)(intptr_t)fd;
+        ck_assert_msg(sent[i] > 0, "flooder %d was cut off after %ld gets", i, -1 - sent[i]);
+    }
+    /* Few: each waits behind the flooders' requests in the engine's
+     * queue (up to 8 x 128 gets of 1 MiB; the queue is first come, first
+     * served), seconds apiece under the sanitizers. */
+    normal_gets_answered(s, "gets faster than the engine", 5);
+    long grew = peak_rss_kib(coord.pid) - before;
+    printf("gets faster than the engine: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
+    ck_assert_msg(MEMORY_BOUNDED(grew, 256 * 1024), "peak RSS grew %ld KiB for %d clients "
+                  "sending faster than the engine answers", grew, FLOODERS);
     for (int i = 0; i < FLOODERS; i++)
         close(fds[i]);
     c10d_store_close(s);
@@ -321,6 +404,7 @@ int main(void)
     tcase_add_test(tc, a_request_that_would_decode_huge_is_refused_before_decoding);
     tcase_add_test(tc, waits_past_max_parked_are_refused);
     tcase_add_test(tc, clients_that_never_read_stop_being_read);
+    tcase_add_test(tc, clients_faster_than_the_engine_stay_bounded);
     tcase_add_test(tc, a_header_alone_reserves_nothing);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

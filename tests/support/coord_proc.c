@@ -37,7 +37,10 @@ int coord_start(coord_proc *c, const char *listen, const char *const *extra, int
     unlink(ready);
     const char *argv[32];
     int n = 0;
-    argv[n++] = C10D_COORD_BIN;
+    /* C10D_TEST_COORD_BIN: another build's coordinator, for a benchmark's
+     * before and after in one run (tests/bench/bench_floods.c). */
+    const char *bin = getenv("C10D_TEST_COORD_BIN");
+    argv[n++] = bin && *bin ? bin : C10D_COORD_BIN;
     argv[n++] = "--listen";
     argv[n++] = listen ? listen : "tcp://127.0.0.1:0";
     argv[n++] = "--db";

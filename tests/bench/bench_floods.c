@@ -14,7 +14,7 @@
  * the flood's requests and refusals, and the coordinator's RSS after it.
  * A probe gives up after 5 s (an error), and a flood's probing after 30 s
  * (a coordinator from before issue 24 answers nothing for minutes under
- * some of them). */
+ * some of them).
  *
  * C10D_TEST_COORD_BIN=path runs the floods against another c10d-coord
  * binary (an older build, for a before/after in one run). */

@@ -262,14 +262,9 @@ static void normal_gets_answered(c10d_store *s, const char *what, int gets)
     printf("%s: a normal client's %d gets, the slowest %lld ms\n", what, gets, worst);
 }
 
-/* Finding 4: unsent replies were capped per connection only: 16 clients
- * that never read took 1.57 GB. A connection whose unsent replies pass
- * 1 MiB, or with 128 requests in the engine, is no longer read from
- * (TCP pushes back on the client) until they are sent; it is not cut
- * off, and everyone else is served. The replies of the requests it has
- * in flight are bounded by --max-reply-bytes (here 64 MiB: past it,
- * large ones become a small refusal). */
-START_TEST(clients_that_never_read_stop_being_read)
+/* A coordinator with --max-reply-bytes 64 MiB, "normal" and a 1 MiB
+ * "big" stored; *before is its peak RSS then. Returns a normal client. */
+static c10d_store *start_reply_flood(long *before)
 {
     const char *args[] = {"--max-reply-bytes", "67108864", NULL};
     restart_with(args);
@@ -279,7 +274,21 @@ START_TEST(clients_that_never_read_stop_being_read)
     char *v = calloc(1, big);
     OK(c10d_store_set(s, "big", v, big));
     free(v);
-    long before = peak_rss_kib(coord.pid);
+    *before = peak_rss_kib(coord.pid);
+    return s;
+}
+
+/* Finding 4: unsent replies were capped per connection only: 16 clients
+ * that never read took 1.57 GB. A connection whose unsent replies pass
+ * 1 MiB, or with 128 requests in the engine, is no longer read from
+ * (TCP pushes back on the client) until they are sent; it is not cut
+ * off, and everyone else is served. The replies of the requests it has
+ * in flight are bounded by --max-reply-bytes (here 64 MiB: past it,
+ * large ones become a small refusal). */
+START_TEST(clients_that_never_read_stop_being_read)
+{
+    long before;
+    c10d_store *s = start_reply_flood(&before);
     enum { FLOODERS = 8 };
     int fds[FLOODERS];
     for (int i = 0; i < FLOODERS; i++) {
@@ -326,15 +335,8 @@ static void *flood_gets(void *arg)
  * batch ends past 64 MiB of replies. */
 START_TEST(clients_faster_than_the_engine_stay_bounded)
 {
-    const char *args[] = {"--max-reply-bytes", "67108864", NULL};
-    restart_with(args);
-    c10d_store *s = connect_store();
-    OK(c10d_store_set(s, "normal", "ok", 2));
-    size_t big = 1 << 20;
-    char *v = calloc(1, big);
-    OK(c10d_store_set(s, "big", v, big));
-    free(v);
-    long before = peak_rss_kib(coord.pid);
+    long before;
+    c10d_store *s = start_reply_flood(&before);
     enum { FLOODERS = 8 };
     pthread_t th[FLOODERS];
     long sent[FLOODERS];

@@ -141,6 +141,14 @@ static int make_room(c10ds_conn *c)
     return 0;
 }
 
+static int listener_closing(c10ds_listener *l)
+{
+    nng_mtx_lock(l->mu);
+    int closing = l->closing;
+    nng_mtx_unlock(l->mu);
+    return closing;
+}
+
 /* Who is at the other end of c, for the log ("10.0.0.5:41234"). */
 static void peer_of(c10ds_conn *c, char *out, size_t outlen)
 {
@@ -303,7 +311,7 @@ void c10ds_conn_recv_cb(void *arg)
         snprintf(why, sizeof why, "it sent %zu bytes of a request and not the rest within %d "
                  "ms (--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);
         c10ds_conn_close(c, why);
-    } else if (!c->framed && c10dc_url_is_tls(c->l->cfg->listen_url) && rv != NNG_ECLOSED) {
+    } else if (!c->framed && c10dc_url_is_tls(c->l->cfg->listen_url) && !listener_closing(c->l)) {
         /* Before any frame on a TLS listener: the handshake failed. Said
          * (limited per call site, log.c), since the client only learns
          * its own side of it. NNG gives no more reason than this. */

@@ -236,7 +236,9 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto fail;
     }
-    if (nng_aio_alloc(&c->send_aio, NULL, NULL) != 0 ||
+    pthread_mutex_init(&c->sent_mu, NULL);
+    c10d_cond_init_monotonic(&c->sent_cv);
+    if (nng_aio_alloc(&c->send_aio, c10di_conn_sent, c) != 0 ||
         nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->rx_aio, c10di_conn_rx_done, c) != 0) {
@@ -303,6 +305,8 @@ void c10di_conn_unref(c10di_conn *c)
     pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->send_mu);
+    pthread_mutex_destroy(&c->sent_mu);
+    pthread_cond_destroy(&c->sent_cv);
     free(c->rbuf);
     free(c->token);
     free(c->tls_ca);

@@ -79,7 +79,36 @@ static const char *op_name(const C10dpb__Request *req)
 /* Sends one frame on s (mu not held). Returns 0 or NNG's error; a
  * partial frame leaves the stream unusable, which the caller handles by
  * closing it. */
-static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline)
+void c10di_conn_sent(void *arg)
+{
+    c10di_conn *c = arg;
+    pthread_mutex_lock(&c->sent_mu);
+    c->sent = 1;
+    pthread_cond_broadcast(&c->sent_cv);
+    pthread_mutex_unlock(&c->sent_mu);
+}
+
+/* Waits for send_aio. NNG 1.5.2's TLS can leave a send pending for ever,
+ * its timeout ignored, when the peer closes during the handshake (a TLS
+ * client on a plain coordinator, about one time in three): past `until`
+ * the stream is closed, which ends it. */
+static void wait_sent(c10di_conn *c, nng_stream *s, int64_t until)
+{
+    struct timespec ts = c10d_deadline_ts(until - c10d_now_ms());
+    pthread_mutex_lock(&c->sent_mu);
+    int late = 0;
+    while (!c->sent && !late)
+        late = pthread_cond_timedwait(&c->sent_cv, &c->sent_mu, &ts) != 0 && !c->sent;
+    pthread_mutex_unlock(&c->sent_mu);
+    if (late) {
+        nng_stream_close(s);
+        nng_aio_cancel(c->send_aio);
+    }
+    nng_aio_wait(c->send_aio);
+}
+
+static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline,
+                      int handshake)
 {
     int rv = 0;
     pthread_mutex_lock(&c->send_mu);
@@ -92,8 +121,16 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
         nng_iov iov = {buf + off, len - off};
         nng_aio_set_iov(c->send_aio, 1, &iov);
         nng_aio_set_timeout(c->send_aio, (nng_duration)left);
+        pthread_mutex_lock(&c->sent_mu);
+        c->sent = 0;
+        pthread_mutex_unlock(&c->sent_mu);
         nng_stream_send(s, c->send_aio);
-        nng_aio_wait(c->send_aio);
+        /* A TLS connection nothing was answered on yet is in its
+         * handshake: a coordinator answers that within seconds. */
+        int64_t until = deadline + 1000;
+        if (handshake && until > c10d_now_ms() + 3000)
+            until = c10d_now_ms() + 3000;
+        wait_sent(c, s, until);
         if ((rv = nng_aio_result(c->send_aio)) == 0)
             off += nng_aio_count(c->send_aio);
     }
@@ -349,8 +386,9 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
             nng_stream *s = c->stream;
             uint64_t epoch = c->epoch;
             c->users++;
+            int handshake = c->rx_async && !c->answered; /* (mu held) */
             pthread_mutex_unlock(&c->mu);
-            int srv = send_frame(c, s, frame, len, deadline);
+            int srv = send_frame(c, s, frame, len, deadline, handshake);
             pthread_mutex_lock(&c->mu);
             c->users--;
             if (srv == 0)

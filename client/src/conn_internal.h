@@ -52,6 +52,8 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline);
 void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline);
 
 /* --- conn_call.c --- */
+/* send_aio's callback: the send completed (sent_mu, sent_cv). */
+void c10di_conn_sent(void *arg);
 /* TLS: arms the connection's one receive on c->stream (mu held). */
 void c10di_conn_rx_arm(c10di_conn *c);
 /* TLS: that receive's callback (c->rx_aio's), which hands replies out. */

@@ -110,6 +110,11 @@ typedef struct c10di_conn {
     /* sending: one frame at a time */
     pthread_mutex_t send_mu;
     nng_aio *send_aio;
+    /* send_aio's completion, told by its callback: a TLS send is waited
+     * for with a bound of our own (conn_call.c, send_frame) */
+    pthread_mutex_t sent_mu;
+    pthread_cond_t sent_cv;
+    int sent;
 } c10di_conn;
 
 /* The files of a tls+tcp:// connection; NULL: C10D_TLS_CA, C10D_TLS_CERT,

@@ -98,7 +98,7 @@ struct c10ds_engine {
 
     pthread_t thread;
     int started;
-    int released; /* c10ds_engine_release ran */
+    int finished; /* c10ds_engine_fini ran */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     c10ds_request *q_head, *q_tail; /* guarded by mu */
@@ -140,7 +140,7 @@ void c10ds_engine_report_dropped(c10ds_engine *e);
 /* Stops the engine and lets go of the database: statements finalized,
  * parked requests dropped. The struct stays valid (submit refuses) for
  * listener callbacks still running; c10ds_engine_free frees it. */
-void c10ds_engine_release(c10ds_engine *e);
+void c10ds_engine_fini(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
 
 /* Liveness (liveness_ops.c): members that arrived on a closed connection are

@@ -67,7 +67,7 @@ static int inband_only(const c10ds_jregion *jr)
 /* Releases to the joined ranks every collective the active ranks allow
  * (join.h): enters it for them, so verification moves on, and logs it
  * for their join_shadow. */
-void c10ds_join_release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
+void c10ds_join_apply_release_rule(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
 {
     int moved = 0;
     uint64_t *unknown = jr->joins ? malloc((jr->joins + 1) * sizeof *unknown) : NULL;

@@ -29,7 +29,7 @@ Where the installed module finds the library at run time:
 - from a prefix: a RUNPATH to the prefix's libdir, so the library is used
   where it was installed (and the prefix must stay);
 - from a build tree, installed (pip install, bdist_wheel): the library
-  (libc10dclient.so.0) is copied into the package beside _C, whose RUNPATH
+  (libc10dclient.so.1) is copied into the package beside _C, whose RUNPATH
   is $ORIGIN, so the build tree is not needed once installed;
 - from a build tree, in place (build_ext --inplace: scripts/build-torch.sh):
   a RUNPATH to the build tree's client/, so a rebuilt library is used
@@ -57,7 +57,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
-SONAME = "libc10dclient.so.0"
+SONAME = "libc10dclient.so.1"
 
 
 def fail(msg):

@@ -105,8 +105,8 @@ static c10ds_outcome op_jobs(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             int size = sqlite3_column_int(s, 1);
             g->ranks = c10ds_groups_ranks(&e->groups, j->job, j->generation, g->name, size);
             g->n_ranks = g->ranks ? (size_t)size : 0;
-            g->has_joined = g->has_formed = 1;
-            g->joined = sqlite3_column_int(s, 2);
+            g->has_arrived = g->has_formed = 1;
+            g->arrived = sqlite3_column_int(s, 2);
             g->formed = sqlite3_column_int(s, 3) != 0;
             j->groups[j->n_groups++] = g;
         }

@@ -105,7 +105,7 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
     if (why)
         c10ds_warn("closing connection %u: %s", c->id, why);
     nng_stream_close(c->s);
-    /* Ranks that joined on this connection are dead: tell the engine (it
+    /* Ranks that arrived on this connection are dead: tell the engine (it
      * owns the membership; never block an NNG callback). */
     c10ds_request *r = c10ds_request_new(NULL, NULL);
     if (r) {

@@ -463,9 +463,9 @@ void c10ds_engine_report_dropped(c10ds_engine *e)
     c10ds_drain_report(&e->drain, names, e->cfg->drain_timeout_ms);
 }
 
-void c10ds_engine_release(c10ds_engine *e)
+void c10ds_engine_fini(c10ds_engine *e)
 {
-    if (!e || e->released)
+    if (!e || e->finished)
         return;
     c10ds_engine_stop(e);
     if (e->waiters)
@@ -478,14 +478,14 @@ void c10ds_engine_release(c10ds_engine *e)
     c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     c10ds_stalls_fini(&e->stalls);
-    e->released = 1;
+    e->finished = 1;
 }
 
 void c10ds_engine_free(c10ds_engine *e)
 {
     if (!e)
         return;
-    c10ds_engine_release(e);
+    c10ds_engine_fini(e);
     for (c10ds_request *r = e->q_head, *n; r; r = n) {
         n = r->next;
         c10ds_request_free(r);

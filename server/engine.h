@@ -98,7 +98,7 @@ struct c10ds_engine {
 
     pthread_t thread;
     int started;
-    int released; /* c10ds_engine_release ran */
+    int finished; /* c10ds_engine_fini ran */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     c10ds_request *q_head, *q_tail; /* guarded by mu */
@@ -140,10 +140,10 @@ void c10ds_engine_report_dropped(c10ds_engine *e);
 /* Stops the engine and lets go of the database: statements finalized,
  * parked requests dropped. The struct stays valid (submit refuses) for
  * listener callbacks still running; c10ds_engine_free frees it. */
-void c10ds_engine_release(c10ds_engine *e);
+void c10ds_engine_fini(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
 
-/* Liveness (liveness_ops.c): members that joined on a closed connection are
+/* Liveness (liveness_ops.c): members that arrived on a closed connection are
  * dead; so are members silent for --heartbeat-timeout. */
 void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
 /* Judges silence as of now_ms (c10d_steady_wall_ms(), or earlier: when the
@@ -168,7 +168,7 @@ int64_t c10ds_engine_heard_ms(const c10ds_engine *e);
  * waited in the queue through them; kept for a heartbeat timeout), or 0
  * for a C10DS_OP_PERIOD. */
 int64_t c10ds_engine_park_credit(const c10ds_engine *e, const c10ds_request *r);
-/* Whether the member (job, gen, rank) was joined by the client that sent
+/* Whether the member (job, gen, rank) arrived from the client that sent
  * r (its who.client_id, random per client). Requests that speak for a
  * member (leave, watch, collective reports, join) must come from it:
  * another client must not mark it left, bind its liveness to another
@@ -179,12 +179,12 @@ int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job
                               int rank);
 /* The job's version goes up and its watchers are answered. */
 void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
-/* Moves a member to state ("left", "dead") with reason, once: its peers'
+/* Moves a member to state (left or dead) with reason, once: its peers'
  * watches and any rendezvous still forming in its generation hear of it.
  * A rank that leaves says where it stopped in each group (finals). */
 void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank,
-                       const char *state, const char *reason, C10dpb__GroupSeq *const *finals,
-                       size_t n_finals);
+                       C10dpb__MemberState state, const char *reason,
+                       C10dpb__GroupSeq *const *finals, size_t n_finals);
 /* Members of a generation that are not alive (free with _lost_free). */
 C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
 

@@ -7,6 +7,7 @@
 #include "c10d_hash.h"
 #include "c10d_time.h"
 #include "log.h"
+#include "member_state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static const char *const sql[GS_COUNT] = {
                       "coalesce(activity, ''), changed_ms, last_seen_ms FROM members WHERE "
                       "job = ?1 AND generation = ?2 AND rank = ?3",
     [GS_MEMBER_PUT] = "INSERT OR REPLACE INTO members(job, generation, rank, host, pid, "
-                      "client_id, pipe, state, joined_ms, changed_ms, last_seen_ms) "
+                      "client_id, pipe, state, arrived_ms, changed_ms, last_seen_ms) "
                       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'alive', ?8, ?8, ?8)",
     [GS_MEMBER_STATE] = "UPDATE members SET state = ?4, reason = ?5, changed_ms = ?6 WHERE "
                         "job = ?1 AND generation = ?2 AND rank = ?3 AND state = 'alive'",
@@ -56,7 +57,7 @@ static const char *const sql[GS_COUNT] = {
      * index of schema 10 finds the first alive member, or none, at once. */
     [GS_MEMBERS_ALIVE] = "SELECT rank, host, pid FROM members INDEXED BY members_alive "
                          "WHERE job = ?1 AND generation = ?2 AND state = 'alive' ORDER BY rank",
-    [GS_GROUP_GET] = "SELECT ranks_hash, size, joined, formed, secret FROM groups WHERE job = ?1 "
+    [GS_GROUP_GET] = "SELECT ranks_hash, size, arrived, formed, secret FROM groups WHERE job = ?1 "
                      "AND generation = ?2 AND name = ?3",
     [GS_GROUP_PUT] = "INSERT INTO groups(job, generation, name, ranks_hash, size, secret) "
                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
@@ -67,9 +68,9 @@ static const char *const sql[GS_COUNT] = {
                       "?3, ?4, ?5)",
     [GS_GRANKS_LIST] = "SELECT idx, rank FROM group_ranks WHERE job = ?1 AND generation = ?2 AND "
                        "name = ?3 ORDER BY idx",
-    [GS_GROUP_JOINED] = "UPDATE groups SET joined = joined + 1, formed = (joined + 1 = size) "
-                        "WHERE job = ?1 AND generation = ?2 AND name = ?3",
-    [GS_GROUPS_OF_GEN] = "SELECT name, size, joined, formed FROM groups WHERE job = ?1 AND "
+    [GS_GROUP_ARRIVED] = "UPDATE groups SET arrived = arrived + 1, formed = (arrived + 1 = size) "
+                         "WHERE job = ?1 AND generation = ?2 AND name = ?3",
+    [GS_GROUPS_OF_GEN] = "SELECT name, size, arrived, formed FROM groups WHERE job = ?1 AND "
                          "generation = ?2 ORDER BY name",
     [GS_GM_PUT] = "INSERT OR IGNORE INTO group_members(job, generation, name, idx, rank, "
                   "endpoint) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
@@ -104,6 +105,22 @@ static const char *const sql[GS_COUNT] = {
     [GS_FINDING_PUT] = "INSERT OR IGNORE INTO findings(job, generation, name, seq, status, report, "
                        "at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 };
+
+_Static_assert((int)C10DPB__MEMBER_STATE__MEMBER_ALIVE == (int)C10DC_MEMBER_ALIVE &&
+                   (int)C10DPB__MEMBER_STATE__MEMBER_LEFT == (int)C10DC_MEMBER_LEFT &&
+                   (int)C10DPB__MEMBER_STATE__MEMBER_DEAD == (int)C10DC_MEMBER_DEAD,
+               "proto's MemberState is numbered as common/member_state.h");
+
+C10dpb__MemberState c10ds_state_column(sqlite3_stmt *s, int col)
+{
+    return (C10dpb__MemberState)c10dc_member_state_of_word(
+        (const char *)sqlite3_column_text(s, col));
+}
+
+const char *c10ds_state_word(C10dpb__MemberState state)
+{
+    return c10dc_member_state_word((int)state);
+}
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
 {
@@ -194,7 +211,7 @@ int c10ds_groups_member(c10ds_groups *g, const char *job, uint64_t gen, int rank
         copy_col(s, 0, out->host, sizeof out->host);
         out->pid = sqlite3_column_int(s, 1);
         out->client_id = (uint64_t)sqlite3_column_int64(s, 2);
-        copy_col(s, 3, out->state, sizeof out->state);
+        out->state = c10ds_state_column(s, 3);
         copy_col(s, 4, out->reason, sizeof out->reason);
         copy_col(s, 5, out->activity, sizeof out->activity);
         out->changed_ms = sqlite3_column_int64(s, 6);
@@ -223,13 +240,13 @@ int c10ds_groups_member_put(c10ds_groups *g, const char *job, uint64_t gen, int 
 }
 
 int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
-                           const char *state, const char *reason,
+                           C10dpb__MemberState state, const char *reason,
                            C10dpb__GroupSeq *const *finals, size_t n_finals)
 {
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_MEMBER_STATE);
     bind_jg(s, job, gen);
     sqlite3_bind_int(s, 3, rank);
-    sqlite3_bind_text(s, 4, state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, c10ds_state_word(state), -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, reason, -1, SQLITE_STATIC);
     /* Strictly after the previous change, even within a millisecond: the
      * order of the stamps is the order the coordinator saw ranks go, which
@@ -352,7 +369,7 @@ int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const cha
         hashed = sqlite3_column_type(s, 0) != SQLITE_NULL;
         out->ranks_hash = (uint64_t)sqlite3_column_int64(s, 0);
         out->size = sqlite3_column_int(s, 1);
-        out->joined = sqlite3_column_int(s, 2);
+        out->arrived = sqlite3_column_int(s, 2);
         out->formed = sqlite3_column_int(s, 3);
         out->secret = (uint64_t)sqlite3_column_int64(s, 4);
     }
@@ -404,7 +421,7 @@ int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const ch
     sqlite3_bind_blob(s, 6, len ? endpoint : "", (int)len, SQLITE_STATIC);
     if (step_done(s) != 0 || sqlite3_changes(g->db->h) != 1)
         return 0;
-    s = c10ds_groups_stmt(g, GS_GROUP_JOINED);
+    s = c10ds_groups_stmt(g, GS_GROUP_ARRIVED);
     bind_jg(s, job, gen);
     sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
     step_done(s);

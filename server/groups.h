@@ -40,7 +40,7 @@ enum {
     GS_FINALS_OF,
     GS_GROUP_GET,
     GS_GROUP_PUT,
-    GS_GROUP_JOINED,
+    GS_GROUP_ARRIVED,
     GS_GROUPS_OF_GEN,
     GS_GROUP_HASH,
     GS_GRANKS_PUT,
@@ -122,7 +122,7 @@ typedef struct c10ds_member {
     char host[256];
     int pid;
     uint64_t client_id;
-    char state[8];
+    C10dpb__MemberState state;
     char reason[256];
     char activity[256];
     int64_t changed_ms, last_seen_ms;
@@ -130,12 +130,21 @@ typedef struct c10ds_member {
 
 typedef struct c10ds_group {
     uint64_t ranks_hash; /* c10ds_ranks_hash of its ranks (the list itself: c10ds_groups_ranks) */
-    int size, joined, formed;
+    int size, arrived, formed; /* arrived: members that reached its rendezvous */
     uint64_t secret; /* data-plane admission, handed to members in the rendezvous reply */
 } c10ds_group;
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db);
 void c10ds_groups_fini(c10ds_groups *g);
+
+/* A member's state is proto's MemberState in memory, in messages and on
+ * the wire, and its word (common/member_state.h: "alive", "left", "dead")
+ * in SQLite's members.state, so that `sqlite3` shows what c10d-ctl does
+ * and the schema-3 CHECK still holds (docs/liveness.md, "Member
+ * states"). groups.c and members.c read and write the column through
+ * these two, the database edge, and nothing else compares the words. */
+C10dpb__MemberState c10ds_state_column(sqlite3_stmt *s, int col);
+const char *c10ds_state_word(C10dpb__MemberState state);
 
 /* The statement id, reset and ready to bind. */
 static inline sqlite3_stmt *c10ds_groups_stmt(c10ds_groups *g, int id)
@@ -199,11 +208,11 @@ typedef struct c10ds_alive_member {
 } c10ds_alive_member;
 int c10ds_groups_alive(c10ds_groups *g, const char *job, uint64_t gen, c10ds_alive_member *out,
                        int max);
-/* Moves an alive member to state ("left"/"dead") and records where it
+/* Moves an alive member to state (left or dead) and records where it
  * stopped in each group (finals, a rank that leaves); 1 if it changed.
  * Bumps the job's version so watchers learn of it. */
 int c10ds_groups_set_state(c10ds_groups *g, const char *job, uint64_t gen, int rank,
-                           const char *state, const char *reason,
+                           C10dpb__MemberState state, const char *reason,
                            C10dpb__GroupSeq *const *finals, size_t n_finals);
 void c10ds_groups_seen(c10ds_groups *g, const char *job, uint64_t gen, int rank, uint32_t pipe,
                        const char *activity);
@@ -216,7 +225,7 @@ int c10ds_groups_group(c10ds_groups *g, const char *job, uint64_t gen, const cha
 int c10ds_groups_group_put(c10ds_groups *g, const char *job, uint64_t gen, const char *name,
                            const int32_t *ranks, size_t n_ranks, int size, uint64_t *ranks_hash,
                            uint64_t *secret);
-/* Records a member's arrival; 1 if new (the group's joined count grew). */
+/* Records a member's arrival; 1 if new (the group's arrived count grew). */
 int c10ds_groups_arrive(c10ds_groups *g, const char *job, uint64_t gen, const char *name, int idx,
                         int rank, const void *endpoint, size_t len);
 

@@ -37,7 +37,7 @@ static void on_entered(c10ds_engine *e, c10ds_vgroup *g, int idx, uint32_t join_
         if (join_known > jr->m[idx].known)
             jr->m[idx].known = join_known;
         if (jr->joins && !jr->done)
-            c10ds_join_release(e, jr, g);
+            c10ds_join_apply_release_rule(e, jr, g);
     }
 }
 
@@ -55,7 +55,7 @@ static void on_watch_request(c10ds_engine *e, const C10dpb__Watch *m)
             if (idx < 0 || x->version <= jr->m[idx].known)
                 continue;
             jr->m[idx].known = x->version;
-            c10ds_join_release(e, jr, g);
+            c10ds_join_apply_release_rule(e, jr, g);
         }
     }
 }

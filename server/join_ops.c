@@ -289,7 +289,7 @@ static c10ds_outcome op_join_shadow(c10ds_engine *e, c10ds_request *r, c10ds_pha
         if (m->inband)
             me->inband = 1;
         c10ds_join_trim(jr);
-        c10ds_join_release(e, jr, g);
+        c10ds_join_apply_release_rule(e, jr, g);
     }
     if (m->inband)
         return answer_inband(e, r, jr, g, idx);

@@ -6,6 +6,7 @@
  * docs/join.md. */
 #include "join_release.h"
 
+#include "join_words.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -24,26 +25,20 @@ void c10ds_join_wake(c10ds_engine *e, const c10ds_jregion *jr)
     c10ds_waiters_touch(e->waiters, key);
 }
 
-/* "rank 0 joined after #5, rank 2 after #7" (at most 8 named). */
+/* The joined ranks that shadow s, in the order they joined, as
+ * c10dc_join_list words them. */
 static void joined_list(const c10ds_jregion *jr, const c10ds_vgroup *g, uint64_t s, char *buf,
                         size_t cap)
 {
-    size_t off = 0;
-    int named = 0;
-    buf[0] = '\0';
-    for (uint32_t o = 1; o <= jr->joins && off + 64 < cap; o++)
+    c10dc_join_list l;
+    c10dc_join_list_start(&l, buf, cap);
+    for (uint32_t o = 1; o <= jr->joins; o++)
         for (int i = 0; i < jr->size; i++) {
             if (jr->m[i].order != o || !c10ds_join_shadows(jr, i, s))
                 continue;
             char w[64];
-            if (named++ == 8) {
-                snprintf(buf + off, cap - off, " and others");
+            if (!c10dc_join_list_add(&l, c10ds_verify_who(g, i, w, sizeof w), jr->m[i].after))
                 return;
-            }
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s joined after %s#%llu",
-                                    named > 1 ? ", " : "", c10ds_verify_who(g, i, w, sizeof w),
-                                    named > 1 ? "" : "collective ",
-                                    (unsigned long long)jr->m[i].after);
         }
 }
 
@@ -52,14 +47,11 @@ static void joined_list(const c10ds_jregion *jr, const c10ds_vgroup *g, uint64_t
 static void cannot_shadow(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, uint64_t s,
                           const c10ds_vrun *run, const char *why)
 {
-    char a[64], f[160], joined[512], report[1024];
+    char a[64], joined[512], report[1024];
     joined_list(jr, g, s, joined, sizeof joined);
-    snprintf(report, sizeof report, "join in group %s (job %s) at collective #%llu: %s called %s, "
-             "which %s; %s (out of inputs). Only all_reduce, reduce, reduce_scatter, barrier and "
-             "broadcast from an active rank can run while a member has joined",
-             g->name, g->job, (unsigned long long)s,
-             c10ds_verify_who(g, run->first, a, sizeof a), c10dc_fp_format(&run->fp, f, sizeof f),
-             why, joined);
+    c10dc_join_unshadowable_report(report, sizeof report, g->name, g->job, s,
+                                   c10ds_verify_who(g, run->first, a, sizeof a), &run->fp, why,
+                                   joined);
     c10ds_verify_finding(e, g, s, C10D_EJOINED, report);
 }
 
@@ -75,7 +67,7 @@ static int inband_only(const c10ds_jregion *jr)
 /* Releases to the joined ranks every collective the active ranks allow
  * (join.h): enters it for them, so verification moves on, and logs it
  * for their join_shadow. */
-void c10ds_join_release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
+void c10ds_join_apply_release_rule(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g)
 {
     int moved = 0;
     uint64_t *unknown = jr->joins ? malloc((jr->joins + 1) * sizeof *unknown) : NULL;
@@ -152,14 +144,16 @@ void c10ds_join_p2p_with_joined(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup
     if (g->status || peer < 0 || peer >= jr->size || !jr->m[peer].order ||
         jr->m[poster].order)
         return;
-    char a[64], b[64], report[1024];
-    snprintf(report, sizeof report, "join in group %s (job %s), tag %d: %s %s %s[%lld] %s %s, "
-             "which joined after collective #%llu (out of inputs) and will never %s it",
-             g->name, g->job, x->tag, c10ds_verify_who(g, poster, a, sizeof a),
-             x->kind == C10DC_SEND ? "sends" : "receives", c10dc_dtype_name(x->fp.dtype),
-             (long long)x->fp.count, x->kind == C10DC_SEND ? "to" : "from",
-             c10ds_verify_who(g, peer, b, sizeof b), (unsigned long long)jr->m[peer].after,
-             x->kind == C10DC_SEND ? "receive" : "send");
+    char a[64], b[64], never[128], report[1024];
+    snprintf(
+        report, sizeof report,
+        "join in group %s (job %s), tag %d: %s %s %s[%lld] %s %s, "
+        "which %s",
+        g->name, g->job, x->tag, c10ds_verify_who(g, poster, a, sizeof a),
+        x->kind == C10DC_SEND ? "sends" : "receives", c10dc_dtype_name(x->fp.dtype),
+        (long long)x->fp.count, x->kind == C10DC_SEND ? "to" : "from",
+        c10ds_verify_who(g, peer, b, sizeof b),
+        c10dc_join_never_matched(never, sizeof never, jr->m[peer].after, x->kind == C10DC_SEND));
     c10ds_verify_finding(e, g, g->min_entered + 1, C10D_EJOINED, report);
 }
 

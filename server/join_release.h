@@ -19,7 +19,7 @@ void c10ds_join_wake(c10ds_engine *e, const c10ds_jregion *jr);
 /* Releases to the joined ranks every collective the active ranks allow:
  * enters it for them, so verification moves on, and logs it for their
  * join_shadow; a collective they cannot shadow is g's finding. */
-void c10ds_join_release(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g);
+void c10ds_join_apply_release_rule(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g);
 /* Group rank idx of g is out of inputs after collective `after`: recorded,
  * announced, and what it makes impossible found. */
 void c10ds_join_joined(c10ds_engine *e, c10ds_jregion *jr, c10ds_vgroup *g, int idx,

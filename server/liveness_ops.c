@@ -1,6 +1,6 @@
 /* Liveness on the wire: a member leaving (group_leave), the watch that
  * doubles as its heartbeat, and what makes a member dead: the connection
- * it joined on closing (the listener reports it, c10ds_groups_pipe_closed)
+ * it arrived on closing (the listener reports it, c10ds_groups_pipe_closed)
  * or no watch for --heartbeat-timeout (c10ds_groups_sweep). Either way the
  * job's version is bumped and the watch key touched, so every other rank's
  * parked watch answers at once with who was lost (docs/liveness.md). */
@@ -46,13 +46,14 @@ static void membership_changed(c10ds_engine *e, const char *job, uint64_t gen)
     sqlite3_reset(s);
 }
 
-void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank, const char *state,
-                       const char *reason, C10dpb__GroupSeq *const *finals, size_t n_finals)
+void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank,
+                       C10dpb__MemberState state, const char *reason,
+                       C10dpb__GroupSeq *const *finals, size_t n_finals)
 {
     if (!c10ds_groups_set_state(&e->groups, job, gen, rank, state, reason, finals, n_finals))
         return;
     c10ds_info("job %s generation %llu: rank %d %s (%s)", job, (unsigned long long)gen, rank,
-               state, reason);
+               c10ds_state_word(state), reason);
     membership_changed(e, job, gen);
 }
 
@@ -86,8 +87,8 @@ static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_pha
         return C10DS_DONE;
     if (m->activity)
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
-    c10ds_member_mark(e, m->job, m->generation, m->rank, "left", "called c10d_destroy",
-                      m->finals, m->n_finals);
+    c10ds_member_mark(e, m->job, m->generation, m->rank, C10DPB__MEMBER_STATE__MEMBER_LEFT,
+                      "called c10d_destroy", m->finals, m->n_finals);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     return c10ds_reply(r, &rep);
 }
@@ -110,7 +111,6 @@ static void compact_clear(c10ds_lost_cache *lc)
 {
     free(lc->detail);
     for (size_t i = 0; i < lc->n_ranges; i++) {
-        free(lc->ranges[i]->state);
         free(lc->ranges[i]->reason);
         free(lc->ranges[i]);
     }
@@ -136,7 +136,7 @@ static int lost_compact(c10ds_lost_cache *lc)
     /* The earliest deaths, by an insertion into a short sorted list. */
     size_t first[C10DS_LOST_DETAIL], nf = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(lc->v[i]->state, "dead") != 0)
+        if (lc->v[i]->state != C10DPB__MEMBER_STATE__MEMBER_DEAD)
             continue;
         size_t j = nf < C10DS_LOST_DETAIL ? nf++ : C10DS_LOST_DETAIL;
         if (j == C10DS_LOST_DETAIL && !died_before(lc->v[i], lc->v[first[j - 1]]))
@@ -151,12 +151,12 @@ static int lost_compact(c10ds_lost_cache *lc)
         in_detail[first[k]] = 1;
     for (size_t i = 0; i < n; i++) { /* v is in rank order */
         C10dpb__MemberInfo *m = lc->v[i];
-        if (strcmp(m->state, "dead") != 0 || in_detail[i]) {
+        if (m->state != C10DPB__MEMBER_STATE__MEMBER_DEAD || in_detail[i]) {
             lc->detail[lc->n_detail++] = m;
             continue;
         }
         C10dpb__LostRange *last = lc->n_ranges ? lc->ranges[lc->n_ranges - 1] : NULL;
-        if (last && last->last + 1 == m->rank && same_str(last->state, m->state) &&
+        if (last && last->last + 1 == m->rank && last->state == m->state &&
             same_str(last->reason, m->reason)) {
             last->last = m->rank;
             continue;
@@ -169,12 +169,13 @@ static int lost_compact(c10ds_lost_cache *lc)
         }
         c10dpb__lost_range__init(x);
         x->first = x->last = m->rank;
-        x->state = strdup(m->state ? m->state : "");
+        x->has_state = 1;
+        x->state = m->state;
         x->reason = strdup(m->reason ? m->reason : "");
         x->has_changed_ms = 1;
         x->changed_ms = m->changed_ms;
         lc->ranges[lc->n_ranges++] = x;
-        if (!x->state || !x->reason) {
+        if (!x->reason) {
             free(in_detail);
             compact_clear(lc);
             return -1;
@@ -287,9 +288,9 @@ void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe)
     sqlite3_bind_int64(s, 1, pipe);
     member_ref *v = collect(s, &n);
     for (size_t i = 0; i < n; i++)
-        c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead",
-             "its connection to the coordinator closed: the process exited or was killed", NULL,
-             0);
+        c10ds_member_mark(
+            e, v[i].job, v[i].gen, v[i].rank, C10DPB__MEMBER_STATE__MEMBER_DEAD,
+            "its connection to the coordinator closed: the process exited or was killed", NULL, 0);
     free(v);
 }
 
@@ -313,7 +314,8 @@ void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms)
         if (stalled && k > 0 && (size_t)k < sizeof why)
             snprintf(why + k, sizeof why - (size_t)k, ", not counting %lld ms in which the "
                      "coordinator itself was stalled", (long long)stalled);
-        c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, "dead", why, NULL, 0);
+        c10ds_member_mark(e, v[i].job, v[i].gen, v[i].rank, C10DPB__MEMBER_STATE__MEMBER_DEAD, why,
+                          NULL, 0);
     }
     free(v);
 }

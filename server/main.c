@@ -108,9 +108,9 @@ out:
     if (closed) {
         c10ds_engine_free(engine);
     } else {
-        /* Listener callbacks may still touch the engine struct: release
-         * its hold on the database but leave the struct to process exit. */
-        c10ds_engine_release(engine);
+        /* Listener callbacks may still touch the engine struct: let go
+         * of the database (fini) but leave the struct to process exit. */
+        c10ds_engine_fini(engine);
     }
     c10ds_db_close(&db);
     if (status == 0)

@@ -11,7 +11,6 @@
 void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        free(v[i]->state);
         free(v[i]->host);
         free(v[i]->reason);
         free(v[i]->activity);
@@ -30,7 +29,6 @@ void c10ds_lost_cache_clear(c10ds_lost_cache *c)
     c10ds_groups_lost_free(c->v, c->n);
     free(c->detail);
     for (size_t i = 0; i < c->n_ranges; i++) {
-        free(c->ranges[i]->state);
         free(c->ranges[i]->reason);
         free(c->ranges[i]);
     }
@@ -42,7 +40,8 @@ static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
 {
     c10dpb__member_info__init(m);
     m->rank = sqlite3_column_int(s, 0);
-    m->state = strdup((const char *)sqlite3_column_text(s, 1));
+    m->has_state = 1;
+    m->state = c10ds_state_column(s, 1);
     m->host = strdup((const char *)sqlite3_column_text(s, 2));
     m->has_pid = m->has_changed_ms = m->has_last_seen_ms = 1;
     m->pid = sqlite3_column_int(s, 3);
@@ -58,7 +57,7 @@ static void fill_member(sqlite3_stmt *s, C10dpb__MemberInfo *m)
  * way round. */
 static void load_finals(c10ds_groups *g, const char *job, uint64_t gen, C10dpb__MemberInfo *m)
 {
-    if (!m->state || strcmp(m->state, "left") != 0)
+    if (m->state != C10DPB__MEMBER_STATE__MEMBER_LEFT)
         return;
     sqlite3_stmt *s = c10ds_groups_stmt(g, GS_FINALS_OF);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);

@@ -1,4 +1,4 @@
-/* Rendezvous on the wire: group_join parks every member's join on the
+/* Rendezvous on the wire: group_join parks every member's arrival on the
  * group's key until the last member arrives, then answers each with the
  * generation, the group's secret and (peers_on_demand) its own host's
  * endpoints; group_endpoints hands a member the endpoints of the peers it
@@ -107,10 +107,11 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
     for (size_t i = 0; ranks && i < n && !failed; i++)
         for (int j = 0; j < grp->size; j++)
             if (ranks[j] == lost[i]->rank && ranks[j] != m->rank) {
-                c10ds_fail(r, C10D_EPEERLOST, "rendezvous of group %s (job %s, generation %llu) "
-                           "cannot finish: rank %d (host %s, pid %d) %s (%s)", m->name, m->job,
-                           (unsigned long long)gen, lost[i]->rank, lost[i]->host, lost[i]->pid,
-                           lost[i]->state, lost[i]->reason);
+                c10ds_fail(r, C10D_EPEERLOST,
+                           "rendezvous of group %s (job %s, generation %llu) "
+                           "cannot finish: rank %d (host %s, pid %d) %s (%s)",
+                           m->name, m->job, (unsigned long long)gen, lost[i]->rank, lost[i]->host,
+                           lost[i]->pid, c10ds_state_word(lost[i]->state), lost[i]->reason);
                 failed = 1;
                 break;
             }
@@ -119,8 +120,8 @@ static int fail_if_member_lost(c10ds_engine *e, c10ds_request *r, uint64_t gen,
     return failed;
 }
 
-static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t gen,
-                                    const c10ds_group *grp)
+static c10ds_outcome arrival_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t gen,
+                                       const c10ds_group *grp)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     int32_t *ranks = c10ds_groups_ranks(&e->groups, m->job, gen, m->name, grp->size);
@@ -157,7 +158,8 @@ static c10ds_outcome join_timed_out(c10ds_engine *e, c10ds_request *r, uint64_t 
     if (strcmp(m->name, "world") == 0) {
         char reason[600];
         snprintf(reason, sizeof reason, "gave up: its %s", why);
-        c10ds_member_mark(e, m->job, gen, m->rank, "left", reason, NULL, 0);
+        c10ds_member_mark(e, m->job, gen, m->rank, C10DPB__MEMBER_STATE__MEMBER_LEFT, reason, NULL,
+                          0);
     }
     free(ranks), free(arrived), free(missing);
     return o;
@@ -246,11 +248,11 @@ static c10ds_outcome refuse_while_alive(c10ds_engine *e, c10ds_request *r)
                       SIDE_BY_SIDE_HINT);
 }
 
-/* The world's generation this rank joins, or 0 after failing r or, with
+/* The world's generation this rank arrives in, or 0 after failing r or, with
  * *wait set, when it must wait. A rank starts the next generation when
  * the job is new, or when the current one is over (nobody in it alive:
- * never join a run whose store was deleted; a restart whose holder there
- * left or died waits for that); it joins the current one while that
+ * never arrive in a run whose store was deleted; a restart whose holder there
+ * left or died waits for that); it arrives in the current one while that
  * forms; it is refused where it would break a running one. */
 static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
 {
@@ -273,9 +275,9 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
                    sqlite3_errmsg(e->db->h));
         return 0;
     }
-    if (held == 1 && strcmp(mem.state, "alive") == 0) {
+    if (held == 1 && mem.state == C10DPB__MEMBER_STATE__MEMBER_ALIVE) {
         if (mem.client_id == client)
-            return job.generation; /* this join resent */
+            return job.generation; /* this arrival resent */
         c10ds_fail(r, C10D_EINVAL, "rank %d of job %s is already held by host %s pid %d (alive, "
                    "generation %llu): two processes were given the same RANK, or the old job "
                    "is still running; if these are two jobs, %s", m->rank, m->job, mem.host,
@@ -331,7 +333,7 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
     return gen;
 }
 
-static int validate_join(c10ds_engine *e, c10ds_request *r)
+static int validate_arrival(c10ds_engine *e, c10ds_request *r)
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     if (!*m->job || !*m->name)
@@ -392,7 +394,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     /* arriving: first seen, or done waiting for the last generation to end */
     int arriving = ph == C10DS_FIRST || (world && !gen);
     if (arriving) {
-        if (ph == C10DS_FIRST && validate_join(e, r) != 0)
+        if (ph == C10DS_FIRST && validate_arrival(e, r) != 0)
             return C10DS_DONE;
         if (world) {
             int wait = 0;
@@ -418,7 +420,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
                 return c10ds_fail(r, C10D_ENOTFOUND, "rank %d is not a member of job %s "
                                   "generation %llu (call c10d_init first)", m->rank, m->job,
                                   (unsigned long long)gen);
-            /* Only the client that joined the world as this rank may
+            /* Only the client that arrived in the world as this rank may
              * arrive for it (and learn the group's data-plane secret). */
             if (c10ds_check_member_caller(e, r, m->job, gen, m->rank) != 0)
                 return C10DS_DONE;
@@ -427,7 +429,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     }
     c10ds_group grp = {0};
     int have = c10ds_groups_group(&e->groups, m->job, gen, m->name, &grp);
-    int idx = 0; /* the caller's group rank (validate_join: it is listed) */
+    int idx = 0; /* the caller's group rank (validate_arrival: it is listed) */
     if (m->n_members)
         while (m->members[idx] != m->rank)
             idx++;
@@ -446,12 +448,12 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
             if (c10ds_groups_group_put(&e->groups, m->job, gen, m->name, m->members, m->n_members,
                                        size, &grp.ranks_hash, &grp.secret) != 0)
                 return c10ds_fail(r, C10D_ERROR, "database error creating group %s", m->name);
-            grp.size = size, grp.joined = 0, grp.formed = 0;
+            grp.size = size, grp.arrived = 0, grp.formed = 0;
         }
         if (c10ds_groups_arrive(&e->groups, m->job, gen, m->name, idx, m->rank, m->endpoint.data,
                                 m->endpoint.len) == 1) {
-            grp.joined++;
-            if (grp.joined == grp.size) {
+            grp.arrived++;
+            if (grp.arrived == grp.size) {
                 grp.formed = 1;
                 if (world) {
                     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_JOB_FORMED);
@@ -474,7 +476,7 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     if (fail_if_member_lost(e, r, gen, &grp))
         return C10DS_DONE;
     if (ph == C10DS_EXPIRED)
-        return join_timed_out(e, r, gen, &grp);
+        return arrival_timed_out(e, r, gen, &grp);
     c10ds_group_key(key, sizeof key, m->job, gen, m->name);
     return c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
 }

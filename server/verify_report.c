@@ -129,7 +129,7 @@ int c10ds_verify_member_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, con
         if (idx < 0 || g->entered[idx] >= seq)
             continue;
         char a[64], when[96], report[1024];
-        int left = m->state && strcmp(m->state, "left") == 0;
+        int left = m->state == C10DPB__MEMBER_STATE__MEMBER_LEFT;
         if (g->entered[idx])
             snprintf(when, sizeof when, "after collective #%llu",
                      (unsigned long long)g->entered[idx]);

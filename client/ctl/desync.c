@@ -45,12 +45,13 @@ static void print_json(const c10d_group_health *g, size_t ng, const c10d_job_inf
     for (size_t j = 0; j < nj; j++)
         for (size_t k = 0; k < jobs[j].n_members; k++) {
             const c10d_member_info *m = &jobs[j].members[k];
-            if (!strcmp(m->state, "alive"))
+            if (m->state == C10D_MEMBER_ALIVE)
                 continue;
             printf("%s{\"job\":", first ? "" : ",");
             first = 0;
             json_string(stdout, jobs[j].job, strlen(jobs[j].job));
-            printf(",\"rank\":%d,\"state\":\"%s\",\"reason\":", m->rank, m->state);
+            printf(",\"rank\":%d,\"state\":\"%s\",\"reason\":", m->rank,
+                   c10d_member_state_name(m->state));
             json_string(stdout, m->reason, strlen(m->reason));
             printf("}");
         }
@@ -95,10 +96,10 @@ static void print_lost_summary(const c10d_job_info *j)
     ctl_buckets bs = {0};
     for (size_t k = 0; k < j->n_members; k++) {
         const c10d_member_info *m = &j->members[k];
-        if (!strcmp(m->state, "alive"))
+        if (m->state == C10D_MEMBER_ALIVE)
             continue;
         char key[600];
-        snprintf(key, sizeof key, "%s: %s", m->state, m->reason);
+        snprintf(key, sizeof key, "%s: %s", c10d_member_state_name(m->state), m->reason);
         if (ctl_bucket_add(&bs, key, m->rank) != 0)
             break;
     }
@@ -143,8 +144,9 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
         }
         for (size_t k = 0; k < jobs[j].n_members; k++) {
             const c10d_member_info *m = &jobs[j].members[k];
-            if (strcmp(m->state, "alive"))
-                printf("job %s: rank %d %s: %s\n", jobs[j].job, m->rank, m->state, m->reason);
+            if (m->state != C10D_MEMBER_ALIVE)
+                printf("job %s: rank %d %s: %s\n", jobs[j].job, m->rank,
+                       c10d_member_state_name(m->state), m->reason);
         }
     }
 }
@@ -168,7 +170,7 @@ static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
     /* A member that left cleanly is not a problem; one that died is. */
     for (size_t j = 0; j < nj; j++)
         for (size_t k = 0; k < jobs[j].n_members; k++)
-            healthy &= strcmp(jobs[j].members[k].state, "dead") != 0;
+            healthy &= jobs[j].members[k].state != C10D_MEMBER_DEAD;
     if (json)
         print_json(g, ng, jobs, nj, healthy, at_ms);
     else

@@ -82,7 +82,8 @@ static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
         for (size_t k = 0; k < j->n_members; k++) {
             const c10d_member_info *m = &j->members[k];
             printf("%s{\"rank\":%d,\"state\":", k ? "," : "", m->rank);
-            json_string(stdout, m->state, strlen(m->state));
+            const char *state = c10d_member_state_name(m->state);
+            json_string(stdout, state, strlen(state));
             printf(",\"host\":");
             json_string(stdout, m->host, strlen(m->host));
             printf(",\"pid\":%d,\"reason\":", m->pid);
@@ -96,8 +97,9 @@ static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
             const c10d_group_info *g = &j->groups[k];
             printf("%s{\"name\":", k ? "," : "");
             json_string(stdout, g->name, strlen(g->name));
-            printf(",\"size\":%d,\"joined\":%d,\"formed\":%s,\"ranks\":[", g->size,
-                   g->joined, g->formed ? "true" : "false");
+            /* "joined": the key from before the field was named arrived */
+            printf(",\"size\":%d,\"joined\":%d,\"formed\":%s,\"ranks\":[", g->size, g->arrived,
+                   g->formed ? "true" : "false");
             for (int r = 0; r < g->size; r++)
                 printf("%s%d", r ? "," : "", g->ranks[r]);
             printf("]");
@@ -113,7 +115,8 @@ static void print_jobs_json(const c10d_job_info *jobs, size_t nj)
 /* One member's line. */
 static void print_member(const c10d_member_info *m)
 {
-    printf("  rank %-4d %-5s %s pid %d", m->rank, m->state, m->host, m->pid);
+    printf("  rank %-4d %-5s %s pid %d", m->rank, c10d_member_state_name(m->state), m->host,
+           m->pid);
     if (*m->reason)
         printf(" - %s", m->reason);
     if (*m->activity)
@@ -130,7 +133,8 @@ static void print_members_summary(const c10d_job_info *j)
     for (size_t k = 0; k < j->n_members; k++) {
         const c10d_member_info *m = &j->members[k];
         char key[600];
-        snprintf(key, sizeof key, "%s%s%s", m->state, *m->reason ? ": " : "", m->reason);
+        snprintf(key, sizeof key, "%s%s%s", c10d_member_state_name(m->state),
+                 *m->reason ? ": " : "", m->reason);
         if (ctl_bucket_add(&bs, key, m->rank) != 0)
             break;
     }
@@ -146,7 +150,7 @@ static void print_members_summary(const c10d_job_info *j)
     int nf = 0, odd = 0;
     for (size_t k = 0; k < j->n_members; k++) {
         const c10d_member_info *m = &j->members[k];
-        if (!strcmp(m->state, "alive"))
+        if (m->state == C10D_MEMBER_ALIVE)
             continue;
         odd++;
         int at = nf < CTL_LIST_ODD ? nf++ : CTL_LIST_ODD;
@@ -175,9 +179,9 @@ static void print_jobs_text(const c10d_job_info *jobs, size_t nj)
         const c10d_job_info *j = &jobs[i];
         int alive = 0, left = 0, dead = 0;
         for (size_t k = 0; k < j->n_members; k++)
-            alive += !strcmp(j->members[k].state, "alive"),
-                left += !strcmp(j->members[k].state, "left"),
-                dead += !strcmp(j->members[k].state, "dead");
+            alive += j->members[k].state == C10D_MEMBER_ALIVE,
+                left += j->members[k].state == C10D_MEMBER_LEFT,
+                dead += j->members[k].state == C10D_MEMBER_DEAD;
         printf("\njob %s  generation %" PRIu64 ", world size %d, %s: %d alive, %d left, %d dead\n",
                j->job, j->generation, j->world_size, j->formed ? "formed" : "forming", alive,
                left, dead);

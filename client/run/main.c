@@ -268,12 +268,13 @@ static int first_to_go(const char *coord, const char *job, const int *failed, in
                 int was_failed = 0;
                 for (int k = 0; k < n_failed; k++)
                     was_failed |= failed[k] == mi->rank;
-                if (!was_failed || !mi->state || strcmp(mi->state, "alive") == 0)
+                if (!was_failed || (mi->state != C10D_MEMBER_LEFT && mi->state != C10D_MEMBER_DEAD))
                     continue;
                 if (best < 0 || mi->changed_ms < best_ms) {
                     best = mi->rank;
                     best_ms = mi->changed_ms;
-                    snprintf(why, cap, "%s: %s", mi->state, mi->reason ? mi->reason : "");
+                    snprintf(why, cap, "%s: %s", c10d_member_state_name(mi->state),
+                             mi->reason ? mi->reason : "");
                 }
             }
         c10d_free(jobs);

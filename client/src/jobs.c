@@ -5,6 +5,8 @@
 #include "block.h"
 #include "internal.h"
 
+#include "member_state.h"
+
 #include <stdlib.h>
 
 /* Asks the coordinator; the reply must be of kind `want`. */
@@ -32,6 +34,19 @@ static c10d_status build(c10di_block_fill fill, const void *part, C10dpb__Reply 
 }
 
 /* --- jobs --- */
+
+_Static_assert((int)C10D_MEMBER_ALIVE == (int)C10DPB__MEMBER_STATE__MEMBER_ALIVE &&
+                   (int)C10D_MEMBER_LEFT == (int)C10DPB__MEMBER_STATE__MEMBER_LEFT &&
+                   (int)C10D_MEMBER_DEAD == (int)C10DPB__MEMBER_STATE__MEMBER_DEAD &&
+                   (int)C10D_MEMBER_ALIVE == C10DC_MEMBER_ALIVE &&
+                   (int)C10D_MEMBER_LEFT == C10DC_MEMBER_LEFT &&
+                   (int)C10D_MEMBER_DEAD == C10DC_MEMBER_DEAD,
+               "c10d_member_state is numbered as the wire's MemberState");
+
+const char *c10d_member_state_name(c10d_member_state state)
+{
+    return c10dc_member_state_word((int)state);
+}
 
 static const c10d_join_info *join_info(c10di_block *b, const C10dpb__JoinState *js)
 {
@@ -61,7 +76,8 @@ static void fill_jobs(c10di_block *b, const void *arg)
         const char *job = c10di_block_str(b, j->job);
         for (size_t k = 0; k < j->n_members; k++) {
             const C10dpb__MemberInfo *x = j->members[k];
-            const char *state = c10di_block_str(b, x->state), *host = c10di_block_str(b, x->host);
+            c10d_member_state state = (c10d_member_state)x->state;
+            const char *host = c10di_block_str(b, x->host);
             const char *reason = c10di_block_str(b, x->reason);
             const char *activity = c10di_block_str(b, x->activity);
             if (m)
@@ -76,8 +92,7 @@ static void fill_jobs(c10di_block *b, const void *arg)
             if (ranks && x->n_ranks)
                 memcpy(ranks, x->ranks, x->n_ranks * sizeof *ranks);
             if (g)
-                g[k] = (c10d_group_info){name, (int)x->n_ranks, ranks, x->joined, x->formed,
-                                         join};
+                g[k] = (c10d_group_info){name, (int)x->n_ranks, ranks, x->arrived, x->formed, join};
         }
         if (out)
             out[i] = (c10d_job_info){job, j->generation, j->world_size, j->formed, j->n_members,

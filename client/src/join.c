@@ -16,6 +16,7 @@
 #include "work.h"
 
 #include "c10d_time.h"
+#include "join_words.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,30 +173,25 @@ c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
     /* The coordinator records it as the group's finding (the entry was
      * just queued), so every rank hears of it. */
     c10di_verify_flush(pg->w);
-    int send = c->kind == C10DC_SEND;
-    return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d "
-                       "joined after collective #%llu (out of inputs) and will never %s it",
-                       c->what, c->tag, pg->name, pg->rank, c->root, (unsigned long long)after,
-                       send ? "receive" : "send");
+    char never[128];
+    return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d %s",
+                       c->what, c->tag, pg->name, pg->rank, c->root,
+                       c10dc_join_never_matched(never, sizeof never, after, c->kind == C10DC_SEND));
 }
 
-/* "rank 0 joined after collective #5, rank 2 after #7" (at most 8 named):
- * the members that joined before collective seq (w->mu held). */
+/* The members that joined before collective seq, in rank order, as
+ * c10dc_join_list words them (w->mu held). */
 static void joined_list(c10d_pg *pg, uint64_t seq, char *buf, size_t cap)
 {
-    size_t off = 0;
-    int named = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < pg->size && off + 64 < cap; i++) {
+    c10dc_join_list l;
+    c10dc_join_list_start(&l, buf, cap);
+    for (int i = 0; i < pg->size; i++) {
         if (pg->join.after[i] >= seq)
             continue;
-        if (named++ == 8) {
-            snprintf(buf + off, cap - off, " and others");
+        char who[32];
+        snprintf(who, sizeof who, "rank %d", i);
+        if (!c10dc_join_list_add(&l, who, pg->join.after[i]))
             return;
-        }
-        off += (size_t)snprintf(buf + off, cap - off, "%srank %d joined after %s#%llu",
-                                named > 1 ? ", " : "", i, named > 1 ? "" : "collective ",
-                                (unsigned long long)pg->join.after[i]);
     }
 }
 
@@ -211,13 +207,10 @@ int c10di_join_unshadowable_report(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp
     const char *why = c10dc_join_unshadowable(fp, root_joined);
     if (!why)
         return 0;
-    char f[160], joined[512];
+    char who[32], joined[512];
     joined_list(pg, seq, joined, sizeof joined);
-    snprintf(report, cap, "join in group %s (job %s) at collective #%llu: rank %d called %s, "
-             "which %s; %s (out of inputs). Only all_reduce, reduce, reduce_scatter, barrier and "
-             "broadcast from an active rank can run while a member has joined", pg->name,
-             pg->w->job, (unsigned long long)seq, caller, c10dc_fp_format(fp, f, sizeof f), why,
-             joined);
+    snprintf(who, sizeof who, "rank %d", caller);
+    c10dc_join_unshadowable_report(report, cap, pg->name, pg->w->job, seq, who, fp, why, joined);
     return 1;
 }
 

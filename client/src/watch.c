@@ -71,8 +71,9 @@ static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
         const char *what = m->activity && *m->activity ? m->activity : "no collective yet";
         if (m->rank == w->rank)
             snprintf(buf, sizeof buf, "the coordinator declared this rank (%d) %s: %s", m->rank,
-                     m->state ? m->state : "dead", m->reason ? m->reason : "");
-        else if (m->state && strcmp(m->state, "left") == 0)
+                     m->has_state ? c10d_member_state_name((c10d_member_state)m->state) : "dead",
+                     m->reason ? m->reason : "");
+        else if (m->state == C10DPB__MEMBER_STATE__MEMBER_LEFT)
             snprintf(buf, sizeof buf, "rank %d (host %s, pid %d) left the job: %s; it was last "
                      "%s", m->rank, m->host ? m->host : "?", m->pid, m->reason ? m->reason : "",
                      what);
@@ -102,7 +103,8 @@ static void record_lost_run(c10di_world *w, const C10dpb__LostRange *x)
         char buf[1024];
         if (r == w->rank)
             snprintf(buf, sizeof buf, "the coordinator declared this rank (%d) %s: %s", r,
-                     x->state ? x->state : "dead", x->reason ? x->reason : "");
+                     x->has_state ? c10d_member_state_name((c10d_member_state)x->state) : "dead",
+                     x->reason ? x->reason : "");
         else
             snprintf(buf, sizeof buf, "rank %d died: %s (one of ranks %d-%d, lost together; "
                      "c10d-ctl status names their hosts)", r, x->reason ? x->reason : "",

@@ -1307,7 +1307,7 @@ py::list jobs_of(StoreCoord &st, const std::string &job)
             const c10d_member_info &m = j.members[k];
             py::dict d;
             d["rank"] = m.rank;
-            d["state"] = m.state;
+            d["state"] = c10d_member_state_name(m.state);
             d["host"] = m.host;
             d["pid"] = m.pid;
             d["reason"] = m.reason;

@@ -31,7 +31,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build")))
-SONAME = "libc10dclient.so.0"
+SONAME = "libc10dclient.so.1"
 PIP = ["-m", "pip", "--disable-pip-version-check", "--no-cache-dir"]
 PIP_OFFLINE = ["--no-index", "--no-build-isolation", "-v"]
 

@@ -155,7 +155,8 @@ static void on_watch(rank_t *s, C10dpb__WatchReply *w)
         }
     } else if (!s->heard) {
         for (size_t i = 0; i < w->n_lost; i++)
-            if (w->lost[i]->rank == W->victim && strcmp(w->lost[i]->state, "dead") == 0) {
+            if (w->lost[i]->rank == W->victim &&
+                w->lost[i]->state == C10DPB__MEMBER_STATE__MEMBER_DEAD) {
                 s->heard = 1;
                 W->heard++;
             }

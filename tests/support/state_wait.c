@@ -17,7 +17,7 @@ static int member_in(c10d_store *s, const char *job, int rank, const char *state
     for (size_t j = 0; j < nj && !found; j++)
         for (size_t k = 0; k < jobs[j].n_members && !found; k++)
             found = jobs[j].members[k].rank == rank &&
-                    strcmp(jobs[j].members[k].state, state) == 0;
+                    strcmp(c10d_member_state_name(jobs[j].members[k].state), state) == 0;
     c10d_free(jobs);
     return found;
 }

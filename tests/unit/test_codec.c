@@ -102,9 +102,11 @@ START_TEST(field_numbers_are_an_abi)
     C10dpb__LostRange lr = C10DPB__LOST_RANGE__INIT;
     lr.first = 8;
     lr.last = 103;
-    lr.state = "dead";
-    /* first=1 8, last=2 103, state=3 "dead" */
-    assert_packs_to(&lr.base, "080810671a0464656164");
+    lr.has_state = 1;
+    lr.state = C10DPB__MEMBER_STATE__MEMBER_DEAD;
+    /* first=1 8, last=2 103, state=6 MEMBER_DEAD (3; field 3, the state
+     * as text before issue 25, is reserved) */
+    assert_packs_to(&lr.base, "080810673003");
 
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.request_id = 9;

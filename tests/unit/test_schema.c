@@ -312,6 +312,75 @@ START_TEST(version_12_store_keeps_every_key_and_value)
 }
 END_TEST
 
+/* Schema 14: a rendezvous arrival's columns are renamed from "joined"
+ * (members.joined_ms, groups.joined) with every row kept; members.state
+ * stays the words schema 3 stored, read as MemberState at the database
+ * edge (server/groups.c), and its CHECK still refuses any other. */
+START_TEST(version_13_arrivals_renamed_states_read_as_enum)
+{
+    c10ds_db db;
+    migrated_from(&db, 13,
+                  "INSERT INTO jobs(job, generation, world_size, formed, version, created_ms) "
+                  "VALUES ('j', 1, 3, 1, 4, 5); "
+                  "INSERT INTO members(job, generation, rank, host, pid, client_id, pipe, state, "
+                  "reason, joined_ms, changed_ms, last_seen_ms) VALUES "
+                  "('j', 1, 0, 'h', 1, 1, 0, 'alive', NULL, 10, 10, 30), "
+                  "('j', 1, 1, 'h', 2, 2, 0, 'left', 'called c10d_destroy', 11, 20, 20), "
+                  "('j', 1, 2, 'h', 3, 3, 0, 'dead', 'no heartbeat', 12, 25, 25); "
+                  "INSERT INTO groups(job, generation, name, size, joined, formed, secret, "
+                  "ranks_hash) VALUES ('j', 1, 'world', 3, 3, 1, 7, NULL), "
+                  "('j', 1, 'world.1', 2, 1, 0, 8, NULL); "
+                  "INSERT INTO group_ranks(job, generation, name, idx, rank) VALUES "
+                  "('j', 1, 'world.1', 0, 0), ('j', 1, 'world.1', 1, 2)");
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('members') WHERE "
+                                  "name IN ('joined_ms', 'arrived_ms')"),
+                     1);
+    ck_assert_int_eq(scalar(db.h, "SELECT sum(arrived_ms) FROM members"), 33);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM pragma_table_info('groups') WHERE "
+                                  "name IN ('joined', 'arrived')"),
+                     1);
+    ck_assert_int_eq(scalar(db.h, "SELECT arrived FROM groups WHERE name = 'world.1'"), 1);
+    /* what `sqlite3` shows is the words; nothing else goes in */
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM members WHERE state IN ('alive', "
+                                  "'left', 'dead')"),
+                     3);
+    ck_assert_int_ne(
+        sqlite3_exec(db.h, "UPDATE members SET state = 'gone' WHERE rank = 0", NULL, NULL, NULL),
+        SQLITE_OK);
+
+    c10ds_groups g;
+    ck_assert_int_eq(c10ds_groups_init(&g, &db), 0);
+    c10ds_member m;
+    ck_assert_int_eq(c10ds_groups_member(&g, "j", 1, 0, &m), 1);
+    ck_assert_int_eq(m.state, C10DPB__MEMBER_STATE__MEMBER_ALIVE);
+    ck_assert_int_eq(c10ds_groups_member(&g, "j", 1, 2, &m), 1);
+    ck_assert_int_eq(m.state, C10DPB__MEMBER_STATE__MEMBER_DEAD);
+    size_t n;
+    C10dpb__MemberInfo **lost = c10ds_members_load(&g, "j", 1, 1, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(lost[0]->has_state && lost[0]->state == C10DPB__MEMBER_STATE__MEMBER_LEFT);
+    ck_assert(lost[1]->has_state && lost[1]->state == C10DPB__MEMBER_STATE__MEMBER_DEAD);
+    c10ds_groups_lost_free(lost, n);
+    c10ds_group grp;
+    ck_assert_int_eq(c10ds_groups_group(&g, "j", 1, "world.1", &grp), 1);
+    ck_assert_int_eq(grp.arrived, 1);
+    ck_assert_int_eq(grp.formed, 0);
+    /* an arrival counts on the renamed column, and a state change writes the word */
+    ck_assert_int_eq(c10ds_groups_arrive(&g, "j", 1, "world.1", 1, 2, "e", 1), 1);
+    ck_assert_int_eq(c10ds_groups_group(&g, "j", 1, "world.1", &grp), 1);
+    ck_assert_int_eq(grp.arrived, 2);
+    ck_assert_int_eq(grp.formed, 1);
+    ck_assert_int_eq(c10ds_groups_set_state(&g, "j", 1, 0, C10DPB__MEMBER_STATE__MEMBER_LEFT,
+                                            "called c10d_destroy", NULL, 0),
+                     1);
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM members WHERE rank = 0 AND state = "
+                                  "'left'"),
+                     1);
+    c10ds_groups_fini(&g);
+    c10ds_db_close(&db);
+}
+END_TEST
+
 START_TEST(newer_database_is_refused)
 {
     sqlite3 *h;
@@ -367,6 +436,7 @@ int main(void)
     tcase_add_test(tc, version_9_generations_get_their_runs);
     tcase_add_test(tc, version_10_old_layout_keys_of_runs_over_go);
     tcase_add_test(tc, version_12_store_keeps_every_key_and_value);
+    tcase_add_test(tc, version_13_arrivals_renamed_states_read_as_enum);
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);

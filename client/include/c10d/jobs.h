@@ -12,9 +12,20 @@
 extern "C" {
 #endif
 
+/* A member's state (numbered as the wire's MemberState). */
+typedef enum c10d_member_state {
+    C10D_MEMBER_ALIVE = 1,
+    C10D_MEMBER_LEFT = 2, /* called c10d_destroy, or gave up waiting in its rendezvous */
+    C10D_MEMBER_DEAD = 3, /* its connection closed, or its heartbeats stopped */
+} c10d_member_state;
+
+/* "alive", "left" or "dead", what c10d-ctl prints; "unknown" for any
+ * other value. A fixed string. */
+C10D_API const char *c10d_member_state_name(c10d_member_state state);
+
 typedef struct c10d_member_info {
     int rank;
-    const char *state; /* "alive", "left" or "dead" */
+    c10d_member_state state;
     const char *host;
     int pid;
     const char *reason;   /* why it left or died; "" while alive */
@@ -50,7 +61,7 @@ typedef struct c10d_group_info {
     const char *name; /* "world", "world.1", ... */
     int size;
     const int *ranks; /* global ranks in group order */
-    int joined;       /* members that reached the rendezvous */
+    int arrived;      /* members that arrived in its rendezvous */
     int formed;
     const c10d_join_info *join; /* its latest join region; NULL if it had none */
 } c10d_group_info;

@@ -10,10 +10,15 @@
  * aios. */
 #include "listener_internal.h"
 
-#include "frame.h"
+#include "config.h"
+#include "engine.h"
+#include "request.h"
+
 #include "c10d.pb-c.h"
+#include "frame.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

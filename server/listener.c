@@ -8,6 +8,9 @@
  * its read loop framing.c's (listener_internal.h). */
 #include "listener_internal.h"
 
+#include "config.h"
+#include "engine.h"
+
 #include "log.h"
 #include "tls.h"
 

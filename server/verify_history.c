@@ -3,7 +3,10 @@
 #include "verify_history.h"
 
 #include "engine.h"
+#include "groups.h"
+#include "verify.h"
 
+#include "fingerprint.h"
 #include "log.h"
 
 #include <stdio.h>

@@ -10,12 +10,17 @@
  * parked watch (GroupAlert). Either way a finding is sticky for the group. */
 #include "engine.h"
 #include "events.h"
+#include "groups.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "request.h"
+#include "runs.h"
 #include "verify.h"
 #include "verify_history.h"
 
-#include "c10d_time.h"
-#include "log.h"
+#include "fingerprint.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

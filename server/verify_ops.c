@@ -377,6 +377,7 @@ static void on_run_ended(c10ds_engine *e, const char *job, uint64_t gen)
         if (g->gen == gen && strcmp(g->job, job) == 0) {
             *pp = g->next;
             c10ds_verify_wake(e, g);
+            c10ds_traces_flush_group(e, g);
             c10ds_verify_history_write(e, g);
             c10ds_vgroup_free(g);
         } else {

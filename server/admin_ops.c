@@ -1,12 +1,18 @@
 /* Operations for operators and the client's handshake: hello, the
  * coordinator's status and the jobs listing that c10d-ctl status shows. */
+#include "config.h"
 #include "engine.h"
 #include "events.h"
 #include "groups.h"
+#include "ops.h"
+#include "request.h"
+#include "store.h"
+#include "waiters.h"
 
 #include "c10d_time.h"
 #include "version.h"
 
+#include <c10d/errors.h>
 #include <stdlib.h>
 #include <string.h>
 

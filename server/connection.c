@@ -10,10 +10,15 @@
  * aios. */
 #include "listener_internal.h"
 
-#include "frame.h"
+#include "config.h"
+#include "engine.h"
+#include "request.h"
+
 #include "c10d.pb-c.h"
+#include "frame.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,7 +175,7 @@ void c10ds_conn_send_cb(void *arg)
     if (rv != 0)
         c10ds_conn_close(c, NULL); /* the client went away */
     if (resume)
-        c10ds_conn_read_resume(c); /* the read loop's reference goes with it */
+        c->read_resume(c); /* the read loop's reference goes with it */
     c10ds_conn_unref(c);
 }
 
@@ -217,7 +222,8 @@ void c10ds_conn_request_done(c10ds_conn *c)
 
 void c10ds_conn_resume_cb(void *arg)
 {
-    c10ds_conn_read_resume(arg); /* the read loop's reference goes with it */
+    c10ds_conn *c = arg;
+    c->read_resume(c); /* the read loop's reference goes with it */
 }
 
 int c10ds_conn_pause_if_backlogged(c10ds_conn *c)

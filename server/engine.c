@@ -5,11 +5,26 @@
  * timers). What a handler answers with is request.c's. */
 #include "engine.h"
 
+#include "config.h"
+#include "db.h"
+#include "drain.h"
 #include "events.h"
+#include "groups.h"
+#include "join.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "reqlog.h"
+#include "request.h"
+#include "runs.h"
+#include "stalls.h"
+#include "store.h"
+#include "verify.h"
+#include "waiters.h"
 
 #include "c10d_time.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

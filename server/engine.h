@@ -11,65 +11,39 @@
  * wait (a get of a missing key) are parked and run again when the key is
  * written or their deadline passes; they never hold up anyone else.
  *
- * Operations plug in through tables of c10ds_op (store_ops.c, admin_ops.c,
- * rendezvous_ops.c, liveness_ops.c, verify_ops.c, verify_report.c,
- * verify_trace.c, join_ops.c): one handler per operation of
- * proto/c10d.proto, in the module that owns its state. The modules hear
- * of each other's changes through events.h (runs.c has no operation: it
- * only listens, ending runs and reclaiming them). */
+ * Operations plug in through tables of c10ds_op (ops.h): one handler per
+ * operation of proto/c10d.proto, in the module that owns its state, which
+ * answers through request.h. The modules hear of each other's changes
+ * through events.h (runs.c has no operation: it only listens, ending runs
+ * and reclaiming them).
+ *
+ * This header declares the engine alone (engine.c, and its stalls:
+ * engine_stalls.c). It includes the headers of the state the engine holds
+ * by value, so that a handler can reach e->store or e->groups; a file
+ * includes the header of each module whose functions it calls. */
 #ifndef C10DS_ENGINE_H
 #define C10DS_ENGINE_H
 
-#include "config.h"
-#include "db.h"
 #include "drain.h"
 #include "groups.h"
 #include "join.h"
 #include "reqlog.h"
-#include "request.h"
 #include "runs.h"
 #include "stalls.h"
 #include "store.h"
 #include "verify.h"
-#include "waiters.h"
 
-#include <c10d/errors.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 typedef struct c10ds_engine c10ds_engine;
-
-typedef enum {
-    C10DS_FIRST,   /* as received */
-    C10DS_RETRY,   /* parked, and a key it waited for was written */
-    C10DS_EXPIRED, /* parked, and its deadline passed */
-} c10ds_phase;
-
-typedef enum { C10DS_DONE, C10DS_PARKED } c10ds_outcome;
-
-typedef c10ds_outcome (*c10ds_op_fn)(c10ds_engine *e, c10ds_request *r, c10ds_phase ph);
-
-/* Not idempotent: a resent copy must get the first copy's reply. */
-#define C10DS_OP_DEDUP 1u
-/* Parks for a period, not a timeout (the watch: a heartbeat's answer):
- * the coordinator's stalls do not move its deadline (engine_stalls.c). */
-#define C10DS_OP_PERIOD 2u
-
-typedef struct c10ds_op {
-    int op_case; /* C10DPB__REQUEST__OP_* */
-    const char *name;
-    c10ds_op_fn fn;
-    unsigned flags;
-} c10ds_op;
-
-extern const c10ds_op c10ds_store_ops[];
-extern const c10ds_op c10ds_admin_ops[];
-extern const c10ds_op c10ds_rendezvous_ops[];
-extern const c10ds_op c10ds_liveness_ops[];
-extern const c10ds_op c10ds_verify_ops[];
-extern const c10ds_op c10ds_trace_ops[];
-extern const c10ds_op c10ds_health_ops[];
-extern const c10ds_op c10ds_join_ops[];
+typedef struct c10ds_config c10ds_config;
+typedef struct c10ds_db c10ds_db;
+typedef struct c10ds_op c10ds_op;
+typedef struct c10ds_request c10ds_request;
+typedef struct c10ds_waiters c10ds_waiters;
 
 /* Hands a packed reply to the transport; the engine frees `reply` after. */
 typedef void (*c10ds_send_fn)(void *arg, void *slot, uint64_t request_id, const void *reply,
@@ -143,13 +117,6 @@ void c10ds_engine_report_dropped(c10ds_engine *e);
 void c10ds_engine_fini(c10ds_engine *e);
 void c10ds_engine_free(c10ds_engine *e);
 
-/* Liveness (liveness_ops.c): members that arrived on a closed connection are
- * dead; so are members silent for --heartbeat-timeout. */
-void c10ds_groups_pipe_closed(c10ds_engine *e, uint32_t pipe);
-/* Judges silence as of now_ms (c10d_steady_wall_ms(), or earlier: when the
- * oldest request not yet run arrived), not counting e->stalls. */
-void c10ds_groups_sweep(c10ds_engine *e, int64_t now_ms);
-
 /* --- the engine's own stalls (engine_stalls.c): nobody's fault --- */
 /* A batch held the engine beyond C10DS_STALL_GRACE_MS since it last
  * looked: that part is a stall. Called before a sweep and after a commit. */
@@ -168,45 +135,8 @@ int64_t c10ds_engine_heard_ms(const c10ds_engine *e);
  * waited in the queue through them; kept for a heartbeat timeout), or 0
  * for a C10DS_OP_PERIOD. */
 int64_t c10ds_engine_park_credit(const c10ds_engine *e, const c10ds_request *r);
-/* Whether the member (job, gen, rank) arrived from the client that sent
- * r (its who.client_id, random per client). Requests that speak for a
- * member (leave, watch, collective reports, join) must come from it:
- * another client must not mark it left, bind its liveness to another
- * connection, or report collectives for it. Fails r with C10D_EAUTH and
- * returns -1 when it was not; 0 when it was, or when there is no such
- * member (the handler says so its own way). */
-int c10ds_check_member_caller(c10ds_engine *e, c10ds_request *r, const char *job, uint64_t gen,
-                              int rank);
-/* The job's version goes up and its watchers are answered. */
-void c10ds_groups_bump(c10ds_engine *e, const char *job, uint64_t gen);
-/* Moves a member to state (left or dead) with reason, once: its peers'
- * watches and any rendezvous still forming in its generation hear of it.
- * A rank that leaves says where it stopped in each group (finals). */
-void c10ds_member_mark(c10ds_engine *e, const char *job, uint64_t gen, int rank,
-                       C10dpb__MemberState state, const char *reason,
-                       C10dpb__GroupSeq *const *finals, size_t n_finals);
-/* Members of a generation that are not alive (free with _lost_free). */
-C10dpb__MemberInfo **c10ds_groups_lost(c10ds_engine *e, const char *job, uint64_t gen, size_t *n);
-
 
 /* Runs one batch synchronously (no thread): for unit tests. */
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch);
-
-/* --- requests and what handlers answer with (request.c) --- */
-c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot);
-void c10ds_request_free(c10ds_request *r);
-/* Answers r with rep (request_id is filled in; status is rep->status). */
-c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
-c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Parks r on key: on FIRST its deadline becomes timeout_ms after it was
- * received, plus any stall of the engine's since (it waited in the queue
- * through it); the engine moves it on by the stalls that follow, unless
- * r's op is a C10DS_OP_PERIOD. */
-c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
-                         int timeout_ms);
-/* Checks a key against the limits; fails r and returns -1 if it is bad. */
-int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key);
-int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len);
 
 #endif

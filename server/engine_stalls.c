@@ -13,6 +13,12 @@
  *   clock, which stands still while the engine stalls (ASYNC's sweep). */
 #include "engine.h"
 
+#include "config.h"
+#include "ops.h"
+#include "request.h"
+#include "stalls.h"
+#include "waiters.h"
+
 #include "c10d_time.h"
 #include "log.h"
 

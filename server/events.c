@@ -1,7 +1,5 @@
 #include "events.h"
 
-#include "engine.h"
-
 /* In the order they hear things: verification first, so that join sees a
  * group's entries and findings already applied; runs last, so that a run
  * ends after the others have reacted to the change that ended it. */

@@ -10,12 +10,17 @@
  * buffer. */
 #include "listener_internal.h"
 
+#include "config.h"
+#include "engine.h"
+#include "request.h"
+
+#include "c10d.pb-c.h"
 #include "decode_budget.h"
 #include "frame.h"
 #include "log.h"
-
 #include "tls.h"
 
+#include <c10d/errors.h>
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>

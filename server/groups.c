@@ -4,6 +4,8 @@
  * its members' arrivals. */
 #include "groups.h"
 
+#include "db.h"
+
 #include "c10d_hash.h"
 #include "c10d_time.h"
 #include "log.h"

@@ -1,6 +1,9 @@
 #include "join.h"
 
+#include "db.h"
+
 #include "c10d_time.h"
+#include "fingerprint.h"
 #include "log.h"
 
 #include <stdio.h>

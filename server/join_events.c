@@ -10,6 +10,8 @@
 #include "join_release.h"
 #include "verify.h"
 
+#include "fingerprint.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,12 @@
 #include "engine.h"
 #include "join.h"
 #include "join_release.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "request.h"
 #include "verify.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,9 +6,17 @@
  * docs/join.md. */
 #include "join_release.h"
 
+#include "engine.h"
+#include "join.h"
+#include "liveness_ops.h"
+#include "verify.h"
+#include "waiters.h"
+
+#include "fingerprint.h"
 #include "join_words.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,12 +5,13 @@
 #ifndef C10DS_JOIN_RELEASE_H
 #define C10DS_JOIN_RELEASE_H
 
-#include "engine.h"
 #include "join.h"
 #include "verify.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+typedef struct c10ds_engine c10ds_engine;
 
 /* The waiter key a joined rank's join_shadow parks on. */
 void c10ds_join_key(char *buf, size_t cap, const char *job, uint64_t gen, const char *name);

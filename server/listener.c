@@ -8,6 +8,9 @@
  * its read loop framing.c's (listener_internal.h). */
 #include "listener_internal.h"
 
+#include "config.h"
+#include "engine.h"
+
 #include "log.h"
 #include "tls.h"
 
@@ -151,6 +154,7 @@ static void accept_cb(void *arg)
     }
     c->l = l;
     c->s = s;
+    c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
     c->id = atomic_fetch_add(&l->next_id, 1);
     atomic_init(&c->refs, 1);

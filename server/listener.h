@@ -8,9 +8,11 @@
 #ifndef C10DS_LISTENER_H
 #define C10DS_LISTENER_H
 
-#include "config.h"
-#include "engine.h"
+#include <stddef.h>
+#include <stdint.h>
 
+typedef struct c10ds_config c10ds_config;
+typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_listener c10ds_listener;
 
 /* Listens and starts receiving. url_out receives the URL actually bound

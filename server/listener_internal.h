@@ -8,8 +8,10 @@
  *                 the limits on them, each request decoded for the engine
  *
  * listener.c calls the other two; framing.c calls connection.c; nothing
- * calls back up. Everything runs in NNG's aio callbacks: no thread per
- * connection, and the engine never blocks on a client. */
+ * calls back up: connection.c goes on with a paused read loop through the
+ * hook listener.c hands it (c10ds_conn.read_resume). Everything runs in
+ * NNG's aio callbacks: no thread per connection, and the engine never
+ * blocks on a client. */
 #ifndef C10DS_LISTENER_INTERNAL_H
 #define C10DS_LISTENER_INTERNAL_H
 
@@ -58,6 +60,15 @@ typedef struct c10ds_conn {
     /* the read loop's own (only its callback touches these) */
     nng_aio *recv_aio, *send_aio;
     nng_aio *resume_aio; /* resumes a paused read loop from the engine's thread (connection.c) */
+    /* Goes on with c's paused read loop (framing.c's c10ds_conn_read_resume,
+     * set by listener.c). connection.c decides when: its sends and the
+     * engine's answers are what bring a backlog down. framing.c decides
+     * what: the frames left, then the next receive. The read loop uses the
+     * connection (closing it, queueing error replies, counting requests);
+     * were the connection to call the read loop by name, the two files
+     * would call each other. So the connection is handed its reader, as
+     * its aios are handed their callbacks. */
+    void (*read_resume)(struct c10ds_conn *c);
     uint8_t *rbuf;
     size_t rlen, rcap;
     size_t held; /* bytes of an unfinished request counted in l->held */
@@ -130,7 +141,8 @@ void c10ds_conn_recv_start(c10ds_conn *c);
 /* recv_aio's callback: frames cut, decoded, handed to the engine. */
 void c10ds_conn_recv_cb(void *arg);
 /* Goes on with a read loop that paused for unsent replies: the frames
- * already read, then the next receive. */
+ * already read, then the next receive. Carries the read loop's reference.
+ * connection.c calls it only through c->read_resume. */
 void c10ds_conn_read_resume(c10ds_conn *c);
 
 #endif

@@ -4,13 +4,20 @@
  * or no watch for --heartbeat-timeout (c10ds_groups_sweep). Either way the
  * job's version is bumped and the watch key touched, so every other rank's
  * parked watch answers at once with who was lost (docs/liveness.md). */
+#include "liveness_ops.h"
+
+#include "config.h"
 #include "engine.h"
 #include "events.h"
 #include "groups.h"
+#include "ops.h"
+#include "request.h"
+#include "stalls.h"
+#include "waiters.h"
 
-#include "c10d_time.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,13 +4,19 @@
  * endpoints; group_endpoints hands a member the endpoints of the peers it
  * links to when it first needs them. All of it O(N) for N members
  * (docs/process-groups.md, "Scale"). */
+#include "config.h"
 #include "engine.h"
 #include "events.h"
 #include "groups.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "request.h"
+#include "waiters.h"
 
 #include "c10d_time.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <c10d/pg.h>
 #include <stdio.h>
 #include <stdlib.h>

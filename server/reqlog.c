@@ -1,5 +1,7 @@
 #include "reqlog.h"
 
+#include "db.h"
+
 #include "c10d_time.h"
 #include "log.h"
 

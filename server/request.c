@@ -3,10 +3,15 @@
  * until that key is written or its deadline passes, and the checks of a
  * key and a value against the coordinator's limits. The engine sends the
  * replies after its batch commits (engine.c). */
+#include "request.h"
+
+#include "config.h"
 #include "engine.h"
+#include "waiters.h"
 
 #include "c10d_time.h"
 
+#include <c10d/errors.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

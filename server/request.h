@@ -1,14 +1,17 @@
 /* One request as it travels through the coordinator: received by the
  * listener, run by the engine (perhaps parked, perhaps run again when a key
- * it waits for is written), answered once. */
+ * it waits for is written), answered once; and what a handler answers it
+ * with (request.c). */
 #ifndef C10DS_REQUEST_H
 #define C10DS_REQUEST_H
 
 #include "c10d.pb-c.h"
 
+#include <c10d/errors.h>
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_request c10ds_request;
 
 struct c10ds_request {
@@ -33,5 +36,31 @@ struct c10ds_request {
     c10ds_request *wprev, *wnext;
     size_t heap_idx;
 };
+
+/* Why a handler runs r (c10ds_op_fn, ops.h). */
+typedef enum {
+    C10DS_FIRST,   /* as received */
+    C10DS_RETRY,   /* parked, and a key it waited for was written */
+    C10DS_EXPIRED, /* parked, and its deadline passed */
+} c10ds_phase;
+
+/* What a handler did with r: answered it, or parked it. */
+typedef enum { C10DS_DONE, C10DS_PARKED } c10ds_outcome;
+
+c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot);
+void c10ds_request_free(c10ds_request *r);
+/* Answers r with rep (request_id is filled in; status is rep->status). */
+c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
+c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Parks r on key: on FIRST its deadline becomes timeout_ms after it was
+ * received, plus any stall of the engine's since (it waited in the queue
+ * through it); the engine moves it on by the stalls that follow, unless
+ * r's op is a C10DS_OP_PERIOD. */
+c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
+                         int timeout_ms);
+/* Checks a key against the limits; fails r and returns -1 if it is bad. */
+int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key);
+int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len);
 
 #endif

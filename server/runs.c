@@ -3,8 +3,12 @@
  * records after the retention, a bounded number of rows a sweep. */
 #include "runs.h"
 
+#include "config.h"
+#include "db.h"
 #include "engine.h"
 #include "events.h"
+#include "groups.h"
+#include "store.h"
 
 #include "c10d_time.h"
 #include "log.h"

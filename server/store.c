@@ -1,5 +1,7 @@
 #include "store.h"
 
+#include "db.h"
+
 #include "c10d_time.h"
 #include "log.h"
 

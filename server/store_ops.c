@@ -1,9 +1,14 @@
 /* The store's operations on the wire: one handler per Store* message of
  * proto/c10d.proto. Each checks its arguments against the limits, calls
  * store.c, and answers, parks (waiting for a key) or fails. */
+#include "config.h"
 #include "engine.h"
 #include "key_set.h"
+#include "ops.h"
+#include "request.h"
+#include "store.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,10 @@
 #include "verify_history.h"
 
 #include "engine.h"
+#include "groups.h"
+#include "verify.h"
 
+#include "fingerprint.h"
 #include "log.h"
 
 #include <stdio.h>
@@ -25,7 +28,6 @@ static char *dup_col(sqlite3_stmt *s, int col)
 
 void c10ds_verify_history_write(c10ds_engine *e, c10ds_vgroup *g)
 {
-    c10ds_traces_flush_group(e, g);
     for (int i = 0; i < g->size; i++) {
         char f[160];
         sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_PROGRESS_PUT);

@@ -19,7 +19,10 @@
 
 typedef struct c10ds_engine c10ds_engine;
 
-/* Writes where each member of g stands and g's traces' new rows. */
+/* Writes where each member of g stands. g's traces are verify_trace.c's
+ * to write (c10ds_traces_flush_group, verify.h), and the caller's to
+ * flush first: verify_trace.c reads this file's rows for coll_trace, so
+ * were this file to call it back, the two would call each other. */
 void c10ds_verify_history_write(c10ds_engine *e, c10ds_vgroup *g);
 
 /* Group g's health as coll_status shows it (every string its own). */

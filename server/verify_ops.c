@@ -10,12 +10,17 @@
  * parked watch (GroupAlert). Either way a finding is sticky for the group. */
 #include "engine.h"
 #include "events.h"
+#include "groups.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "request.h"
+#include "runs.h"
 #include "verify.h"
 #include "verify_history.h"
 
-#include "c10d_time.h"
-#include "log.h"
+#include "fingerprint.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +377,7 @@ static void on_run_ended(c10ds_engine *e, const char *job, uint64_t gen)
         if (g->gen == gen && strcmp(g->job, job) == 0) {
             *pp = g->next;
             c10ds_verify_wake(e, g);
+            c10ds_traces_flush_group(e, g);
             c10ds_verify_history_write(e, g);
             c10ds_vgroup_free(g);
         } else {

@@ -5,12 +5,19 @@
  * every rank (their watches, parked SYNC reports) and to join. */
 #include "engine.h"
 #include "events.h"
+#include "groups.h"
+#include "liveness_ops.h"
+#include "ops.h"
+#include "request.h"
 #include "verify.h"
 #include "verify_history.h"
+#include "waiters.h"
 
 #include "c10d_time.h"
+#include "fingerprint.h"
 #include "log.h"
 
+#include <c10d/errors.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,7 @@
 #include "verify.h"
 
 #include "c10d_time.h"
+#include "fingerprint.h"
 #include "log.h"
 
 #include <stdio.h>

@@ -3,11 +3,16 @@
  * to SQLite in batches (coll_trace reads memory while the run goes on, the
  * table once it ended: verify_history.h; the table outlives a restart). */
 #include "engine.h"
+#include "groups.h"
+#include "ops.h"
+#include "request.h"
 #include "verify.h"
 #include "verify_history.h"
 
 #include "c10d_time.h"
+#include "fingerprint.h"
 
+#include <c10d/errors.h>
 #include <stdlib.h>
 #include <string.h>
 

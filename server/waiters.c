@@ -1,5 +1,7 @@
 #include "waiters.h"
 
+#include "request.h"
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,8 +8,10 @@
 #ifndef C10DS_WAITERS_H
 #define C10DS_WAITERS_H
 
-#include "request.h"
+#include <stddef.h>
+#include <stdint.h>
 
+typedef struct c10ds_request c10ds_request;
 typedef struct c10ds_waiters c10ds_waiters;
 
 c10ds_waiters *c10ds_waiters_new(void);

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,6 +19,8 @@
  * tests/fuzz/corpus, seeded by make_seeds.c. */
 #include "engine.h"
 #include "engine_fixture.h"
+#include "request.h"
+#include "store.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -4,6 +4,8 @@
 #ifndef C10D_TEST_ENGINE_FIXTURE_H
 #define C10D_TEST_ENGINE_FIXTURE_H
 
+#include "config.h"
+#include "db.h"
 #include "engine.h"
 
 #include <stdint.h>

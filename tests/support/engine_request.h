@@ -3,7 +3,7 @@
 #ifndef C10D_TEST_ENGINE_REQUEST_H
 #define C10D_TEST_ENGINE_REQUEST_H
 
-#include "engine.h"
+#include "request.h"
 
 #include <stdint.h>
 

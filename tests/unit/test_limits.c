@@ -9,6 +9,8 @@
 #include "engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
+#include "request.h"
+#include "verify.h"
 
 #include <c10d/pg.h>
 

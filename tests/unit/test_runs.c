@@ -8,7 +8,10 @@
 #include "engine_fixture.h"
 #include "engine_request.h"
 #include "events.h"
+#include "liveness_ops.h"
+#include "request.h"
 #include "runs.h"
+#include "store.h"
 
 #include "c10d_time.h"
 

@@ -159,28 +159,9 @@ static uint64_t random_id(void)
     return id ? id : 1;
 }
 
-/* A tcp:// or tls+tcp:// URL must end in a port from 1 to 65535: NNG takes
- * 70000 and the dial then fails for ever, read as "no coordinator". */
-static c10d_status check_port(const char *url)
-{
-    const char *scheme_end = strstr(url, "://");
-    if (!scheme_end || !strstr(url, "tcp") || strstr(url, "tcp") > scheme_end)
-        return C10D_OK;
-    const char *colon = strrchr(scheme_end + 3, ':');
-    char *end;
-    long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || end == colon + 1 || *end || port < 1 || port > 65535)
-        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': the port must be a number "
-                           "from 1 to 65535 (tcp://host:port)", url);
-    return C10D_OK;
-}
-
 static c10d_status make_dialer(c10di_conn *c)
 {
     int rv;
-    c10d_status st = check_port(c->url);
-    if (st != C10D_OK)
-        return st;
     if ((rv = nng_stream_dialer_alloc(&c->dialer, c->url)) != 0)
         return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
                            "ipc:///path or tls+tcp://host:port)", c->url, nng_strerror(rv));

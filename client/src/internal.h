@@ -38,7 +38,9 @@ c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int 
 /* Resolves a coordinator URL: url if given ("host:port" becomes
  * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT
  * (but not under torchrun, where that is torchrun's TCPStore: EINVAL
- * saying to set C10D_COORD), else tcp://127.0.0.1:29500. */
+ * saying to set C10D_COORD), else tcp://127.0.0.1:29500; and checks it:
+ * a TCP URL without a port from 1 to 65535 is EINVAL (common/url.h). The
+ * one place the library reads a coordinator URL it is given. */
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen);
 /* The job's name when none is given: C10D_JOB, else torchrun's run id
  * (TORCHELASTIC_RUN_ID; its static rendezvous says "none": then

@@ -1,6 +1,7 @@
 #include "tls.h"
 
 #include "tls_inspect.h"
+#include "url.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,22 +42,6 @@ static char *slurp(const char *path, const char *what, char *err, size_t errlen)
     }
     buf[len] = '\0';
     return buf;
-}
-
-/* The host part of scheme://host:port (brackets kept off IPv6). */
-static void url_host(const char *url, char *out, size_t outlen)
-{
-    const char *p = strstr(url, "://");
-    p = p ? p + 3 : url;
-    const char *end;
-    if (*p == '[') {
-        p++;
-        end = strchr(p, ']');
-    } else {
-        end = strrchr(p, ':');
-    }
-    size_t n = end ? (size_t)(end - p) : strlen(p);
-    snprintf(out, outlen, "%.*s", (int)n, p);
 }
 
 /* Loads cert_file and key_file into cfg (the key's copy in memory is wiped). */
@@ -111,7 +96,7 @@ int c10dc_tls_client(nng_tls_config **out, const char *url, const char *ca_file,
         return -1;
     }
     char host[256];
-    url_host(url, host, sizeof host);
+    c10dc_url_host(url, host, sizeof host);
     if ((rv = nng_tls_config_ca_file(cfg, ca_file)) != 0) {
         snprintf(err, errlen, "cannot load the TLS CA file %s: %s", ca_file, nng_strerror(rv));
         goto fail;

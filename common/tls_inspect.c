@@ -5,6 +5,7 @@
  * an unknown CA and a wrong host name all as "Peer could not be
  * authenticated"). */
 #include "tls_inspect.h"
+#include "url.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -49,26 +50,6 @@ int c10dc_tls_check_pair(const char *cert_file, const char *key_file, char *err,
     return ret;
 }
 
-/* host and port of scheme://host:port (brackets kept off IPv6). */
-static int split_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen)
-{
-    const char *p = strstr(url, "://");
-    p = p ? p + 3 : url;
-    const char *end;
-    if (*p == '[') {
-        p++;
-        if (!(end = strchr(p, ']')) || end[1] != ':')
-            return -1;
-        snprintf(port, portlen, "%s", end + 2);
-    } else {
-        if (!(end = strrchr(p, ':')))
-            return -1;
-        snprintf(port, portlen, "%s", end + 1);
-    }
-    snprintf(host, hostlen, "%.*s", (int)(end - p), p);
-    return 0;
-}
-
 /* The verifier's findings, on one line ("the certificate validity has
  * expired; the certificate Common Name (CN) does not match ..."). */
 static void verify_reasons(uint32_t flags, char *out, size_t outlen)
@@ -93,7 +74,7 @@ static void verify_reasons(uint32_t flags, char *out, size_t outlen)
 int c10dc_tls_probe(const char *url)
 {
     char host[256], port[16];
-    if (split_url(url, host, sizeof host, port, sizeof port) != 0)
+    if (c10dc_url_split(url, host, sizeof host, port, sizeof port) != 0)
         return 0;
     mbedtls_net_context net;
     mbedtls_ssl_context ssl;
@@ -135,7 +116,7 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
                        const char *key_file, char *out, size_t outlen)
 {
     char host[256], port[16], why[160];
-    if (split_url(url, host, sizeof host, port, sizeof port) != 0)
+    if (c10dc_url_split(url, host, sizeof host, port, sizeof port) != 0)
         return -1;
     mbedtls_net_context net;
     mbedtls_ssl_context ssl;

@@ -18,13 +18,43 @@ forbid() {
 }
 forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|pg_internal\.h' \
     "common/ includes nothing of the server or the client"
-forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|pg_internal\.h|backend\.h|conn_internal\.h' \
+forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|pg_internal\.h|backend\.h|conn_stream\.h' \
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
-forbid "client/src/host/* client/src/nccl/*" '(\.\./)?(pg_internal|work|join_internal|conn_internal)\.h' \
+forbid "client/src/host/* client/src/nccl/*" '(\.\./)?(pg_internal|work|join_internal)\.h' \
     "a backend sees its context (backend.h), never the process group or the world"
+# What a backend includes (backend.h, internal.h) must not bring the
+# connection with it: a backend reaches the coordinator through its
+# context's hooks and store only.
+forbid "client/src/host/* client/src/nccl/* client/src/backend.h client/src/internal.h" \
+    '(\.\./)?(conn|conn_stream|store_internal)\.h' \
+    "a backend never sees the connection to the coordinator (conn.h) nor the store's insides"
+# The connection's state and lock are its own: outside its two files the
+# library has conn.h, the connection's narrow face; and calls inside it go
+# one way, conn.c -> conn_stream.c.
+forbid "$(ls client/src/*.[ch] | grep -vE '^client/src/conn(_stream)?\.c$')" \
+    '(\.\./)?conn_stream\.h' \
+    "only the connection's files (conn.c, conn_stream.c) see its state (conn_stream.h)"
+forbid "client/src/conn_stream.c client/src/conn_stream.h" '(\.\./)?conn\.h' \
+    "the connection's stream is beneath conn.c, which it never calls (conn.h)"
 forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp examples/*.c" \
     '(\.\./)*(src|client/src)/.*|internal\.h|pg_internal\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
+# $1: files, $2: an extended regex of names they must not use, $3: why
+forbid_name() {
+    local hits
+    # shellcheck disable=SC2086
+    hits=$(grep -HnE "$2" $1 2>/dev/null | grep -vE '^[^:]+:[0-9]+:[[:space:]]*(/?\*|//)')
+    if [ -n "$hits" ]; then
+        echo "layering: $3:"
+        echo "$hits" | sed 's/^/  /'
+        bad=1
+    fi
+}
+forbid_name "client/src/host/* client/src/nccl/* client/src/backend.h client/src/internal.h" \
+    '\bc10di_(conn|call)' "a backend never names the connection to the coordinator"
+forbid_name client/src/conn_stream.c \
+    '\bc10di_(call|call_once|call_drop|conn_open|conn_ref|conn_unref|conn_url|conn_limits|conn_epoch)\(' \
+    "the connection's stream (conn_stream.c) calls nothing of conn.c"
 if [ "$bad" = 0 ]; then
     echo "layering: every include is where docs/architecture.md allows it"
 fi

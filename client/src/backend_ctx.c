@@ -129,7 +129,7 @@ c10d_status c10di_backends_open(c10d_pg *pg, int subgroup, char *buf, size_t cap
             .job = w->job,
             .group = pg->name,
             .host = w->host,
-            .coord_url = w->conn->url,
+            .coord_url = c10di_conn_url(w->conn),
             .rank = pg->rank,
             .size = pg->size,
             .world_rank = w->rank,

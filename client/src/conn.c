@@ -1,21 +1,37 @@
-/* The connection to the coordinator: one NNG byte stream (tcp://, ipc://
- * or tls+tcp://) carrying length-prefixed frames (common/frame.h), shared
- * by every thread of the process that talks to the coordinator: user
- * calls, heartbeats and watch, the verification reporter. This file opens
- * it (the dialler, the hello, which tells the coordinator's limits), dials
- * again when it breaks, and frees it; the calls in flight over it, and who
- * reads their replies, are conn_call.c's.
+/* The connection to the coordinator, as the library uses it (conn.h):
+ * opening it and the hello, which tells the coordinator's limits; its
+ * references; and the calls over it. The stream beneath, dialled again
+ * when it breaks, is conn_stream.c's.
+ *
+ * Many requests are in flight at once; replies come in any order and are
+ * matched by request id. No thread is dedicated to reading. A caller
+ * waiting for its reply reads the stream itself when nobody else is,
+ * hands every other reply to its caller, and passes the reading on once
+ * its own reply has come. So the common case, one caller, wakes once per
+ * reply, straight from NNG's poller (an aio without a callback). A caller
+ * only waiting for news (the watch) gives the reading up to a caller that
+ * arrives: the newcomer's reply should not need a second thread to wake
+ * it. And it leaves the reading alone for NEWS_GRACE_MS after such a
+ * caller stopped: a rank between two SYNC collectives is back within
+ * microseconds, and taking the reading back from the watch each time
+ * would cost a cancelled receive. It waits on its own condition variable,
+ * which a reply for another caller does not signal. Over TLS a receive
+ * stays armed instead (conn_stream.c says why), and callers only wait.
  *
  * When the connection breaks (a coordinator restart), whichever caller
  * notices dials again (backing off from 20 to 500 ms) and every waiting
- * call sends its request again, with the same request id, so the
- * coordinator applies a non-idempotent request once however often it
+ * call sends its request again, the same bytes with the same request id,
+ * until its deadline (the watch is the exception: c10di_call_once), so
+ * the coordinator applies a non-idempotent request once however often it
  * arrives. */
-#include "conn_internal.h"
+#include "conn.h"
+#include "conn_stream.h"
 #include "version.h"
 
 #include "c10d_time.h"
+#include "frame.h"
 #include "tls.h"
+#include "tls_inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,132 +39,273 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* The connection s failed with rv (mu held): close it, so that every
- * operation on it ends, and let the next caller dial again. */
-/* The next dial waits a little longer (mu held): a coordinator being
- * restarted is usually back soon; a port that is no coordinator's is not,
- * and must not be dialled in a tight loop. */
-static void back_off(c10di_conn *c)
+#define NEWS_GRACE_MS 10
+/* Connections in a row that a server took and broke before answering
+ * anything, with TLS on one side only, before a call gives up saying so. */
+#define NOT_A_COORDINATOR_AFTER 3
+
+static const char *op_name(const C10dpb__Request *req)
 {
-    static const int backoff[] = {20, 50, 100, 200, 500};
-    int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
-    c->next_dial_ms = c10d_now_ms() + backoff[k];
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&c10dpb__request__descriptor, req->op_case);
+    return f ? f->name : "request";
 }
 
-void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv)
+static int64_t min64(int64_t a, int64_t b)
 {
-    if (c->stream != s)
-        return; /* someone saw it first */
-    /* Broken before anything was answered on it: the server took the
-     * connection but is no coordinator (or no TLS one). Back off, as for a
-     * refused dial; a plain client on a TLS port dialled 1,114 times a
-     * second. */
-    if (!c->answered) {
-        c->unanswered++;
-        back_off(c);
-    }
-    c->stream = NULL;
-    c->retired = s;
-    c->last_err = rv;
-    atomic_store(&c->pipes, 0);
-    nng_stream_close(s);
-    wake_all(c);
+    return a < b ? a : b;
 }
 
-/* TCP lets a connection to a free port on this host open to itself, when
- * the port the kernel picks for our end is that same port (simultaneous
- * open). A coordinator bound to a port in the ephemeral range and being
- * restarted is exactly that case, and the client would then hold the port
- * the coordinator needs. Such a connection counts as refused. */
-static int connected_to_itself(nng_stream *s)
+/* A TLS failure: a wrong CA does not get better by dialling again. */
+static int tls_failure(int rv)
 {
-    nng_sockaddr a, b;
-    if (nng_stream_get_addr(s, NNG_OPT_LOCADDR, &a) != 0 ||
-        nng_stream_get_addr(s, NNG_OPT_REMADDR, &b) != 0 || a.s_family != b.s_family)
-        return 0;
-    if (a.s_family == NNG_AF_INET)
-        return a.s_in.sa_port == b.s_in.sa_port && a.s_in.sa_addr == b.s_in.sa_addr;
-    if (a.s_family == NNG_AF_INET6)
-        return a.s_in6.sa_port == b.s_in6.sa_port &&
-               memcmp(a.s_in6.sa_addr, b.s_in6.sa_addr, sizeof a.s_in6.sa_addr) == 0;
-    return 0;
+    return rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO;
 }
 
-/* Dials once (mu held, returns with it held). */
-void c10di_conn_dial(c10di_conn *c, int64_t deadline)
+static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
 {
-    c->dialing = 1;
-    /* The old stream is freed once nobody uses it: closing it ended their
-     * operations, so this is short. Should NNG never finish one of them,
-     * the stream is left allocated rather than freed under its user, and
-     * the dial goes on. */
-    int64_t give_up = c10d_now_ms() + 2000;
-    while (c->retired && c->users > 0 && c10d_now_ms() < give_up && !c->closing)
-        wait_until(c, c10d_now_ms() + 50);
-    nng_stream *old = c->users > 0 ? NULL : c->retired;
-    c->retired = NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (old)
-        nng_stream_free(old);
-    int64_t left = deadline - c10d_now_ms();
-    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > 5000 ? 5000 : left > 1 ? left : 1));
-    nng_stream_dialer_dial(c->dialer, c->dial_aio);
-    nng_aio_wait(c->dial_aio);
-    int rv = nng_aio_result(c->dial_aio);
-    if (rv == 0 && connected_to_itself(nng_aio_get_output(c->dial_aio, 0))) {
-        nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
-        rv = NNG_ECONNREFUSED;
-    }
+    for (c10di_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+}
+
+/* Sends frame (len bytes) as request id and waits for its reply until
+ * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
+static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
+                    int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
+{
+    c10di_waiter w = {.id = id, .news = parked};
+    int rv = 0;
     pthread_mutex_lock(&c->mu);
-    c->dialing = 0;
-    if (rv == 0 && !c->closing) {
-        c->stream = nng_aio_get_output(c->dial_aio, 0);
-        c->epoch++;
-        c->rlen = 0;
-        c->last_err = 0;
-        c->answered = 0; /* the back-off and the outage end at a reply, not at a connect */
-        atomic_store(&c->pipes, 1);
-        /* still armed on the old stream (its callback late): that
-         * callback arms it here */
-        if (c->rx_async && !c->rx_armed)
-            c10di_conn_rx_arm(c);
-    } else {
-        if (rv == 0)
-            nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
-        c->last_err = rv ? rv : NNG_ECLOSED;
-        back_off(c);
+    w.next = c->waiters;
+    c->waiters = &w;
+    while (!w.done) {
+        int64_t now = c10d_now_ms();
+        if (c->closing) {
+            rv = NNG_ECLOSED;
+            break;
+        }
+        if (now >= deadline) {
+            rv = NNG_ETIMEDOUT;
+            break;
+        }
+        if (!resend && w.sent_epoch && (!c->stream || w.sent_epoch != c->epoch)) {
+            rv = NNG_ECONNRESET; /* sent on a connection that broke */
+            break;
+        }
+        if (!c->stream) {
+            if (tls_failure(c->last_err)) {
+                rv = c->last_err; /* a wrong CA does not get better by retrying */
+                break;
+            }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && !c->probed) {
+                /* The server took the connections and hung up, each time.
+                 * tcp://: a TLS port (mbed TLS closes on a plain hello
+                 * without a word) or another server; one TLS hello tells
+                 * them apart. tls+tcp://: a plain port, a coordinator that
+                 * wants a client certificate...: one more handshake, by
+                 * the TLS engine itself, says which. */
+                c->probed = 1;
+                char why[600];
+                pthread_mutex_unlock(&c->mu);
+                int tls = c->rx_async ? 0 : c10dc_tls_probe(c->url);
+                int found = c->rx_async ? c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert,
+                                                             c->tls_key, why, sizeof why)
+                                        : -1;
+                pthread_mutex_lock(&c->mu);
+                c->spoke_tls |= tls;
+                if (found == 0 && !c->tls_why)
+                    c->tls_why = strdup(why);
+            }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && (c->spoke_tls || c->tls_why)) {
+                rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
+                break;
+            }
+            c10di_conn_notice_unreachable(c, now, deadline);
+            if (!c->dialing && now >= c->next_dial_ms)
+                c10di_conn_dial(c, deadline);
+            else
+                c10di_conn_wait(c, parked,
+                                min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
+            continue;
+        }
+        if (w.sent_epoch != c->epoch) {
+            nng_stream *s = c->stream;
+            uint64_t epoch = c->epoch;
+            c->users++;
+            int handshake = c->rx_async && !c->answered; /* (mu held) */
+            pthread_mutex_unlock(&c->mu);
+            int srv = c10di_conn_send(c, s, frame, len, deadline, handshake);
+            pthread_mutex_lock(&c->mu);
+            c->users--;
+            if (srv == 0)
+                w.sent_epoch = epoch;
+            else
+                c10di_conn_broken(c, s, srv);
+            pthread_cond_broadcast(&c->cv);
+            continue;
+        }
+        if (c->rx_async) {
+            c10di_conn_wait(c, parked, deadline); /* the armed receive's callback wakes us */
+            continue;
+        }
+        if (!c->reading) {
+            if (parked && now < c->reader_left_ms + NEWS_GRACE_MS) {
+                /* a caller wanting an answer read just now: it is likely
+                 * back at once (see the top of this file) */
+                c10di_conn_wait(c, 1, min64(deadline, c->reader_left_ms + NEWS_GRACE_MS));
+                continue;
+            }
+            c10di_conn_read(c, &w, parked, deadline);
+            continue;
+        }
+        /* Someone else reads. One only waiting for news gives it up, and
+         * then leaves and wakes us. */
+        if (!parked && c->reader_parked) {
+            c10di_conn_ask_reading(c);
+            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
+        } else if (parked) {
+            /* look again when the reader may have left */
+            c10di_conn_wait(c, 1, min64(deadline, now + NEWS_GRACE_MS));
+        } else {
+            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
+        }
     }
-    wake_all(c);
+    unlink_waiter(c, &w);
+    pthread_mutex_unlock(&c->mu);
+    if (w.done && !w.reply)
+        return NNG_ENOMEM;
+    if (w.done) {
+        *reply = w.reply;
+        *reply_len = w.reply_len;
+        return 0;
+    }
+    return rv;
 }
 
-/* A rank started before its coordinator, or pointed at the wrong place,
- * says so on stderr once it has tried for a second, and every 10 s after,
- * rather than waiting out C10D_TIMEOUT_MS in silence. Short waits (a
- * c10d-ctl call) stay quiet: their error says it. c->mu held. */
-void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
+static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+                        int resend, C10dpb__Reply **rep)
 {
-    if (!c->last_err) {
-        c->down_since_ms = 0;
-        return;
+    C10dpb__Identity who = C10DPB__IDENTITY__INIT;
+    who.has_client_id = 1;
+    who.client_id = c->client_id;
+    if (!req->who)
+        req->who = &who;
+    if (!req->request_id)
+        req->request_id = atomic_fetch_add(&c->next_request_id, 1);
+    req->token = c->token;
+
+    size_t len = c10dpb__request__get_packed_size(req);
+    if (c->max_message_bytes && len > c->max_message_bytes)
+        return c10di_error(C10D_ETOOBIG, "%s request of %zu bytes exceeds the coordinator's limit "
+                           "of %llu bytes (--max-message-bytes)", op_name(req), len,
+                           (unsigned long long)c->max_message_bytes);
+    if (len > C10DI_CONN_MAX_FRAME)
+        return c10di_error(C10D_ETOOBIG, "%s request of %zu bytes is too large to frame",
+                           op_name(req), len);
+    /* One contiguous buffer: TLS encrypts a send's buffer as a record. */
+    uint8_t *frame = malloc(C10DC_FRAME_HDR + len);
+    if (!frame)
+        return c10di_error(C10D_ENOMEM, "out of memory packing a %zu-byte request", len);
+    c10dc_frame_header(frame, req->request_id, len);
+    c10dpb__request__pack(req, frame + C10DC_FRAME_HDR);
+    if (req->who == &who)
+        req->who = NULL;
+
+    int64_t start = c10d_now_ms();
+    int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    /* Only the watch waits for news; every other caller, a SYNC check or a
+     * get parked on a key included, wants its answer as soon as it comes. */
+    int news = req->op_case == C10DPB__REQUEST__OP_WATCH;
+    int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, news,
+                      resend, deadline, &body, &body_len);
+    free(frame);
+    if (rv != 0) {
+        long long waited = (long long)(c10d_now_ms() - start);
+        pthread_mutex_lock(&c->mu);
+        int last = c->last_err;
+        pthread_mutex_unlock(&c->mu);
+        if (tls_failure(rv)) {
+            /* NNG says "Peer could not be authenticated" for an expired
+             * certificate, an unknown CA and a wrong host alike: ask the
+             * TLS engine itself what it found, with one more handshake. */
+            char why[600];
+            if (c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert, c->tls_key, why,
+                                   sizeof why) != 0)
+                snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
+                         "certificate, and does the certificate name this host?)",
+                         nng_strerror(rv));
+            return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
+                               c->url, why);
+        }
+        if (rv == NNG_EPROTO && c->rx_async) {
+            pthread_mutex_lock(&c->mu);
+            c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
+                                         "failed: %s", c->url, c->tls_why ? c->tls_why : "?");
+            pthread_mutex_unlock(&c->mu);
+            return st;
+        }
+        if (rv == NNG_EPROTO)
+            return c10di_error(C10D_EPROTO, "the server at %s answers in TLS: it is a tls+tcp:// "
+                               "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
+                               "the CA that signed its certificate", c->url,
+                               strstr(c->url, "://") ? strstr(c->url, "://") + 3 : c->url);
+        if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
+            return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
+                               " is c10d-coord running there?)", c->url, waited, op_name(req),
+                               last ? ": " : "", last ? nng_strerror(last) : "");
+        if (rv == NNG_ETIMEDOUT)
+            return c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within "
+                               "%lld ms", c->url, op_name(req), waited);
+        return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", op_name(req), c->url,
+                           nng_strerror(rv));
     }
-    if (!c->down_since_ms) {
-        c->down_since_ms = now;
-        c->next_notice_ms = now + 1000;
+    C10dpb__Reply *r = c10dpb__reply__unpack(NULL, body_len, body);
+    free(body);
+    if (!r)
+        return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
+                           op_name(req), c->url);
+    c10d_status st;
+    if (r->request_id != req->request_id) {
+        st = c10di_error(C10D_EPROTO, "reply to request %llu answered request %llu",
+                         (unsigned long long)req->request_id, (unsigned long long)r->request_id);
+        c10dpb__reply__free_unpacked(r, NULL);
+        return st;
     }
-    if (now < c->next_notice_ms || deadline - c->down_since_ms < 5000)
-        return;
-    c->next_notice_ms = now + 10000;
-    /* A coordinator that is down refuses connections; one that takes them
-     * and hangs up on our handshake is some other server (a TCPStore). */
-    const char *other = c->last_err == NNG_ECONNSHUT
-                            ? ": the server there accepts connections and closes them without "
-                              "answering, as a c10d-coord would not; is it another server, "
-                              "such as torchrun's TCPStore?"
-                            : "";
-    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; still "
-            "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(), c->url,
-            nng_strerror(c->last_err), other, (long long)(now - c->down_since_ms) / 1000,
-            (long long)(deadline - now) / 1000);
+    if (r->status != C10D_OK) {
+        st = c10di_error((c10d_status)r->status, "%s",
+                         r->detail && *r->detail ? r->detail : c10d_strerror(r->status));
+        c10dpb__reply__free_unpacked(r, NULL);
+        return st;
+    }
+    *rep = r;
+    return C10D_OK;
+}
+
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms)
+{
+    C10dpb__Reply *rep = NULL;
+    c10d_status st = c10di_call(c, req, server_wait_ms, timeout_ms, &rep);
+    if (rep)
+        c10dpb__reply__free_unpacked(rep, NULL);
+    return st;
+}
+
+c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+                       C10dpb__Reply **rep)
+{
+    return call(c, req, server_wait_ms, timeout_ms, 1, rep);
+}
+
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                            int timeout_ms, C10dpb__Reply **rep)
+{
+    return call(c, req, server_wait_ms, timeout_ms, 0, rep);
 }
 
 static uint64_t random_id(void)
@@ -157,48 +314,6 @@ static uint64_t random_id(void)
     if (getrandom(&id, sizeof id, 0) != sizeof id)
         id = (uint64_t)c10d_now_us() ^ ((uint64_t)getpid() << 32);
     return id ? id : 1;
-}
-
-/* A tcp:// or tls+tcp:// URL must end in a port from 1 to 65535: NNG takes
- * 70000 and the dial then fails for ever, read as "no coordinator". */
-static c10d_status check_port(const char *url)
-{
-    const char *scheme_end = strstr(url, "://");
-    if (!scheme_end || !strstr(url, "tcp") || strstr(url, "tcp") > scheme_end)
-        return C10D_OK;
-    const char *colon = strrchr(scheme_end + 3, ':');
-    char *end;
-    long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || end == colon + 1 || *end || port < 1 || port > 65535)
-        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': the port must be a number "
-                           "from 1 to 65535 (tcp://host:port)", url);
-    return C10D_OK;
-}
-
-static c10d_status make_dialer(c10di_conn *c)
-{
-    int rv;
-    c10d_status st = check_port(c->url);
-    if (st != C10D_OK)
-        return st;
-    if ((rv = nng_stream_dialer_alloc(&c->dialer, c->url)) != 0)
-        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
-                           "ipc:///path or tls+tcp://host:port)", c->url, nng_strerror(rv));
-    /* Raw streams leave Nagle on; a request is one small write. */
-    nng_stream_dialer_set_bool(c->dialer, NNG_OPT_TCP_NODELAY, true);
-    if (c10dc_url_is_tls(c->url)) {
-        nng_tls_config *cfg;
-        char err[600];
-        if (c10dc_tls_client(&cfg, c->url, c->tls_ca, c->tls_cert, c->tls_key, err,
-                             sizeof err) != 0)
-            return c10di_error(C10D_EAUTH, "%s", err);
-        rv = nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
-        nng_tls_config_free(cfg); /* the dialer holds its own reference */
-        if (rv != 0)
-            return c10di_error(C10D_EAUTH, "cannot use TLS for %s: %s", c->url,
-                               nng_strerror(rv));
-    }
-    return C10D_OK;
 }
 
 /* *to = a copy of given, else of the environment's name, else NULL. */
@@ -216,36 +331,24 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     c10d_status st;
     if (!c)
         return c10di_error(C10D_ENOMEM, "out of memory");
-    c10d_cond_init_monotonic(&c->cv);
-    c10d_cond_init_monotonic(&c->news_cv);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->send_mu, NULL);
     atomic_init(&c->refs, 1);
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
-    if ((st = c10di_resolve_url(url, c->url, sizeof c->url)) != C10D_OK)
+    if ((st = c10di_conn_stream_init(c)) != C10D_OK ||
+        (st = c10di_resolve_url(url, c->url, sizeof c->url)) != C10D_OK)
         goto fail;
-    c->rx_async = c10dc_url_is_tls(c->url);
     c10di_tls_files none = {NULL, NULL, NULL};
     if (!tls)
         tls = &none;
+    int is_tls = c10dc_url_is_tls(c->url);
     if ((token && *token && !(c->token = strdup(token))) ||
-        (c->rx_async && (keep_file(&c->tls_ca, tls->ca, "C10D_TLS_CA") != 0 ||
-                         keep_file(&c->tls_cert, tls->cert, "C10D_TLS_CERT") != 0 ||
-                         keep_file(&c->tls_key, tls->key, "C10D_TLS_KEY") != 0))) {
+        (is_tls && (keep_file(&c->tls_ca, tls->ca, "C10D_TLS_CA") != 0 ||
+                    keep_file(&c->tls_cert, tls->cert, "C10D_TLS_CERT") != 0 ||
+                    keep_file(&c->tls_key, tls->key, "C10D_TLS_KEY") != 0))) {
         st = c10di_error(C10D_ENOMEM, "out of memory");
         goto fail;
     }
-    pthread_mutex_init(&c->sent_mu, NULL);
-    c10d_cond_init_monotonic(&c->sent_cv);
-    if (nng_aio_alloc(&c->send_aio, c10di_conn_sent, c) != 0 ||
-        nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
-        nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0 ||
-        nng_aio_alloc(&c->rx_aio, c10di_conn_rx_done, c) != 0) {
-        st = c10di_error(C10D_ENOMEM, "out of memory for NNG aios");
-        goto fail;
-    }
-    if ((st = make_dialer(c)) != C10D_OK)
+    if ((st = c10di_conn_stream_dialer(c)) != C10D_OK)
         goto fail;
     C10dpb__Hello hello = C10DPB__HELLO__INIT;
     hello.has_protocol = 1;
@@ -265,8 +368,6 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     c->max_value_bytes = rep->hello->max_value_bytes;
     c->max_multi_keys = rep->hello->max_multi_keys;
     c->max_message_bytes = rep->hello->max_message_bytes;
-    snprintf(c->server_version, sizeof c->server_version, "%s",
-             rep->hello->version ? rep->hello->version : "?");
     c10dpb__reply__free_unpacked(rep, NULL);
     *out = c;
     return C10D_OK;
@@ -284,34 +385,30 @@ void c10di_conn_unref(c10di_conn *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    pthread_mutex_lock(&c->mu);
-    c->closing = 1;
-    if (c->stream)
-        nng_stream_close(c->stream);
-    wake_all(c);
-    pthread_mutex_unlock(&c->mu);
-    /* Each waits for its operation to end: nobody else is left calling. */
-    nng_aio_free(c->send_aio);
-    nng_aio_free(c->recv_aio);
-    nng_aio_free(c->dial_aio);
-    nng_aio_free(c->rx_aio); /* waits for c10di_conn_rx_done, which takes mu */
-    if (c->stream)
-        nng_stream_free(c->stream);
-    if (c->retired)
-        nng_stream_free(c->retired);
-    if (c->dialer)
-        nng_stream_dialer_free(c->dialer);
-    pthread_cond_destroy(&c->cv);
-    pthread_cond_destroy(&c->news_cv);
-    pthread_mutex_destroy(&c->mu);
-    pthread_mutex_destroy(&c->send_mu);
-    pthread_mutex_destroy(&c->sent_mu);
-    pthread_cond_destroy(&c->sent_cv);
-    free(c->rbuf);
+    c10di_conn_stream_fini(c);
     free(c->token);
     free(c->tls_ca);
     free(c->tls_cert);
     free(c->tls_key);
     free(c->tls_why);
     free(c);
+}
+
+const char *c10di_conn_url(const c10di_conn *c)
+{
+    return c->url;
+}
+
+c10di_limits c10di_conn_limits(const c10di_conn *c)
+{
+    return (c10di_limits){c->max_key_bytes, c->max_value_bytes, c->max_message_bytes,
+                          c->max_multi_keys};
+}
+
+uint64_t c10di_conn_epoch(c10di_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t e = c->epoch;
+    pthread_mutex_unlock(&c->mu);
+    return e;
 }

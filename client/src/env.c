@@ -1,5 +1,7 @@
 #include "internal.h"
 
+#include "url.h"
+
 #include <errno.h>
 
 #include <stdio.h>
@@ -43,6 +45,17 @@ static int under_torchrun(void)
     return id && *id;
 }
 
+/* A tcp:// or tls+tcp:// URL must end in a port from 1 to 65535 (NNG
+ * takes 70000, and the dial then fails for ever, read as "no
+ * coordinator"). */
+static c10d_status check_url(const char *url)
+{
+    if (c10dc_url_is_tcp(url) && c10dc_url_port(url) < 0)
+        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': the port must be a number "
+                           "from 1 to 65535 (tcp://host:port)", url);
+    return C10D_OK;
+}
+
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
 {
     const char *env = getenv("C10D_COORD");
@@ -61,7 +74,7 @@ c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
             int v6 = strchr(addr, ':') && addr[0] != '[';
             snprintf(out, outlen, "tcp://%s%s%s:%s", v6 ? "[" : "", addr, v6 ? "]" : "",
                      port && *port ? port : "29500");
-            return C10D_OK;
+            return check_url(out);
         } else {
             url = "tcp://127.0.0.1:29500";
         }
@@ -70,7 +83,7 @@ c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
         snprintf(out, outlen, "%s", url);
     else
         snprintf(out, outlen, "tcp://%s", url);
-    return C10D_OK;
+    return check_url(out);
 }
 
 /* Whether addr names this host only (a single-node torchrun's default). */

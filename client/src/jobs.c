@@ -3,7 +3,7 @@
  * collectives, for operators. Each result is one allocation (block.h),
  * freed with c10d_free. */
 #include "block.h"
-#include "internal.h"
+#include "store_internal.h"
 
 #include "member_state.h"
 

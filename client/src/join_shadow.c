@@ -280,14 +280,6 @@ static c10d_status shadow_peeked(c10d_pg *pg, uint64_t seq, const c10di_peeked *
                        report);
 }
 
-static uint64_t conn_epoch(c10di_conn *c)
-{
-    pthread_mutex_lock(&c->mu);
-    uint64_t e = c->epoch;
-    pthread_mutex_unlock(&c->mu);
-    return e;
-}
-
 /* A failure while waiting to shadow next: the last joiner may be gone
  * already, the region over before this rank's watch said so. The
  * coordinator knows; the failure's message stands otherwise. */
@@ -319,7 +311,7 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
     int64_t since = c10d_now_ms(), asked_done = 0;
     unsigned idle = 0;
     int over = 0;
-    uint64_t asked_epoch = conn_epoch(pg->w->conn);
+    uint64_t asked_epoch = c10di_conn_epoch(pg->w->conn);
     while (st == C10D_OK && !done) {
         if (atomic_load_explicit(&j->done_region, memory_order_acquire) == j->region &&
             next > j->done_final && c10d_now_ms() - asked_done > 100) {
@@ -359,7 +351,7 @@ static c10d_status shadow_inband(c10d_pg *pg, int *last_joiner)
                 st = C10D_OK;
             break;
         }
-        uint64_t epoch = conn_epoch(pg->w->conn);
+        uint64_t epoch = c10di_conn_epoch(pg->w->conn);
         if (epoch != asked_epoch) {
             /* A new connection, perhaps a restarted coordinator: it learns
              * of this join again (from its database) and that this rank

@@ -8,6 +8,8 @@
 #define C10DI_PG_INTERNAL_H
 
 #include "backend.h"
+#include "conn.h"
+#include "store_internal.h"
 
 #include <pthread.h>
 

@@ -3,7 +3,7 @@
  * operators' calls (list, coord_info) are store_admin.c's. Some 500 lines:
  * thirteen calls of four to twenty lines each over one reply path
  * (call_for), which a further split would only scatter. */
-#include "internal.h"
+#include "store_internal.h"
 
 #include "run_scope.h"
 
@@ -133,7 +133,7 @@ c10d_status c10d_store_prefix(c10d_store **out, c10d_store *parent, const char *
 
 const char *c10d_store_url(const c10d_store *s)
 {
-    return s ? s->conn->url : NULL;
+    return s ? c10di_conn_url(s->conn) : NULL;
 }
 
 /* --- helpers --- */
@@ -147,10 +147,10 @@ static c10d_status full_key(const c10d_store *s, const char *key, char **out)
     if (!key || !*key)
         return c10di_error(C10D_EINVAL, "key is NULL or empty");
     size_t plen = strlen(s->prefix), klen = strlen(key);
-    if (s->conn->max_key_bytes && plen + klen > s->conn->max_key_bytes)
+    uint64_t max = c10di_conn_limits(s->conn).max_key_bytes;
+    if (max && plen + klen > max)
         return c10di_error(C10D_ETOOBIG, "key of %zu bytes exceeds the coordinator's limit of "
-                           "%llu (--max-key-bytes)", plen + klen,
-                           (unsigned long long)s->conn->max_key_bytes);
+                           "%llu (--max-key-bytes)", plen + klen, (unsigned long long)max);
     char *k = malloc(plen + klen + 1);
     if (!k)
         return c10di_error(C10D_ENOMEM, "out of memory");
@@ -164,10 +164,11 @@ static c10d_status check_value(const c10d_store *s, const char *key, const void 
 {
     if (!val && len)
         return c10di_error(C10D_EINVAL, "value for key '%s' is NULL with length %zu", key, len);
-    if (s->conn->max_value_bytes && len > s->conn->max_value_bytes)
+    uint64_t max = c10di_conn_limits(s->conn).max_value_bytes;
+    if (max && len > max)
         return c10di_error(C10D_ETOOBIG, "value of %zu bytes for key '%s' exceeds the "
                            "coordinator's limit of %llu bytes (--max-value-bytes)", len, key,
-                           (unsigned long long)s->conn->max_value_bytes);
+                           (unsigned long long)max);
     return C10D_OK;
 }
 
@@ -176,9 +177,10 @@ static c10d_status full_keys(const c10d_store *s, const char *const *keys, size_
 {
     if (!keys || n == 0)
         return c10di_error(C10D_EINVAL, "no keys given");
-    if (s->conn->max_multi_keys && n > s->conn->max_multi_keys)
+    uint32_t max = c10di_conn_limits(s->conn).max_multi_keys;
+    if (max && n > max)
         return c10di_error(C10D_ETOOBIG, "%zu keys in one call exceed the coordinator's limit of "
-                           "%u (--max-multi-keys)", n, s->conn->max_multi_keys);
+                           "%u (--max-multi-keys)", n, max);
     char **k = calloc(n, sizeof *k);
     if (!k)
         return c10di_error(C10D_ENOMEM, "out of memory");

@@ -1,7 +1,7 @@
 /* The store's calls for operators (c10d-ctl): the keys under a prefix,
  * with their sizes and ages, and what the coordinator says about itself. */
 #include "block.h"
-#include "internal.h"
+#include "store_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,6 +11,7 @@
  * on tcp://, ipc:// and tls+tcp:// (TLS with a throwaway openssl CA).
  *   bench_rtt [N] [ROUNDS] */
 #include "coord_proc.h"
+#include "conn.h"
 #include "internal.h"
 #include "tls.h"
 #include "tls_certs.h"

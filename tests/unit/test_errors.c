@@ -1,6 +1,8 @@
 /* Client basics: the error list, per-thread error detail, environment
  * handling, NULL-safety, the host backend's reduction kernels. */
 #include "internal.h"
+#include "store_internal.h"
+#include "url.h"
 #include "host/reduce.h"
 
 #include "check_main.h"
@@ -305,6 +307,34 @@ START_TEST(bad_url_is_einval)
 }
 END_TEST
 
+/* The one reading of a coordinator URL's parts (common/url.c), and the
+ * check every URL the library is given passes (c10di_resolve_url). */
+START_TEST(url_parts_and_port_are_read_in_one_place)
+{
+    char host[64], port[16], url[256];
+    ck_assert_int_eq(c10dc_url_split("tcp://node1:29500", host, sizeof host, port, sizeof port), 0);
+    ck_assert_str_eq(host, "node1");
+    ck_assert_str_eq(port, "29500");
+    ck_assert_int_eq(c10dc_url_split("tls+tcp://[::1]:7", host, sizeof host, port, sizeof port), 0);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_str_eq(port, "7");
+    ck_assert_int_eq(c10dc_url_split("tcp://node1", host, sizeof host, port, sizeof port), -1);
+    c10dc_url_host("tls+tcp://coord.example", host, sizeof host);
+    ck_assert_str_eq(host, "coord.example");
+    ck_assert(c10dc_url_is_tcp("tls+tcp://h:1"));
+    ck_assert(!c10dc_url_is_tcp("ipc:///tmp/tcp"));
+    ck_assert_int_eq(c10dc_url_port("tcp://h:65535"), 65535);
+    ck_assert_int_eq(c10dc_url_port("tcp://h:70000"), -1);
+    ck_assert_int_eq(c10dc_url_port("tcp://h:0"), -1);
+    ck_assert_int_eq(c10dc_url_port("tcp://h:80x"), -1);
+    unsetenv("C10D_COORD");
+    ck_assert_int_eq(c10di_resolve_url("tcp://127.0.0.1:70000", url, sizeof url), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "the port must be a number from 1 to 65535"));
+    ck_assert_int_eq(c10di_resolve_url("node1", url, sizeof url), C10D_EINVAL);
+    ck_assert_int_eq(c10di_resolve_url("ipc:///tmp/x", url, sizeof url), C10D_OK);
+}
+END_TEST
+
 START_TEST(no_coordinator_is_eunavail_within_timeout)
 {
     c10d_store *s = NULL;
@@ -446,6 +476,7 @@ int main(void)
     tcase_add_test(tc, job_name_comes_from_the_launcher);
     tcase_add_test(tc, torchrun_without_a_coordinator_is_told_at_once);
     tcase_add_test(tc, bad_url_is_einval);
+    tcase_add_test(tc, url_parts_and_port_are_read_in_one_place);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
     tcase_add_test(tc, bad_settings_are_refused_naming_them);
     tcase_add_test(tc, timeouts_follow_one_convention);

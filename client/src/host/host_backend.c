@@ -5,6 +5,7 @@
 
 #include "c10d_hash.h"
 #include "c10d_time.h"
+#include "url.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -30,26 +31,15 @@ static void local_addr(const char *coord_url, char *out, size_t cap)
     }
     /* The address this host reaches the coordinator from: tcp:// and
      * tls+tcp:// alike (an ipc:// coordinator is on this host). */
-    const char *p = strstr(coord_url, "://");
-    if (!p || !strstr(coord_url, "tcp") || strstr(coord_url, "tcp") > p)
+    char name[256], port[16];
+    if (!c10dc_url_is_tcp(coord_url) ||
+        c10dc_url_split(coord_url, name, sizeof name, port, sizeof port) != 0)
         return;
-    char host[256];
-    snprintf(host, sizeof host, "%s", p + 3);
-    char *colon = strrchr(host, ':'), *name = host;
-    if (!colon)
-        return;
-    *colon = '\0';
-    if (name[0] == '[') { /* an IPv6 literal: [::1]:29500 */
-        name++;
-        char *end = strchr(name, ']');
-        if (end)
-            *end = '\0';
-    }
     /* IPv4 or IPv6, as the coordinator's name resolves (AF_UNSPEC). */
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_DGRAM;
-    if (getaddrinfo(name, colon + 1, &hints, &ai) != 0 || !ai)
+    if (getaddrinfo(name, port, &hints, &ai) != 0 || !ai)
         return;
     int fd = socket(ai->ai_family, SOCK_DGRAM, 0);
     struct sockaddr_storage sa;

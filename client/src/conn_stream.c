@@ -1,0 +1,488 @@
+/* The stream beneath the connection to the coordinator: one NNG byte
+ * stream (tcp://, ipc:// or tls+tcp://) carrying length-prefixed frames
+ * (common/frame.h). This file dials it (again, with back-off, when it
+ * breaks), sends a frame, and reads frames, handing each reply to the
+ * call waiting for it by request id (c10di_waiter); whose turn it is to
+ * read, and what a call does when the stream breaks, is conn.c's.
+ *
+ * A reader's receive is cancelled by the caller that asks for the reading
+ * only once it is submitted (c->recv_armed); asked earlier, the reader
+ * cancels it itself as soon as nng_stream_recv returns. NNG allows
+ * cancelling only an operation already submitted: NNG 1.10's cancel,
+ * landing between the start of nng_stream_recv and its queueing, lets
+ * nng_aio_wait return while the receive stays queued, and the next
+ * nng_stream_recv on that aio panics ("!nni_aio_list_active(aio)"; a rank
+ * died so in c10d_destroy, its leave taking the reading from the watch).
+ *
+ * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
+ * cancelled or timed-out recv aborts the TCP read beneath it, which tears
+ * the connection down, and when that read has just finished the abort
+ * finds nothing to stop and the recv is never completed at all (a job's
+ * ranks hung in c10d_destroy that way). So on tls+tcp:// one receive with
+ * no timeout stays armed while connected, its callback hands the replies
+ * out, and callers only wait on the condition variable: one more thread
+ * hop per reply, paid only where TLS's own costs dwarf it. */
+#include "conn_stream.h"
+
+#include "c10d_time.h"
+#include "frame.h"
+#include "tls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RBUF_MIN (64u * 1024)
+
+/* The connection changed (mu held): everyone looks again. */
+static void wake_all(c10di_conn *c)
+{
+    pthread_cond_broadcast(&c->cv);
+    pthread_cond_broadcast(&c->news_cv);
+}
+
+void c10di_conn_wait(c10di_conn *c, int news, int64_t until_ms)
+{
+    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000};
+    pthread_cond_timedwait(news ? &c->news_cv : &c->cv, &c->mu, &ts);
+}
+
+/* The next dial waits a little longer (mu held): a coordinator being
+ * restarted is usually back soon; a port that is no coordinator's is not,
+ * and must not be dialled in a tight loop. */
+static void back_off(c10di_conn *c)
+{
+    static const int backoff[] = {20, 50, 100, 200, 500};
+    int k = c->dial_failures < 4 ? c->dial_failures++ : 4;
+    c->next_dial_ms = c10d_now_ms() + backoff[k];
+}
+
+void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv)
+{
+    if (c->stream != s)
+        return; /* someone saw it first */
+    /* Broken before anything was answered on it: the server took the
+     * connection but is no coordinator (or no TLS one). Back off, as for a
+     * refused dial; a plain client on a TLS port dialled 1,114 times a
+     * second. */
+    if (!c->answered) {
+        c->unanswered++;
+        back_off(c);
+    }
+    c->stream = NULL;
+    c->retired = s;
+    c->last_err = rv;
+    atomic_store(&c->pipes, 0);
+    nng_stream_close(s);
+    wake_all(c);
+}
+
+/* Room in rbuf for the frame being read (mu held). */
+static int make_room(c10di_conn *c)
+{
+    size_t want = RBUF_MIN;
+    if (c->rlen >= 4) {
+        size_t frame = 4 + (size_t)c10dc_get_u32(c->rbuf);
+        if (frame > want)
+            want = frame;
+    }
+    if (c->rcap >= want && c->rlen < c->rcap)
+        return 0;
+    if (want <= c->rlen)
+        want = c->rlen * 2;
+    uint8_t *nb = realloc(c->rbuf, want);
+    if (!nb)
+        return -1;
+    c->rbuf = nb;
+    c->rcap = want;
+    return 0;
+}
+
+/* Hands the complete frames in rbuf to their waiters (mu held). Returns
+ * -1 when the stream holds something that is not a frame. */
+static int dispatch(c10di_conn *c)
+{
+    size_t off = 0;
+    int woke = 0, woke_news = 0;
+    while (c->rlen - off >= C10DC_FRAME_HDR) {
+        uint32_t n = c10dc_get_u32(c->rbuf + off);
+        if (n < 8 || n > C10DI_CONN_MAX_FRAME) {
+            /* A TLS record (an alert, a server hello): a TLS port dialled
+             * as tcp:// (conn.c says so after a few). */
+            c->spoke_tls = (c->rbuf[off] == 0x15 || c->rbuf[off] == 0x16) && c->rbuf[off + 1] == 3;
+            return -1;
+        }
+        if (c->rlen - off < 4 + (size_t)n)
+            break;
+        uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
+        size_t body = n - 8;
+        if (!c->answered) { /* a coordinator: dial at once again if it breaks */
+            c->answered = 1;
+            c->unanswered = 0;
+            c->dial_failures = 0;
+            c->probed = c->spoke_tls = 0;
+            c->down_since_ms = 0; /* the next outage's notices count from its own start */
+        }
+        for (c10di_waiter *w = c->waiters; w; w = w->next) {
+            if (w->id != id || w->done)
+                continue;
+            /* Replies nobody waits for any more (a call that timed out)
+             * are dropped. */
+            if ((w->reply = malloc(body ? body : 1)) != NULL) {
+                memcpy(w->reply, c->rbuf + off + C10DC_FRAME_HDR, body);
+                w->reply_len = body;
+            }
+            w->done = 1;
+            if (w->news)
+                woke_news = 1;
+            else
+                woke = 1;
+            break;
+        }
+        off += 4 + (size_t)n;
+    }
+    if (off) {
+        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+        c->rlen -= off;
+    }
+    if (woke)
+        pthread_cond_broadcast(&c->cv);
+    if (woke_news)
+        pthread_cond_broadcast(&c->news_cv);
+    return 0;
+}
+
+/* TLS: arms the connection's one receive on c->stream (mu held; not
+ * while c->rx_armed). The armed receive counts as a user of the stream, so
+ * a redial waits for its callback before freeing it. */
+static void rx_arm(c10di_conn *c)
+{
+    if (make_room(c) != 0) {
+        c10di_conn_broken(c, c->stream, NNG_ENOMEM);
+        return;
+    }
+    c->rx_stream = c->stream;
+    c->rx_armed = 1;
+    c->users++;
+    nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+    nng_aio_set_iov(c->rx_aio, 1, &iov);
+    nng_aio_set_timeout(c->rx_aio, NNG_DURATION_INFINITE);
+    /* NNG completes it on its own threads, never inside this call. */
+    nng_stream_recv(c->stream, c->rx_aio);
+}
+
+/* rx_aio's callback: hands out the replies it read, and arms it again. */
+static void rx_done(void *arg)
+{
+    c10di_conn *c = arg;
+    int rv = nng_aio_result(c->rx_aio);
+    size_t got = nng_aio_count(c->rx_aio);
+    pthread_mutex_lock(&c->mu);
+    nng_stream *s = c->rx_stream;
+    c->rx_armed = 0;
+    if (--c->users == 0 && c->dialing)
+        pthread_cond_broadcast(&c->cv); /* c10di_conn_dial waits for the old stream's users */
+    if (rv != 0) {
+        c10di_conn_broken(c, s, rv); /* does nothing if the stream was replaced */
+    } else if (c->stream == s) {
+        c->rlen += got;
+        if (dispatch(c) != 0)
+            c10di_conn_broken(c, s, NNG_EPROTO);
+    }
+    /* The next receive, on the stream connected now: also a new one, whose
+     * dial found this receive still armed on the old stream and left the
+     * arming to us (an aio is submitted again only once it completed). */
+    if (c->stream && !c->closing)
+        rx_arm(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* TCP lets a connection to a free port on this host open to itself, when
+ * the port the kernel picks for our end is that same port (simultaneous
+ * open). A coordinator bound to a port in the ephemeral range and being
+ * restarted is exactly that case, and the client would then hold the port
+ * the coordinator needs. Such a connection counts as refused. */
+static int connected_to_itself(nng_stream *s)
+{
+    nng_sockaddr a, b;
+    if (nng_stream_get_addr(s, NNG_OPT_LOCADDR, &a) != 0 ||
+        nng_stream_get_addr(s, NNG_OPT_REMADDR, &b) != 0 || a.s_family != b.s_family)
+        return 0;
+    if (a.s_family == NNG_AF_INET)
+        return a.s_in.sa_port == b.s_in.sa_port && a.s_in.sa_addr == b.s_in.sa_addr;
+    if (a.s_family == NNG_AF_INET6)
+        return a.s_in6.sa_port == b.s_in6.sa_port &&
+               memcmp(a.s_in6.sa_addr, b.s_in6.sa_addr, sizeof a.s_in6.sa_addr) == 0;
+    return 0;
+}
+
+void c10di_conn_dial(c10di_conn *c, int64_t deadline)
+{
+    c->dialing = 1;
+    /* The old stream is freed once nobody uses it: closing it ended their
+     * operations, so this is short. Should NNG never finish one of them,
+     * the stream is left allocated rather than freed under its user, and
+     * the dial goes on. */
+    int64_t give_up = c10d_now_ms() + 2000;
+    while (c->retired && c->users > 0 && c10d_now_ms() < give_up && !c->closing)
+        c10di_conn_wait(c, 0, c10d_now_ms() + 50);
+    nng_stream *old = c->users > 0 ? NULL : c->retired;
+    c->retired = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (old)
+        nng_stream_free(old);
+    int64_t left = deadline - c10d_now_ms();
+    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > 5000 ? 5000 : left > 1 ? left : 1));
+    nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    nng_aio_wait(c->dial_aio);
+    int rv = nng_aio_result(c->dial_aio);
+    if (rv == 0 && connected_to_itself(nng_aio_get_output(c->dial_aio, 0))) {
+        nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
+        rv = NNG_ECONNREFUSED;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->dialing = 0;
+    if (rv == 0 && !c->closing) {
+        c->stream = nng_aio_get_output(c->dial_aio, 0);
+        c->epoch++;
+        c->rlen = 0;
+        c->last_err = 0;
+        c->answered = 0; /* the back-off and the outage end at a reply, not at a connect */
+        atomic_store(&c->pipes, 1);
+        /* still armed on the old stream (its callback late): that
+         * callback arms it here */
+        if (c->rx_async && !c->rx_armed)
+            rx_arm(c);
+    } else {
+        if (rv == 0)
+            nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
+        c->last_err = rv ? rv : NNG_ECLOSED;
+        back_off(c);
+    }
+    wake_all(c);
+}
+
+/* A rank started before its coordinator, or pointed at the wrong place,
+ * says so on stderr once it has tried for a second, and every 10 s after,
+ * rather than waiting out C10D_TIMEOUT_MS in silence. Short waits (a
+ * c10d-ctl call) stay quiet: their error says it. c->mu held. */
+void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
+{
+    if (!c->last_err) {
+        c->down_since_ms = 0;
+        return;
+    }
+    if (!c->down_since_ms) {
+        c->down_since_ms = now;
+        c->next_notice_ms = now + 1000;
+    }
+    if (now < c->next_notice_ms || deadline - c->down_since_ms < 5000)
+        return;
+    c->next_notice_ms = now + 10000;
+    /* A coordinator that is down refuses connections; one that takes them
+     * and hangs up on our handshake is some other server (a TCPStore). */
+    const char *other = c->last_err == NNG_ECONNSHUT
+                            ? ": the server there accepts connections and closes them without "
+                              "answering, as a c10d-coord would not; is it another server, "
+                              "such as torchrun's TCPStore?"
+                            : "";
+    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; still "
+            "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(), c->url,
+            nng_strerror(c->last_err), other, (long long)(now - c->down_since_ms) / 1000,
+            (long long)(deadline - now) / 1000);
+}
+
+void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline)
+{
+    nng_stream *s = c->stream;
+    c->reading = 1;
+    c->reader_parked = parked;
+    c->handoff = 0;
+    c->users++;
+    while (!w->done && !c->handoff && c->stream == s) {
+        int64_t left = deadline - c10d_now_ms();
+        if (left <= 0)
+            break;
+        if (make_room(c) != 0) {
+            c10di_conn_broken(c, s, NNG_ENOMEM);
+            break;
+        }
+        nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+        pthread_mutex_unlock(&c->mu);
+        nng_aio_set_iov(c->recv_aio, 1, &iov);
+        nng_aio_set_timeout(c->recv_aio, (nng_duration)left);
+        nng_stream_recv(s, c->recv_aio);
+        /* Submitted: from now on a caller asking for the reading may
+         * cancel it (never before: see recv_armed); one that asked while
+         * it was being submitted left that to us. */
+        pthread_mutex_lock(&c->mu);
+        if (c->handoff)
+            nng_aio_cancel(c->recv_aio);
+        c->recv_armed = 1;
+        pthread_mutex_unlock(&c->mu);
+        nng_aio_wait(c->recv_aio);
+        int rv = nng_aio_result(c->recv_aio);
+        size_t got = nng_aio_count(c->recv_aio);
+        pthread_mutex_lock(&c->mu);
+        c->recv_armed = 0;
+        if (rv == 0) {
+            c->rlen += got;
+            if (dispatch(c) != 0)
+                c10di_conn_broken(c, s, NNG_EPROTO);
+        } else if (rv != NNG_ETIMEDOUT && rv != NNG_ECANCELED) {
+            c10di_conn_broken(c, s, rv);
+        }
+    }
+    c->users--;
+    c->reading = 0;
+    /* A caller wanting an answer read, or asked for the reading: either
+     * way a parked reader keeps away for the grace period (else it would
+     * take the reading straight back, before the asker gets mu). */
+    if (!parked || c->handoff)
+        c->reader_left_ms = c10d_now_ms();
+    c->reader_parked = 0;
+    pthread_cond_broadcast(&c->cv); /* another waiter takes the reading */
+    if (parked)
+        pthread_cond_broadcast(&c->news_cv);
+}
+
+void c10di_conn_ask_reading(c10di_conn *c)
+{
+    /* Its receive is cancelled if submitted, else the reader cancels it
+     * itself once it is (c10di_conn_read). */
+    if (c->handoff)
+        return;
+    c->handoff = 1;
+    if (c->recv_armed)
+        nng_aio_cancel(c->recv_aio);
+}
+
+/* send_aio's callback: the send completed (sent_mu, sent_cv). */
+static void sent_cb(void *arg)
+{
+    c10di_conn *c = arg;
+    pthread_mutex_lock(&c->sent_mu);
+    c->sent = 1;
+    pthread_cond_broadcast(&c->sent_cv);
+    pthread_mutex_unlock(&c->sent_mu);
+}
+
+/* Waits for send_aio. NNG 1.5.2's TLS can leave a send pending for ever,
+ * its timeout ignored, when the peer closes during the handshake (a TLS
+ * client on a plain coordinator, about one time in three): past `until`
+ * the stream is closed, which ends it. */
+static void wait_sent(c10di_conn *c, nng_stream *s, int64_t until)
+{
+    struct timespec ts = c10d_deadline_ts(until - c10d_now_ms());
+    pthread_mutex_lock(&c->sent_mu);
+    int late = 0;
+    while (!c->sent && !late)
+        late = pthread_cond_timedwait(&c->sent_cv, &c->sent_mu, &ts) != 0 && !c->sent;
+    pthread_mutex_unlock(&c->sent_mu);
+    if (late) {
+        nng_stream_close(s);
+        nng_aio_cancel(c->send_aio);
+    }
+    nng_aio_wait(c->send_aio);
+}
+
+int c10di_conn_send(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline,
+                    int handshake)
+{
+    int rv = 0;
+    pthread_mutex_lock(&c->send_mu);
+    for (size_t off = 0; off < len && rv == 0;) {
+        int64_t left = deadline - c10d_now_ms();
+        if (left <= 0) {
+            rv = NNG_ETIMEDOUT;
+            break;
+        }
+        nng_iov iov = {buf + off, len - off};
+        nng_aio_set_iov(c->send_aio, 1, &iov);
+        nng_aio_set_timeout(c->send_aio, (nng_duration)left);
+        pthread_mutex_lock(&c->sent_mu);
+        c->sent = 0;
+        pthread_mutex_unlock(&c->sent_mu);
+        nng_stream_send(s, c->send_aio);
+        /* A TLS connection nothing was answered on yet is in its
+         * handshake: a coordinator answers that within seconds. */
+        int64_t until = deadline + 1000;
+        if (handshake && until > c10d_now_ms() + 3000)
+            until = c10d_now_ms() + 3000;
+        wait_sent(c, s, until);
+        if ((rv = nng_aio_result(c->send_aio)) == 0)
+            off += nng_aio_count(c->send_aio);
+    }
+    pthread_mutex_unlock(&c->send_mu);
+    return rv;
+}
+
+c10d_status c10di_conn_stream_init(c10di_conn *c)
+{
+    c10d_cond_init_monotonic(&c->cv);
+    c10d_cond_init_monotonic(&c->news_cv);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->send_mu, NULL);
+    pthread_mutex_init(&c->sent_mu, NULL);
+    c10d_cond_init_monotonic(&c->sent_cv);
+    if (nng_aio_alloc(&c->send_aio, sent_cb, c) != 0 ||
+        nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
+        nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0 ||
+        nng_aio_alloc(&c->rx_aio, rx_done, c) != 0)
+        return c10di_error(C10D_ENOMEM, "out of memory for NNG aios");
+    return C10D_OK;
+}
+
+c10d_status c10di_conn_stream_dialer(c10di_conn *c)
+{
+    int rv;
+    c->rx_async = c10dc_url_is_tls(c->url);
+    if ((rv = nng_stream_dialer_alloc(&c->dialer, c->url)) != 0)
+        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
+                           "ipc:///path or tls+tcp://host:port)", c->url, nng_strerror(rv));
+    /* Raw streams leave Nagle on; a request is one small write. */
+    nng_stream_dialer_set_bool(c->dialer, NNG_OPT_TCP_NODELAY, true);
+    if (c10dc_url_is_tls(c->url)) {
+        nng_tls_config *cfg;
+        char err[600];
+        if (c10dc_tls_client(&cfg, c->url, c->tls_ca, c->tls_cert, c->tls_key, err,
+                             sizeof err) != 0)
+            return c10di_error(C10D_EAUTH, "%s", err);
+        rv = nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg); /* the dialer holds its own reference */
+        if (rv != 0)
+            return c10di_error(C10D_EAUTH, "cannot use TLS for %s: %s", c->url,
+                               nng_strerror(rv));
+    }
+    return C10D_OK;
+}
+
+void c10di_conn_stream_fini(c10di_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    if (c->stream)
+        nng_stream_close(c->stream);
+    wake_all(c);
+    pthread_mutex_unlock(&c->mu);
+    /* Each waits for its operation to end: nobody else is left calling. */
+    nng_aio_free(c->send_aio);
+    nng_aio_free(c->recv_aio);
+    nng_aio_free(c->dial_aio);
+    nng_aio_free(c->rx_aio); /* waits for rx_done, which takes mu */
+    if (c->stream)
+        nng_stream_free(c->stream);
+    if (c->retired)
+        nng_stream_free(c->retired);
+    if (c->dialer)
+        nng_stream_dialer_free(c->dialer);
+    pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->news_cv);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->send_mu);
+    pthread_mutex_destroy(&c->sent_mu);
+    pthread_cond_destroy(&c->sent_cv);
+    free(c->rbuf);
+}

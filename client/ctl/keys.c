@@ -1,6 +1,7 @@
 /* c10d-ctl's key-value commands: keys, get, set, del, add. */
-#include "ctl.h"
+#include "keys.h"
 #include "json.h"
+#include "output.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,8 +1,9 @@
 /* c10d-ctl status: what the coordinator says about itself, and its jobs:
  * groups, members alive, left or dead and why, join regions. A job of more
  * than CTL_LIST_EACH ranks is summarized (summary.c) unless --all. */
-#include "ctl.h"
+#include "status.h"
 #include "json.h"
+#include "output.h"
 #include "summary.h"
 
 #include <inttypes.h>

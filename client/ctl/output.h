@@ -1,0 +1,30 @@
+/* How c10d-ctl answers: text for people or --json for scripts, the exit
+ * codes, and how a failure is reported. Every command reports through
+ * here, so a failure reads the same whichever command met it. */
+#ifndef C10D_CTL_OUTPUT_H
+#define C10D_CTL_OUTPUT_H
+
+#include <c10d/c10d.h>
+
+enum {
+    EXIT_OK = 0,
+    EXIT_ERROR = 1,    /* anything not below */
+    EXIT_USAGE = 2,
+    EXIT_NOTFOUND = 3, /* get/del of a key that does not exist */
+    EXIT_UNAVAIL = 4,  /* no coordinator answered */
+    EXIT_TIMEOUT = 5,
+    EXIT_AUTH = 6,
+};
+
+/* --json: output on stdout as JSON, errors too. */
+extern int ctl_json;
+
+/* Reports a failure (stderr for people; a JSON object on stdout with
+ * --json) and returns the exit code for it. */
+int ctl_fail(c10d_status st, const char *msg);
+/* ctl_fail with c10d_errmsg(), the library's detail for st. */
+int ctl_fail_last(c10d_status st);
+/* Bad usage (fmt has one %s, for arg): says so, returns EXIT_USAGE. */
+int ctl_usage_error(const char *fmt, const char *arg);
+
+#endif

@@ -43,6 +43,13 @@ int ctl_fail_last(c10d_status st)
     return ctl_fail(st, *m ? m : c10d_strerror(st));
 }
 
+int ctl_fail_no_job(const char *job)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)", job);
+    return ctl_fail(C10D_ENOTFOUND, msg);
+}
+
 int ctl_usage_error(const char *fmt, const char *arg)
 {
     char msg[1024];

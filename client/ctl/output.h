@@ -10,7 +10,7 @@ enum {
     EXIT_OK = 0,
     EXIT_ERROR = 1,    /* anything not below */
     EXIT_USAGE = 2,
-    EXIT_NOTFOUND = 3, /* get/del of a key that does not exist */
+    EXIT_NOTFOUND = 3, /* no such key (get, del), no such job (--job J) */
     EXIT_UNAVAIL = 4,  /* no coordinator answered */
     EXIT_TIMEOUT = 5,
     EXIT_AUTH = 6,
@@ -24,6 +24,10 @@ extern int ctl_json;
 int ctl_fail(c10d_status st, const char *msg);
 /* ctl_fail with c10d_errmsg(), the library's detail for st. */
 int ctl_fail_last(c10d_status st);
+/* A --job J the coordinator does not know (status, keys, desync): says so,
+ * returns EXIT_NOTFOUND, so that a script asking after its job never reads
+ * "fine" from an empty listing. */
+int ctl_fail_no_job(const char *job);
 /* Bad usage (fmt has one %s, for arg): says so, returns EXIT_USAGE. */
 int ctl_usage_error(const char *fmt, const char *arg);
 

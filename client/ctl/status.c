@@ -217,13 +217,10 @@ int cmd_status(c10d_store *s, const ctl_args *a)
         c10d_free(ip);
         return ctl_fail_last(st);
     }
-    if (job && !nj) { /* a script asking after its job must not read "fine" */
-        char msg[512];
-        snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
-                 job);
+    if (job && !nj) {
         c10d_free(jobs);
         c10d_free(ip);
-        return ctl_fail(C10D_ENOTFOUND, msg);
+        return ctl_fail_no_job(job);
     }
     if (ctl_json) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");

@@ -154,8 +154,11 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
 
 /* desync; with --json at_ms (when not 0) says when, for watch. The exit
  * code, or -1 with *err set when the coordinator could not be asked (watch
- * has printed refreshes before it). */
-static int desync_at(c10d_store *s, const ctl_args *a, int64_t at_ms, c10d_status *err)
+ * has printed refreshes before it). With must_exist, a --job J the
+ * coordinator knows nothing of (no groups, no members) is reported as
+ * unknown rather than printed as healthy. */
+static int desync_at(c10d_store *s, const ctl_args *a, int64_t at_ms, int must_exist,
+                     c10d_status *err)
 {
     c10d_group_health *g = NULL;
     c10d_job_info *jobs = NULL;
@@ -165,6 +168,11 @@ static int desync_at(c10d_store *s, const ctl_args *a, int64_t at_ms, c10d_statu
     if ((*err = c10d_store_jobs(s, a->job, &jobs, &nj)) != C10D_OK) {
         c10d_free(g);
         return -1;
+    }
+    if (must_exist && a->job && !ng && !nj) {
+        c10d_free(g);
+        c10d_free(jobs);
+        return ctl_fail_no_job(a->job);
     }
     int healthy = 1;
     for (size_t i = 0; i < ng; i++)
@@ -185,7 +193,7 @@ static int desync_at(c10d_store *s, const ctl_args *a, int64_t at_ms, c10d_statu
 int cmd_desync(c10d_store *s, const ctl_args *a)
 {
     c10d_status err;
-    int rc = desync_at(s, a, 0, &err);
+    int rc = desync_at(s, a, 0, 1, &err);
     return rc < 0 ? ctl_fail_last(err) : rc;
 }
 
@@ -253,7 +261,8 @@ int cmd_watch(c10d_store *s, const ctl_args *a)
                 printf("\n");
             printf("c10d-ctl watch, every %d ms — %s\n", interval, when);
         }
-        if ((rc = desync_at(s, a, json ? now_ms : 0, &err)) < 0)
+        /* A job not there yet may be one about to start: watch waits. */
+        if ((rc = desync_at(s, a, json ? now_ms : 0, 0, &err)) < 0)
             return ctl_fail_last(err);
         fflush(stdout);
         if (count == 0 || i + 1 < count) {

@@ -10,7 +10,8 @@
 
 #define EXIT_UNHEALTHY 7
 
-/* `desync [--job J] [--group G]`: 0 healthy, EXIT_UNHEALTHY not. */
+/* `desync [--job J] [--group G]`: 0 healthy, EXIT_UNHEALTHY not;
+ * EXIT_NOTFOUND for a J the coordinator knows nothing of. */
 int cmd_desync(c10d_store *s, const ctl_args *a);
 /* `trace --rank R [--group G] [--job J] [-n N]`: a rank's recent
  * collectives, and which job's they are (the coordinator picks one when J

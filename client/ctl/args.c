@@ -1,10 +1,15 @@
 /* c10d-ctl's command arguments, read and checked before any coordinator
  * is asked: a bad one is bad usage (exit 2) whether or not a coordinator
  * runs, and never costs a connection timeout first. */
-#include "ctl.h"
+#include "args.h"
+#include "output.h"
 
+#include <c10d/c10d.h>
+
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A command's own options ("--job J"), by the letter commands list them
@@ -141,4 +146,12 @@ int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a)
     if (!strcmp(cmd, "add") && ctl_parse_int(a->pos[1], &a->delta) != 0)
         return usage_msg("add wants an integer, not '%s'", a->pos[1]);
     return 0;
+}
+
+int ctl_parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    return errno || end == s || *end ? -1 : 0;
 }

@@ -3,8 +3,9 @@
  * a lost member, a stall), and the job's dead and departed ranks. Exit 0
  * when healthy, EXIT_UNHEALTHY (7) when anything is wrong. */
 #include "desync.h"
-#include "summary.h"
 #include "json.h"
+#include "output.h"
+#include "summary.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -151,8 +152,12 @@ static void print_text(const c10d_group_health *g, size_t ng, const c10d_job_inf
     }
 }
 
-/* desync; with --json at_ms (when not 0) says when, for watch. */
-static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
+/* desync; with --json at_ms (when not 0) says when, for watch. The exit
+ * code, or -1 with *err set when the coordinator could not be asked (watch
+ * has printed refreshes before it). With must_exist, a --job J the
+ * coordinator knows nothing of (no groups, no members) is reported as
+ * unknown rather than printed as healthy. */
+static int desync_at(c10d_store *s, const ctl_args *a, int64_t at_ms, int must_exist,
                      c10d_status *err)
 {
     c10d_group_health *g = NULL;
@@ -164,6 +169,11 @@ static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
         c10d_free(g);
         return -1;
     }
+    if (must_exist && a->job && !ng && !nj) {
+        c10d_free(g);
+        c10d_free(jobs);
+        return ctl_fail_no_job(a->job);
+    }
     int healthy = 1;
     for (size_t i = 0; i < ng; i++)
         healthy &= g[i].status == C10D_OK;
@@ -171,7 +181,7 @@ static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
     for (size_t j = 0; j < nj; j++)
         for (size_t k = 0; k < jobs[j].n_members; k++)
             healthy &= jobs[j].members[k].state != C10D_MEMBER_DEAD;
-    if (json)
+    if (ctl_json)
         print_json(g, ng, jobs, nj, healthy, at_ms);
     else
         print_text(g, ng, jobs, nj, healthy);
@@ -180,21 +190,24 @@ static int desync_at(c10d_store *s, const ctl_args *a, int json, int64_t at_ms,
     return healthy ? 0 : EXIT_UNHEALTHY;
 }
 
-int cmd_desync(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
+int cmd_desync(c10d_store *s, const ctl_args *a)
 {
-    return desync_at(s, a, json, 0, err);
+    c10d_status err;
+    int rc = desync_at(s, a, 0, 1, &err);
+    return rc < 0 ? ctl_fail_last(err) : rc;
 }
 
-int cmd_trace(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
+int cmd_trace(c10d_store *s, const ctl_args *a)
 {
     c10d_trace_row *rows = NULL;
     size_t nr = 0;
     const char *job = NULL;
-    if ((*err = c10d_store_trace_job(s, a->job, a->group, (int)a->rank, (unsigned)a->limit,
-                                     &rows, &nr, &job)) != C10D_OK)
-        return -1;
+    c10d_status st = c10d_store_trace_job(s, a->job, a->group, (int)a->rank,
+                                          (unsigned)a->limit, &rows, &nr, &job);
+    if (st != C10D_OK)
+        return ctl_fail_last(st);
     const char *group = a->group ? a->group : "world";
-    if (json) {
+    if (ctl_json) {
         printf("{\"ok\":true,\"job\":");
         json_string(stdout, job, strlen(job));
         printf(",\"group\":");
@@ -223,11 +236,13 @@ int cmd_trace(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
         }
     }
     c10d_free(rows);
-    return 0;
+    return EXIT_OK;
 }
 
-int cmd_watch(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
+int cmd_watch(c10d_store *s, const ctl_args *a)
 {
+    int json = ctl_json;
+    c10d_status err;
     int interval = (int)a->interval, count = (int)a->count, rc = 0;
     /* Escape codes only for a terminal: a pipe or a file gets each refresh
      * after the last (with --json, one object a line). */
@@ -246,8 +261,9 @@ int cmd_watch(c10d_store *s, const ctl_args *a, int json, c10d_status *err)
                 printf("\n");
             printf("c10d-ctl watch, every %d ms — %s\n", interval, when);
         }
-        if ((rc = desync_at(s, a, json, json ? now_ms : 0, err)) < 0)
-            return rc;
+        /* A job not there yet may be one about to start: watch waits. */
+        if ((rc = desync_at(s, a, json ? now_ms : 0, 0, &err)) < 0)
+            return ctl_fail_last(err);
         fflush(stdout);
         if (count == 0 || i + 1 < count) {
             struct timespec ts = {interval / 1000, (long)(interval % 1000) * 1000000};

@@ -1,6 +1,7 @@
 /* c10d-ctl's key-value commands: keys, get, set, del, add. */
-#include "ctl.h"
+#include "keys.h"
 #include "json.h"
+#include "output.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,12 +22,8 @@ static int run_keys_prefix(c10d_store *s, const char *job, const char *prefix, c
         return *rc = ctl_fail_last(st), -1;
     uint64_t gen = n ? jobs[0].generation : 0;
     c10d_free(jobs);
-    if (!n) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
-                 job);
-        return *rc = ctl_fail(C10D_ENOTFOUND, msg), -1;
-    }
+    if (!n)
+        return *rc = ctl_fail_no_job(job), -1;
     if ((st = c10d_run_prefix(buf, cap, job, gen)) != C10D_OK)
         return *rc = ctl_fail_last(st), -1;
     size_t used = strlen(buf);

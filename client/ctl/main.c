@@ -1,15 +1,19 @@
 /* c10d-ctl: the operator's CLI. A client of the coordinator through
  * libc10dclient, like any rank. Text for people, --json for scripts, and
- * exit codes that say what happened. */
-#include "ctl.h"
+ * exit codes that say what happened (output.h).
+ *
+ * Here: --help, the global options, the connection, and which command
+ * runs. A command's own arguments are args.c's; each command (status.c,
+ * keys.c, desync.c) reports its own failures and returns its exit code. */
+#include "args.h"
 #include "desync.h"
-#include "json.h"
+#include "keys.h"
+#include "output.h"
+#include "status.h"
 #include "summary.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
@@ -70,66 +74,6 @@ static const char usage[] =
     "Exit status: 0 success; 1 other error (the coordinator's refusals too); 2 bad\n"
     "usage, a bad URL included (--json prints it as JSON); 3 no such key or job;\n"
     "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
-
-int ctl_json;
-
-static int exit_code(c10d_status st)
-{
-    switch (st) {
-    case C10D_OK:
-        return EXIT_OK;
-    case C10D_ENOTFOUND:
-        return EXIT_NOTFOUND;
-    case C10D_EUNAVAIL:
-        return EXIT_UNAVAIL;
-    case C10D_ETIMEDOUT:
-        return EXIT_TIMEOUT;
-    case C10D_EAUTH:
-        return EXIT_AUTH;
-    default: /* C10D_EINVAL from the coordinator too: bad usage is found here */
-        return EXIT_ERROR;
-    }
-}
-
-int ctl_fail(c10d_status st, const char *msg)
-{
-    if (ctl_json) {
-        printf("{\"ok\":false,\"status\":\"%s\",\"error\":", c10d_status_name(st));
-        json_string(stdout, msg, strlen(msg));
-        printf("}\n");
-    } else {
-        fprintf(stderr, "c10d-ctl: %s\n", msg);
-    }
-    return exit_code(st);
-}
-
-int ctl_fail_last(c10d_status st)
-{
-    const char *m = c10d_errmsg();
-    return ctl_fail(st, *m ? m : c10d_strerror(st));
-}
-
-int ctl_usage_error(const char *fmt, const char *arg)
-{
-    char msg[1024];
-    snprintf(msg, sizeof msg, fmt, arg);
-    if (ctl_json) {
-        printf("{\"ok\":false,\"status\":\"usage\",\"error\":");
-        json_string(stdout, msg, strlen(msg));
-        printf("}\n");
-    } else {
-        fprintf(stderr, "c10d-ctl: %s\nTry 'c10d-ctl --help'.\n", msg);
-    }
-    return EXIT_USAGE;
-}
-
-int ctl_parse_int(const char *s, long long *out)
-{
-    char *end;
-    errno = 0;
-    *out = strtoll(s, &end, 10);
-    return errno || end == s || *end ? -1 : 0;
-}
 
 typedef struct {
     const char *coord, *tls_ca, *tls_cert, *tls_key;
@@ -312,13 +256,11 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "add") == 0)
         rc = cmd_add(s, a.pos[0], a.delta);
     else if (strcmp(cmd, "trace") == 0)
-        rc = cmd_trace(s, &a, ctl_json, &st);
+        rc = cmd_trace(s, &a);
     else if (strcmp(cmd, "watch") == 0)
-        rc = cmd_watch(s, &a, ctl_json, &st);
+        rc = cmd_watch(s, &a);
     else
-        rc = cmd_desync(s, &a, ctl_json, &st);
-    if (rc < 0)
-        rc = ctl_fail_last(st);
+        rc = cmd_desync(s, &a);
     c10d_store_close(s);
     return rc;
 }

@@ -1,8 +1,9 @@
 /* c10d-ctl status: what the coordinator says about itself, and its jobs:
  * groups, members alive, left or dead and why, join regions. A job of more
  * than CTL_LIST_EACH ranks is summarized (summary.c) unless --all. */
-#include "ctl.h"
+#include "status.h"
 #include "json.h"
+#include "output.h"
 #include "summary.h"
 
 #include <inttypes.h>
@@ -216,13 +217,10 @@ int cmd_status(c10d_store *s, const ctl_args *a)
         c10d_free(ip);
         return ctl_fail_last(st);
     }
-    if (job && !nj) { /* a script asking after its job must not read "fine" */
-        char msg[512];
-        snprintf(msg, sizeof msg, "no job %s on this coordinator (c10d-ctl status lists them)",
-                 job);
+    if (job && !nj) {
         c10d_free(jobs);
         c10d_free(ip);
-        return ctl_fail(C10D_ENOTFOUND, msg);
+        return ctl_fail_no_job(job);
     }
     if (ctl_json) {
         printf("{\"ok\":true,\"coordinator\":{\"url\":");

@@ -264,6 +264,26 @@ START_TEST(status_of_an_unknown_job_fails)
 }
 END_TEST
 
+/* desync --job J of a job the coordinator knows nothing of fails as
+ * status --job does, rather than saying "healthy" about nothing. */
+START_TEST(desync_of_an_unknown_job_fails)
+{
+    ck_assert_int_eq(ctl("desync --job nosuchjob"), 3);
+    ck_assert_msg(strstr(out, "no job nosuchjob on this coordinator") && !strstr(out, "healthy"),
+                  "%s", out);
+    ck_assert_int_eq(ctl("--json desync --job nosuchjob"), 3);
+    jv *v = parsed();
+    ck_assert(!flag(v, "ok"));
+    ck_assert_str_eq(json_str(v, "status"), "ENOTFOUND");
+    json_free(v);
+    /* Without --job, no jobs at all is still healthy: nothing is wrong. */
+    ck_assert_int_eq(ctl("desync"), 0);
+    ck_assert_msg(strstr(out, "healthy"), "%s", out);
+    /* watch waits for a job that may be about to start. */
+    ck_assert_int_eq(ctl("watch --job nosuchjob --count 1"), 0);
+}
+END_TEST
+
 /* A job of one rank, in this process, that ran a verified collective. */
 static c10d_pg *one_rank_job(const char *job)
 {
@@ -339,6 +359,7 @@ int main(void)
     tcase_add_test(tc, options_anywhere_values_checked_json_always);
     tcase_add_test(tc, bad_arguments_are_usage_errors_with_no_coordinator);
     tcase_add_test(tc, status_of_an_unknown_job_fails);
+    tcase_add_test(tc, desync_of_an_unknown_job_fails);
     tcase_add_test(tc, trace_names_the_job_it_shows);
     tcase_add_test(tc, watch_output_for_pipes_and_scripts);
     suite_add_tcase(s, tc);

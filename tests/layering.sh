@@ -16,14 +16,17 @@ forbid() {
         bad=1
     fi
 }
-forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|pg_internal\.h' \
+forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|group\.h' \
     "common/ includes nothing of the server or the client"
-forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|pg_internal\.h|backend\.h|conn_internal\.h' \
+forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|group\.h|backend\.h|conn_internal\.h' \
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
-forbid "client/src/host/* client/src/nccl/*" '(\.\./)?(pg_internal|work|join_internal|conn_internal)\.h' \
+# the front end's own headers (every one of them: each declares one module's)
+front='group|group_seqs|plan|lane|work|posted|liveness|watch|verify|join_region|join_internal'
+front+='|backends|backend_ctx|monitored_barrier|conn_internal'
+forbid "client/src/host/* client/src/nccl/*" "(\.\./)?($front)\.h" \
     "a backend sees its context (backend.h), never the process group or the world"
 forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp examples/*.c" \
-    '(\.\./)*(src|client/src)/.*|internal\.h|pg_internal\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
+    '(\.\./)*(src|client/src)/.*|internal\.h|group\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
 if [ "$bad" = 0 ]; then
     echo "layering: every include is where docs/architecture.md allows it"

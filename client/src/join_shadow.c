@@ -5,7 +5,12 @@
  * active ranks' side (join_begin, the checks, what the watcher learns) is
  * join.c. */
 #include "join_internal.h"
-#include "work.h"
+#include "join_region.h"
+#include "lane.h"
+#include "liveness.h"
+#include "monitored_barrier.h"
+#include "plan.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 

@@ -17,7 +17,11 @@
  * Its timeout runs from the first wait, as gloo's does. A receive from any
  * member is reported once its sender is known, by the thread that waits
  * for it (docs/host-backend.md, "Ordering and async"). */
-#include "work.h"
+#include "posted.h"
+#include "join_region.h"
+#include "liveness.h"
+#include "plan.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 

@@ -17,7 +17,9 @@
  *
  * Inside a join region in which someone has joined, every collective is
  * reported as in SYNC, whatever the mode (see join.c). */
-#include "pg_internal.h"
+#include "verify.h"
+#include "join_region.h"
+#include "liveness.h"
 
 #include "c10d_time.h"
 
@@ -191,38 +193,6 @@ void c10di_verify_stop(c10di_world *w)
     w->n_pending = w->cap_pending = 0;
     pthread_spin_unlock(&w->rmu);
     pthread_mutex_unlock(&w->flush_mu);
-}
-
-void c10di_alerts_free(c10di_world *w)
-{
-    /* Only once the watcher, which records them, has stopped. */
-    for (c10di_alert *a = w->alerts, *n; a; a = n) {
-        n = a->next;
-        free(a->report);
-        free(a);
-    }
-    w->alerts = NULL;
-}
-
-void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report)
-{
-    pthread_mutex_lock(&w->mu);
-    for (c10di_alert *a = w->alerts; a; a = a->next)
-        if (strcmp(a->group, group) == 0) {
-            pthread_mutex_unlock(&w->mu);
-            return; /* sticky: the first finding stands */
-        }
-    c10di_alert *a = calloc(1, sizeof *a);
-    if (a && (a->report = strdup(report ? report : ""))) {
-        snprintf(a->group, sizeof a->group, "%s", group);
-        a->status = st;
-        a->next = w->alerts;
-        w->alerts = a;
-        atomic_fetch_add(&w->lost_version, 1);
-    } else {
-        free(a);
-    }
-    pthread_mutex_unlock(&w->mu);
 }
 
 static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)

@@ -1,0 +1,233 @@
+/* A group's join region as a call reads it (docs/join.md): whether this
+ * rank is in one, the joins it knows of, how many members are active at
+ * a collective, and the checks a call passes because of them (a send/recv
+ * with a joined peer, a collective a joined rank cannot take part in, an
+ * AVG that divides by the active ranks, the last active rank running
+ * alone). What is heard of joins is written by join.c. */
+#include "join_region.h"
+#include "liveness.h"
+#include "verify.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+unsigned c10di_join_known(c10d_pg *pg)
+{
+    return atomic_load_explicit(&pg->join.version, memory_order_acquire);
+}
+
+static int reduces(uint32_t kind)
+{
+    return kind == C10DC_ALL_REDUCE || kind == C10DC_REDUCE || kind == C10DC_REDUCE_SCATTER;
+}
+
+int c10di_join_in_region(c10d_pg *pg)
+{
+    return atomic_load_explicit(&pg->join.in_region, memory_order_acquire);
+}
+
+/* An AVG whose divisor depends on who has joined: it must know before it
+ * runs, which only the coordinator's answer guarantees. */
+int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
+{
+    return reduces(c->kind) && c->op == C10D_AVG && c10di_join_in_region(pg) &&
+           !pg->join.opts.divide_by_initial_world_size;
+}
+
+c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c)
+{
+    c10d_verify mode = pg->w->verify;
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    unsigned known = c10di_join_known(pg);
+    int region = c10di_join_in_region(pg), inband = region && pg->join.inband;
+    if (!p2p) {
+        if (mode == C10D_VERIFY_SYNC || c10di_join_avg_by_active(pg, c))
+            return C10DI_REPORT_SYNC;
+        /* The coordinator tells the joined ranks what to shadow: it must
+         * hear of every collective at once. In-band they read it from the
+         * data plane, and the mode stands. */
+        if (known && !inband)
+            return C10DI_REPORT_SYNC;
+        if (mode == C10D_VERIFY_OFF) /* held only where the coordinator may need them */
+            return region && !inband ? C10DI_REPORT_QUEUE : C10DI_REPORT_NONE;
+        return C10DI_REPORT_QUEUE;
+    }
+    if (mode == C10D_VERIFY_OFF && !known && !region)
+        return C10DI_REPORT_NONE;
+    return C10DI_REPORT_QUEUE;
+}
+
+static int anyone_joined(c10d_pg *pg)
+{
+    return c10di_join_known(pg) || atomic_load_explicit(&pg->join.heard, memory_order_acquire);
+}
+
+/* Ranks that contribute data to collective seq of pg. */
+int c10di_join_active_at(c10d_pg *pg, uint64_t seq)
+{
+    if (!anyone_joined(pg))
+        return pg->size;
+    c10di_join *j = &pg->join;
+    unsigned epoch = atomic_load_explicit(&j->epoch, memory_order_acquire);
+    if (epoch == j->stable_epoch && seq >= j->stable_from)
+        return j->stable_active; /* every step of a shadowed loop: no lock */
+    int active = pg->size;
+    uint64_t top = 0;
+    pthread_mutex_lock(&pg->w->mu);
+    for (int i = 0; i < pg->size; i++) {
+        active -= j->after[i] < seq;
+        if (j->after[i] != NOT_JOINED && j->after[i] > top)
+            top = j->after[i];
+    }
+    pthread_mutex_unlock(&pg->w->mu);
+    if (seq > top) { /* every join known counts from here on */
+        j->stable_epoch = epoch;
+        j->stable_from = top + 1;
+        j->stable_active = active;
+    }
+    return active;
+}
+
+/* In-band, every other member joined before c, and c is one a joined
+ * rank only contributes identities to or drops: this rank's result is its
+ * own data, and the joined ranks need no more than c's header (docs/join.md,
+ * "The last active rank"). after[] says only what was heard of the current
+ * region, and a join is never undone within it, so this holds once seen. */
+static int runs_alone(c10d_pg *pg, const c10di_coll *c)
+{
+    if (pg->size < 2 || !c10di_join_in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
+        !c->be->announce)
+        return 0;
+    switch (c->kind) {
+    case C10DC_ALL_REDUCE:
+    case C10DC_REDUCE_SCATTER:
+    case C10DC_BARRIER: break;
+    case C10DC_REDUCE:
+    case C10DC_BROADCAST:
+        if (c->root != pg->rank)
+            return 0;
+        break;
+    default: return 0;
+    }
+    return c10di_join_active_at(pg, c->seq) == 1;
+}
+
+c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
+{
+    if (c->shadow) /* its divisor came with the call */
+        return C10D_OK;
+    if (!c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
+        if (c10di_join_avg_by_active(pg, c))
+            c->divisor = c10di_join_active_at(pg, c->seq);
+        c10d_status st = c10di_join_check(pg, c);
+        c->alone = st == C10D_OK && runs_alone(pg, c);
+        return st;
+    }
+    pthread_mutex_lock(&pg->w->mu);
+    uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
+    pthread_mutex_unlock(&pg->w->mu);
+    if (after == NOT_JOINED)
+        return C10D_OK;
+    /* The coordinator records it as the group's finding (the entry was
+     * just queued), so every rank hears of it. */
+    c10di_verify_flush(pg->w);
+    int send = c->kind == C10DC_SEND;
+    return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d "
+                       "joined after collective #%llu (out of inputs) and will never %s it",
+                       c->what, c->tag, pg->name, pg->rank, c->root, (unsigned long long)after,
+                       send ? "receive" : "send");
+}
+
+/* "rank 0 joined after collective #5, rank 2 after #7" (at most 8 named):
+ * the members that joined before collective seq (w->mu held). */
+static void joined_list(c10d_pg *pg, uint64_t seq, char *buf, size_t cap)
+{
+    size_t off = 0;
+    int named = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < pg->size && off + 64 < cap; i++) {
+        if (pg->join.after[i] >= seq)
+            continue;
+        if (named++ == 8) {
+            snprintf(buf + off, cap - off, " and others");
+            return;
+        }
+        off += (size_t)snprintf(buf + off, cap - off, "%srank %d joined after %s#%llu",
+                                named > 1 ? ", " : "", i, named > 1 ? "" : "collective ",
+                                (unsigned long long)pg->join.after[i]);
+    }
+}
+
+/* Why collective seq (fp, called by group rank `caller`) cannot run while
+ * members have joined, in the coordinator's words, into report; 0 if it
+ * can. Reads after[] (w->mu held). */
+int c10di_join_unshadowable_report(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int caller,
+                                   char *report, size_t cap)
+{
+    int rooted = fp->kind == C10DC_BROADCAST || fp->kind == C10DC_REDUCE;
+    int root_joined = rooted && fp->root >= 0 && fp->root < pg->size &&
+                      pg->join.after[fp->root] < seq;
+    const char *why = c10dc_join_unshadowable(fp, root_joined);
+    if (!why)
+        return 0;
+    char f[160], joined[512];
+    joined_list(pg, seq, joined, sizeof joined);
+    snprintf(report, cap, "join in group %s (job %s) at collective #%llu: rank %d called %s, "
+             "which %s; %s (out of inputs). Only all_reduce, reduce, reduce_scatter, barrier and "
+             "broadcast from an active rank can run while a member has joined", pg->name,
+             pg->w->job, (unsigned long long)seq, caller, c10dc_fp_format(fp, f, sizeof f), why,
+             joined);
+    return 1;
+}
+
+c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
+{
+    if (c->shadow || !c10di_join_in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
+        c->kind == C10DC_SEND || c->kind == C10DC_RECV)
+        return C10D_OK;
+    int meet = c->kind == C10DC_MONITORED_BARRIER;
+    if (!meet && !c10dc_join_unshadowable(&c->fp, 1))
+        return C10D_OK; /* runs whoever joined (an all_reduce, a barrier) */
+    char report[1024];
+    int *tell = malloc((size_t)pg->size * sizeof *tell), n_tell = 0, bad = 0;
+    if (!tell)
+        return c10di_error(C10D_ENOMEM, "%s of group %s: out of memory checking it against the "
+                           "joined ranks", c->what, pg->name);
+    pthread_mutex_lock(&pg->w->mu);
+    bad = !meet && c10di_join_unshadowable_report(pg, c->seq, &c->fp, pg->rank, report, sizeof report);
+    /* A monitored barrier is announced by one rank, the lowest active one
+     * this rank knows of: a joined rank takes one header per barrier. */
+    int lowest = pg->rank;
+    for (int i = 0; i < pg->rank; i++)
+        if (pg->join.after[i] >= c->seq) {
+            lowest = i;
+            break;
+        }
+    for (int i = 0; i < pg->size && ((meet && lowest == pg->rank) || bad); i++)
+        if (pg->join.after[i] < c->seq && pg->join.told[i] < c->seq) {
+            pg->join.told[i] = c->seq;
+            tell[n_tell++] = i;
+        }
+    pthread_mutex_unlock(&pg->w->mu);
+    /* The joined ranks wait in join_end for a header: this one tells them
+     * to meet the barrier, or that the group failed. */
+    for (int k = 0; k < n_tell; k++) /* the host backend's links (a monitored barrier has no be) */
+        pg->be[C10DI_DEV_CPU].ops->announce(pg->be[C10DI_DEV_CPU].state, c, tell[k]);
+    free(tell);
+    if (!bad)
+        return C10D_OK;
+    c10di_record_alert(pg->w, pg->name, C10D_EJOINED, report);
+    return c10di_error(C10D_EJOINED, "%s of group %s (rank %d) did not run: %s", c->what,
+                       pg->name, pg->rank, report);
+}
+
+void c10di_join_ran(c10d_pg *pg, const c10di_coll *c)
+{
+    if (c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->shadow)
+        pg->join.active_last = c10di_join_active_at(pg, c->seq);
+}
+
+int c10d_active_ranks(const c10d_pg *pg)
+{
+    return pg ? pg->join.active_last : -1;
+}

@@ -98,7 +98,7 @@ static uint64_t hook_issued(const c10di_be_ctx *x)
 
 static void hook_drain(const c10di_be_ctx *x)
 {
-    c10di_lane_drain(x->pg);
+    c10di_lane_drain(x->pg->lane);
 }
 
 static void hook_join_mark(const c10di_be_ctx *x, uint64_t *joined_after1, uint32_t *region)

@@ -145,7 +145,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
-    if (!async && !c10di_lane_busy(pg)) {
+    if (!async && !c10di_lane_busy(pg->lane)) {
         st = c10di_execute(pg, c);
         if (st == C10D_OK && c->src_out)
             *c->src_out = c->root;
@@ -170,7 +170,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
         *work = w;
         return C10D_OK;
     }
-    if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
+    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
         unnumber(pg, c);
         c10di_work_destroy(w);
         return st;

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "group_seqs.h"
+#include "lane.h"
 
 #include <pthread.h>
 
@@ -114,8 +115,6 @@ typedef struct c10di_join {
     uint64_t stable_from;
     int stable_active;
 } c10di_join;
-
-typedef struct c10di_lane c10di_lane;
 
 struct c10d_pg {
     c10di_world *w;

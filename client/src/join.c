@@ -189,7 +189,7 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     /* Async calls made before the region run outside it: their transfer
      * headers name no region (a joined rank must not take them for one of
      * its own), and the lane never sees the region number change. */
-    c10di_lane_drain(pg);
+    c10di_lane_drain(pg->lane);
     C10dpb__JoinBegin m = C10DPB__JOIN_BEGIN__INIT;
     m.job = w->job;
     m.generation = w->generation;

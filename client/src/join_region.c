@@ -6,7 +6,6 @@
  * alone). What is heard of joins is written by join.c. */
 #include "join_region.h"
 #include "liveness.h"
-#include "verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,29 +31,6 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
 {
     return reduces(c->kind) && c->op == C10D_AVG && c10di_join_in_region(pg) &&
            !pg->join.opts.divide_by_initial_world_size;
-}
-
-c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c)
-{
-    c10d_verify mode = pg->w->verify;
-    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
-    unsigned known = c10di_join_known(pg);
-    int region = c10di_join_in_region(pg), inband = region && pg->join.inband;
-    if (!p2p) {
-        if (mode == C10D_VERIFY_SYNC || c10di_join_avg_by_active(pg, c))
-            return C10DI_REPORT_SYNC;
-        /* The coordinator tells the joined ranks what to shadow: it must
-         * hear of every collective at once. In-band they read it from the
-         * data plane, and the mode stands. */
-        if (known && !inband)
-            return C10DI_REPORT_SYNC;
-        if (mode == C10D_VERIFY_OFF) /* held only where the coordinator may need them */
-            return region && !inband ? C10DI_REPORT_QUEUE : C10DI_REPORT_NONE;
-        return C10DI_REPORT_QUEUE;
-    }
-    if (mode == C10D_VERIFY_OFF && !known && !region)
-        return C10DI_REPORT_NONE;
-    return C10DI_REPORT_QUEUE;
 }
 
 static int anyone_joined(c10d_pg *pg)
@@ -114,23 +90,25 @@ static int runs_alone(c10d_pg *pg, const c10di_coll *c)
 
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
 {
-    if (c->shadow) /* its divisor came with the call */
-        return C10D_OK;
-    if (!c10di_join_known(pg) || !(c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
-        if (c10di_join_avg_by_active(pg, c))
-            c->divisor = c10di_join_active_at(pg, c->seq);
-        c10d_status st = c10di_join_check(pg, c);
-        c->alone = st == C10D_OK && runs_alone(pg, c);
-        return st;
-    }
+    if (c->plan.avg_by_active)
+        c->divisor = c10di_join_active_at(pg, c->seq);
+    c10d_status st = c10di_join_check(pg, c);
+    c->alone = st == C10D_OK && runs_alone(pg, c);
+    return st;
+}
+
+uint64_t c10di_join_peer_after(c10d_pg *pg, const c10di_coll *c)
+{
+    if (!(c->kind == C10DC_SEND || c->kind == C10DC_RECV) || !c10di_join_known(pg))
+        return NOT_JOINED;
     pthread_mutex_lock(&pg->w->mu);
     uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
     pthread_mutex_unlock(&pg->w->mu);
-    if (after == NOT_JOINED)
-        return C10D_OK;
-    /* The coordinator records it as the group's finding (the entry was
-     * just queued), so every rank hears of it. */
-    c10di_verify_flush(pg->w);
+    return after;
+}
+
+c10d_status c10di_join_refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after)
+{
     int send = c->kind == C10DC_SEND;
     return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d "
                        "joined after collective #%llu (out of inputs) and will never %s it",

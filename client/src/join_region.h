@@ -11,11 +11,6 @@
 /* after[i] of a member that has not joined */
 #define NOT_JOINED UINT64_MAX
 
-typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_report;
-/* How c is reported to the coordinator, given the group's verification
- * mode and join region: SYNC (wait for every active member), QUEUE (in
- * the background; under OFF held until a join needs it), or NONE. */
-c10di_report c10di_join_reporting(c10d_pg *pg, const c10di_coll *c);
 /* This rank is inside a join region of pg. */
 int c10di_join_in_region(c10d_pg *pg);
 /* The joins this rank knows of in pg's region (CollEntry.join_known). */
@@ -27,10 +22,15 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c);
 /* How many members are active (had not joined before it) at collective
  * seq; lock-free in a steady shadowed loop. */
 int c10di_join_active_at(c10d_pg *pg, uint64_t seq);
-/* Before c runs: C10D_EJOINED if it cannot, a peer having joined (a
- * send/recv with it); sets c->divisor for an AVG that divides by the
- * active ranks. */
+/* Before c (planned, not a shadow) runs: sets c->divisor for an AVG that
+ * divides by the active ranks and c->alone for the last active rank;
+ * C10D_EJOINED (c10di_join_check) if a joined rank cannot take part. */
 c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c);
+/* A send/recv whose peer this rank knows has joined the region: the
+ * collective it joined after (NOT_JOINED: none, or c is no send/recv);
+ * and the error that refuses c because of it (C10D_EJOINED). */
+uint64_t c10di_join_peer_after(c10d_pg *pg, const c10di_coll *c);
+c10d_status c10di_join_refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after);
 /* Inside a region whose joined ranks shadow in-band, while c (not a
  * shadow) runs or waits: C10D_EJOINED if a member joined before c and c
  * needs it (c10dc_join_unshadowable), after telling the joined ranks on

@@ -1,12 +1,11 @@
 /* What a rank knows against its groups, as calls ask: the members the
  * watcher (watch.c) heard were lost, the findings recorded on a group (by
  * the watcher, a SYNC check, the data plane, join), and a call's own
- * deadline (c10di_pg_check, called before a call runs and from the data
- * plane's wait loops). Also what this rank is doing, which the heartbeat
+ * deadline (asked by c10di_pg_check, plan.c, before a call runs and from
+ * the data plane's wait loops). Also what this rank is doing, which the heartbeat
  * carries so that a peer's report can say which collective a dead rank
  * was last in. */
 #include "liveness.h"
-#include "join_region.h"
 
 #include "c10d_time.h"
 
@@ -149,7 +148,7 @@ c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap)
     return st;
 }
 
-c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
     unsigned version = atomic_load(&w->lost_version);
@@ -167,13 +166,12 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
             return c10di_error(st, "%s of group %s (rank %d) failed: %s",
                                c ? c->what : "setup", pg->name, pg->rank, msg);
     }
-    if (c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed)) {
-        /* A member joined while this rank waits in a call it cannot shadow. */
-        c10d_status st = c10di_join_check(pg, c);
-        if (st != C10D_OK)
-            return st;
-    }
-    if (c && c10d_now_ms() > c->deadline_ms) {
+    return C10D_OK;
+}
+
+c10d_status c10di_pg_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+{
+    if (c10d_now_ms() > c->deadline_ms) {
         /* the call's own timeout (its options'); a setup step's is the group's */
         int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
         if (waiting_for >= 0)

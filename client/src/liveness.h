@@ -10,10 +10,13 @@
 void c10di_activity(c10di_world *w, const char *a, const char *b, const char *c, const char *d);
 void c10di_activity_done(c10di_world *w);
 void c10di_activity_read(c10di_world *w, char *out, size_t cap);
-/* While blocked in c on pg: C10D_OK, or C10D_EPEERLOST (a member of pg is
- * gone) / C10D_ETIMEDOUT (past c's deadline), with the message set.
- * `waiting_for` (a group rank or -1) is named in a timeout. */
-c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for);
+/* C10D_OK, or why pg cannot go on with c (NULL: a setup step): a finding
+ * on the group, or a member lost that matters at c (C10D_EPEERLOST), with
+ * the message set. */
+c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c);
+/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
+ * `waiting_for` (a group rank or -1) is named. */
+c10d_status c10di_pg_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for);
 /* Without side effects, from any thread: why collective seq of pg cannot
  * complete (a finding on the group, or a member lost that had not
  * finished seq), as C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT with the

@@ -9,6 +9,7 @@
 #include "posted.h"
 #include "verify.h"
 #include "watch.h"
+#include "work.h"
 
 #include "c10d_time.h"
 #include "run_scope.h"
@@ -46,6 +47,18 @@ static void world_unref(c10di_world *w)
     free(w);
 }
 
+/* Stops pg's lane, running what was queued first, then ends the receives
+ * posted on it (they are never on the lane). Once: a lane stopped is
+ * gone. */
+static void lane_end(c10d_pg *pg)
+{
+    if (!pg->lane)
+        return;
+    c10di_lane_stop(pg->lane);
+    c10di_posted_abort(pg);
+    pg->lane = NULL;
+}
+
 static void pg_free(c10d_pg *pg)
 {
     if (!pg)
@@ -57,7 +70,7 @@ static void pg_free(c10d_pg *pg)
             break;
         }
     pthread_mutex_unlock(&pg->w->mu);
-    c10di_lane_stop(pg);
+    lane_end(pg);
     c10di_backends_close(pg);
     world_unref(pg->w);
     free(pg->ranks);
@@ -95,7 +108,7 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
     pg->next_in_world = w->groups;
     w->groups = pg;
     pthread_mutex_unlock(&w->mu);
-    if (c10di_lane_start(pg) != C10D_OK) {
+    if (c10di_lane_start(&pg->lane, c10di_work_run, c10di_work_ended) != C10D_OK) {
         pg_free(pg);
         return NULL;
     }
@@ -392,7 +405,7 @@ void c10d_destroy(c10d_pg *pg)
 {
     if (!pg)
         return;
-    c10di_lane_stop(pg); /* finishes what was queued */
+    lane_end(pg); /* finishes what was queued */
     c10di_world *w = pg->w;
     /* Every destroyed group is named, however many: a list cut short
      * made peers of the groups left out fail with a false EPEERLOST. */

@@ -75,6 +75,94 @@ c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
                        "failure: %s", c->what, pg->name, pg->broken_msg);
 }
 
+/* --- the plan --- */
+
+/* Inside a join region in which someone has joined, every collective is
+ * reported as in SYNC, whatever the mode: the coordinator hands each one
+ * to the joined ranks (verify.c, docs/join.md). */
+/* How c is reported to the coordinator, given the group's verification
+ * mode and what the plan knows of the join region. */
+static c10di_report reporting(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+{
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    unsigned known = p->known;
+    int region = p->region, inband = p->inband;
+    if (!p2p) {
+        if (mode == C10D_VERIFY_SYNC || p->avg_by_active)
+            return C10DI_REPORT_SYNC;
+        /* The coordinator tells the joined ranks what to shadow: it must
+         * hear of every collective at once. In-band they read it from the
+         * data plane, and the mode stands. */
+        if (known && !inband)
+            return C10DI_REPORT_SYNC;
+        if (mode == C10D_VERIFY_OFF) /* held only where the coordinator may need them */
+            return region && !inband ? C10DI_REPORT_QUEUE : C10DI_REPORT_NONE;
+        return C10DI_REPORT_QUEUE;
+    }
+    if (mode == C10D_VERIFY_OFF && !known && !region)
+        return C10DI_REPORT_NONE;
+    return C10DI_REPORT_QUEUE;
+}
+
+void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
+{
+    c10di_plan *p = &c->plan;
+    p->region = c10di_join_in_region(pg);
+    p->inband = p->region && pg->join.inband;
+    p->known = c10di_join_known(pg);
+    p->avg_by_active = c10di_join_avg_by_active(pg, c);
+    p->report = reporting(pg->w->verify, c, p);
+}
+
+/* --- the stages --- */
+
+c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+{
+    c10d_status st = c10di_pg_lost(pg, c);
+    if (st == C10D_OK && c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
+        /* A member joined while this rank waits in a call it cannot shadow. */
+        st = c10di_join_check(pg, c);
+    if (st == C10D_OK && c)
+        st = c10di_pg_deadline(pg, c, waiting_for);
+    return st;
+}
+
+/* Join's stage, once c was verified (a SYNC answer means the coordinator
+ * told this rank every join that c depends on). */
+static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
+{
+    if (c->shadow) /* its divisor came with the call */
+        return C10D_OK;
+    uint64_t after = c10di_join_peer_after(pg, c);
+    if (after == NOT_JOINED)
+        return c10di_join_prepare(pg, c);
+    /* The coordinator records it as the group's finding (the entry was
+     * just queued), so every rank hears of it. */
+    c10di_verify_flush(pg->w);
+    return c10di_join_refuse_p2p(pg, c, after);
+}
+
+c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
+{
+    /* A joined rank's shadow was verified before it was handed out. */
+    if (!c->shadow)
+        c10di_plan_call(pg, c);
+    /* A finding or a lost member, known already, fails the call at once.
+     * When the call is reported as in SYNC the coordinator answers that
+     * itself (and records it) on the report it makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told. */
+    int sync_verified = !c->shadow && c->plan.report == C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
+    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
+    if (st == C10D_OK && !c->shadow && !any_source)
+        st = c10di_verify_enter(pg, c);
+    if (st == C10D_OK)
+        st = join_stage(pg, c);
+    return st;
+}
+
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
 {
     c10d_status ust = c10di_pg_usable(pg, c);
@@ -84,26 +172,16 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
      * reacts to its peers' headers, and every step it saves is theirs. */
     if (!c->shadow)
         c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
-    /* A finding or a lost member, known already, fails the call at once.
-     * When the call is reported as in SYNC the coordinator answers that
-     * itself (and records it) on the report it makes anyway, so its
-     * account, not a race with the watcher, decides what the rank is told.
-     * A joined rank's shadow was verified before it was handed out. */
-    int sync_verified = !c->shadow && c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
-    /* A recv from any member is reported once the data plane has its
-     * message: the coordinator then matches it with that sender's send. */
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow && !any_source)
-        st = c10di_verify_enter(pg, c);
-    if (st == C10D_OK)
-        st = c10di_join_prepare(pg, c);
+    c10d_status st = c10di_call_enter(pg, c);
     if (st == C10D_OK)
         st = c->be->run(c->be_state, c);
     /* A message of the wrong size is reported too, under its sender: the
-     * coordinator then names the mismatched pair, not a later call. */
+     * coordinator then names the mismatched pair, not a later call. It is
+     * planned again: it is reported now, as what it turned out to be. */
     if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
         c->fp.root = c->root;
+        c10di_plan_call(pg, c);
         c10d_status vst = c10di_verify_enter(pg, c);
         if (st == C10D_OK)
             st = vst;

@@ -15,8 +15,9 @@
  *   inside a join region, where the entries are kept (not sent) until a
  *   rank joins and the coordinator needs them to tell it what to shadow.
  *
- * Inside a join region in which someone has joined, every collective is
- * reported as in SYNC, whatever the mode (see join.c). */
+ * How each call is reported (SYNC, QUEUE or NONE) is its plan's (plan.c):
+ * inside a join region in which someone has joined, every collective is
+ * reported as in SYNC, whatever the mode. */
 #include "verify.h"
 #include "join_region.h"
 #include "liveness.h"
@@ -201,7 +202,7 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     C10dpb__CollEntry en;
     C10dpb__CollEntry *ptr = &en;
     fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag,
-               c10di_join_known(pg));
+               c->plan.known);
     C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
     m.job = w->job;
     m.generation = w->generation;
@@ -313,8 +314,8 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
-    unsigned known = c10di_join_known(pg);
-    switch (c10di_join_reporting(pg, c)) {
+    unsigned known = c->plan.known;
+    switch (c->plan.report) {
     case C10DI_REPORT_NONE:
         return C10D_OK;
     case C10DI_REPORT_SYNC:

@@ -1,12 +1,16 @@
 /* Work handles: an async call's (or a sync call's queued behind async
- * ones) on its group's lane (lane.c), or a posted receive's (posted.c);
- * waited for, tested and freed through the public API. */
+ * ones), run on its group's lane (lane.c), or a posted receive's, in the
+ * backend's receive queue (posted.c posts it); waited for, tested and
+ * freed through the public API. */
 #include "work.h"
-#include "posted.h"
+#include "liveness.h"
+#include "plan.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +53,122 @@ void c10di_work_destroy(c10d_work *w)
     free(w);
 }
 
+/* --- on the lane --- */
+
+static c10d_work *of_item(c10di_lane_item *it)
+{
+    return (c10d_work *)(void *)((char *)it - offsetof(c10d_work, on_lane));
+}
+
+c10d_status c10di_work_run(c10di_lane_item *it)
+{
+    c10d_work *w = of_item(it);
+    return c10di_execute(w->pg, &w->c);
+}
+
+void c10di_work_ended(c10di_lane_item *it, c10d_status st)
+{
+    c10di_work_finish(of_item(it), st, c10d_errmsg());
+}
+
+/* --- a posted receive's handle --- */
+
+/* After the receive ended (from its sender): reported, if it was from any
+ * member, once. */
+static void report_any(c10d_work *w, c10d_status st, int from)
+{
+    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
+        return;
+    pthread_mutex_lock(&w->mu);
+    int first = !w->reported;
+    w->reported = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (!first)
+        return;
+    c10di_coll rc = w->c;
+    rc.root = from;
+    rc.fp.root = from;
+    c10di_plan_call(w->pg, &rc); /* reported now, as what it turned out to be */
+    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
+}
+
+/* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it
+ * (INT_MAX: until it ends, 0: no wait). C10D_ETIMEDOUT (message set) if
+ * it had not ended by then; else C10D_OK, w->st says how it ended. Its
+ * timeout runs from the first wait, as gloo's does. */
+static c10d_status posted_wait(c10d_work *w, int limit_ms)
+{
+    c10d_pg *pg = w->pg;
+    const c10di_coll *c = &w->c;
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    if (!w->deadline_ms)
+        w->deadline_ms = c10d_now_ms() + c->timeout_ms;
+    int64_t deadline = w->deadline_ms;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0) {
+        (void)c->be->recv_progress(c->be_state);
+    } else if (!done) {
+        /* The wait's own limit returns with the receive still posted; its
+         * deadline (in the probe) ends it, with the group. */
+        c10di_coll probe = *c;
+        probe.deadline_ms = deadline;
+        int64_t until = limit_ms == INT_MAX ? INT64_MAX : c10d_now_ms() + limit_ms;
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+        (void)c->be->recv_wait(c->be_state, &w->r, &probe, until);
+        c10di_activity_done(pg->w);
+    }
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    c10d_status st = w->st;
+    char msg[sizeof w->msg];
+    memcpy(msg, w->msg, sizeof msg);
+    int from = w->r.from;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
+                           c->what, pg->name);
+    if (!done)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
+                           pg->name, limit_ms);
+    report_any(w, st, from);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s", msg);
+    if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *c->src_out = from;
+    return C10D_OK;
+}
+
+/* 1 if w ended, after moving what has arrived (no wait). */
+static int posted_test(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        return 1;
+    (void)w->c.be->recv_progress(w->c.be_state);
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+/* c10d_work_free of a posted receive: it takes no message from now on. */
+static void posted_cancel(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    /* Ended (its group destroyed, perhaps): the backend is done with it.
+     * Else the backend forgets it, or it ends meanwhile (recv_done ran
+     * under the lock recv_cancel then took). */
+    if (!done && w->c.be->recv_cancel(w->c.be_state, &w->r))
+        atomic_fetch_sub(&w->pg->w->posted, 1);
+}
+
+/* --- the public API --- */
+
 c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
 {
     if (!w)
@@ -61,7 +181,7 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
     if (vst != C10D_OK)
         return vst;
     if (w->c.posted)
-        return c10di_posted_wait(w, limit);
+        return posted_wait(w, limit);
     struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
@@ -100,7 +220,7 @@ int c10d_work_is_completed(const c10d_work *w)
         return 1;
     c10d_work *mw = (c10d_work *)w;
     if (mw->c.posted)
-        return c10di_posted_test(mw);
+        return posted_test(mw);
     pthread_mutex_lock(&mw->mu);
     int done = mw->done;
     pthread_mutex_unlock(&mw->mu);
@@ -114,7 +234,7 @@ void c10d_work_free(c10d_work *w)
     if (!w)
         return;
     if (w->c.posted) { /* never on the lane: once the backend forgot it, it is ours */
-        c10di_posted_cancel(w);
+        posted_cancel(w);
         c10di_work_destroy(w);
         return;
     }

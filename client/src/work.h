@@ -13,7 +13,7 @@ struct c10d_work {
     int done, freed; /* mu */
     c10d_status st;
     char msg[1024];
-    c10d_work *next;
+    c10di_lane_item on_lane;
     /* c.posted (posted.c): the receive in the backend's queue; its
      * deadline, set at the first wait (mu); whether a receive from any
      * member was reported to the coordinator (mu) */
@@ -26,5 +26,9 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c);
 void c10di_work_destroy(c10d_work *w);
 /* Ends w with st (msg: why, if st is not C10D_OK) and wakes its waiters. */
 void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg);
+/* What a group's lane is handed (c10di_lane_start): runs a work's call
+ * (c10di_execute), then ends the work with how it went. */
+c10d_status c10di_work_run(c10di_lane_item *it);
+void c10di_work_ended(c10di_lane_item *it, c10d_status st);
 
 #endif

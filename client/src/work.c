@@ -123,7 +123,9 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
     c10d_status st = w->st;
     char msg[sizeof w->msg];
     memcpy(msg, w->msg, sizeof msg);
-    int from = w->r.from;
+    /* Only once it ended: until then the backend may be matching it,
+     * writing r under its own lock, not ours. */
+    int from = done ? w->r.from : -1;
     pthread_mutex_unlock(&w->mu);
     if (!done && limit_ms == 0)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",

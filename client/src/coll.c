@@ -1,6 +1,7 @@
 /* The collective front end: check arguments (before anything is sent),
- * pick the group's backend for the tensors' device (backend_ctx.c),
- * describe and number the call, and hand it to the group's lane. It knows
+ * pick the group's backend for the tensors' device (c10di_route, plan.c),
+ * describe and number the call, then run it now (c10di_execute), hand it
+ * to the group's lane as a work handle, or post it (a receive). It knows
  * nothing of how the backend moves bytes. */
 #include "lane.h"
 #include "monitored_barrier.h"

@@ -16,11 +16,14 @@ forbid() {
         bad=1
     fi
 }
-forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|pg_internal\.h' \
+forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|group\.h' \
     "common/ includes nothing of the server or the client"
-forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|pg_internal\.h|backend\.h|conn_stream\.h' \
+forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|group\.h|backend\.h|conn_stream\.h' \
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
-forbid "client/src/host/* client/src/nccl/*" '(\.\./)?(pg_internal|work|join_internal)\.h' \
+# the front end's own headers (every one of them: each declares one module's)
+front='group|group_seqs|plan|lane|work|posted|liveness|watch|verify|join_region|join_internal'
+front+='|backends|backend_ctx|monitored_barrier'
+forbid "client/src/host/* client/src/nccl/*" "(\.\./)?($front)\.h" \
     "a backend sees its context (backend.h), never the process group or the world"
 # What a backend includes (backend.h, internal.h) must not bring the
 # connection with it: a backend reaches the coordinator through its
@@ -37,7 +40,7 @@ forbid "$(ls client/src/*.[ch] | grep -vE '^client/src/conn(_stream)?\.c$')" \
 forbid "client/src/conn_stream.c client/src/conn_stream.h" '(\.\./)?conn\.h' \
     "the connection's stream is beneath conn.c, which it never calls (conn.h)"
 forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp examples/*.c" \
-    '(\.\./)*(src|client/src)/.*|internal\.h|pg_internal\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
+    '(\.\./)*(src|client/src)/.*|internal\.h|group\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
 # $1: files, $2: an extended regex of names they must not use, $3: why
 forbid_name() {

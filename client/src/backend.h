@@ -3,7 +3,7 @@
  *
  * A backend includes this header and nothing about process groups. The
  * world (the job, its connection to the coordinator, liveness,
- * verification, join) stays private to the front end (pg_internal.h); a
+ * verification, join) stays private to the front end (group.h); a
  * backend learns who it serves from the context it is opened with and
  * asks the front end for anything else through the context's hooks: is a
  * member lost, the endpoint of a peer, a finding to record. So a backend
@@ -14,6 +14,22 @@
 
 #include "fingerprint.h"
 #include "internal.h"
+
+/* How a call is reported to the coordinator (c10di_plan.report). */
+typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_report;
+
+/* A call's plan (plan.c): what the front end's stages need to know of it,
+ * computed once on the thread that runs it, before it is verified, from
+ * the group's verification mode and join region. */
+typedef struct c10di_plan {
+    c10di_report report; /* SYNC: wait for every active member; QUEUE: in the background
+                            (under OFF held until a join needs it); NONE */
+    int region;          /* this rank is inside a join region of the group */
+    int inband;          /* ... whose joined ranks learn what to shadow in-band */
+    unsigned known;      /* the region's joins this rank knows of (CollEntry.join_known) */
+    int avg_by_active;   /* an AVG over the ranks that have not joined: its divisor is set
+                            once the coordinator answered */
+} c10di_plan;
 
 /* --- one collective, as a backend sees it --- */
 typedef struct c10di_coll {
@@ -66,6 +82,9 @@ typedef struct c10di_coll {
     /* the front end's: an async recv into a CPU buffer, posted in the
      * backend's receive queue (recv_post) rather than run on the lane */
     int posted;
+    /* the front end's: what the call needs to know, computed once before
+     * it is verified (plan.c); a backend never reads it */
+    c10di_plan plan;
 } c10di_coll;
 
 /* A receive posted ahead of its wait (an async recv into a CPU buffer;

@@ -3,36 +3,64 @@
  * hooks through which a backend asks about the group it serves. This is
  * the one file that knows both a process group and the backends' table;
  * the backends themselves see only their context. */
-#include "work.h"
+#include "backend_ctx.h"
+#include "backends.h"
+#include "join_internal.h"
+#include "join_region.h"
+#include "lane.h"
+#include "liveness.h"
+#include "plan.h"
+#include "posted.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* --- the table, by kind of device --- */
 
-const c10di_backend_ops *c10di_backend_of(c10di_dev_kind kind)
+/* The endpoints of group ranks[0..n) from the coordinator (a formed
+ * group's; any number, fetched in requests of at most 1024). eps[i].data
+ * is malloc'd: the caller frees each. */
+static c10d_status fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
+                                   ProtobufCBinaryData *eps, int timeout_ms)
 {
-    return kind == C10DI_DEV_CUDA ? &c10di_nccl_backend : &c10di_host_backend;
-}
-
-c10d_status c10di_backend_available(c10di_dev_kind kind)
-{
-    const c10di_backend_ops *ops = c10di_backend_of(kind);
-    return ops->available ? ops->available() : C10D_OK;
-}
-
-unsigned c10di_backend_serves(c10d_backend backend)
-{
-    switch (backend) {
-    case C10D_BACKEND_HOST: return 1u << C10DI_DEV_CPU;
-    case C10D_BACKEND_NCCL: return 1u << C10DI_DEV_CUDA;
-    default: return 1u << C10DI_DEV_CPU | 1u << C10DI_DEV_CUDA;
+    c10di_world *w = pg->w;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < 1024 ? n - done : 1024;
+        C10dpb__GroupEndpoints m = C10DPB__GROUP_ENDPOINTS__INIT;
+        m.job = w->job;
+        m.generation = w->generation;
+        m.name = pg->name;
+        m.rank = w->rank;
+        m.n_ranks = k;
+        m.ranks = (int32_t *)(ranks + done);
+        C10dpb__Request req = C10DPB__REQUEST__INIT;
+        req.op_case = C10DPB__REQUEST__OP_GROUP_ENDPOINTS;
+        req.group_endpoints = &m;
+        C10dpb__Reply *rep = NULL;
+        c10d_status st = c10di_call(w->conn, &req, timeout_ms, 30000, &rep);
+        if (st != C10D_OK)
+            return st;
+        C10dpb__GroupJoinReply *gj = rep->result_case == C10DPB__REPLY__RESULT_GROUP_ENDPOINTS
+                                         ? rep->group_endpoints : NULL;
+        if (!gj || gj->n_endpoints != k) {
+            c10dpb__reply__free_unpacked(rep, NULL);
+            return c10di_error(C10D_EPROTO, "the coordinator answered a request for endpoints "
+                               "of group %s with something else", pg->name);
+        }
+        for (size_t i = 0; i < k; i++) {
+            ProtobufCBinaryData *d = &eps[done + i];
+            d->len = gj->endpoints[i].len;
+            if (!(d->data = malloc(d->len ? d->len : 1))) {
+                c10dpb__reply__free_unpacked(rep, NULL);
+                return c10di_error(C10D_ENOMEM, "out of memory");
+            }
+            memcpy(d->data, gj->endpoints[i].data, d->len);
+        }
+        c10dpb__reply__free_unpacked(rep, NULL);
+        done += k;
     }
-}
-
-c10di_dev_kind c10di_backend_home(c10d_backend backend)
-{
-    return backend == C10D_BACKEND_NCCL ? C10DI_DEV_CUDA : C10DI_DEV_CPU;
+    return C10D_OK;
 }
 
 /* --- the hooks --- */
@@ -50,7 +78,7 @@ static c10d_status hook_failure(const c10di_be_ctx *x, uint64_t seq, char *msg, 
 static c10d_status hook_fetch(const c10di_be_ctx *x, const int *ranks, size_t n,
                               ProtobufCBinaryData *eps, int timeout_ms)
 {
-    return c10di_fetch_endpoints(x->pg, ranks, n, eps, timeout_ms);
+    return fetch_endpoints(x->pg, ranks, n, eps, timeout_ms);
 }
 
 static void hook_alert(const c10di_be_ctx *x, c10d_status st, const char *report)
@@ -70,7 +98,7 @@ static uint64_t hook_issued(const c10di_be_ctx *x)
 
 static void hook_drain(const c10di_be_ctx *x)
 {
-    c10di_lane_drain(x->pg);
+    c10di_lane_drain(x->pg->lane);
 }
 
 static void hook_join_mark(const c10di_be_ctx *x, uint64_t *joined_after1, uint32_t *region)

@@ -1,7 +1,12 @@
 /* The collective front end: check arguments (before anything is sent),
- * pick the group's backend for the tensors' device (backend_ctx.c),
- * describe and number the call, and hand it to the group's lane. It knows
+ * pick the group's backend for the tensors' device (c10di_route, plan.c),
+ * describe and number the call, then run it now (c10di_execute), hand it
+ * to the group's lane as a work handle, or post it (a receive). It knows
  * nothing of how the backend moves bytes. */
+#include "lane.h"
+#include "monitored_barrier.h"
+#include "plan.h"
+#include "posted.h"
 #include "work.h"
 
 #include "c10d_time.h"
@@ -77,47 +82,6 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     return C10D_OK;
 }
 
-/* What the messages call a group's backend setting. */
-static const char *backend_words(c10d_backend b)
-{
-    return b == C10D_BACKEND_NCCL ? "the NCCL backend, which takes CUDA buffers"
-                                  : "the host backend, which takes CPU buffers";
-}
-
-/* Which backend serves a call on `device`: the group's backend for that
- * kind of device (CPU buffers: host, CUDA buffers: NCCL; C10D_BACKEND_AUTO
- * serves both, like torch's "cpu:gloo,cuda:nccl"). Checked before the
- * call is numbered, so a refusal leaves the group usable. */
-c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
-{
-    if (device == C10DI_GROUP_DEVICE && c10di_backend_home(pg->backend) == C10DI_DEV_CPU)
-        device = C10D_CPU;
-    if (device == C10DI_ANY_CUDA)
-        device = -1; /* the group's CUDA device, whichever it is */
-    c->device = device;
-    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
-    if (!(c10di_backend_serves(pg->backend) & 1u << kind)) {
-        char dev[32];
-        if (kind == C10DI_DEV_CPU)
-            snprintf(dev, sizeof dev, "the CPU");
-        else
-            snprintf(dev, sizeof dev, "cuda:%d", device);
-        return c10di_error(C10D_EINVAL, "%s: the tensors are on %s, but group %s uses %s "
-                           "(C10D_BACKEND_AUTO serves both)", fn, dev, pg->name,
-                           backend_words(pg->backend));
-    }
-    c10d_status st = c10di_backend_available(kind);
-    if (st != C10D_OK)
-        return c10di_error(st, "%s on cuda:%d: the %s backend is unavailable: %s", fn, device,
-                           c10di_backend_of(kind)->name, c10d_errmsg());
-    if (!pg->be[kind].state)
-        return c10di_error(C10D_EBACKEND, "%s: group %s has no %s state", fn, pg->name,
-                           c10di_backend_of(kind)->name);
-    c->be = pg->be[kind].ops;
-    c->be_state = pg->be[kind].state;
-    return C10D_OK;
-}
-
 /* Numbers c and fills in its fingerprint and description. Send/recv are
  * numbered apart: only two ranks take part, so they must not move the
  * group's collective count. */
@@ -182,7 +146,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     if (work)
         *work = NULL;
-    if (!async && !c10di_lane_busy(pg)) {
+    if (!async && !c10di_lane_busy(pg->lane)) {
         st = c10di_execute(pg, c);
         if (st == C10D_OK && c->src_out)
             *c->src_out = c->root;
@@ -207,7 +171,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
         *work = w;
         return C10D_OK;
     }
-    if ((st = c10di_lane_submit(pg, w)) != C10D_OK) {
+    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
         unnumber(pg, c);
         c10di_work_destroy(w);
         return st;

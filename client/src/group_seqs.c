@@ -1,7 +1,7 @@
 /* Lists of (group, collective number): where a rank stopped in each of its
  * groups when it left, and the GroupSeq messages that carry them and a
  * heartbeat's completed and verified collectives (proto/c10d.proto). */
-#include "pg_internal.h"
+#include "group_seqs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,12 @@
  * active ranks' side (join_begin, the checks, what the watcher learns) is
  * join.c. */
 #include "join_internal.h"
-#include "work.h"
+#include "join_region.h"
+#include "lane.h"
+#include "liveness.h"
+#include "monitored_barrier.h"
+#include "plan.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 
@@ -396,7 +401,7 @@ c10d_status c10d_join_end(c10d_pg *pg, int *last_joiner)
     c10di_world *w = pg->w;
     /* This rank's own collectives run first, and the coordinator hears of
      * every one it queued: it joins after the last of them. */
-    c10di_lane_drain(pg);
+    c10di_lane_drain(pg->lane);
     c10di_verify_flush(w);
     c10d_status st = C10D_OK;
     if (pg->broken) {

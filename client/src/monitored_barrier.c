@@ -2,7 +2,8 @@
  * that rank 0 can say which ranks never arrived (torch's
  * monitored_barrier). Slow by design (a round trip per rank); for
  * debugging hangs, not for every step. */
-#include "pg_internal.h"
+#include "monitored_barrier.h"
+#include "join_region.h"
 
 #include "c10d_time.h"
 

@@ -2,6 +2,13 @@
  * c10d_destroy. A rendezvous is one group_join request, parked by the
  * coordinator until every member has arrived; its reply carries every
  * member's data-plane endpoint, and the backend connects from there. */
+#include "backend_ctx.h"
+#include "backends.h"
+#include "lane.h"
+#include "liveness.h"
+#include "posted.h"
+#include "verify.h"
+#include "watch.h"
 #include "work.h"
 
 #include "c10d_time.h"
@@ -16,7 +23,7 @@
 
 #define DEFAULT_TIMEOUT_MS 600000
 
-void c10di_world_unref(c10di_world *w)
+static void world_unref(c10di_world *w)
 {
     if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
@@ -40,6 +47,18 @@ void c10di_world_unref(c10di_world *w)
     free(w);
 }
 
+/* Stops pg's lane, running what was queued first, then ends the receives
+ * posted on it (they are never on the lane). Once: a lane stopped is
+ * gone. */
+static void lane_end(c10d_pg *pg)
+{
+    if (!pg->lane)
+        return;
+    c10di_lane_stop(pg->lane);
+    c10di_posted_abort(pg);
+    pg->lane = NULL;
+}
+
 static void pg_free(c10d_pg *pg)
 {
     if (!pg)
@@ -51,9 +70,9 @@ static void pg_free(c10d_pg *pg)
             break;
         }
     pthread_mutex_unlock(&pg->w->mu);
-    c10di_lane_stop(pg);
+    lane_end(pg);
     c10di_backends_close(pg);
-    c10di_world_unref(pg->w);
+    world_unref(pg->w);
     free(pg->ranks);
     free(pg->join.after);
     free(pg->join.told);
@@ -89,7 +108,7 @@ static c10d_pg *pg_new(c10di_world *w, const char *name, const int *ranks, int n
     pg->next_in_world = w->groups;
     w->groups = pg;
     pthread_mutex_unlock(&w->mu);
-    if (c10di_lane_start(pg) != C10D_OK) {
+    if (c10di_lane_start(&pg->lane, c10di_work_run, c10di_work_ended) != C10D_OK) {
         pg_free(pg);
         return NULL;
     }
@@ -154,48 +173,6 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     st = c10di_backends_connect(pg, &peers);
     c10dpb__reply__free_unpacked(rep, NULL);
     return st;
-}
-
-c10d_status c10di_fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
-                                  ProtobufCBinaryData *eps, int timeout_ms)
-{
-    c10di_world *w = pg->w;
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < 1024 ? n - done : 1024;
-        C10dpb__GroupEndpoints m = C10DPB__GROUP_ENDPOINTS__INIT;
-        m.job = w->job;
-        m.generation = w->generation;
-        m.name = pg->name;
-        m.rank = w->rank;
-        m.n_ranks = k;
-        m.ranks = (int32_t *)(ranks + done);
-        C10dpb__Request req = C10DPB__REQUEST__INIT;
-        req.op_case = C10DPB__REQUEST__OP_GROUP_ENDPOINTS;
-        req.group_endpoints = &m;
-        C10dpb__Reply *rep = NULL;
-        c10d_status st = c10di_call(w->conn, &req, timeout_ms, 30000, &rep);
-        if (st != C10D_OK)
-            return st;
-        C10dpb__GroupJoinReply *gj = rep->result_case == C10DPB__REPLY__RESULT_GROUP_ENDPOINTS
-                                         ? rep->group_endpoints : NULL;
-        if (!gj || gj->n_endpoints != k) {
-            c10dpb__reply__free_unpacked(rep, NULL);
-            return c10di_error(C10D_EPROTO, "the coordinator answered a request for endpoints "
-                               "of group %s with something else", pg->name);
-        }
-        for (size_t i = 0; i < k; i++) {
-            ProtobufCBinaryData *d = &eps[done + i];
-            d->len = gj->endpoints[i].len;
-            if (!(d->data = malloc(d->len ? d->len : 1))) {
-                c10dpb__reply__free_unpacked(rep, NULL);
-                return c10di_error(C10D_ENOMEM, "out of memory");
-            }
-            memcpy(d->data, gj->endpoints[i].data, d->len);
-        }
-        c10dpb__reply__free_unpacked(rep, NULL);
-        done += k;
-    }
-    return C10D_OK;
 }
 
 c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
@@ -299,7 +276,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         return st;
     }
     c10d_pg *pg = pg_new(w, "world", NULL, size, rank);
-    c10di_world_unref(w); /* pg holds it now */
+    world_unref(w); /* pg holds it now */
     if (!pg)
         return c10di_error(C10D_ENOMEM, "out of memory");
     if ((st = rendezvous(pg, 1)) != C10D_OK) {
@@ -428,7 +405,7 @@ void c10d_destroy(c10d_pg *pg)
 {
     if (!pg)
         return;
-    c10di_lane_stop(pg); /* finishes what was queued */
+    lane_end(pg); /* finishes what was queued */
     c10di_world *w = pg->w;
     /* Every destroyed group is named, however many: a list cut short
      * made peers of the groups left out fail with a false EPEERLOST. */

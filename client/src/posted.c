@@ -14,10 +14,12 @@
  * large send waits for this rank to read it is never held up by a rank
  * busy elsewhere (in a collective of another group, in a SYNC check).
  *
- * Its timeout runs from the first wait, as gloo's does. A receive from any
- * member is reported once its sender is known, by the thread that waits
- * for it (docs/host-backend.md, "Ordering and async"). */
-#include "work.h"
+ * Its handle is waited for, tested and cancelled as every work handle is
+ * (work.c); its timeout runs from the first wait, as gloo's does. A
+ * receive from any member is reported once its sender is known, by the
+ * thread that waits for it (docs/host-backend.md, "Ordering and async"). */
+#include "posted.h"
+#include "plan.h"
 
 #include "c10d_time.h"
 
@@ -117,14 +119,7 @@ c10d_status c10di_post(c10d_pg *pg, c10d_work *w)
     c10d_status st = c10di_pg_usable(pg, c);
     if (st != C10D_OK)
         return st;
-    /* As c10di_execute checks a call before it runs. */
-    int sync_verified = c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
-    if (!sync_verified)
-        st = c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && c->root != C10DI_ANY_SOURCE)
-        st = c10di_verify_enter(pg, c);
-    if (st == C10D_OK)
-        st = c10di_join_prepare(pg, c);
+    st = c10di_call_enter(pg, c); /* as c10di_execute before a call runs */
     if (st == C10D_OK) {
         w->r.c = c;
         atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
@@ -147,93 +142,6 @@ void c10di_posted_done(c10d_pg *pg, c10di_recv *r)
         c10di_pg_break(pg, r->st, r->msg);
     atomic_fetch_sub(&pg->w->posted, 1);
     c10di_work_finish(w, r->st, r->msg); /* the last touch: its owner may free it now */
-}
-
-/* After the receive ended (from its sender): reported, if it was from any
- * member, once. */
-static void report_any(c10d_work *w, c10d_status st, int from)
-{
-    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
-        return;
-    pthread_mutex_lock(&w->mu);
-    int first = !w->reported;
-    w->reported = 1;
-    pthread_mutex_unlock(&w->mu);
-    if (!first)
-        return;
-    c10di_coll rc = w->c;
-    rc.root = from;
-    rc.fp.root = from;
-    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
-}
-
-c10d_status c10di_posted_wait(c10d_work *w, int limit_ms)
-{
-    c10d_pg *pg = w->pg;
-    const c10di_coll *c = &w->c;
-    pthread_mutex_lock(&w->mu);
-    int done = w->done;
-    if (!w->deadline_ms)
-        w->deadline_ms = c10d_now_ms() + c->timeout_ms;
-    int64_t deadline = w->deadline_ms;
-    pthread_mutex_unlock(&w->mu);
-    if (!done && limit_ms == 0) {
-        (void)c->be->recv_progress(c->be_state);
-    } else if (!done) {
-        /* The wait's own limit returns with the receive still posted; its
-         * deadline (in the probe) ends it, with the group. */
-        c10di_coll probe = *c;
-        probe.deadline_ms = deadline;
-        int64_t until = limit_ms == INT_MAX ? INT64_MAX : c10d_now_ms() + limit_ms;
-        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
-        (void)c->be->recv_wait(c->be_state, &w->r, &probe, until);
-        c10di_activity_done(pg->w);
-    }
-    pthread_mutex_lock(&w->mu);
-    done = w->done;
-    c10d_status st = w->st;
-    char msg[sizeof w->msg];
-    memcpy(msg, w->msg, sizeof msg);
-    int from = w->r.from;
-    pthread_mutex_unlock(&w->mu);
-    if (!done && limit_ms == 0)
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
-                           c->what, pg->name);
-    if (!done)
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
-                           pg->name, limit_ms);
-    report_any(w, st, from);
-    if (st != C10D_OK)
-        return c10di_error(st, "%s", msg);
-    if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
-        *c->src_out = from;
-    return C10D_OK;
-}
-
-int c10di_posted_test(c10d_work *w)
-{
-    pthread_mutex_lock(&w->mu);
-    int done = w->done;
-    pthread_mutex_unlock(&w->mu);
-    if (done)
-        return 1;
-    (void)w->c.be->recv_progress(w->c.be_state);
-    pthread_mutex_lock(&w->mu);
-    done = w->done;
-    pthread_mutex_unlock(&w->mu);
-    return done;
-}
-
-void c10di_posted_cancel(c10d_work *w)
-{
-    pthread_mutex_lock(&w->mu);
-    int done = w->done;
-    pthread_mutex_unlock(&w->mu);
-    /* Ended (its group destroyed, perhaps): the backend is done with it.
-     * Else the backend forgets it, or it ends meanwhile (recv_done ran
-     * under the lock recv_cancel then took). */
-    if (!done && w->c.be->recv_cancel(w->c.be_state, &w->r))
-        atomic_fetch_sub(&w->pg->w->posted, 1);
 }
 
 void c10di_posted_abort(c10d_pg *pg)

@@ -15,9 +15,12 @@
  *   inside a join region, where the entries are kept (not sent) until a
  *   rank joins and the coordinator needs them to tell it what to shadow.
  *
- * Inside a join region in which someone has joined, every collective is
- * reported as in SYNC, whatever the mode (see join.c). */
-#include "pg_internal.h"
+ * How each call is reported (SYNC, QUEUE or NONE) is its plan's (plan.c):
+ * inside a join region in which someone has joined, every collective is
+ * reported as in SYNC, whatever the mode. */
+#include "verify.h"
+#include "join_region.h"
+#include "liveness.h"
 
 #include "c10d_time.h"
 
@@ -193,45 +196,13 @@ void c10di_verify_stop(c10di_world *w)
     pthread_mutex_unlock(&w->flush_mu);
 }
 
-void c10di_alerts_free(c10di_world *w)
-{
-    /* Only once the watcher, which records them, has stopped. */
-    for (c10di_alert *a = w->alerts, *n; a; a = n) {
-        n = a->next;
-        free(a->report);
-        free(a);
-    }
-    w->alerts = NULL;
-}
-
-void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report)
-{
-    pthread_mutex_lock(&w->mu);
-    for (c10di_alert *a = w->alerts; a; a = a->next)
-        if (strcmp(a->group, group) == 0) {
-            pthread_mutex_unlock(&w->mu);
-            return; /* sticky: the first finding stands */
-        }
-    c10di_alert *a = calloc(1, sizeof *a);
-    if (a && (a->report = strdup(report ? report : ""))) {
-        snprintf(a->group, sizeof a->group, "%s", group);
-        a->status = st;
-        a->next = w->alerts;
-        w->alerts = a;
-        atomic_fetch_add(&w->lost_version, 1);
-    } else {
-        free(a);
-    }
-    pthread_mutex_unlock(&w->mu);
-}
-
 static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
 {
     c10di_world *w = pg->w;
     C10dpb__CollEntry en;
     C10dpb__CollEntry *ptr = &en;
     fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag,
-               c10di_join_known(pg));
+               c->plan.known);
     C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
     m.job = w->job;
     m.generation = w->generation;
@@ -343,8 +314,8 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
-    unsigned known = c10di_join_known(pg);
-    switch (c10di_join_reporting(pg, c)) {
+    unsigned known = c->plan.known;
+    switch (c->plan.report) {
     case C10DI_REPORT_NONE:
         return C10D_OK;
     case C10DI_REPORT_SYNC:

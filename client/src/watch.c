@@ -6,7 +6,10 @@
  * parked watch at once; the watcher records why in world->lost, and every
  * rank blocked on that member (c10di_pg_check, called from the data
  * plane's wait loops) fails with C10D_EPEERLOST. */
-#include "pg_internal.h"
+#include "watch.h"
+#include "join_internal.h"
+#include "liveness.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 
@@ -20,46 +23,6 @@
  * rank is running collectives, so that a death report says where it was. */
 #define WATCH_WAIT_MS 1000
 #define WATCH_BUSY_MS 250
-
-void c10di_activity(c10di_world *w, const char *a, const char *b, const char *c, const char *d)
-{
-    const size_t cap = sizeof w->act_text;
-    size_t n = 0;
-    atomic_fetch_add_explicit(&w->act_seq, 1, memory_order_relaxed); /* odd: writing */
-    atomic_thread_fence(memory_order_release);
-    for (const char *parts[4] = {a, b, c, d}, **p = parts; p < parts + 4; p++)
-        for (const char *s = *p; s && *s && n + 1 < cap; s++)
-            atomic_store_explicit(&w->act_text[n++], (unsigned char)*s, memory_order_relaxed);
-    atomic_store_explicit(&w->act_text[n], 0, memory_order_relaxed);
-    atomic_store_explicit(&w->act_idle, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&w->act_seq, 1, memory_order_release); /* even: done */
-}
-
-void c10di_activity_done(c10di_world *w)
-{
-    atomic_store_explicit(&w->act_idle, 1, memory_order_release);
-}
-
-void c10di_activity_read(c10di_world *w, char *out, size_t cap)
-{
-    char text[sizeof w->act_text];
-    /* Retry while a write is under way; it is advice, so give up after a
-     * few tries rather than wait on a busy writer. */
-    for (int tries = 0; tries < 100; tries++) {
-        unsigned s1 = atomic_load_explicit(&w->act_seq, memory_order_acquire);
-        size_t i = 0;
-        for (; i + 1 < sizeof text; i++)
-            if (!(text[i] = (char)atomic_load_explicit(&w->act_text[i], memory_order_relaxed)))
-                break;
-        text[i] = '\0';
-        atomic_thread_fence(memory_order_acquire);
-        if (!(s1 & 1) && atomic_load_explicit(&w->act_seq, memory_order_relaxed) == s1)
-            break;
-    }
-    snprintf(out, cap, "%s %s",
-             atomic_load_explicit(&w->act_idle, memory_order_acquire) ? "idle after" : "in",
-             text);
-}
 
 static void record_lost(c10di_world *w, const C10dpb__MemberInfo *m)
 {
@@ -236,104 +199,4 @@ void c10di_watch_stop(c10di_world *w)
     atomic_store(&w->stopping, 1);
     pthread_join(w->watcher, NULL);
     w->watcher_on = 0;
-}
-
-/* A member that left cleanly had finished every collective it issued; it
- * fails only those of its peers' collectives it never entered. */
-static uint64_t final_seq(const c10di_seqs *finals, const char *group)
-{
-    uint64_t seq = 0;
-    return c10di_seqs_get(finals, group, &seq) ? seq : 0;
-}
-
-static int left_after(const c10di_seqs *finals, const char *group, uint64_t seq)
-{
-    return final_seq(finals, group) >= seq;
-}
-
-/* The group's failure as this rank knows it (w->mu held): its alert (a
- * finding), else the member heard lost first that matters at collective
- * seq (has_seq 0: any that is lost) — the first heard, not the lowest
- * rank: a rank that fails because another went (a joined rank whose
- * join_end failed, then left) is not the cause. The message goes to msg.
- * *recheck: the first later collective at which a member that left after
- * seq starts to matter (UINT64_MAX: none). */
-static c10d_status failure_locked(c10d_pg *pg, int has_seq, uint64_t seq, char *msg, size_t cap,
-                                  uint64_t *recheck)
-{
-    c10di_world *w = pg->w;
-    msg[0] = '\0';
-    *recheck = UINT64_MAX;
-    for (c10di_alert *a = w->alerts; a; a = a->next)
-        if (strcmp(a->group, pg->name) == 0) {
-            snprintf(msg, cap, "%s", a->report);
-            return a->status;
-        }
-    int first = -1;
-    for (int i = 0; i < pg->size; i++) {
-        int g = pg->ranks[i];
-        if (!w->lost[g])
-            continue;
-        if (!(has_seq && left_after(&w->lost_finals[g], pg->name, seq))) {
-            if (first < 0 || w->lost_order[g] < w->lost_order[first])
-                first = g;
-        } else { /* left after seq: matters from its next collective */
-            uint64_t next = final_seq(&w->lost_finals[g], pg->name) + 1;
-            *recheck = next < *recheck ? next : *recheck;
-        }
-    }
-    if (first < 0)
-        return C10D_OK;
-    snprintf(msg, cap, "%s", w->lost[first]);
-    return C10D_EPEERLOST;
-}
-
-c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap)
-{
-    c10di_world *w = pg->w;
-    msg[0] = '\0';
-    if (!atomic_load(&w->lost_version))
-        return C10D_OK;
-    uint64_t recheck;
-    pthread_mutex_lock(&w->mu);
-    c10d_status st = failure_locked(pg, 1, seq, msg, cap, &recheck);
-    pthread_mutex_unlock(&w->mu);
-    return st;
-}
-
-c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
-{
-    c10di_world *w = pg->w;
-    unsigned version = atomic_load(&w->lost_version);
-    if (version && !(version == pg->lost_seen && c && c->seq < pg->recheck_seq)) {
-        char msg[1024];
-        uint64_t recheck;
-        pthread_mutex_lock(&w->mu);
-        c10d_status st = failure_locked(pg, c != NULL, c ? c->seq : 0, msg, sizeof msg, &recheck);
-        if (st == C10D_OK && c) { /* nothing matters to calls before recheck */
-            pg->lost_seen = version;
-            pg->recheck_seq = recheck;
-        }
-        pthread_mutex_unlock(&w->mu);
-        if (st != C10D_OK)
-            return c10di_error(st, "%s of group %s (rank %d) failed: %s",
-                               c ? c->what : "setup", pg->name, pg->rank, msg);
-    }
-    if (c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed)) {
-        /* A member joined while this rank waits in a call it cannot shadow. */
-        c10d_status st = c10di_join_check(pg, c);
-        if (st != C10D_OK)
-            return st;
-    }
-    if (c && c10d_now_ms() > c->deadline_ms) {
-        /* the call's own timeout (its options'); a setup step's is the group's */
-        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
-        if (waiting_for >= 0)
-            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
-                               "waiting for rank %d (global rank %d)", c->what, pg->name,
-                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
-                           c->what, pg->name, pg->rank, ms);
-    }
-    return C10D_OK;
 }

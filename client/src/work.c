@@ -1,98 +1,20 @@
-/* The lane: each group runs its operations one at a time, in the order
- * they were called. An async operation is queued for the group's lane
- * thread (started on first use) and returns a work handle; a sync one runs
- * on the caller's thread when nothing is queued (no hand-off on the
- * latency path), else queues behind the async ones and waits. */
+/* Work handles: an async call's (or a sync call's queued behind async
+ * ones), run on its group's lane (lane.c), or a posted receive's, in the
+ * backend's receive queue (posted.c posts it); waited for, tested and
+ * freed through the public API. */
 #include "work.h"
+#include "liveness.h"
+#include "plan.h"
+#include "verify.h"
 
 #include "c10d_time.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct c10di_lane {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    c10d_work *head, *tail;
-    int inflight; /* queued + running */
-    int stop;
-    int on;
-    pthread_t th;
-};
-
-void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
-{
-    uint64_t cur = atomic_load(&pg->completed);
-    while (cur < seq && !atomic_compare_exchange_weak(&pg->completed, &cur, seq))
-        ;
-}
-
-void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg)
-{
-    int unclaimed = 0;
-    if (!atomic_compare_exchange_strong(&pg->broken_claimed, &unclaimed, 1))
-        return; /* the first failure stands */
-    snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", msg);
-    atomic_store(&pg->broken, st);
-}
-
-c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
-{
-    if (!atomic_load(&pg->broken))
-        return C10D_OK;
-    return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
-                       "failure: %s", c->what, pg->name, pg->broken_msg);
-}
-
-c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
-{
-    c10d_status ust = c10di_pg_usable(pg, c);
-    if (ust != C10D_OK)
-        return ust;
-    /* A shadow runs inside join_end, which says so itself: a joined rank
-     * reacts to its peers' headers, and every step it saves is theirs. */
-    if (!c->shadow)
-        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
-    /* A finding or a lost member, known already, fails the call at once.
-     * When the call is reported as in SYNC the coordinator answers that
-     * itself (and records it) on the report it makes anyway, so its
-     * account, not a race with the watcher, decides what the rank is told.
-     * A joined rank's shadow was verified before it was handed out. */
-    int sync_verified = !c->shadow && c10di_join_reporting(pg, c) == C10DI_REPORT_SYNC;
-    /* A recv from any member is reported once the data plane has its
-     * message: the coordinator then matches it with that sender's send. */
-    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow && !any_source)
-        st = c10di_verify_enter(pg, c);
-    if (st == C10D_OK)
-        st = c10di_join_prepare(pg, c);
-    if (st == C10D_OK)
-        st = c->be->run(c->be_state, c);
-    /* A message of the wrong size is reported too, under its sender: the
-     * coordinator then names the mismatched pair, not a later call. */
-    if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
-        c->fp.root = c->root;
-        c10d_status vst = c10di_verify_enter(pg, c);
-        if (st == C10D_OK)
-            st = vst;
-    }
-    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
-        c10di_pg_completed(pg, c->seq);
-    if (st == C10D_OK)
-        c10di_join_ran(pg, c);
-    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
-        /* The links may hold half a message: nothing after this is safe.
-         * (A monitored barrier met through the store: the links are as
-         * they were, and a late rank still meets it under its number.) */
-        c10di_pg_break(pg, st, c10d_errmsg());
-    if (!c->shadow)
-        c10di_activity_done(pg->w);
-    return st;
-}
 
 void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg)
 {
@@ -106,74 +28,6 @@ void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg)
     pthread_mutex_unlock(&w->mu);
     if (freed)
         c10di_work_destroy(w);
-}
-
-static void *lane_main(void *arg)
-{
-    c10d_pg *pg = arg;
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    for (;;) {
-        while (!l->head && !l->stop)
-            pthread_cond_wait(&l->cv, &l->mu);
-        if (!l->head)
-            break;
-        c10d_work *w = l->head;
-        l->head = w->next;
-        if (!l->head)
-            l->tail = NULL;
-        pthread_mutex_unlock(&l->mu);
-        c10d_status st = c10di_execute(pg, &w->c);
-        pthread_mutex_lock(&l->mu);
-        l->inflight--;
-        pthread_mutex_unlock(&l->mu);
-        c10di_work_finish(w, st, c10d_errmsg());
-        pthread_mutex_lock(&l->mu);
-    }
-    pthread_mutex_unlock(&l->mu);
-    return NULL;
-}
-
-c10d_status c10di_lane_start(c10d_pg *pg)
-{
-    c10di_lane *l = calloc(1, sizeof *l);
-    if (!l)
-        return c10di_error(C10D_ENOMEM, "out of memory");
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    pg->lane = l;
-    return C10D_OK;
-}
-
-void c10di_lane_stop(c10d_pg *pg)
-{
-    c10di_lane *l = pg->lane;
-    if (!l)
-        return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
-    if (l->on)
-        pthread_join(l->th, NULL); /* runs what was queued first */
-    c10di_posted_abort(pg);
-    pg->lane = NULL;
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv);
-    free(l);
-}
-
-void c10di_lane_drain(c10d_pg *pg)
-{
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    while (l->inflight > 0) {
-        pthread_mutex_unlock(&l->mu);
-        struct timespec ts = {0, 200 * 1000};
-        nanosleep(&ts, NULL);
-        pthread_mutex_lock(&l->mu);
-    }
-    pthread_mutex_unlock(&l->mu);
 }
 
 c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
@@ -199,41 +53,123 @@ void c10di_work_destroy(c10d_work *w)
     free(w);
 }
 
-int c10di_lane_busy(c10d_pg *pg)
+/* --- on the lane --- */
+
+static c10d_work *of_item(c10di_lane_item *it)
 {
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    int busy = l->inflight > 0;
-    pthread_mutex_unlock(&l->mu);
-    return busy;
+    return (c10d_work *)(void *)((char *)it - offsetof(c10d_work, on_lane));
 }
 
-static c10d_status submit_locked(c10d_pg *pg, c10di_lane *l, c10d_work *w)
+c10d_status c10di_work_run(c10di_lane_item *it)
 {
-    if (!l->on) {
-        if (pthread_create(&l->th, NULL, lane_main, pg) != 0)
-            return c10di_error(C10D_ENOMEM, "cannot start the group's worker thread");
-        l->on = 1;
+    c10d_work *w = of_item(it);
+    return c10di_execute(w->pg, &w->c);
+}
+
+void c10di_work_ended(c10di_lane_item *it, c10d_status st)
+{
+    c10di_work_finish(of_item(it), st, c10d_errmsg());
+}
+
+/* --- a posted receive's handle --- */
+
+/* After the receive ended (from its sender): reported, if it was from any
+ * member, once. */
+static void report_any(c10d_work *w, c10d_status st, int from)
+{
+    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
+        return;
+    pthread_mutex_lock(&w->mu);
+    int first = !w->reported;
+    w->reported = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (!first)
+        return;
+    c10di_coll rc = w->c;
+    rc.root = from;
+    rc.fp.root = from;
+    c10di_plan_call(w->pg, &rc); /* reported now, as what it turned out to be */
+    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
+}
+
+/* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it
+ * (INT_MAX: until it ends, 0: no wait). C10D_ETIMEDOUT (message set) if
+ * it had not ended by then; else C10D_OK, w->st says how it ended. Its
+ * timeout runs from the first wait, as gloo's does. */
+static c10d_status posted_wait(c10d_work *w, int limit_ms)
+{
+    c10d_pg *pg = w->pg;
+    const c10di_coll *c = &w->c;
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    if (!w->deadline_ms)
+        w->deadline_ms = c10d_now_ms() + c->timeout_ms;
+    int64_t deadline = w->deadline_ms;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0) {
+        (void)c->be->recv_progress(c->be_state);
+    } else if (!done) {
+        /* The wait's own limit returns with the receive still posted; its
+         * deadline (in the probe) ends it, with the group. */
+        c10di_coll probe = *c;
+        probe.deadline_ms = deadline;
+        int64_t until = limit_ms == INT_MAX ? INT64_MAX : c10d_now_ms() + limit_ms;
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+        (void)c->be->recv_wait(c->be_state, &w->r, &probe, until);
+        c10di_activity_done(pg->w);
     }
-    w->next = NULL;
-    if (l->tail)
-        l->tail->next = w;
-    else
-        l->head = w;
-    l->tail = w;
-    l->inflight++;
-    pthread_cond_signal(&l->cv);
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    c10d_status st = w->st;
+    char msg[sizeof w->msg];
+    memcpy(msg, w->msg, sizeof msg);
+    /* Only once it ended: until then the backend may be matching it,
+     * writing r under its own lock, not ours. */
+    int from = done ? w->r.from : -1;
+    pthread_mutex_unlock(&w->mu);
+    if (!done && limit_ms == 0)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
+                           c->what, pg->name);
+    if (!done)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
+                           pg->name, limit_ms);
+    report_any(w, st, from);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s", msg);
+    if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *c->src_out = from;
     return C10D_OK;
 }
 
-c10d_status c10di_lane_submit(c10d_pg *pg, c10d_work *w)
+/* 1 if w ended, after moving what has arrived (no wait). */
+static int posted_test(c10d_work *w)
 {
-    c10di_lane *l = pg->lane;
-    pthread_mutex_lock(&l->mu);
-    c10d_status st = submit_locked(pg, l, w);
-    pthread_mutex_unlock(&l->mu);
-    return st;
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        return 1;
+    (void)w->c.be->recv_progress(w->c.be_state);
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
 }
+
+/* c10d_work_free of a posted receive: it takes no message from now on. */
+static void posted_cancel(c10d_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    /* Ended (its group destroyed, perhaps): the backend is done with it.
+     * Else the backend forgets it, or it ends meanwhile (recv_done ran
+     * under the lock recv_cancel then took). */
+    if (!done && w->c.be->recv_cancel(w->c.be_state, &w->r))
+        atomic_fetch_sub(&w->pg->w->posted, 1);
+}
+
+/* --- the public API --- */
 
 c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
 {
@@ -247,7 +183,7 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
     if (vst != C10D_OK)
         return vst;
     if (w->c.posted)
-        return c10di_posted_wait(w, limit);
+        return posted_wait(w, limit);
     struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
@@ -286,7 +222,7 @@ int c10d_work_is_completed(const c10d_work *w)
         return 1;
     c10d_work *mw = (c10d_work *)w;
     if (mw->c.posted)
-        return c10di_posted_test(mw);
+        return posted_test(mw);
     pthread_mutex_lock(&mw->mu);
     int done = mw->done;
     pthread_mutex_unlock(&mw->mu);
@@ -300,7 +236,7 @@ void c10d_work_free(c10d_work *w)
     if (!w)
         return;
     if (w->c.posted) { /* never on the lane: once the backend forgot it, it is ours */
-        c10di_posted_cancel(w);
+        posted_cancel(w);
         c10di_work_destroy(w);
         return;
     }

@@ -1,0 +1,30 @@
+/* What a rank knows against its groups, as calls ask (liveness.c): the
+ * members lost and the findings recorded (by the watcher, watch.c, and by
+ * the calls themselves), and what this rank is doing, for its heartbeat. */
+#ifndef C10DI_LIVENESS_H
+#define C10DI_LIVENESS_H
+
+#include "group.h"
+
+/* "in <a><b><c><d>" until c10di_activity_done makes it "idle after ...". */
+void c10di_activity(c10di_world *w, const char *a, const char *b, const char *c, const char *d);
+void c10di_activity_done(c10di_world *w);
+void c10di_activity_read(c10di_world *w, char *out, size_t cap);
+/* C10D_OK, or why pg cannot go on with c (NULL: a setup step): a finding
+ * on the group, or a member lost that matters at c (C10D_EPEERLOST), with
+ * the message set. */
+c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c);
+/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
+ * `waiting_for` (a group rank or -1) is named. */
+c10d_status c10di_pg_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for);
+/* Without side effects, from any thread: why collective seq of pg cannot
+ * complete (a finding on the group, or a member lost that had not
+ * finished seq), as C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT with the
+ * report in msg; C10D_OK if nothing is known against it. */
+c10d_status c10di_pg_failure(c10d_pg *pg, uint64_t seq, char *msg, size_t cap);
+/* A finding on group: every later call on it reports it (the first one
+ * stands). */
+void c10di_record_alert(c10di_world *w, const char *group, c10d_status st, const char *report);
+void c10di_alerts_free(c10di_world *w);
+
+#endif

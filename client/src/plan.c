@@ -1,0 +1,201 @@
+/* One call's way through the front end: the backend that serves it
+ * (c10di_route, before it is numbered), the stages it passes on the
+ * thread that runs it (c10di_execute), and what its end does to the
+ * group (completed, broken). */
+#include "plan.h"
+#include "backends.h"
+#include "join_region.h"
+#include "liveness.h"
+#include "verify.h"
+
+#include <stdio.h>
+
+/* What the messages call a group's backend setting. */
+static const char *backend_words(c10d_backend b)
+{
+    return b == C10D_BACKEND_NCCL ? "the NCCL backend, which takes CUDA buffers"
+                                  : "the host backend, which takes CPU buffers";
+}
+
+/* Which backend serves a call on `device`: the group's backend for that
+ * kind of device (CPU buffers: host, CUDA buffers: NCCL; C10D_BACKEND_AUTO
+ * serves both, like torch's "cpu:gloo,cuda:nccl"). Checked before the
+ * call is numbered, so a refusal leaves the group usable. */
+c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
+{
+    if (device == C10DI_GROUP_DEVICE && c10di_backend_home(pg->backend) == C10DI_DEV_CPU)
+        device = C10D_CPU;
+    if (device == C10DI_ANY_CUDA)
+        device = -1; /* the group's CUDA device, whichever it is */
+    c->device = device;
+    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
+    if (!(c10di_backend_serves(pg->backend) & 1u << kind)) {
+        char dev[32];
+        if (kind == C10DI_DEV_CPU)
+            snprintf(dev, sizeof dev, "the CPU");
+        else
+            snprintf(dev, sizeof dev, "cuda:%d", device);
+        return c10di_error(C10D_EINVAL, "%s: the tensors are on %s, but group %s uses %s "
+                           "(C10D_BACKEND_AUTO serves both)", fn, dev, pg->name,
+                           backend_words(pg->backend));
+    }
+    c10d_status st = c10di_backend_available(kind);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s on cuda:%d: the %s backend is unavailable: %s", fn, device,
+                           c10di_backend_of(kind)->name, c10d_errmsg());
+    if (!pg->be[kind].state)
+        return c10di_error(C10D_EBACKEND, "%s: group %s has no %s state", fn, pg->name,
+                           c10di_backend_of(kind)->name);
+    c->be = pg->be[kind].ops;
+    c->be_state = pg->be[kind].state;
+    return C10D_OK;
+}
+
+void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
+{
+    uint64_t cur = atomic_load(&pg->completed);
+    while (cur < seq && !atomic_compare_exchange_weak(&pg->completed, &cur, seq))
+        ;
+}
+
+void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg)
+{
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&pg->broken_claimed, &unclaimed, 1))
+        return; /* the first failure stands */
+    snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", msg);
+    atomic_store(&pg->broken, st);
+}
+
+c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
+{
+    if (!atomic_load(&pg->broken))
+        return C10D_OK;
+    return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
+                       "failure: %s", c->what, pg->name, pg->broken_msg);
+}
+
+/* --- the plan --- */
+
+/* Inside a join region in which someone has joined, every collective is
+ * reported as in SYNC, whatever the mode: the coordinator hands each one
+ * to the joined ranks (verify.c, docs/join.md). */
+/* How c is reported to the coordinator, given the group's verification
+ * mode and what the plan knows of the join region. */
+static c10di_report reporting(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+{
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    unsigned known = p->known;
+    int region = p->region, inband = p->inband;
+    if (!p2p) {
+        if (mode == C10D_VERIFY_SYNC || p->avg_by_active)
+            return C10DI_REPORT_SYNC;
+        /* The coordinator tells the joined ranks what to shadow: it must
+         * hear of every collective at once. In-band they read it from the
+         * data plane, and the mode stands. */
+        if (known && !inband)
+            return C10DI_REPORT_SYNC;
+        if (mode == C10D_VERIFY_OFF) /* held only where the coordinator may need them */
+            return region && !inband ? C10DI_REPORT_QUEUE : C10DI_REPORT_NONE;
+        return C10DI_REPORT_QUEUE;
+    }
+    if (mode == C10D_VERIFY_OFF && !known && !region)
+        return C10DI_REPORT_NONE;
+    return C10DI_REPORT_QUEUE;
+}
+
+void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
+{
+    c10di_plan *p = &c->plan;
+    p->region = c10di_join_in_region(pg);
+    p->inband = p->region && pg->join.inband;
+    p->known = c10di_join_known(pg);
+    p->avg_by_active = c10di_join_avg_by_active(pg, c);
+    p->report = reporting(pg->w->verify, c, p);
+}
+
+/* --- the stages --- */
+
+c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+{
+    c10d_status st = c10di_pg_lost(pg, c);
+    if (st == C10D_OK && c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
+        /* A member joined while this rank waits in a call it cannot shadow. */
+        st = c10di_join_check(pg, c);
+    if (st == C10D_OK && c)
+        st = c10di_pg_deadline(pg, c, waiting_for);
+    return st;
+}
+
+/* Join's stage, once c was verified (a SYNC answer means the coordinator
+ * told this rank every join that c depends on). */
+static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
+{
+    if (c->shadow) /* its divisor came with the call */
+        return C10D_OK;
+    uint64_t after = c10di_join_peer_after(pg, c);
+    if (after == NOT_JOINED)
+        return c10di_join_prepare(pg, c);
+    /* The coordinator records it as the group's finding (the entry was
+     * just queued), so every rank hears of it. */
+    c10di_verify_flush(pg->w);
+    return c10di_join_refuse_p2p(pg, c, after);
+}
+
+c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
+{
+    /* A joined rank's shadow was verified before it was handed out. */
+    if (!c->shadow)
+        c10di_plan_call(pg, c);
+    /* A finding or a lost member, known already, fails the call at once.
+     * When the call is reported as in SYNC the coordinator answers that
+     * itself (and records it) on the report it makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told. */
+    int sync_verified = !c->shadow && c->plan.report == C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
+    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
+    if (st == C10D_OK && !c->shadow && !any_source)
+        st = c10di_verify_enter(pg, c);
+    if (st == C10D_OK)
+        st = join_stage(pg, c);
+    return st;
+}
+
+c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
+{
+    c10d_status ust = c10di_pg_usable(pg, c);
+    if (ust != C10D_OK)
+        return ust;
+    /* A shadow runs inside join_end, which says so itself: a joined rank
+     * reacts to its peers' headers, and every step it saves is theirs. */
+    if (!c->shadow)
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
+    c10d_status st = c10di_call_enter(pg, c);
+    if (st == C10D_OK)
+        st = c->be->run(c->be_state, c);
+    /* A message of the wrong size is reported too, under its sender: the
+     * coordinator then names the mismatched pair, not a later call. It is
+     * planned again: it is reported now, as what it turned out to be. */
+    if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
+        c->fp.root = c->root;
+        c10di_plan_call(pg, c);
+        c10d_status vst = c10di_verify_enter(pg, c);
+        if (st == C10D_OK)
+            st = vst;
+    }
+    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
+        c10di_pg_completed(pg, c->seq);
+    if (st == C10D_OK)
+        c10di_join_ran(pg, c);
+    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
+        /* The links may hold half a message: nothing after this is safe.
+         * (A monitored barrier met through the store: the links are as
+         * they were, and a late rank still meets it under its number.) */
+        c10di_pg_break(pg, st, c10d_errmsg());
+    if (!c->shadow)
+        c10di_activity_done(pg->w);
+    return st;
+}

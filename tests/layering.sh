@@ -22,7 +22,7 @@ forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|pg_internal\.h|bac
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
 forbid "client/src/host/* client/src/nccl/*" '(\.\./)?(pg_internal|work|join_internal|conn_internal)\.h' \
     "a backend sees its context (backend.h), never the process group or the world"
-forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp examples/*.c" \
+forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp python/csrc/*.hpp examples/*.c" \
     '(\.\./)*(src|client/src)/.*|internal\.h|pg_internal\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
 if [ "$bad" = 0 ]; then

@@ -175,6 +175,18 @@ print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
 print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")
 
 
+# The extension's files (python/csrc), one concern each, as torch's own
+# backends are split (docs/pytorch.md, "Source layout"). Only module.cpp
+# includes <torch/extension.h>, the slowest header; ninja (torch's
+# BuildExtension uses it where installed) compiles the files in parallel
+# and, after a change, only those it touches. The headers are listed so a
+# source distribution carries them and a change to one rebuilds.
+SOURCES = ["module.cpp", "process_group.cpp", "composed.cpp", "work.cpp", "recv.cpp",
+           "store.cpp", "inspect.cpp", "join.cpp", "tensors.cpp", "errors.cpp"]
+HEADERS = ["process_group.hpp", "work.hpp", "recv.hpp", "store.hpp", "inspect.hpp", "join.hpp",
+           "tensors.hpp", "errors.hpp"]
+
+
 class build_ext(BuildExtension):
     """torch's BuildExtension, linking the run path the install needs (see
     the module's docstring) and bundling a build tree's library."""
@@ -212,7 +224,8 @@ setup(
     ext_modules=[
         Extension(
             "c10d_coord._C",
-            [os.path.relpath(os.path.join(here, "csrc", "coord.cpp"))],
+            [os.path.relpath(os.path.join(here, "csrc", f)) for f in SOURCES],
+            depends=[os.path.relpath(os.path.join(here, "csrc", f)) for f in HEADERS],
             include_dirs=lib.include_dirs,
             library_dirs=[lib.library_dir],
             libraries=lib.libraries,

@@ -15,8 +15,9 @@ if ! tv=$("$py" -c 'import torch.distributed, torch; print(torch.__version__)' 2
 fi
 build=$(cd "${1:-$root/build}" && pwd)
 log=$build/python-build.log
-# The compile is one C++ file against torch's headers: minutes on a small
-# machine, and silent (its output goes to the log), so say so first.
+# The compile is ten C++ files against torch's headers (python/setup.py):
+# minutes on a small machine, and silent (its output goes to the log), so
+# say so first.
 echo "build-torch: compiling python/c10d_coord against $build and torch $tv" \
      "($py); a couple of minutes unless nothing changed (log: $log)"
 start=$SECONDS

@@ -39,7 +39,7 @@ forbid "$(ls client/src/*.[ch] | grep -vE '^client/src/conn(_stream)?\.c$')" \
     "only the connection's files (conn.c, conn_stream.c) see its state (conn_stream.h)"
 forbid "client/src/conn_stream.c client/src/conn_stream.h" '(\.\./)?conn\.h' \
     "the connection's stream is beneath conn.c, which it never calls (conn.h)"
-forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp examples/*.c" \
+forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp python/csrc/*.hpp examples/*.c" \
     '(\.\./)*(src|client/src)/.*|internal\.h|group\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
 # $1: files, $2: an extended regex of names they must not use, $3: why

@@ -163,6 +163,38 @@ START_TEST(test_two_ranks_in_two_threads)
 }
 END_TEST
 
+START_TEST(test_subgroup_calls_are_its_own)
+{
+    c10d_pg *pg = world_alone(2, C10D_VERIFY_SYNC);
+    c10d_pg *sub = NULL;
+    const int members[] = {1, 0}; /* this rank is the subgroup's rank 1 */
+    ck_assert_int_eq(c10d_new_group(&sub, pg, members, 2), C10D_OK);
+    ck_assert_int_eq(c10d_rank(sub), 1);
+    const C10dpb__Request *gj = fake_coord_request(C10DPB__REQUEST__OP_GROUP_JOIN, 1, NULL);
+    ck_assert_ptr_nonnull(gj);
+    ck_assert_str_eq(gj->group_join->name, "world.1");
+    ck_assert_uint_eq(gj->group_join->n_members, 2);
+    ck_assert_int_eq(gj->group_join->members[0], 1);
+    float x[2] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    ck_assert_int_eq(c10d_all_reduce(sub, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    /* Each group numbers its own calls from 1. */
+    const C10dpb__CollEntry *a = entry(0, NULL, NULL), *b = entry(1, NULL, NULL);
+    ck_assert(a && b);
+    ck_assert_str_eq(a->group, "world.1");
+    ck_assert_uint_eq(a->seq, 1);
+    ck_assert_str_eq(b->group, "world");
+    ck_assert_uint_eq(b->seq, 1);
+    fake_call c;
+    ck_assert(fake_backend_call(0, &c));
+    ck_assert_str_eq(c.group, "world.1");
+    ck_assert_int_eq(c.rank, 1);
+    c10d_destroy(sub);
+    c10d_destroy(pg);
+}
+END_TEST
+
 /* --- verification modes --- */
 
 START_TEST(test_sync_reports_each_call_and_waits)
@@ -491,6 +523,7 @@ Suite *frontend_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_collective_reaches_backend_after_its_report);
     tcase_add_test(tc, test_two_ranks_in_two_threads);
+    tcase_add_test(tc, test_subgroup_calls_are_its_own);
     tcase_add_test(tc, test_sync_reports_each_call_and_waits);
     tcase_add_test(tc, test_async_reports_in_batches);
     tcase_add_test(tc, test_off_reports_nothing);

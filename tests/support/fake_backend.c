@@ -117,9 +117,17 @@ static c10d_status fb_run(void *state, c10di_coll *c)
     }
     int me = fb.n_calls++;
     fake_call *f = &fb.calls[me];
-    *f = (fake_call){.tick = fake_tick(), .rank = s->ctx->rank, .kind = c->kind,
-                     .dtype = c->dtype, .op = c->op, .count = c->count, .root = c->root,
-                     .tag = c->tag, .seq = c->seq, .divisor = c->divisor, .async = c->async};
+    *f = (fake_call){.tick = fake_tick(),
+                     .rank = s->ctx->rank,
+                     .kind = c->kind,
+                     .dtype = c->dtype,
+                     .op = c->op,
+                     .count = c->count,
+                     .root = c->root,
+                     .tag = c->tag,
+                     .seq = c->seq,
+                     .divisor = c->divisor,
+                     .async = c->async};
     snprintf(f->group, sizeof f->group, "%s", s->ctx->group);
     snprintf(f->what, sizeof f->what, "%s", c->what);
     c10d_status st = C10D_OK;

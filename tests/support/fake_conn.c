@@ -52,11 +52,18 @@ static struct {
     rendezvous rv[MAX_GROUPS];
     /* the job's state, as watches hear it */
     uint64_t version;
-    struct { int rank; C10dpb__MemberState state; char reason[256]; } lost[MAX_LOST];
+    struct {
+        int rank;
+        C10dpb__MemberState state;
+        char reason[256];
+    } lost[MAX_LOST];
     int n_lost;
     char join_group[32];
     uint32_t join_region;
-    struct { int rank; uint64_t after; } joined[MAX_JOINED];
+    struct {
+        int rank;
+        uint64_t after;
+    } joined[MAX_JOINED];
     int n_joined;
     /* per global rank: left (its watch returns at once), the version its
      * latest watch said it knew */
@@ -258,7 +265,11 @@ static C10dpb__Reply *plain(uint64_t id, c10d_status st, const char *detail)
     return wire(&r);
 }
 
-typedef struct { const char *name; int expected; int round; } rv_wait;
+typedef struct {
+    const char *name;
+    int expected;
+    int round;
+} rv_wait;
 
 static int rv_pred(const void *arg)
 {
@@ -299,7 +310,10 @@ static C10dpb__Reply *group_join(const C10dpb__GroupJoin *m, uint64_t id, int64_
     return wire(&rep);
 }
 
-typedef struct { int rank; uint64_t known; } watch_wait;
+typedef struct {
+    int rank;
+    uint64_t known;
+} watch_wait;
 
 static int watch_pred(const void *arg)
 {
@@ -369,8 +383,10 @@ static C10dpb__Reply *answer(C10dpb__Request *req, int64_t until_ms)
 {
     uint64_t id = req->request_id;
     switch (req->op_case) {
-    case C10DPB__REQUEST__OP_GROUP_JOIN: return group_join(req->group_join, id, until_ms);
-    case C10DPB__REQUEST__OP_WATCH: return watch(req->watch, id);
+    case C10DPB__REQUEST__OP_GROUP_JOIN:
+        return group_join(req->group_join, id, until_ms);
+    case C10DPB__REQUEST__OP_WATCH:
+        return watch(req->watch, id);
     case C10DPB__REQUEST__OP_COLL_REPORT:
         if (req->coll_report->sync && fc.has_answer) {
             fc.has_answer = 0;
@@ -386,7 +402,8 @@ static C10dpb__Reply *answer(C10dpb__Request *req, int64_t until_ms)
         pthread_cond_broadcast(&fc.cv);
         return plain(id, C10D_OK, NULL);
     }
-    case C10DPB__REQUEST__OP_JOIN_BEGIN: return plain(id, C10D_OK, NULL);
+    case C10DPB__REQUEST__OP_JOIN_BEGIN:
+        return plain(id, C10D_OK, NULL);
     default:
         return plain(id, C10D_EUNAVAIL, "the fake coordinator does not answer this request");
     }
@@ -402,9 +419,9 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
     C10dpb__Reply *r = answer(req, until);
     pthread_mutex_unlock(&fc.mu);
     if (r->status != C10D_OK) {
-        c10d_status st = c10di_error((c10d_status)r->status, "%s",
-                                     r->detail && *r->detail ? r->detail
-                                                             : c10d_strerror(r->status));
+        c10d_status st =
+            c10di_error((c10d_status)r->status, "%s",
+                        r->detail && *r->detail ? r->detail : c10d_strerror(r->status));
         c10dpb__reply__free_unpacked(r, NULL);
         return st;
     }
@@ -464,14 +481,13 @@ c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, 
     return call(c, req, server_wait_ms, timeout_ms, rep);
 }
 
-c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms)
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms)
 {
     return call(c, req, server_wait_ms, timeout_ms, NULL);
 }
 
-c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms, C10dpb__Reply **rep)
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+                            C10dpb__Reply **rep)
 {
     return call(c, req, server_wait_ms, timeout_ms, rep);
 }

@@ -82,7 +82,7 @@ c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
  * to the joined ranks (verify.c, docs/join.md). */
 /* How c is reported to the coordinator, given the group's verification
  * mode and what the plan knows of the join region. */
-static c10di_report reporting(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
 {
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = p->known;
@@ -111,7 +111,7 @@ void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
     p->inband = p->region && pg->join.inband;
     p->known = c10di_join_known(pg);
     p->avg_by_active = c10di_join_avg_by_active(pg, c);
-    p->report = reporting(pg->w->verify, c, p);
+    p->reporting = how_reported(pg->w->verify, c, p);
 }
 
 /* --- the stages --- */
@@ -151,7 +151,7 @@ c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
      * When the call is reported as in SYNC the coordinator answers that
      * itself (and records it) on the report it makes anyway, so its
      * account, not a race with the watcher, decides what the rank is told. */
-    int sync_verified = !c->shadow && c->plan.report == C10DI_REPORT_SYNC;
+    int sync_verified = !c->shadow && c->plan.reporting == C10DI_REPORT_SYNC;
     /* A recv from any member is reported once the data plane has its
      * message: the coordinator then matches it with that sender's send. */
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
@@ -175,7 +175,7 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     c10d_status st = c10di_call_enter(pg, c);
     if (st == C10D_OK)
-        st = c->be->run(c->be_state, c);
+        st = c->be->run_call(c->be_state, c);
     /* A message of the wrong size is reported too, under its sender: the
      * coordinator then names the mismatched pair, not a later call. It is
      * planned again: it is reported now, as what it turned out to be. */

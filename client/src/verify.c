@@ -315,7 +315,7 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c->plan.known;
-    switch (c->plan.report) {
+    switch (c->plan.reporting) {
     case C10DI_REPORT_NONE:
         return C10D_OK;
     case C10DI_REPORT_SYNC:

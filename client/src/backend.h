@@ -15,14 +15,14 @@
 #include "fingerprint.h"
 #include "internal.h"
 
-/* How a call is reported to the coordinator (c10di_plan.report). */
+/* How a call is reported to the coordinator (c10di_plan.reporting). */
 typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_report;
 
 /* A call's plan (plan.c): what the front end's stages need to know of it,
  * computed once on the thread that runs it, before it is verified, from
  * the group's verification mode and join region. */
 typedef struct c10di_plan {
-    c10di_report report; /* SYNC: wait for every active member; QUEUE: in the background
+    c10di_report reporting; /* SYNC: wait for every active member; QUEUE: in the background
                             (under OFF held until a join needs it); NONE */
     int region;          /* this rank is inside a join region of the group */
     int inband;          /* ... whose joined ranks learn what to shadow in-band */
@@ -40,7 +40,7 @@ typedef struct c10di_coll {
     void *buf;    /* all_reduce, broadcast, reduce, send, recv: the tensor */
     const void *in;
     void *out;
-    /* per group rank, size(pg) entries (owned by the caller of run) */
+    /* per group rank, size(pg) entries (owned by the caller of run_call) */
     void **outs;
     const void **ins;
     int root; /* broadcast, reduce, gather, scatter: group rank; send/recv: peer; a recv
@@ -61,7 +61,7 @@ typedef struct c10di_coll {
     int async;           /* the caller holds a work handle */
     void *ready;         /* what the caller's stream had queued when it called */
     void *pending;       /* async: what the work handle waits on / queries */
-    int completes_later; /* run only enqueued it: completion is reported later */
+    int completes_later; /* run_call only enqueued it: completion is reported later */
     /* join (join.c) */
     int shadow;  /* this rank joined: contribute identities, discard results (the
                     backend uses buffers of its own; buf, ins, outs... are unset) */
@@ -238,7 +238,7 @@ typedef struct c10di_backend_ops {
      * on. With c->shadow the rank has joined (docs/join.md): it takes part
      * with identity buffers of its own and discards what it receives; an
      * AVG divides by c->divisor when it is set. */
-    c10d_status (*run)(void *state, c10di_coll *c);
+    c10d_status (*run_call)(void *state, c10di_coll *c);
     void (*close)(void *state);
     /* The rest are optional (NULL for the host backend). */
     /* On the caller's thread when the call is made, before it may be
@@ -264,7 +264,7 @@ typedef struct c10di_backend_ops {
     /* Posted receives (the host backend; NULL where an async recv is
      * queued on the lane instead: NCCL receives in stream order).
      * recv_post: r joins the backend's receives, behind those posted
-     * before (a sync recv's `run` queues behind them too); from then on
+     * before (a sync recv's `run_call` queues behind them too); from then on
      * any progress on the group may end it. recv_wait: makes progress
      * until r ended (C10D_OK: recv_done was called), or until until_ms
      * (monotonic) passed: C10D_ETIMEDOUT, r still posted; a failure the

@@ -1,29 +1,9 @@
 /* The connection to the coordinator, as the library uses it (conn.h):
  * opening it and the hello, which tells the coordinator's limits; its
- * references; and the calls over it. The stream beneath, dialled again
- * when it breaks, is conn_stream.c's.
- *
- * Many requests are in flight at once; replies come in any order and are
- * matched by request id. No thread is dedicated to reading. A caller
- * waiting for its reply reads the stream itself when nobody else is,
- * hands every other reply to its caller, and passes the reading on once
- * its own reply has come. So the common case, one caller, wakes once per
- * reply, straight from NNG's poller (an aio without a callback). A caller
- * only waiting for news (the watch) gives the reading up to a caller that
- * arrives: the newcomer's reply should not need a second thread to wake
- * it. And it leaves the reading alone for NEWS_GRACE_MS after such a
- * caller stopped: a rank between two SYNC collectives is back within
- * microseconds, and taking the reading back from the watch each time
- * would cost a cancelled receive. It waits on its own condition variable,
- * which a reply for another caller does not signal. Over TLS a receive
- * stays armed instead (conn_stream.c says why), and callers only wait.
- *
- * When the connection breaks (a coordinator restart), whichever caller
- * notices dials again (backing off from 20 to 500 ms) and every waiting
- * call sends its request again, the same bytes with the same request id,
- * until its deadline (the watch is the exception: c10di_call_once), so
- * the coordinator applies a non-idempotent request once however often it
- * arrives. */
+ * references; and the calls over it: each request is packed into a frame,
+ * taken on one round trip by the stream beneath (conn_stream.c, which
+ * dials again when the connection breaks and says why a round trip
+ * failed), and its reply unpacked. */
 #include "conn.h"
 #include "conn_stream.h"
 #include "version.h"
@@ -31,7 +11,6 @@
 #include "c10d_time.h"
 #include "frame.h"
 #include "tls.h"
-#include "tls_inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,150 +18,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define NEWS_GRACE_MS 10
-/* Connections in a row that a server took and broke before answering
- * anything, with TLS on one side only, before a call gives up saying so. */
-#define NOT_A_COORDINATOR_AFTER 3
-
 static const char *op_name(const C10dpb__Request *req)
 {
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field(&c10dpb__request__descriptor, req->op_case);
     return f ? f->name : "request";
-}
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-
-/* A TLS failure: a wrong CA does not get better by dialling again. */
-static int tls_failure(int rv)
-{
-    return rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO;
-}
-
-static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
-{
-    for (c10di_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
-        if (*pp == w) {
-            *pp = w->next;
-            break;
-        }
-}
-
-/* Sends frame (len bytes) as request id and waits for its reply until
- * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
-static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
-                    int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
-{
-    c10di_waiter w = {.id = id, .news = parked};
-    int rv = 0;
-    pthread_mutex_lock(&c->mu);
-    w.next = c->waiters;
-    c->waiters = &w;
-    while (!w.done) {
-        int64_t now = c10d_now_ms();
-        if (c->closing) {
-            rv = NNG_ECLOSED;
-            break;
-        }
-        if (now >= deadline) {
-            rv = NNG_ETIMEDOUT;
-            break;
-        }
-        if (!resend && w.sent_epoch && (!c->stream || w.sent_epoch != c->epoch)) {
-            rv = NNG_ECONNRESET; /* sent on a connection that broke */
-            break;
-        }
-        if (!c->stream) {
-            if (tls_failure(c->last_err)) {
-                rv = c->last_err; /* a wrong CA does not get better by retrying */
-                break;
-            }
-            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && !c->probed) {
-                /* The server took the connections and hung up, each time.
-                 * tcp://: a TLS port (mbed TLS closes on a plain hello
-                 * without a word) or another server; one TLS hello tells
-                 * them apart. tls+tcp://: a plain port, a coordinator that
-                 * wants a client certificate...: one more handshake, by
-                 * the TLS engine itself, says which. */
-                c->probed = 1;
-                char why[600];
-                pthread_mutex_unlock(&c->mu);
-                int tls = c->rx_async ? 0 : c10dc_tls_probe(c->url);
-                int found = c->rx_async ? c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert,
-                                                             c->tls_key, why, sizeof why)
-                                        : -1;
-                pthread_mutex_lock(&c->mu);
-                c->spoke_tls |= tls;
-                if (found == 0 && !c->tls_why)
-                    c->tls_why = strdup(why);
-            }
-            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && (c->spoke_tls || c->tls_why)) {
-                rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
-                break;
-            }
-            c10di_conn_notice_unreachable(c, now, deadline);
-            if (!c->dialing && now >= c->next_dial_ms)
-                c10di_conn_dial(c, deadline);
-            else
-                c10di_conn_wait(c, parked,
-                                min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
-            continue;
-        }
-        if (w.sent_epoch != c->epoch) {
-            nng_stream *s = c->stream;
-            uint64_t epoch = c->epoch;
-            c->users++;
-            int handshake = c->rx_async && !c->answered; /* (mu held) */
-            pthread_mutex_unlock(&c->mu);
-            int srv = c10di_conn_send(c, s, frame, len, deadline, handshake);
-            pthread_mutex_lock(&c->mu);
-            c->users--;
-            if (srv == 0)
-                w.sent_epoch = epoch;
-            else
-                c10di_conn_broken(c, s, srv);
-            pthread_cond_broadcast(&c->cv);
-            continue;
-        }
-        if (c->rx_async) {
-            c10di_conn_wait(c, parked, deadline); /* the armed receive's callback wakes us */
-            continue;
-        }
-        if (!c->reading) {
-            if (parked && now < c->reader_left_ms + NEWS_GRACE_MS) {
-                /* a caller wanting an answer read just now: it is likely
-                 * back at once (see the top of this file) */
-                c10di_conn_wait(c, 1, min64(deadline, c->reader_left_ms + NEWS_GRACE_MS));
-                continue;
-            }
-            c10di_conn_read(c, &w, parked, deadline);
-            continue;
-        }
-        /* Someone else reads. One only waiting for news gives it up, and
-         * then leaves and wakes us. */
-        if (!parked && c->reader_parked) {
-            c10di_conn_ask_reading(c);
-            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
-        } else if (parked) {
-            /* look again when the reader may have left */
-            c10di_conn_wait(c, 1, min64(deadline, now + NEWS_GRACE_MS));
-        } else {
-            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
-        }
-    }
-    unlink_waiter(c, &w);
-    pthread_mutex_unlock(&c->mu);
-    if (w.done && !w.reply)
-        return NNG_ENOMEM;
-    if (w.done) {
-        *reply = w.reply;
-        *reply_len = w.reply_len;
-        return 0;
-    }
-    return rv;
 }
 
 static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
@@ -214,62 +54,22 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
     if (req->who == &who)
         req->who = NULL;
 
-    int64_t start = c10d_now_ms();
-    int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
     uint8_t *body = NULL;
     size_t body_len = 0;
     /* Only the watch waits for news; every other caller, a SYNC check or a
      * get parked on a key included, wants its answer as soon as it comes. */
     int news = req->op_case == C10DPB__REQUEST__OP_WATCH;
-    int rv = exchange(c, req->request_id, frame, C10DC_FRAME_HDR + len, news,
-                      resend, deadline, &body, &body_len);
+    c10d_status st = c10di_conn_roundtrip(c, op_name(req), frame, C10DC_FRAME_HDR + len,
+                                          req->request_id, news, resend, server_wait_ms,
+                                          timeout_ms, &body, &body_len);
     free(frame);
-    if (rv != 0) {
-        long long waited = (long long)(c10d_now_ms() - start);
-        pthread_mutex_lock(&c->mu);
-        int last = c->last_err;
-        pthread_mutex_unlock(&c->mu);
-        if (tls_failure(rv)) {
-            /* NNG says "Peer could not be authenticated" for an expired
-             * certificate, an unknown CA and a wrong host alike: ask the
-             * TLS engine itself what it found, with one more handshake. */
-            char why[600];
-            if (c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert, c->tls_key, why,
-                                   sizeof why) != 0)
-                snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
-                         "certificate, and does the certificate name this host?)",
-                         nng_strerror(rv));
-            return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
-                               c->url, why);
-        }
-        if (rv == NNG_EPROTO && c->rx_async) {
-            pthread_mutex_lock(&c->mu);
-            c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
-                                         "failed: %s", c->url, c->tls_why ? c->tls_why : "?");
-            pthread_mutex_unlock(&c->mu);
-            return st;
-        }
-        if (rv == NNG_EPROTO)
-            return c10di_error(C10D_EPROTO, "the server at %s answers in TLS: it is a tls+tcp:// "
-                               "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
-                               "the CA that signed its certificate", c->url,
-                               strstr(c->url, "://") ? strstr(c->url, "://") + 3 : c->url);
-        if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
-            return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
-                               " is c10d-coord running there?)", c->url, waited, op_name(req),
-                               last ? ": " : "", last ? nng_strerror(last) : "");
-        if (rv == NNG_ETIMEDOUT)
-            return c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within "
-                               "%lld ms", c->url, op_name(req), waited);
-        return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", op_name(req), c->url,
-                           nng_strerror(rv));
-    }
+    if (st != C10D_OK)
+        return st;
     C10dpb__Reply *r = c10dpb__reply__unpack(NULL, body_len, body);
     free(body);
     if (!r)
         return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
                            op_name(req), c->url);
-    c10d_status st;
     if (r->request_id != req->request_id) {
         st = c10di_error(C10D_EPROTO, "reply to request %llu answered request %llu",
                          (unsigned long long)req->request_id, (unsigned long long)r->request_id);

@@ -2,8 +2,31 @@
  * stream (tcp://, ipc:// or tls+tcp://) carrying length-prefixed frames
  * (common/frame.h). This file dials it (again, with back-off, when it
  * breaks), sends a frame, and reads frames, handing each reply to the
- * call waiting for it by request id (c10di_waiter); whose turn it is to
- * read, and what a call does when the stream breaks, is conn.c's.
+ * call waiting for it by request id (c10di_waiter). A call is one round
+ * trip (c10di_conn_roundtrip): it sends its frame and waits for its reply,
+ * reading the stream itself when it is its turn.
+ *
+ * Many requests are in flight at once; replies come in any order and are
+ * matched by request id. No thread is dedicated to reading. A caller
+ * waiting for its reply reads the stream itself when nobody else is,
+ * hands every other reply to its caller, and passes the reading on once
+ * its own reply has come. So the common case, one caller, wakes once per
+ * reply, straight from NNG's poller (an aio without a callback). A caller
+ * only waiting for news (the watch) gives the reading up to a caller that
+ * arrives: the newcomer's reply should not need a second thread to wake
+ * it. And it leaves the reading alone for NEWS_GRACE_MS after such a
+ * caller stopped: a rank between two SYNC collectives is back within
+ * microseconds, and taking the reading back from the watch each time
+ * would cost a cancelled receive. It waits on its own condition variable,
+ * which a reply for another caller does not signal. Over TLS a receive
+ * stays armed instead (see below), and callers only wait.
+ *
+ * When the connection breaks (a coordinator restart), whichever caller
+ * notices dials again (backing off from 20 to 500 ms) and every waiting
+ * call sends its request again, the same bytes with the same request id,
+ * until its deadline (the watch is the exception: c10di_call_once), so
+ * the coordinator applies a non-idempotent request once however often it
+ * arrives.
  *
  * A reader's receive is cancelled by the caller that asks for the reading
  * only once it is submitted (c->recv_armed); asked earlier, the reader
@@ -27,6 +50,7 @@
 #include "c10d_time.h"
 #include "frame.h"
 #include "tls.h"
+#include "tls_inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +59,31 @@
 #include <unistd.h>
 
 #define RBUF_MIN (64u * 1024)
+#define NEWS_GRACE_MS 10
+/* Connections in a row that a server took and broke before answering
+ * anything, with TLS on one side only, before a call gives up saying so. */
+#define NOT_A_COORDINATOR_AFTER 3
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* A TLS failure: a wrong CA does not get better by dialling again. */
+static int tls_failure(int rv)
+{
+    return rv == NNG_EPEERAUTH || rv == NNG_ECRYPTO;
+}
+
+static void unlink_waiter(c10di_conn *c, c10di_waiter *w)
+{
+    for (c10di_waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+}
+
 
 /* The connection changed (mu held): everyone looks again. */
 static void wake_all(c10di_conn *c)
@@ -43,7 +92,7 @@ static void wake_all(c10di_conn *c)
     pthread_cond_broadcast(&c->news_cv);
 }
 
-void c10di_conn_wait(c10di_conn *c, int news, int64_t until_ms)
+static void wait_change(c10di_conn *c, int news, int64_t until_ms)
 {
     struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000};
     pthread_cond_timedwait(news ? &c->news_cv : &c->cv, &c->mu, &ts);
@@ -59,7 +108,7 @@ static void back_off(c10di_conn *c)
     c->next_dial_ms = c10d_now_ms() + backoff[k];
 }
 
-void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv)
+static void broken(c10di_conn *c, nng_stream *s, int rv)
 {
     if (c->stream != s)
         return; /* someone saw it first */
@@ -160,7 +209,7 @@ static int dispatch(c10di_conn *c)
 static void rx_arm(c10di_conn *c)
 {
     if (make_room(c) != 0) {
-        c10di_conn_broken(c, c->stream, NNG_ENOMEM);
+        broken(c, c->stream, NNG_ENOMEM);
         return;
     }
     c->rx_stream = c->stream;
@@ -183,13 +232,13 @@ static void rx_done(void *arg)
     nng_stream *s = c->rx_stream;
     c->rx_armed = 0;
     if (--c->users == 0 && c->dialing)
-        pthread_cond_broadcast(&c->cv); /* c10di_conn_dial waits for the old stream's users */
+        pthread_cond_broadcast(&c->cv); /* dial waits for the old stream's users */
     if (rv != 0) {
-        c10di_conn_broken(c, s, rv); /* does nothing if the stream was replaced */
+        broken(c, s, rv); /* does nothing if the stream was replaced */
     } else if (c->stream == s) {
         c->rlen += got;
         if (dispatch(c) != 0)
-            c10di_conn_broken(c, s, NNG_EPROTO);
+            broken(c, s, NNG_EPROTO);
     }
     /* The next receive, on the stream connected now: also a new one, whose
      * dial found this receive still armed on the old stream and left the
@@ -218,7 +267,7 @@ static int connected_to_itself(nng_stream *s)
     return 0;
 }
 
-void c10di_conn_dial(c10di_conn *c, int64_t deadline)
+static void dial(c10di_conn *c, int64_t deadline)
 {
     c->dialing = 1;
     /* The old stream is freed once nobody uses it: closing it ended their
@@ -227,7 +276,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
      * the dial goes on. */
     int64_t give_up = c10d_now_ms() + 2000;
     while (c->retired && c->users > 0 && c10d_now_ms() < give_up && !c->closing)
-        c10di_conn_wait(c, 0, c10d_now_ms() + 50);
+        wait_change(c, 0, c10d_now_ms() + 50);
     nng_stream *old = c->users > 0 ? NULL : c->retired;
     c->retired = NULL;
     pthread_mutex_unlock(&c->mu);
@@ -268,7 +317,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
  * says so on stderr once it has tried for a second, and every 10 s after,
  * rather than waiting out C10D_TIMEOUT_MS in silence. Short waits (a
  * c10d-ctl call) stay quiet: their error says it. c->mu held. */
-void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
+static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
 {
     if (!c->last_err) {
         c->down_since_ms = 0;
@@ -294,7 +343,7 @@ void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
             (long long)(deadline - now) / 1000);
 }
 
-void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline)
+static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline)
 {
     nng_stream *s = c->stream;
     c->reading = 1;
@@ -306,7 +355,7 @@ void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
         if (left <= 0)
             break;
         if (make_room(c) != 0) {
-            c10di_conn_broken(c, s, NNG_ENOMEM);
+            broken(c, s, NNG_ENOMEM);
             break;
         }
         nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
@@ -330,9 +379,9 @@ void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
         if (rv == 0) {
             c->rlen += got;
             if (dispatch(c) != 0)
-                c10di_conn_broken(c, s, NNG_EPROTO);
+                broken(c, s, NNG_EPROTO);
         } else if (rv != NNG_ETIMEDOUT && rv != NNG_ECANCELED) {
-            c10di_conn_broken(c, s, rv);
+            broken(c, s, rv);
         }
     }
     c->users--;
@@ -348,10 +397,10 @@ void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadlin
         pthread_cond_broadcast(&c->news_cv);
 }
 
-void c10di_conn_ask_reading(c10di_conn *c)
+static void ask_reading(c10di_conn *c)
 {
     /* Its receive is cancelled if submitted, else the reader cancels it
-     * itself once it is (c10di_conn_read). */
+     * itself once it is (read_replies). */
     if (c->handoff)
         return;
     c->handoff = 1;
@@ -388,7 +437,7 @@ static void wait_sent(c10di_conn *c, nng_stream *s, int64_t until)
     nng_aio_wait(c->send_aio);
 }
 
-int c10di_conn_send(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline,
+static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline,
                     int handshake)
 {
     int rv = 0;
@@ -417,6 +466,169 @@ int c10di_conn_send(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int6
     }
     pthread_mutex_unlock(&c->send_mu);
     return rv;
+}
+
+/* Sends frame (len bytes) as request id and waits for its reply until
+ * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
+static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
+                    int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
+{
+    c10di_waiter w = {.id = id, .news = parked};
+    int rv = 0;
+    pthread_mutex_lock(&c->mu);
+    w.next = c->waiters;
+    c->waiters = &w;
+    while (!w.done) {
+        int64_t now = c10d_now_ms();
+        if (c->closing) {
+            rv = NNG_ECLOSED;
+            break;
+        }
+        if (now >= deadline) {
+            rv = NNG_ETIMEDOUT;
+            break;
+        }
+        if (!resend && w.sent_epoch && (!c->stream || w.sent_epoch != c->epoch)) {
+            rv = NNG_ECONNRESET; /* sent on a connection that broke */
+            break;
+        }
+        if (!c->stream) {
+            if (tls_failure(c->last_err)) {
+                rv = c->last_err; /* a wrong CA does not get better by retrying */
+                break;
+            }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && !c->probed) {
+                /* The server took the connections and hung up, each time.
+                 * tcp://: a TLS port (mbed TLS closes on a plain hello
+                 * without a word) or another server; one TLS hello tells
+                 * them apart. tls+tcp://: a plain port, a coordinator that
+                 * wants a client certificate...: one more handshake, by
+                 * the TLS engine itself, says which. */
+                c->probed = 1;
+                char why[600];
+                pthread_mutex_unlock(&c->mu);
+                int tls = c->rx_async ? 0 : c10dc_tls_probe(c->url);
+                int found = c->rx_async ? c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert,
+                                                             c->tls_key, why, sizeof why)
+                                        : -1;
+                pthread_mutex_lock(&c->mu);
+                c->spoke_tls |= tls;
+                if (found == 0 && !c->tls_why)
+                    c->tls_why = strdup(why);
+            }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && (c->spoke_tls || c->tls_why)) {
+                rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
+                break;
+            }
+            notice_unreachable(c, now, deadline);
+            if (!c->dialing && now >= c->next_dial_ms)
+                dial(c, deadline);
+            else
+                wait_change(c, parked,
+                                min64(deadline, c->dialing ? now + 50 : c->next_dial_ms));
+            continue;
+        }
+        if (w.sent_epoch != c->epoch) {
+            nng_stream *s = c->stream;
+            uint64_t epoch = c->epoch;
+            c->users++;
+            int handshake = c->rx_async && !c->answered; /* (mu held) */
+            pthread_mutex_unlock(&c->mu);
+            int srv = send_frame(c, s, frame, len, deadline, handshake);
+            pthread_mutex_lock(&c->mu);
+            c->users--;
+            if (srv == 0)
+                w.sent_epoch = epoch;
+            else
+                broken(c, s, srv);
+            pthread_cond_broadcast(&c->cv);
+            continue;
+        }
+        if (c->rx_async) {
+            wait_change(c, parked, deadline); /* the armed receive's callback wakes us */
+            continue;
+        }
+        if (!c->reading) {
+            if (parked && now < c->reader_left_ms + NEWS_GRACE_MS) {
+                /* a caller wanting an answer read just now: it is likely
+                 * back at once (see the top of this file) */
+                wait_change(c, 1, min64(deadline, c->reader_left_ms + NEWS_GRACE_MS));
+                continue;
+            }
+            read_replies(c, &w, parked, deadline);
+            continue;
+        }
+        /* Someone else reads. One only waiting for news gives it up, and
+         * then leaves and wakes us. */
+        if (!parked && c->reader_parked) {
+            ask_reading(c);
+            wait_change(c, 0, min64(deadline, now + 1000));
+        } else if (parked) {
+            /* look again when the reader may have left */
+            wait_change(c, 1, min64(deadline, now + NEWS_GRACE_MS));
+        } else {
+            wait_change(c, 0, min64(deadline, now + 1000));
+        }
+    }
+    unlink_waiter(c, &w);
+    pthread_mutex_unlock(&c->mu);
+    if (w.done && !w.reply)
+        return NNG_ENOMEM;
+    if (w.done) {
+        *reply = w.reply;
+        *reply_len = w.reply_len;
+        return 0;
+    }
+    return rv;
+}
+
+c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
+                                 uint64_t id, int news, int resend, int server_wait_ms,
+                                 int timeout_ms, uint8_t **reply, size_t *reply_len)
+{
+    int64_t start = c10d_now_ms();
+    int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
+    int rv = exchange(c, id, frame, len, news, resend, deadline, reply, reply_len);
+    if (rv == 0)
+        return C10D_OK;
+    long long waited = (long long)(c10d_now_ms() - start);
+    pthread_mutex_lock(&c->mu);
+    int last = c->last_err;
+    pthread_mutex_unlock(&c->mu);
+    if (tls_failure(rv)) {
+        /* NNG says "Peer could not be authenticated" for an expired
+         * certificate, an unknown CA and a wrong host alike: ask the
+         * TLS engine itself what it found, with one more handshake. */
+        char why[600];
+        if (c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert, c->tls_key, why,
+                               sizeof why) != 0)
+            snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
+                     "certificate, and does the certificate name this host?)",
+                     nng_strerror(rv));
+        return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
+                           c->url, why);
+    }
+    if (rv == NNG_EPROTO && c->rx_async) {
+        pthread_mutex_lock(&c->mu);
+        c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
+                                     "failed: %s", c->url, c->tls_why ? c->tls_why : "?");
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    if (rv == NNG_EPROTO)
+        return c10di_error(C10D_EPROTO, "the server at %s answers in TLS: it is a tls+tcp:// "
+                           "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
+                           "the CA that signed its certificate", c->url,
+                           strstr(c->url, "://") ? strstr(c->url, "://") + 3 : c->url);
+    if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
+        return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
+                           " is c10d-coord running there?)", c->url, waited, what,
+                           last ? ": " : "", last ? nng_strerror(last) : "");
+    if (rv == NNG_ETIMEDOUT)
+        return c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within "
+                           "%lld ms", c->url, what, waited);
+    return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", what, c->url,
+                       nng_strerror(rv));
 }
 
 c10d_status c10di_conn_stream_init(c10di_conn *c)

@@ -1,7 +1,8 @@
 /* The connection's state and the stream beneath it (conn_stream.c:
  * dialling, sending a frame, reading frames and handing each reply to the
- * call waiting for it), for conn.c above it, which opens the connection
- * and carries the calls. Only those two files include this header; the
+ * call waiting for it, and saying why a round trip failed), for conn.c
+ * above it, which opens the connection and packs and unpacks the calls:
+ * one c10di_conn_roundtrip per call. Only those two files include this header; the
  * rest of the library has conn.h, where the connection is opaque.
  *
  * Calls go one way: conn.c uses conn_stream.c, which uses nothing of
@@ -19,8 +20,8 @@
  * stream is taken to be corrupt, and no request is framed larger. */
 #define C10DI_CONN_MAX_FRAME (1u << 30)
 
-/* A call waiting for its reply, linked in c->waiters while it does
- * (conn.c); the reader hands it the reply. */
+/* A call waiting for its reply, linked in c->waiters while it does; the
+ * reader hands it the reply. */
 typedef struct c10di_waiter {
     struct c10di_waiter *next;
     uint64_t id;
@@ -105,32 +106,17 @@ c10d_status c10di_conn_stream_dialer(c10di_conn *c);
  * more). */
 void c10di_conn_stream_fini(c10di_conn *c);
 
-/* Waits on c->cv, or c->news_cv for a caller only waiting for news (mu
- * held), until the monotonic time until_ms. */
-void c10di_conn_wait(c10di_conn *c, int news, int64_t until_ms);
-
-/* The connection s failed with rv (mu held): close it, so that every
- * operation on it ends, and let the next caller dial again. */
-void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv);
-/* Dials once (mu held, returns with it held); on failure the next dial
- * waits for the back-off (c->next_dial_ms). */
-void c10di_conn_dial(c10di_conn *c, int64_t deadline);
-/* Says on stderr, now and then, that no coordinator answers (mu held). */
-void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline);
-
-/* Sends one frame on s (mu not held; s counted in c->users). Returns 0 or
- * NNG's error; a partial frame leaves the stream unusable, which the
- * caller handles with c10di_conn_broken. handshake: a TLS connection
- * nothing was answered on yet, whose send is bounded more tightly. */
-int c10di_conn_send(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, int64_t deadline,
-                    int handshake);
-/* Reads as the connection's reader (not over TLS, where the armed receive
- * reads) until w's reply came, its deadline passed, someone asked for the
- * reading, or the connection broke (mu held; returns with it held).
- * parked: w only waits for news, and gives the reading up when asked. */
-void c10di_conn_read(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline);
-/* Asks a reader only waiting for news (c->reader_parked) to give the
- * reading up (mu held): it leaves c10di_conn_read soon and wakes c->cv. */
-void c10di_conn_ask_reading(c10di_conn *c);
+/* One round trip: sends frame (len bytes, request id) and waits for its
+ * reply, dialling again and resending it when the connection breaks (not
+ * when resend is 0: then the call fails), for server_wait_ms (how long the
+ * coordinator may hold it) plus timeout_ms. On C10D_OK *reply holds the
+ * reply's bytes (the caller frees them); else c10d_errmsg() says why, in
+ * the words of what the stream found (a TLS handshake diagnosed, no
+ * coordinator, a timeout), naming the request `what`. news: the caller
+ * only waits for news (the watch), and gives the reading up to a caller
+ * that wants an answer. */
+c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
+                                 uint64_t id, int news, int resend, int server_wait_ms,
+                                 int timeout_ms, uint8_t **reply, size_t *reply_len);
 
 #endif

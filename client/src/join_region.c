@@ -35,6 +35,14 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
            !pg->join.opts.divide_by_initial_world_size;
 }
 
+void c10di_join_plan(c10d_pg *pg, const c10di_coll *c, c10di_plan *p)
+{
+    p->region = c10di_join_in_region(pg);
+    p->inband = p->region && pg->join.inband;
+    p->known = c10di_join_known(pg);
+    p->avg_by_active = c10di_join_avg_by_active(pg, c);
+}
+
 static int anyone_joined(c10d_pg *pg)
 {
     return c10di_join_known(pg) || atomic_load_explicit(&pg->join.heard, memory_order_acquire);
@@ -90,7 +98,7 @@ static int runs_alone(c10d_pg *pg, const c10di_coll *c)
     return c10di_join_active_at(pg, c->seq) == 1;
 }
 
-c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
+static c10d_status prepare(c10d_pg *pg, c10di_coll *c)
 {
     if (c->plan.avg_by_active)
         c->divisor = c10di_join_active_at(pg, c->seq);
@@ -99,7 +107,7 @@ c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c)
     return st;
 }
 
-uint64_t c10di_join_peer_after(c10d_pg *pg, const c10di_coll *c)
+static uint64_t peer_after(c10d_pg *pg, const c10di_coll *c)
 {
     if (!(c->kind == C10DC_SEND || c->kind == C10DC_RECV) || !c10di_join_known(pg))
         return NOT_JOINED;
@@ -109,12 +117,20 @@ uint64_t c10di_join_peer_after(c10d_pg *pg, const c10di_coll *c)
     return after;
 }
 
-c10d_status c10di_join_refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after)
+static c10d_status refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after)
 {
     char never[128];
     return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d %s",
                        c->what, c->tag, pg->name, pg->rank, c->root,
                        c10dc_join_never_matched(never, sizeof never, after, c->kind == C10DC_SEND));
+}
+
+c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c)
+{
+    if (c->shadow) /* its divisor came with the call */
+        return C10D_OK;
+    uint64_t after = peer_after(pg, c);
+    return after == NOT_JOINED ? prepare(pg, c) : refuse_p2p(pg, c, after);
 }
 
 /* The members that joined before collective seq, in rank order, as

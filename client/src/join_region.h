@@ -11,6 +11,9 @@
 /* after[i] of a member that has not joined */
 #define NOT_JOINED UINT64_MAX
 
+/* What c's plan takes from the region (c->plan's region, inband, known,
+ * avg_by_active), read once. */
+void c10di_join_plan(c10d_pg *pg, const c10di_coll *c, c10di_plan *p);
 /* This rank is inside a join region of pg. */
 int c10di_join_in_region(c10d_pg *pg);
 /* The joins this rank knows of in pg's region (CollEntry.join_known). */
@@ -22,15 +25,14 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c);
 /* How many members are active (had not joined before it) at collective
  * seq; lock-free in a steady shadowed loop. */
 int c10di_join_active_at(c10d_pg *pg, uint64_t seq);
-/* Before c (planned, not a shadow) runs: sets c->divisor for an AVG that
- * divides by the active ranks and c->alone for the last active rank;
- * C10D_EJOINED (c10di_join_check) if a joined rank cannot take part. */
-c10d_status c10di_join_prepare(c10d_pg *pg, c10di_coll *c);
-/* A send/recv whose peer this rank knows has joined the region: the
- * collective it joined after (NOT_JOINED: none, or c is no send/recv);
- * and the error that refuses c because of it (C10D_EJOINED). */
-uint64_t c10di_join_peer_after(c10d_pg *pg, const c10di_coll *c);
-c10d_status c10di_join_refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after);
+/* Join's stage, before c runs (c planned and verified; a SYNC answer means
+ * the coordinator told this rank every join that c depends on): a
+ * send/recv whose peer this rank knows has joined the region is refused
+ * (C10D_EJOINED, the message set); else sets c->divisor for an AVG that
+ * divides by the active ranks and c->alone for the last active rank, and
+ * returns C10D_EJOINED (c10di_join_check) if a joined rank cannot take
+ * part. A shadow passes. */
+c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c);
 /* Inside a region whose joined ranks shadow in-band, while c (not a
  * shadow) runs or waits: C10D_EJOINED if a member joined before c and c
  * needs it (c10dc_join_unshadowable), after telling the joined ranks on

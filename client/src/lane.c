@@ -19,7 +19,7 @@ struct c10di_lane {
     int stop;
     int on;
     pthread_t th;
-    c10di_lane_run_fn run;
+    c10di_lane_run_fn run_item;
     c10di_lane_ended_fn ended;
 };
 
@@ -37,7 +37,7 @@ static void *lane_main(void *arg)
         if (!l->head)
             l->tail = NULL;
         pthread_mutex_unlock(&l->mu);
-        c10d_status st = l->run(it);
+        c10d_status st = l->run_item(it);
         pthread_mutex_lock(&l->mu);
         l->inflight--;
         pthread_mutex_unlock(&l->mu);
@@ -48,14 +48,15 @@ static void *lane_main(void *arg)
     return NULL;
 }
 
-c10d_status c10di_lane_start(c10di_lane **out, c10di_lane_run_fn run, c10di_lane_ended_fn ended)
+c10d_status c10di_lane_start(c10di_lane **out, c10di_lane_run_fn run_item,
+                             c10di_lane_ended_fn ended)
 {
     c10di_lane *l = calloc(1, sizeof *l);
     if (!l)
         return c10di_error(C10D_ENOMEM, "out of memory");
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    l->run = run;
+    l->run_item = run_item;
     l->ended = ended;
     *out = l;
     return C10D_OK;

@@ -1,13 +1,10 @@
-/* What a rank knows against its groups, as calls ask: the members the
- * watcher (watch.c) heard were lost, the findings recorded on a group (by
- * the watcher, a SYNC check, the data plane, join), and a call's own
- * deadline (asked by c10di_pg_check, plan.c, before a call runs and from
- * the data plane's wait loops). Also what this rank is doing, which the heartbeat
- * carries so that a peer's report can say which collective a dead rank
- * was last in. */
+/* What a rank knows against its groups, as calls ask (c10di_pg_check,
+ * plan.c, before a call runs and from the data plane's wait loops): the
+ * members the watcher (watch.c) heard were lost, and the findings recorded
+ * on a group (by the watcher, a SYNC check, the data plane, join). Also
+ * what this rank is doing, which the heartbeat carries so that a peer's
+ * report can say which collective a dead rank was last in. */
 #include "liveness.h"
-
-#include "c10d_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,21 +162,6 @@ c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c)
         if (st != C10D_OK)
             return c10di_error(st, "%s of group %s (rank %d) failed: %s",
                                c ? c->what : "setup", pg->name, pg->rank, msg);
-    }
-    return C10D_OK;
-}
-
-c10d_status c10di_pg_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
-{
-    if (c10d_now_ms() > c->deadline_ms) {
-        /* the call's own timeout (its options'); a setup step's is the group's */
-        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
-        if (waiting_for >= 0)
-            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
-                               "waiting for rank %d (global rank %d)", c->what, pg->name,
-                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
-                           c->what, pg->name, pg->rank, ms);
     }
     return C10D_OK;
 }

@@ -14,9 +14,6 @@ void c10di_activity_read(c10di_world *w, char *out, size_t cap);
  * on the group, or a member lost that matters at c (C10D_EPEERLOST), with
  * the message set. */
 c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c);
-/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
- * `waiting_for` (a group rank or -1) is named. */
-c10d_status c10di_pg_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for);
 /* Without side effects, from any thread: why collective seq of pg cannot
  * complete (a finding on the group, or a member lost that had not
  * finished seq), as C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT with the

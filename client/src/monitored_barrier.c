@@ -116,5 +116,5 @@ static c10d_status monitored_run(void *state, c10di_coll *c)
 
 const c10di_backend_ops c10di_monitored_ops = {
     .name = "monitored barrier (the coordinator's store)",
-    .run = monitored_run,
+    .run_call = monitored_run,
 };

@@ -8,6 +8,8 @@
 #include "liveness.h"
 #include "verify.h"
 
+#include "c10d_time.h"
+
 #include <stdio.h>
 
 /* What the messages call a group's backend setting. */
@@ -82,7 +84,7 @@ c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
  * to the joined ranks (verify.c, docs/join.md). */
 /* How c is reported to the coordinator, given the group's verification
  * mode and what the plan knows of the join region. */
-static c10di_report reporting(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
 {
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = p->known;
@@ -107,14 +109,28 @@ static c10di_report reporting(c10d_verify mode, const c10di_coll *c, const c10di
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
 {
     c10di_plan *p = &c->plan;
-    p->region = c10di_join_in_region(pg);
-    p->inband = p->region && pg->join.inband;
-    p->known = c10di_join_known(pg);
-    p->avg_by_active = c10di_join_avg_by_active(pg, c);
-    p->report = reporting(pg->w->verify, c, p);
+    c10di_join_plan(pg, c, p);
+    p->reporting = how_reported(pg->w->verify, c, p);
 }
 
 /* --- the stages --- */
+
+/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
+ * `waiting_for` (a group rank or -1) is named. */
+static c10d_status past_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
+{
+    if (c10d_now_ms() > c->deadline_ms) {
+        /* the call's own timeout (its options'); a setup step's is the group's */
+        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
+        if (waiting_for >= 0)
+            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
+                               "waiting for rank %d (global rank %d)", c->what, pg->name,
+                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
+                           c->what, pg->name, pg->rank, ms);
+    }
+    return C10D_OK;
+}
 
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
@@ -123,23 +139,24 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
         /* A member joined while this rank waits in a call it cannot shadow. */
         st = c10di_join_check(pg, c);
     if (st == C10D_OK && c)
-        st = c10di_pg_deadline(pg, c, waiting_for);
+        st = past_deadline(pg, c, waiting_for);
     return st;
 }
 
-/* Join's stage, once c was verified (a SYNC answer means the coordinator
- * told this rank every join that c depends on). */
+/* Join's stage, once c was verified. A send/recv it refuses (its peer
+ * joined) is sent to the coordinator first, with what else was queued: the
+ * coordinator records it as the group's finding (the entry was just
+ * queued), so every rank hears of it. The refusal's message stands. */
 static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
 {
-    if (c->shadow) /* its divisor came with the call */
-        return C10D_OK;
-    uint64_t after = c10di_join_peer_after(pg, c);
-    if (after == NOT_JOINED)
-        return c10di_join_prepare(pg, c);
-    /* The coordinator records it as the group's finding (the entry was
-     * just queued), so every rank hears of it. */
-    c10di_verify_flush(pg->w);
-    return c10di_join_refuse_p2p(pg, c, after);
+    c10d_status st = c10di_join_enter(pg, c);
+    if (st == C10D_EJOINED && (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
+        char msg[2048]; /* c10d_errmsg()'s size */
+        snprintf(msg, sizeof msg, "%s", c10d_errmsg());
+        c10di_verify_flush(pg->w);
+        st = c10di_error(st, "%s", msg);
+    }
+    return st;
 }
 
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
@@ -151,7 +168,7 @@ c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
      * When the call is reported as in SYNC the coordinator answers that
      * itself (and records it) on the report it makes anyway, so its
      * account, not a race with the watcher, decides what the rank is told. */
-    int sync_verified = !c->shadow && c->plan.report == C10DI_REPORT_SYNC;
+    int sync_verified = !c->shadow && c->plan.reporting == C10DI_REPORT_SYNC;
     /* A recv from any member is reported once the data plane has its
      * message: the coordinator then matches it with that sender's send. */
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
@@ -175,7 +192,7 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     c10d_status st = c10di_call_enter(pg, c);
     if (st == C10D_OK)
-        st = c->be->run(c->be_state, c);
+        st = c->be->run_call(c->be_state, c);
     /* A message of the wrong size is reported too, under its sender: the
      * coordinator then names the mismatched pair, not a later call. It is
      * planned again: it is reported now, as what it turned out to be. */

@@ -19,7 +19,6 @@
  * inside a join region in which someone has joined, every collective is
  * reported as in SYNC, whatever the mode. */
 #include "verify.h"
-#include "join_region.h"
 #include "liveness.h"
 
 #include "c10d_time.h"
@@ -315,7 +314,7 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c->plan.known;
-    switch (c->plan.report) {
+    switch (c->plan.reporting) {
     case C10DI_REPORT_NONE:
         return C10D_OK;
     case C10DI_REPORT_SYNC:
@@ -345,10 +344,11 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
         held = w->n_pending;
     }
     pthread_spin_unlock(&w->rmu);
-    /* The watcher flushes the queue when it learns of a join; if it did
-     * between this call's decision and its queueing, this entry missed
-     * that flush and goes now. */
-    if (held >= OFF_HELD_MAX || c10di_join_known(pg) != known)
+    /* The watcher flushes the queue when it learns of a join (and bumps
+     * the region's version, group.h); if it did between this call's plan
+     * and its queueing, this entry missed that flush and goes now. */
+    if (held >= OFF_HELD_MAX ||
+        atomic_load_explicit(&pg->join.version, memory_order_acquire) != known)
         c10di_verify_flush(w);
     return C10D_OK;
 }

@@ -9,7 +9,7 @@
 c10d_status c10di_verify_mode(c10d_verify asked, c10d_verify *out);
 c10d_status c10di_verify_start(c10di_world *w);
 void c10di_verify_stop(c10di_world *w);
-/* Before c runs, as its plan says (c->plan.report): SYNC asks the
+/* Before c runs, as its plan says (c->plan.reporting): SYNC asks the
  * coordinator and waits for every member; QUEUE queues a report; NONE does
  * nothing. */
 c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c);

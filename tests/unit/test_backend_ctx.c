@@ -193,7 +193,7 @@ static void *rank_main(void *arg)
             w->out[me][i] = (float)(me + 1) * (float)i;
         c10di_coll c;
         coll_all_reduce(&c, w->out[me], 1);
-        st = c10di_host_backend.run(state, &c);
+        st = c10di_host_backend.run_call(state, &c);
     }
     w->st[me] = st;
     snprintf(w->msg[me], sizeof w->msg[me], "%s", st != C10D_OK ? c10d_errmsg() : "");

@@ -161,6 +161,6 @@ const c10di_backend_ops c10di_host_backend = {
     .kind = C10DI_DEV_CPU,
     .open = fb_open,
     .connect = fb_connect,
-    .run = fb_run,
+    .run_call = fb_run,
     .close = fb_close,
 };

@@ -194,20 +194,33 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::_allgather_base(at::Tensor &ou
                   });
 }
 
+namespace {
+
+/* gather's outputs, scatter's inputs: one list of n tensors on the root,
+ * none elsewhere. Their views, and the views' c10d_tensors in r (left
+ * empty off the root, where the C call is given NULL). */
+std::vector<View> root_list(std::vector<std::vector<at::Tensor>> &lists, bool is_root, int n,
+                            const char *what, std::vector<c10d_tensor> &r)
+{
+    if (!is_root)
+        return {};
+    TORCH_CHECK(lists.size() == 1 && (int)lists[0].size() == n, "c10d_coord: ", what,
+                " wants one list of ", n, " tensors on the root");
+    std::vector<View> v = views(lists[0]);
+    r = raw(v);
+    return v;
+}
+
+} // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::gather(std::vector<std::vector<at::Tensor>> &outs,
                                                          std::vector<at::Tensor> &ins,
                                                          const c10d::GatherOptions &o)
 {
     one_tensor(ins, "gather");
     auto in = views(ins);
-    std::vector<View> out;
     std::vector<c10d_tensor> r;
-    if (getRank() == o.rootRank) {
-        TORCH_CHECK(outs.size() == 1 && (int)outs[0].size() == getSize(),
-                    "c10d_coord: gather wants one list of ", getSize(), " tensors on the root");
-        out = views(outs[0]);
-        r = raw(out);
-    }
+    auto out = root_list(outs, getRank() == o.rootRank, getSize(), "gather", r);
     c10d_coll_opts co = copts(o.timeout, first(ins));
     check("gather", c10d_gather(pg_, r.empty() ? nullptr : r.data(), &in[0].t,
                                 (int)o.rootRank, &co, nullptr));
@@ -221,14 +234,8 @@ ProcessGroupCoord::scatter(std::vector<at::Tensor> &outs,
 {
     one_tensor(outs, "scatter");
     auto out = views(outs);
-    std::vector<View> in;
     std::vector<c10d_tensor> r;
-    if (getRank() == o.rootRank) {
-        TORCH_CHECK(ins.size() == 1 && (int)ins[0].size() == getSize(),
-                    "c10d_coord: scatter wants one list of ", getSize(), " tensors on the root");
-        in = views(ins[0]);
-        r = raw(in);
-    }
+    auto in = root_list(ins, getRank() == o.rootRank, getSize(), "scatter", r);
     c10d_coll_opts co = copts(o.timeout, first(outs));
     check("scatter", c10d_scatter(pg_, &out[0].t, r.empty() ? nullptr : r.data(),
                                   (int)o.rootRank, &co, nullptr));

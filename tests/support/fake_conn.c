@@ -218,19 +218,29 @@ int fake_coord_wait_count(C10dpb__Request__OpCase op, int n, int timeout_ms)
 
 /* --- answering --- */
 
+/* m packed and decoded again: what the other end of the wire gets, which
+ * the caller frees with protobuf_c_message_free_unpacked (or the type's
+ * own free_unpacked). Aborts where that fails: the client sent, or the
+ * fake coordinator answered, what could not be decoded. */
+static void *over_the_wire(const ProtobufCMessage *m)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        abort();
+    protobuf_c_message_pack(m, buf);
+    ProtobufCMessage *copy = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
+    free(buf);
+    if (!copy)
+        abort();
+    return copy;
+}
+
 /* The request as the coordinator decodes it, kept (fc.mu held). */
 static void record(C10dpb__Request *req)
 {
     req->request_id = ++fc.next_id;
-    size_t len = c10dpb__request__get_packed_size(req);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        abort();
-    c10dpb__request__pack(req, buf);
-    C10dpb__Request *copy = c10dpb__request__unpack(NULL, len, buf);
-    free(buf);
-    if (!copy)
-        abort(); /* the client sent what the coordinator could not decode */
+    C10dpb__Request *copy = over_the_wire(&req->base);
     if (fc.n_log == fc.cap_log) {
         fc.cap_log = fc.cap_log ? fc.cap_log * 2 : 64;
         fc.log = realloc(fc.log, fc.cap_log * sizeof *fc.log);
@@ -244,16 +254,7 @@ static void record(C10dpb__Request *req)
  * caller frees it with c10dpb__reply__free_unpacked. */
 static C10dpb__Reply *wire(C10dpb__Reply *r)
 {
-    size_t len = c10dpb__reply__get_packed_size(r);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        abort();
-    c10dpb__reply__pack(r, buf);
-    C10dpb__Reply *out = c10dpb__reply__unpack(NULL, len, buf);
-    free(buf);
-    if (!out)
-        abort();
-    return out;
+    return over_the_wire(&r->base);
 }
 
 static C10dpb__Reply *plain(uint64_t id, c10d_status st, const char *detail)

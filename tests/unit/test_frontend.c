@@ -43,15 +43,80 @@ static c10d_pg *world_alone(int size, c10d_verify verify)
     return init_rank(0, size, verify);
 }
 
-/* The i-th report's only entry (NULL if it has not one). */
+/* The tensor the calls carry: the fake backend moves no bytes, so what it
+ * holds is never read, and one serves every call of a case. */
+static float data[2];
+
+static c10d_tensor two_floats(void)
+{
+    return c10d_tensor_1d(data, C10D_FLOAT32, 2);
+}
+
+/* A blocking all_reduce of two floats: its status. */
+static c10d_status all_reduce(c10d_pg *pg, c10d_reduce_op op)
+{
+    c10d_tensor t = two_floats();
+    return c10d_all_reduce(pg, &t, op, NULL, NULL);
+}
+
+/* A blocking broadcast of two floats from root: its status. */
+static c10d_status broadcast(c10d_pg *pg, int root)
+{
+    c10d_tensor t = two_floats();
+    return c10d_broadcast(pg, &t, root, NULL, NULL);
+}
+
+/* An async all_reduce (SUM of two floats) held in the fake backend: it
+ * has begun to run there and waits for fake_backend_release (or for the
+ * front end's check hook to end it). */
+static c10d_work *held_async_all_reduce(c10d_pg *pg)
+{
+    int begun = fake_backend_count();
+    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
+    o.async_op = 1;
+    c10d_work *w = NULL;
+    c10d_tensor t = two_floats();
+    fake_backend_hold(1);
+    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &o, &w), C10D_OK);
+    ck_assert_ptr_nonnull(w);
+    ck_assert(fake_backend_wait_count(begun + 1, 5000));
+    return w;
+}
+
+/* The i-th call the fake backend was given (failing the case if none). */
+static fake_call backend_call(int i)
+{
+    fake_call c;
+    ck_assert_msg(fake_backend_call(i, &c), "the backend was given no call #%d", i);
+    return c;
+}
+
+/* The i-th report's only entry (failing the case if it has not one). */
 static const C10dpb__CollEntry *entry(int i, int *sync, uint64_t *tick)
 {
     const C10dpb__Request *r = fake_coord_request(REPORT, i, tick);
-    if (!r || r->coll_report->n_entries != 1)
-        return NULL;
+    ck_assert_msg(r && r->coll_report->n_entries == 1, "report %d has not one entry", i);
     if (sync)
         *sync = r->coll_report->has_sync && r->coll_report->sync;
     return r->coll_report->entries[0];
+}
+
+/* Rank 1 of world (world 2 alone) joins its region 1 after collective
+ * after_seq, and rank 0 has heard it. */
+static void rank1_joins(uint64_t after_seq)
+{
+    fake_coord_join("world", 1, 1, after_seq);
+    ck_assert(fake_coord_heard(0, 5000));
+}
+
+/* World 2 alone, verification off, in a join region (c10d_join_begin's
+ * defaults) that rank 1 joined before any collective. */
+static c10d_pg *world_with_rank1_joined(void)
+{
+    c10d_pg *pg = world_alone(2, C10D_VERIFY_OFF);
+    ck_assert_int_eq(c10d_join_begin(pg, NULL), C10D_OK);
+    rank1_joins(0);
+    return pg;
 }
 
 static void assert_msg_has(const char *want)
@@ -73,8 +138,7 @@ START_TEST(test_collective_reaches_backend_after_its_report)
     ck_assert_int_eq(c10d_broadcast(pg, &u, 0, NULL, NULL), C10D_OK);
 
     ck_assert_int_eq(fake_backend_count(), 2);
-    fake_call a, b;
-    ck_assert(fake_backend_call(0, &a) && fake_backend_call(1, &b));
+    fake_call a = backend_call(0), b = backend_call(1);
     ck_assert_int_eq(a.kind, C10DC_ALL_REDUCE);
     ck_assert_int_eq(a.dtype, C10D_FLOAT32);
     ck_assert_int_eq(a.op, C10D_MAX);
@@ -93,7 +157,6 @@ START_TEST(test_collective_reaches_backend_after_its_report)
     int sync = 0;
     uint64_t t0, t1;
     const C10dpb__CollEntry *e0 = entry(0, &sync, &t0);
-    ck_assert_ptr_nonnull(e0);
     ck_assert(sync);
     ck_assert_str_eq(e0->group, "world");
     ck_assert_uint_eq(e0->seq, 1);
@@ -102,7 +165,6 @@ START_TEST(test_collective_reaches_backend_after_its_report)
     ck_assert_int_eq(e0->count, 4);
     ck_assert_uint_eq(e0->op, C10D_MAX);
     const C10dpb__CollEntry *e1 = entry(1, &sync, &t1);
-    ck_assert_ptr_nonnull(e1);
     ck_assert_uint_eq(e1->seq, 2);
     ck_assert_uint_eq(e1->kind, C10DC_BROADCAST);
     ck_assert_int_eq(e1->root, 0);
@@ -119,11 +181,9 @@ static void *rank_main(void *arg)
 {
     int rank = (int)(intptr_t)arg;
     c10d_pg *pg = init_rank(rank, 2, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    c10d_status st = all_reduce(pg, C10D_SUM);
     if (st == C10D_OK)
-        st = c10d_broadcast(pg, &t, 1, NULL, NULL);
+        st = broadcast(pg, 1);
     c10d_destroy(pg);
     return (void *)(intptr_t)st;
 }
@@ -175,19 +235,15 @@ START_TEST(test_subgroup_calls_are_its_own)
     ck_assert_str_eq(gj->group_join->name, "world.1");
     ck_assert_uint_eq(gj->group_join->n_members, 2);
     ck_assert_int_eq(gj->group_join->members[0], 1);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    ck_assert_int_eq(c10d_all_reduce(sub, &t, C10D_SUM, NULL, NULL), C10D_OK);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(sub, C10D_SUM), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     /* Each group numbers its own calls from 1. */
     const C10dpb__CollEntry *a = entry(0, NULL, NULL), *b = entry(1, NULL, NULL);
-    ck_assert(a && b);
     ck_assert_str_eq(a->group, "world.1");
     ck_assert_uint_eq(a->seq, 1);
     ck_assert_str_eq(b->group, "world");
     ck_assert_uint_eq(b->seq, 1);
-    fake_call c;
-    ck_assert(fake_backend_call(0, &c));
+    fake_call c = backend_call(0);
     ck_assert_str_eq(c.group, "world.1");
     ck_assert_int_eq(c.rank, 1);
     c10d_destroy(sub);
@@ -200,15 +256,12 @@ END_TEST
 START_TEST(test_sync_reports_each_call_and_waits)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+        ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     ck_assert_int_eq(fake_coord_count(REPORT), 3);
     for (int i = 0; i < 3; i++) {
         int sync = 0;
         const C10dpb__CollEntry *e = entry(i, &sync, NULL);
-        ck_assert_ptr_nonnull(e);
         ck_assert_msg(sync, "report %d is not SYNC", i);
         ck_assert_uint_eq(e->seq, (uint64_t)i + 1);
         ck_assert(!e->has_repeat);
@@ -220,16 +273,14 @@ END_TEST
 START_TEST(test_async_reports_in_batches)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_ASYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
     /* The first report is held at the coordinator: what the rank queues
      * meanwhile must go in one batch, the repeated call as one entry. */
     fake_coord_hold_reports(1);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     ck_assert(fake_coord_wait_count(REPORT, 1, 5000));
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
-    ck_assert_int_eq(c10d_broadcast(pg, &t, 1, NULL, NULL), C10D_OK);
+        ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
+    ck_assert_int_eq(broadcast(pg, 1), C10D_OK);
     ck_assert_int_eq(fake_backend_count(), 6); /* nothing waited for the coordinator */
     fake_coord_hold_reports(0);
     c10d_destroy(pg); /* sends what is queued */
@@ -255,10 +306,8 @@ END_TEST
 START_TEST(test_off_reports_nothing)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_OFF);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+        ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     c10d_destroy(pg);
     ck_assert_int_eq(fake_backend_count(), 3);
     ck_assert_int_eq(fake_coord_count(REPORT), 0);
@@ -272,10 +321,8 @@ START_TEST(test_desync_fails_the_call_with_the_coordinators_words)
     static const char words[] = "collective #1 of group world: rank 1 called BROADCAST "
                                 "float32[2] root 0 where rank 0 called ALL_REDUCE";
     c10d_pg *pg = world_alone(2, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
     fake_coord_answer_report(C10D_EDESYNC, words);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_EDESYNC);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_EDESYNC);
     assert_msg_has(words);
     assert_msg_has("did not run");
     ck_assert_int_eq(fake_backend_count(), 0);
@@ -284,7 +331,7 @@ START_TEST(test_desync_fails_the_call_with_the_coordinators_words)
     ck_assert_int_eq(fake_backend_failure(0, 1, msg, sizeof msg), C10D_EDESYNC);
     ck_assert_msg(strstr(msg, words), "the alert says: %s", msg);
     /* The group is unusable: the next call fails before it is sent. */
-    ck_assert_int_ne(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_ne(all_reduce(pg, C10D_SUM), C10D_OK);
     assert_msg_has(words);
     ck_assert_int_eq(fake_coord_count(REPORT), 1);
     ck_assert_int_eq(fake_backend_count(), 0);
@@ -295,12 +342,10 @@ END_TEST
 START_TEST(test_lost_member_fails_the_next_collective)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_ASYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     fake_coord_lose(1, C10DPB__MEMBER_STATE__MEMBER_DEAD, "its heartbeats stopped");
     ck_assert(fake_coord_heard(0, 5000));
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_EPEERLOST);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_EPEERLOST);
     assert_msg_has("rank 1 (host fakehost, pid 4242) died: its heartbeats stopped");
     assert_msg_has("#2 ALL_REDUCE");
     ck_assert_int_eq(fake_backend_count(), 1);
@@ -311,14 +356,7 @@ END_TEST
 START_TEST(test_lost_member_ends_a_call_blocked_in_the_backend)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    fake_backend_hold(1);
-    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
-    o.async_op = 1;
-    c10d_work *w = NULL;
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &o, &w), C10D_OK);
-    ck_assert(fake_backend_wait_count(1, 5000));
+    c10d_work *w = held_async_all_reduce(pg);
     fake_coord_lose(1, C10DPB__MEMBER_STATE__MEMBER_LEFT, "it called c10d_destroy");
     ck_assert_int_eq(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT), C10D_EPEERLOST);
     assert_msg_has("rank 1 (host fakehost, pid 4242) left the job");
@@ -332,15 +370,7 @@ END_TEST
 START_TEST(test_async_work_wait_test_and_timeout)
 {
     c10d_pg *pg = init_rank(0, 1, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
-    o.async_op = 1;
-    c10d_work *w = NULL;
-    fake_backend_hold(1);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &o, &w), C10D_OK);
-    ck_assert_ptr_nonnull(w);
-    ck_assert(fake_backend_wait_count(1, 5000));
+    c10d_work *w = held_async_all_reduce(pg);
     ck_assert_int_eq(c10d_work_is_completed(w), 0);
     ck_assert_int_eq(c10d_work_wait(w, C10D_NO_WAIT), C10D_ETIMEDOUT);
     assert_msg_has("still running");
@@ -349,9 +379,7 @@ START_TEST(test_async_work_wait_test_and_timeout)
     fake_backend_release();
     ck_assert_int_eq(c10d_work_wait(w, C10D_TIMEOUT_DEFAULT), C10D_OK);
     ck_assert_int_eq(c10d_work_is_completed(w), 1);
-    fake_call c;
-    ck_assert(fake_backend_call(0, &c));
-    ck_assert_int_eq(c.async, 1);
+    ck_assert_int_eq(backend_call(0).async, 1);
     c10d_work_free(w);
     c10d_destroy(pg);
 }
@@ -360,21 +388,12 @@ END_TEST
 START_TEST(test_work_freed_before_it_completes)
 {
     c10d_pg *pg = init_rank(0, 1, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    c10d_coll_opts o = C10D_COLL_OPTS_INIT;
-    o.async_op = 1;
-    c10d_work *w = NULL;
-    fake_backend_hold(1);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &o, &w), C10D_OK);
-    ck_assert(fake_backend_wait_count(1, 5000));
-    c10d_work_free(w); /* the lane frees it when it ends */
+    c10d_work_free(held_async_all_reduce(pg)); /* the lane frees it when it ends */
     fake_backend_release();
     /* A sync call after it runs behind it, on the lane, and completes. */
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     ck_assert_int_eq(fake_backend_count(), 2);
-    fake_call a, b;
-    ck_assert(fake_backend_call(0, &a) && fake_backend_call(1, &b));
+    fake_call a = backend_call(0), b = backend_call(1);
     ck_assert_int_eq(a.st, C10D_OK);
     ck_assert_uint_eq(a.seq, 1);
     ck_assert_uint_eq(b.seq, 2);
@@ -385,8 +404,7 @@ END_TEST
 START_TEST(test_call_timeout_ends_a_held_call)
 {
     c10d_pg *pg = init_rank(0, 1, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    c10d_tensor t = two_floats();
     c10d_coll_opts o = C10D_COLL_OPTS_INIT;
     o.timeout_ms = 100;
     fake_backend_hold(1);
@@ -401,8 +419,6 @@ END_TEST
 START_TEST(test_join_region_avg_divides_by_active_ranks)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_OFF);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
     c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
     jo.divide_by_initial_world_size = 0; /* AVG over the ranks that contributed */
     ck_assert_int_eq(c10d_join_begin(pg, &jo), C10D_OK);
@@ -415,27 +431,22 @@ START_TEST(test_join_region_avg_divides_by_active_ranks)
     ck_assert(!jb->join_begin->divide_by_initial_world_size);
     /* Nobody joined yet: an AVG still waits for the coordinator (SYNC,
      * though verification is OFF) and divides by both ranks. */
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_AVG, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_AVG), C10D_OK);
     /* A SUM in the region, nobody joined, under OFF: held, not sent. */
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
     ck_assert_int_eq(fake_coord_count(REPORT), 1);
-    fake_coord_join("world", 1, 1, 2); /* rank 1 ran out of inputs after #2 */
-    ck_assert(fake_coord_heard(0, 5000));
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_AVG, NULL, NULL), C10D_OK);
+    rank1_joins(2); /* rank 1 ran out of inputs after #2 */
+    ck_assert_int_eq(all_reduce(pg, C10D_AVG), C10D_OK);
     ck_assert_int_eq(c10d_active_ranks(pg), 1);
 
-    fake_call c;
-    ck_assert(fake_backend_call(0, &c));
+    fake_call c = backend_call(0);
     ck_assert_int_eq(c.op, C10D_AVG);
     ck_assert_int_eq(c.divisor, 2);
-    ck_assert(fake_backend_call(1, &c));
-    ck_assert_int_eq(c.divisor, 0); /* a SUM divides by nothing */
-    ck_assert(fake_backend_call(2, &c));
-    ck_assert_int_eq(c.divisor, 1);
+    ck_assert_int_eq(backend_call(1).divisor, 0); /* a SUM divides by nothing */
+    ck_assert_int_eq(backend_call(2).divisor, 1);
     /* #3 was reported SYNC, after the held #2 */
-    int sync = 0, n = fake_coord_count(REPORT);
-    const C10dpb__CollEntry *e = entry(n - 1, &sync, NULL);
-    ck_assert_ptr_nonnull(e);
+    int sync = 0;
+    const C10dpb__CollEntry *e = entry(fake_coord_count(REPORT) - 1, &sync, NULL);
     ck_assert(sync);
     ck_assert_uint_eq(e->seq, 3);
     ck_assert_uint_eq(e->join_known, 1);
@@ -445,28 +456,19 @@ END_TEST
 
 START_TEST(test_join_divide_by_initial_world_size)
 {
-    c10d_pg *pg = world_alone(2, C10D_VERIFY_OFF);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    ck_assert_int_eq(c10d_join_begin(pg, NULL), C10D_OK); /* the default: by the group's size */
-    fake_coord_join("world", 1, 1, 0);
-    ck_assert(fake_coord_heard(0, 5000));
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_AVG, NULL, NULL), C10D_OK);
-    fake_call c;
-    ck_assert(fake_backend_call(0, &c));
-    ck_assert_int_eq(c.divisor, 0); /* the group's size, as the backend does by itself */
+    /* c10d_join_begin's default: an AVG divides by the group's size. */
+    c10d_pg *pg = world_with_rank1_joined();
+    ck_assert_int_eq(all_reduce(pg, C10D_AVG), C10D_OK);
+    /* the group's size, as the backend does by itself */
+    ck_assert_int_eq(backend_call(0).divisor, 0);
     c10d_destroy(pg);
 }
 END_TEST
 
 START_TEST(test_send_to_a_joined_peer_is_refused)
 {
-    c10d_pg *pg = world_alone(2, C10D_VERIFY_OFF);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
-    ck_assert_int_eq(c10d_join_begin(pg, NULL), C10D_OK);
-    fake_coord_join("world", 1, 1, 0);
-    ck_assert(fake_coord_heard(0, 5000));
+    c10d_pg *pg = world_with_rank1_joined();
+    c10d_tensor t = two_floats();
     ck_assert_int_eq(c10d_send(pg, &t, 1, 7, NULL, NULL), C10D_EJOINED);
     assert_msg_has("rank 1");
     assert_msg_has("(tag 7)");
@@ -480,8 +482,7 @@ END_TEST
 START_TEST(test_bad_arguments_are_refused_before_anything_is_sent)
 {
     c10d_pg *pg = world_alone(2, C10D_VERIFY_SYNC);
-    float x[2] = {0};
-    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    c10d_tensor t = two_floats();
     c10d_tensor bad_dtype = t, no_data = t, bad_shape = t;
     bad_dtype.dtype = (c10d_dtype)99;
     no_data.data = NULL;
@@ -496,21 +497,19 @@ START_TEST(test_bad_arguments_are_refused_before_anything_is_sent)
     assert_msg_has("unknown dtype 99");
     ck_assert_int_eq(c10d_all_reduce(pg, &no_data, C10D_SUM, NULL, NULL), C10D_EINVAL);
     ck_assert_int_eq(c10d_all_reduce(pg, &bad_shape, C10D_SUM, NULL, NULL), C10D_EINVAL);
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, (c10d_reduce_op)77, NULL, NULL), C10D_EINVAL);
+    ck_assert_int_eq(all_reduce(pg, (c10d_reduce_op)77), C10D_EINVAL);
     ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &async, NULL), C10D_EINVAL);
     ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, &old, NULL), C10D_EINVAL);
-    ck_assert_int_eq(c10d_broadcast(pg, &t, 2, NULL, NULL), C10D_EINVAL);
+    ck_assert_int_eq(broadcast(pg, 2), C10D_EINVAL);
     assert_msg_has("root 2 is out of range for group world of size 2");
-    ck_assert_int_eq(c10d_broadcast(pg, &t, -1, NULL, NULL), C10D_EINVAL);
+    ck_assert_int_eq(broadcast(pg, -1), C10D_EINVAL);
     ck_assert_int_eq(c10d_reduce(pg, &t, 5, C10D_SUM, NULL, NULL), C10D_EINVAL);
     ck_assert_int_eq(c10d_send(pg, &t, 2, 0, NULL, NULL), C10D_EINVAL);
     ck_assert_int_eq(fake_coord_count(REPORT), 0);
     ck_assert_int_eq(fake_backend_count(), 0);
     /* Nothing was numbered: the next call is #1, as on every peer. */
-    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
-    const C10dpb__CollEntry *e = entry(0, NULL, NULL);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_uint_eq(e->seq, 1);
+    ck_assert_int_eq(all_reduce(pg, C10D_SUM), C10D_OK);
+    ck_assert_uint_eq(entry(0, NULL, NULL)->seq, 1);
     c10d_destroy(pg);
 }
 END_TEST

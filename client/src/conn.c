@@ -28,6 +28,7 @@
 #include "conn_stream.h"
 #include "version.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 #include "frame.h"
 #include "tls.h"
@@ -165,12 +166,12 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
          * then leaves and wakes us. */
         if (!parked && c->reader_parked) {
             c10di_conn_ask_reading(c);
-            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
+            c10di_conn_wait(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
         } else if (parked) {
             /* look again when the reader may have left */
             c10di_conn_wait(c, 1, min64(deadline, now + NEWS_GRACE_MS));
         } else {
-            c10di_conn_wait(c, 0, min64(deadline, now + 1000));
+            c10di_conn_wait(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
         }
     }
     unlink_waiter(c, &w);

@@ -6,7 +6,8 @@
  * edge (c10di_timeout, internal.h) and travel with the call. A budget
  * bounds what the user did not ask for, mostly how long a call waits for
  * a coordinator it cannot reach (c10di_call's timeout_ms, on top of what
- * the coordinator itself may hold the request: conn.h). */
+ * the coordinator itself may hold the request: conn.h). Numbers only, no
+ * includes: the backends use it too without seeing the front end. */
 #ifndef C10DI_BUDGETS_H
 #define C10DI_BUDGETS_H
 
@@ -34,6 +35,16 @@
 /* Rank 0 answers within its own timeout; the others allow it this much
  * beyond twice that before they give up on it. */
 #define C10DI_BARRIER_ROOT_SLACK_MS 5000
+
+/* --- the data backends (host/, nccl/) --- */
+
+/* A host transfer that finds its peer called something else waits this
+ * long, with verification on, for the coordinator's finding, which names
+ * the cause better than what the peer's header shows. */
+#define C10DI_HOST_FINDING_GRACE_MS 1000
+/* A NCCL communicator's clean finalize may take this long to flush; past
+ * it the communicator is aborted instead. */
+#define C10DI_NCCL_FINALIZE_BUDGET_MS 5000
 
 /* --- the connection (conn.c, conn_stream.c) --- */
 

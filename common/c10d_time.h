@@ -1,12 +1,47 @@
-/* Clocks shared by the coordinator and the client library. Deadlines use
- * the monotonic clock (immune to wall-clock steps); records shown to people
- * use wall-clock milliseconds. */
+/* Clocks and durations shared by the coordinator and the client library.
+ * Deadlines use the monotonic clock (immune to wall-clock steps); records
+ * shown to people use wall-clock milliseconds.
+ *
+ * The one time convention inside both programs:
+ *   - a duration is a c10d_ms: > 0 is that many milliseconds;
+ *     C10D_MS_NO_WAIT (0) is "answer from what is there now";
+ *     C10D_MS_FOREVER is "until it ends" (only where something else ends
+ *     it, as a work's own timeout does). Nothing else is a duration:
+ *     negative values and "0 means the default" exist only at the edges,
+ *     converted once there (the public API's C10D_TIMEOUT_DEFAULT and
+ *     C10D_NO_WAIT by c10di_timeout, client/src/errors.c; the wire's
+ *     absent or 0 by c10ds_wire_ms, server/request.h).
+ *   - a deadline is an int64_t absolute time on the monotonic clock,
+ *     c10d_now_ms() + a duration.
+ * NNG's nng_duration is another convention (-1 is forever, -2 the
+ * socket's default): convert at the call into NNG. */
 #ifndef C10D_TIME_H
 #define C10D_TIME_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
+
+/* Milliseconds of a duration; an int, as the API and the wire (int32)
+ * carry it. */
+typedef int c10d_ms;
+#define C10D_MS_NO_WAIT 0
+#define C10D_MS_FOREVER INT_MAX
+
+/* Defaults the client and the coordinator must agree on: a request that
+ * leaves a timeout out gets on the coordinator what the library would
+ * have sent (proto/c10d.proto, "Durations"). */
+/* A collective's timeout, and so a process group's (torch's default for
+ * gloo and NCCL), when neither the call, the group nor C10D_TIMEOUT_MS
+ * names one; CollEntry.timeout_ms and JoinShadow.timeout_ms left out. */
+#define C10D_COLL_TIMEOUT_DEFAULT_MS 600000
+/* A store's timeout (TCPStore's) when neither the options nor
+ * C10D_TIMEOUT_MS name one. */
+#define C10D_STORE_TIMEOUT_DEFAULT_MS 300000
+/* How long the coordinator holds a GroupJoin that leaves timeout_ms out
+ * (this library always sends its group's): a store's default. */
+#define C10D_GROUP_JOIN_WAIT_DEFAULT_MS C10D_STORE_TIMEOUT_DEFAULT_MS
 
 static inline int64_t c10d_now_ms(void)
 {

@@ -10,6 +10,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+/* A default's number as text, so --help prints the one in config.h. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const char usage[] =
     "Usage: c10d-coord [OPTIONS]\n"
     "\n"
@@ -46,7 +50,7 @@ static const char usage[] =
     "                            max-message-bytes)\n"
     "      --frame-timeout MS    a connection that sends part of a request and\n"
     "                            then nothing for this long is closed (default\n"
-    "                            30000)\n"
+    "                            " STR(C10DS_DEFAULT_FRAME_TIMEOUT_MS) ")\n"
     "      --max-decode-bytes N  memory one request may take to decode, counted\n"
     "                            on the wire before it is unpacked (default\n"
     "                            2 x max-message-bytes, at least that)\n"
@@ -62,13 +66,15 @@ static const char usage[] =
     "                            file descriptor limit, ulimit -n, less 64)\n"
     "      --drain-timeout MS    on SIGTERM, how long requests already queued\n"
     "                            are still answered; the rest are dropped, and\n"
-    "                            their clients resend them (default 3000)\n"
+    "                            their clients resend them (default "
+    STR(C10DS_DEFAULT_DRAIN_TIMEOUT_MS) ")\n"
     "      --dedup-window S      how long a client's applied add/append/\n"
     "                            compare_set/delete are remembered after its last\n"
     "                            request, so a retry is applied once (default 600;\n"
     "                            its last 65,536 are kept while it is active)\n"
     "      --heartbeat-timeout MS  a rank whose heartbeats stop this long is\n"
-    "                            declared dead (default 10000); a rank whose\n"
+    "                            declared dead (default "
+    STR(C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS) "); a rank whose\n"
     "                            connection closes is declared dead at once\n"
     "      --retention S         how long a finished run's records (members,\n"
     "                            groups, findings, traces; what c10d-ctl status,\n"
@@ -195,11 +201,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->max_multi_keys = 4096;
     cfg->max_world_size = 65536;
     cfg->max_conn_buffer = 64u << 20;
-    cfg->frame_timeout_ms = 30000;
+    cfg->frame_timeout_ms = C10DS_DEFAULT_FRAME_TIMEOUT_MS;
     cfg->max_parked = 262144;
     cfg->drain_timeout_ms = C10DS_DEFAULT_DRAIN_TIMEOUT_MS;
     cfg->dedup_window_s = 600;
-    cfg->heartbeat_timeout_ms = 10000;
+    cfg->heartbeat_timeout_ms = C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
     cfg->log_level = C10DS_LOG_INFO;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
@@ -258,7 +264,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
                 return -1;
             break;
         case OPT_FRAME_TIMEOUT:
-            if (parse_u64("frame-timeout", optarg, 100, 3600000, &v))
+            if (parse_u64("frame-timeout", optarg, 100, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
                 return -1;
             cfg->frame_timeout_ms = (int)v;
             break;
@@ -282,7 +288,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             cfg->max_connections = (uint32_t)v;
             break;
         case OPT_DRAIN_TIMEOUT:
-            if (parse_u64("drain-timeout", optarg, 0, 3600000, &v))
+            if (parse_u64("drain-timeout", optarg, 0, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
                 return -1;
             cfg->drain_timeout_ms = (int)v;
             break;
@@ -299,7 +305,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             cfg->tls_ca = strdup(optarg);
             break;
         case OPT_HEARTBEAT:
-            if (parse_u64("heartbeat-timeout", optarg, 200, 3600000, &v))
+            if (parse_u64("heartbeat-timeout", optarg, 200, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
                 return -1;
             cfg->heartbeat_timeout_ms = (int)v;
             break;

@@ -12,7 +12,26 @@
  * database and its WAL, shm and lock files, SQLite's temporary files, the
  * log, NNG's poller (14 at idle). */
 #define C10DS_FD_RESERVE 64
+
+/* Durations, in the convention of common/c10d_time.h. The defaults of
+ * the options (--help prints these numbers): */
 #define C10DS_DEFAULT_DRAIN_TIMEOUT_MS 3000
+#define C10DS_DEFAULT_FRAME_TIMEOUT_MS 30000
+#define C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000
+/* The longest any timeout option may be: an hour. */
+#define C10DS_MAX_TIMEOUT_OPTION_MS 3600000
+/* Fixed policy, no option:
+ * how long a statement waits for SQLite's lock before it fails (only
+ * the checkpoint or an operator's sqlite3 shell contend for it); */
+#define C10DS_DB_BUSY_TIMEOUT_MS 5000
+/* at shutdown, how long NNG gets to put the replies already handed to it
+ * on the wire, and then how long closing the listener waits for a
+ * connection the engine or an NNG callback still holds; */
+#define C10DS_SHUTDOWN_DRAIN_MS 500
+#define C10DS_LISTENER_CLOSE_MS 2000
+/* the longest the coordinator holds a watch (a heartbeat) whatever its
+ * wait_ms says, so that a rank is heard from at least this often. */
+#define C10DS_WATCH_PARK_MAX_MS 60000
 
 typedef struct c10ds_config {
     char *listen_url;

@@ -1,5 +1,6 @@
 #include "db.h"
 
+#include "config.h"
 #include "log.h"
 #include "schema.h"
 
@@ -196,7 +197,7 @@ int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
                  db->h ? sqlite3_errmsg(db->h) : "out of memory");
         goto fail;
     }
-    sqlite3_busy_timeout(db->h, 5000);
+    sqlite3_busy_timeout(db->h, C10DS_DB_BUSY_TIMEOUT_MS);
     char why[512];
     /* WAL + NORMAL: commits are atomic and survive a process crash; the
      * fsync happens at checkpoint time, off the commit path. */
@@ -267,7 +268,7 @@ int c10ds_db_checkpoint(c10ds_db *db)
      * time. Busy now, it is tried again at the next one. */
     sqlite3_busy_timeout(db->h, 0);
     int rc = sqlite3_wal_checkpoint_v2(db->h, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-    sqlite3_busy_timeout(db->h, 5000);
+    sqlite3_busy_timeout(db->h, C10DS_DB_BUSY_TIMEOUT_MS);
     if (rc == SQLITE_OK)
         return 0;
     if (rc == SQLITE_BUSY)

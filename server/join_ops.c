@@ -187,6 +187,8 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
         c10ds_verify_finding(e, g, next, C10D_EABORTED, report);
         return c10ds_fail(r, C10D_EABORTED, "%s", report);
     } else {
+        c10d_ms timeout =
+            c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms, C10D_COLL_TIMEOUT_DEFAULT_MS);
         char w[64], desc[256];
         snprintf(desc, sizeof desc, "%s (joined after #%llu) waits to shadow #%llu",
                  c10ds_verify_who(g, idx, w, sizeof w), (unsigned long long)jr->m[idx].after,
@@ -198,14 +200,13 @@ static c10ds_outcome answer(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, c
             c10ds_verify_whereabouts(g, where, sizeof where);
             snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s "
                      "for %d ms; %s", g->name, g->job, (unsigned long long)next, desc,
-                     m->timeout_ms, where);
+                     timeout, where);
             c10ds_verify_finding(e, g, next, C10D_ETIMEDOUT, report);
             return c10ds_fail(r, C10D_ETIMEDOUT, "%s", report);
         }
         char key[512];
         c10ds_join_key(key, sizeof key, g->job, g->gen, g->name);
-        return c10ds_park(e, r, ph, key, m->has_timeout_ms && m->timeout_ms > 0 ? m->timeout_ms
-                                                                              : 600000);
+        return c10ds_park(e, r, ph, key, timeout);
     }
     return reply_shadow(e, r, g, &out);
 }
@@ -221,7 +222,8 @@ static c10ds_outcome stalled(c10ds_engine *e, c10ds_request *r, c10ds_jregion *j
     snprintf(report, sizeof report, "stall in group %s (job %s) at collective #%llu: %s (joined "
              "after #%llu) waited %d ms to shadow #%llu, and no other rank began it; %s", g->name,
              g->job, (unsigned long long)m->next_seq, c10ds_verify_who(g, idx, w, sizeof w),
-             (unsigned long long)jr->m[idx].after, m->timeout_ms,
+             (unsigned long long)jr->m[idx].after,
+             c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms, C10D_COLL_TIMEOUT_DEFAULT_MS),
              (unsigned long long)m->next_seq, where);
     c10ds_verify_finding(e, g, m->next_seq, C10D_ETIMEDOUT, report);
     return c10ds_fail(r, C10D_ETIMEDOUT, "%s", report);

@@ -246,7 +246,7 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;
 fail:
-    c10ds_listener_close(l, 2000);
+    c10ds_listener_close(l, C10DS_LISTENER_CLOSE_MS);
     return NULL;
 }
 

@@ -245,10 +245,12 @@ static c10ds_outcome op_watch(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             return C10DS_DONE;
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
         c10ds_emit_watch_request(e, m); /* progress, join acknowledgements */
-        if (job.version <= m->known_version && m->wait_ms > 0) {
+        c10d_ms wait = c10ds_wire_ms(m->has_wait_ms, m->wait_ms, C10D_MS_NO_WAIT);
+        if (job.version <= m->known_version && wait != C10D_MS_NO_WAIT) {
             char key[512];
             c10ds_watch_key(key, sizeof key, m->job, m->generation);
-            return c10ds_park(e, r, ph, key, m->wait_ms < 60000 ? m->wait_ms : 60000);
+            return c10ds_park(e, r, ph, key,
+                              wait < C10DS_WATCH_PARK_MAX_MS ? wait : C10DS_WATCH_PARK_MAX_MS);
         }
     }
     return reply_watch(e, r, job.version);

@@ -98,11 +98,12 @@ out:
     c10ds_engine_stop(engine);
     int closed = 1;
     if (listener) {
-        c10ds_listener_drain(listener, 500);
-        closed = c10ds_listener_close(listener, 2000) == 0;
+        c10ds_listener_drain(listener, C10DS_SHUTDOWN_DRAIN_MS);
+        closed = c10ds_listener_close(listener, C10DS_LISTENER_CLOSE_MS) == 0;
         if (!closed)
-            c10ds_warn("NNG did not finish closing its socket within 2 s (a known NNG 1.5.2 "
-                       "close race); closing the database and exiting around it");
+            c10ds_warn("NNG did not finish closing its socket within %d ms (a known NNG 1.5.2 "
+                       "close race); closing the database and exiting around it",
+                       C10DS_LISTENER_CLOSE_MS);
     }
     c10ds_engine_report_dropped(engine);
     if (closed) {

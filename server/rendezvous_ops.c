@@ -417,7 +417,8 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
                                "there is gone, other ranks are alive)", m->job, m->rank,
                                (unsigned long long)job.generation);
                 c10ds_watch_key(key, sizeof key, m->job, job.generation);
-                return c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
+                return c10ds_park(e, r, ph, key, c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms,
+                                                                C10D_GROUP_JOIN_WAIT_DEFAULT_MS));
             }
         } else {
             c10ds_member mem;
@@ -484,7 +485,8 @@ static c10ds_outcome op_group_join(c10ds_engine *e, c10ds_request *r, c10ds_phas
     if (ph == C10DS_EXPIRED)
         return arrival_timed_out(e, r, gen, &grp);
     c10ds_group_key(key, sizeof key, m->job, gen, m->name);
-    return c10ds_park(e, r, ph, key, m->has_timeout_ms ? m->timeout_ms : 300000);
+    return c10ds_park(e, r, ph, key, c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms,
+                                                                C10D_GROUP_JOIN_WAIT_DEFAULT_MS));
 }
 
 /* The most endpoints one group_endpoints request may ask for: with

@@ -78,7 +78,7 @@ c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
 }
 
 c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
-                         int timeout_ms)
+                         c10d_ms timeout_ms)
 {
     if (ph == C10DS_FIRST) {
         /* Only a new one is counted against the limit: a request run again

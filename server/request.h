@@ -6,6 +6,7 @@
 #define C10DS_REQUEST_H
 
 #include "c10d.pb-c.h"
+#include "c10d_time.h"
 
 #include <c10d/errors.h>
 #include <stddef.h>
@@ -58,7 +59,16 @@ c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
  * through it); the engine moves it on by the stalls that follow, unless
  * r's op is a C10DS_OP_PERIOD. */
 c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, const char *key,
-                         int timeout_ms);
+                         c10d_ms timeout_ms);
+/* A duration a request carries (proto/c10d.proto, "Durations") in the
+ * coordinator's convention (common/c10d_time.h): the field left out, 0 or
+ * negative is the field's default, def (C10D_MS_NO_WAIT where that is
+ * "answer now"). The one place a handler reads a timeout off the wire,
+ * so none of them interprets 0 or a negative value itself. */
+static inline c10d_ms c10ds_wire_ms(protobuf_c_boolean has, int32_t value, c10d_ms def)
+{
+    return has && value > 0 ? (c10d_ms)value : def;
+}
 /* Checks a key against the limits; fails r and returns -1 if it is bad. */
 int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key);
 int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len);

@@ -101,7 +101,7 @@ static int check_keys(c10ds_engine *e, c10ds_request *r, char **keys, size_t n)
 /* Returns -1 when the caller should answer now (all keys exist), else the
  * outcome of parking or failing. */
 static int wait_for(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **keys, size_t n,
-                    int timeout_ms, c10ds_outcome *out)
+                    c10d_ms timeout_ms, c10ds_outcome *out)
 {
     int i = first_missing(e, keys, n);
     if (i == -1)
@@ -110,7 +110,7 @@ static int wait_for(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **ke
         *out = c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory looking up %zu keys", n);
     else if (ph == C10DS_EXPIRED)
         *out = timed_out(e, r, keys, n);
-    else if (ph == C10DS_FIRST && timeout_ms <= 0)
+    else if (ph == C10DS_FIRST && timeout_ms == C10D_MS_NO_WAIT)
         *out = c10ds_fail(r, C10D_ENOTFOUND, "no such key: %s", keys[i]);
     else
         *out = c10ds_park(e, r, ph, keys[i], timeout_ms);
@@ -137,7 +137,8 @@ static c10ds_outcome op_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     if (rc < 0)
         return c10ds_fail(r, C10D_ERROR, "database error reading key '%s'", m->key);
     c10ds_outcome out;
-    wait_for(e, r, ph, &m->key, 1, m->timeout_ms, &out);
+    wait_for(e, r, ph, &m->key, 1, c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms, C10D_MS_NO_WAIT),
+             &out);
     return out;
 }
 
@@ -214,7 +215,7 @@ cleanup:
 /* wait and multi_get: the keys checked once, parked until all exist,
  * then answered: with their values (multi_get), or with none (wait). */
 static c10ds_outcome wait_all(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, char **keys,
-                              size_t n, int timeout_ms, int with_values)
+                              size_t n, c10d_ms timeout_ms, int with_values)
 {
     if (ph == C10DS_FIRST && check_keys(e, r, keys, n))
         return C10DS_DONE;
@@ -230,13 +231,15 @@ static c10ds_outcome wait_all(c10ds_engine *e, c10ds_request *r, c10ds_phase ph,
 static c10ds_outcome op_wait(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreWait *m = r->pb->wait;
-    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 0);
+    return wait_all(e, r, ph, m->keys, m->n_keys,
+                    c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms, C10D_MS_NO_WAIT), 0);
 }
 
 static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreMultiGet *m = r->pb->multi_get;
-    return wait_all(e, r, ph, m->keys, m->n_keys, m->timeout_ms, 1);
+    return wait_all(e, r, ph, m->keys, m->n_keys,
+                    c10ds_wire_ms(m->has_timeout_ms, m->timeout_ms, C10D_MS_NO_WAIT), 1);
 }
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)

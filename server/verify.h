@@ -66,7 +66,7 @@ typedef struct c10ds_vgroup {
     size_t run_head, run_count, run_cap;
     c10ds_trace *traces; /* per member */
     uint64_t finding_seq;
-    int64_t timeout_ms;  /* the longest collective timeout reported */
+    int64_t timeout_ms;  /* the longest collective timeout reported (0: none yet) */
     int status;          /* 0, or the sticky finding's C10D_E* */
     char report[1024];
 } c10ds_vgroup;

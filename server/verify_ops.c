@@ -159,8 +159,9 @@ static void enter_entry(c10ds_engine *e, c10ds_vgroup *g, int idx, const C10dpb_
     c10dc_fp fp = {en->kind, en->dtype, en->count, en->root, en->op, en->device, 0};
     if (en->completed > g->completed[idx])
         g->completed[idx] = en->completed;
-    if (en->timeout_ms > g->timeout_ms)
-        g->timeout_ms = en->timeout_ms;
+    c10d_ms timeout = c10ds_wire_ms(en->has_timeout_ms, en->timeout_ms, C10D_COLL_TIMEOUT_DEFAULT_MS);
+    if (timeout > g->timeout_ms)
+        g->timeout_ms = timeout;
     c10ds_verify_enter(e, g, idx, en->seq, en->seq + en->repeat, &fp);
 }
 
@@ -248,7 +249,9 @@ static c10ds_outcome op_coll_report(c10ds_engine *e, c10ds_request *r, c10ds_pha
         return c10ds_fail(r, (c10d_status)g->status, "%s", g->report);
     char key[512];
     c10ds_verify_coll_key(key, sizeof key, g);
-    return c10ds_park(e, r, ph, key, last->timeout_ms > 0 ? last->timeout_ms : 600000);
+    return c10ds_park(e, r, ph, key,
+                      c10ds_wire_ms(last->has_timeout_ms, last->timeout_ms,
+                                    C10D_COLL_TIMEOUT_DEFAULT_MS));
 }
 
 /* --- what verification hears (events.h) --- */
@@ -336,7 +339,7 @@ static void on_sweep(c10ds_engine *e)
     c10ds_traces_flush(e);
     int64_t now = c10ds_engine_heard_ms(e);
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next) {
-        if (g->status || g->timeout_ms <= 0)
+        if (g->status || !g->timeout_ms) /* no collective entered yet */
             continue;
         /* the oldest collective not every member has entered, pending
          * since it was first reported or since the slowest rank last moved */

@@ -5,6 +5,7 @@
  * the backends themselves see only their context. */
 #include "backend_ctx.h"
 #include "backends.h"
+#include "budgets.h"
 #include "join_internal.h"
 #include "join_region.h"
 #include "lane.h"
@@ -38,7 +39,7 @@ static c10d_status fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
         req.op_case = C10DPB__REQUEST__OP_GROUP_ENDPOINTS;
         req.group_endpoints = &m;
         C10dpb__Reply *rep = NULL;
-        c10d_status st = c10di_call(w->conn, &req, timeout_ms, 30000, &rep);
+        c10d_status st = c10di_call(w->conn, &req, timeout_ms, C10DI_CONTROL_CALL_BUDGET_MS, &rep);
         if (st != C10D_OK)
             return st;
         C10dpb__GroupJoinReply *gj = rep->result_case == C10DPB__REPLY__RESULT_GROUP_ENDPOINTS

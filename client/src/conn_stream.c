@@ -47,6 +47,7 @@
  * hop per reply, paid only where TLS's own costs dwarf it. */
 #include "conn_stream.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 #include "frame.h"
 #include "tls.h"
@@ -274,7 +275,7 @@ static void dial(c10di_conn *c, int64_t deadline)
      * operations, so this is short. Should NNG never finish one of them,
      * the stream is left allocated rather than freed under its user, and
      * the dial goes on. */
-    int64_t give_up = c10d_now_ms() + 2000;
+    int64_t give_up = c10d_now_ms() + C10DI_CONN_RETIRE_MS;
     while (c->retired && c->users > 0 && c10d_now_ms() < give_up && !c->closing)
         wait_change(c, 0, c10d_now_ms() + 50);
     nng_stream *old = c->users > 0 ? NULL : c->retired;
@@ -283,7 +284,8 @@ static void dial(c10di_conn *c, int64_t deadline)
     if (old)
         nng_stream_free(old);
     int64_t left = deadline - c10d_now_ms();
-    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > 5000 ? 5000 : left > 1 ? left : 1));
+    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > C10DI_CONN_DIAL_ATTEMPT_MS ? C10DI_CONN_DIAL_ATTEMPT_MS
+                                                           : left > 1 ? left : 1));
     nng_stream_dialer_dial(c->dialer, c->dial_aio);
     nng_aio_wait(c->dial_aio);
     int rv = nng_aio_result(c->dial_aio);
@@ -325,11 +327,11 @@ static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
     }
     if (!c->down_since_ms) {
         c->down_since_ms = now;
-        c->next_notice_ms = now + 1000;
+        c->next_notice_ms = now + C10DI_CONN_NOTICE_AFTER_MS;
     }
-    if (now < c->next_notice_ms || deadline - c->down_since_ms < 5000)
+    if (now < c->next_notice_ms || deadline - c->down_since_ms < C10DI_CONN_NOTICE_MIN_WAIT_MS)
         return;
-    c->next_notice_ms = now + 10000;
+    c->next_notice_ms = now + C10DI_CONN_NOTICE_EVERY_MS;
     /* A coordinator that is down refuses connections; one that takes them
      * and hangs up on our handshake is some other server (a TCPStore). */
     const char *other = c->last_err == NNG_ECONNSHUT
@@ -457,9 +459,9 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
         nng_stream_send(s, c->send_aio);
         /* A TLS connection nothing was answered on yet is in its
          * handshake: a coordinator answers that within seconds. */
-        int64_t until = deadline + 1000;
-        if (handshake && until > c10d_now_ms() + 3000)
-            until = c10d_now_ms() + 3000;
+        int64_t until = deadline + C10DI_CONN_SEND_OVERRUN_MS;
+        if (handshake && until > c10d_now_ms() + C10DI_CONN_HANDSHAKE_MS)
+            until = c10d_now_ms() + C10DI_CONN_HANDSHAKE_MS;
         wait_sent(c, s, until);
         if ((rv = nng_aio_result(c->send_aio)) == 0)
             off += nng_aio_count(c->send_aio);
@@ -562,12 +564,12 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
          * then leaves and wakes us. */
         if (!parked && c->reader_parked) {
             ask_reading(c);
-            wait_change(c, 0, min64(deadline, now + 1000));
+            wait_change(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
         } else if (parked) {
             /* look again when the reader may have left */
             wait_change(c, 1, min64(deadline, now + NEWS_GRACE_MS));
         } else {
-            wait_change(c, 0, min64(deadline, now + 1000));
+            wait_change(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
         }
     }
     unlink_waiter(c, &w);

@@ -50,15 +50,15 @@ c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int go
                        "libc10dclient it runs with", fn, type, got, known);
 }
 
-c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int def,
-                          int no_wait_ok, int *out)
+c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d_ms def,
+                          int no_wait_ok, c10d_ms *out)
 {
     if (timeout_ms > 0 || timeout_ms == C10D_TIMEOUT_DEFAULT) {
-        *out = timeout_ms > 0 ? timeout_ms : def;
+        *out = timeout_ms > 0 ? (c10d_ms)timeout_ms : def;
         return C10D_OK;
     }
     if (timeout_ms == C10D_NO_WAIT && no_wait_ok) {
-        *out = 0;
+        *out = C10D_MS_NO_WAIT;
         return C10D_OK;
     }
     if (timeout_ms == C10D_NO_WAIT)

@@ -4,6 +4,7 @@
 #define C10DI_INTERNAL_H
 
 #include "c10d.pb-c.h"
+#include "c10d_time.h"
 
 #include <c10d/c10d.h>
 #include <pthread.h>
@@ -25,12 +26,15 @@ c10d_status c10di_error(c10d_status st, const char *fmt, ...) __attribute__((for
 c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int got,
                                unsigned int known);
 
-/* A timeout argument or option field under the API's one convention
- * (c10d/common.h): > 0 as it is, C10D_TIMEOUT_DEFAULT as def, C10D_NO_WAIT
- * as 0 where no_wait_ok (else refused), anything else refused; C10D_EINVAL
+/* The API edge of time: a timeout argument or option field under the
+ * API's convention (c10d/common.h) into a duration under the library's
+ * (common/c10d_time.h), the one place that conversion is made. > 0 as it
+ * is; C10D_TIMEOUT_DEFAULT as def (a duration: the store's, the group's,
+ * C10D_MS_FOREVER for a work's wait); C10D_NO_WAIT as C10D_MS_NO_WAIT
+ * where no_wait_ok, else refused; anything else refused. C10D_EINVAL
  * names fn and what. */
-c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, int def,
-                          int no_wait_ok, int *out);
+c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d_ms def,
+                          int no_wait_ok, c10d_ms *out);
 
 /* --- env.c --- */
 /* Resolves a coordinator URL: url if given ("host:port" becomes

@@ -3,6 +3,7 @@
  * collectives, for operators. Each result is one allocation (block.h),
  * freed with c10d_free. */
 #include "block.h"
+#include "budgets.h"
 #include "store_internal.h"
 
 #include "member_state.h"
@@ -13,7 +14,7 @@
 static c10d_status ask(c10d_store *s, C10dpb__Request *req, C10dpb__Reply__ResultCase want,
                        const char *what, C10dpb__Reply **rep)
 {
-    c10d_status st = c10di_call(c10di_store_conn(s), req, 0, 30000, rep);
+    c10d_status st = c10di_call(c10di_store_conn(s), req, 0, C10DI_CONTROL_CALL_BUDGET_MS, rep);
     if (st != C10D_OK)
         return st;
     if ((*rep)->result_case != want) {

@@ -17,6 +17,7 @@
 #include "join_region.h"
 #include "lane.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <stdio.h>
@@ -206,7 +207,7 @@ c10d_status c10d_join_begin(c10d_pg *pg, const c10d_join_opts *o)
     req.op_case = C10DPB__REQUEST__OP_JOIN_BEGIN;
     req.join_begin = &m;
     C10dpb__Reply *rep = NULL;
-    c10d_status st = c10di_call(w->conn, &req, 0, 30000, &rep);
+    c10d_status st = c10di_call(w->conn, &req, 0, C10DI_CONTROL_CALL_BUDGET_MS, &rep);
     if (st != C10D_OK)
         return c10di_error(st, "join_begin of group %s: %s", pg->name, c10d_errmsg());
     c10dpb__reply__free_unpacked(rep, NULL);

@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "verify.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <stdio.h>
@@ -139,7 +140,7 @@ static void report_failure(c10d_pg *pg, uint64_t seq, c10d_status st)
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
     req.join_shadow = &m;
-    (void)c10di_call_drop(w->conn, &req, 1, 2000);
+    (void)c10di_call_drop(w->conn, &req, 1, C10DI_FAREWELL_BUDGET_MS);
     c10di_error(st, "%s", why);
 }
 
@@ -176,7 +177,8 @@ static c10d_status shadow_by_coordinator(c10d_pg *pg, int *last_joiner)
         req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
         req.join_shadow = &m;
         C10dpb__Reply *rep = NULL;
-        if ((st = c10di_call(w->conn, &req, pg->timeout_ms + 1000, 30000, &rep)) != C10D_OK) {
+        if ((st = c10di_call(w->conn, &req, pg->timeout_ms + C10DI_COORD_ANSWERS_FIRST_MS,
+                              C10DI_CONTROL_CALL_BUDGET_MS, &rep)) != C10D_OK) {
             char report[1024];
             snprintf(report, sizeof report, "%s", c10d_errmsg());
             if (st == C10D_EJOINED || st == C10D_EDESYNC || st == C10D_EPEERLOST ||
@@ -238,7 +240,7 @@ static c10d_status ask_inband(c10d_pg *pg, uint64_t next, int first, c10d_status
     req.op_case = C10DPB__REQUEST__OP_JOIN_SHADOW;
     req.join_shadow = &m;
     C10dpb__Reply *rep = NULL;
-    c10d_status st = c10di_call(w->conn, &req, 0, 30000, &rep);
+    c10d_status st = c10di_call(w->conn, &req, 0, C10DI_CONTROL_CALL_BUDGET_MS, &rep);
     if (st != C10D_OK) {
         char report[1024];
         snprintf(report, sizeof report, "%s", c10d_errmsg());

@@ -5,6 +5,7 @@
 #include "monitored_barrier.h"
 #include "join_region.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <limits.h>
@@ -82,7 +83,7 @@ static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int ti
     const char *done = "done";
     /* Rank 0 answers within its own timeout; allow for it being late (in
      * 64 bits: a timeout near INT_MAX must not overflow). */
-    int64_t late = 2 * (int64_t)timeout_ms + 5000;
+    int64_t late = 2 * (int64_t)timeout_ms + C10DI_BARRIER_ROOT_SLACK_MS;
     if (st == C10D_OK)
         st = wait_keys(pg, c, s, &done, 1, late > INT_MAX ? INT_MAX : (int)late);
     if (st == C10D_OK && (st = c10d_store_get(s, done, &v, &len, C10D_NO_WAIT)) == C10D_OK) {

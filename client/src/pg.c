@@ -11,6 +11,7 @@
 #include "watch.h"
 #include "work.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 #include "run_scope.h"
 
@@ -20,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define DEFAULT_TIMEOUT_MS 600000
 
 static void world_unref(c10di_world *w)
 {
@@ -148,7 +147,7 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
     req.group_join = &m;
     C10dpb__Reply *rep = NULL;
-    if ((st = c10di_call(w->conn, &req, pg->timeout_ms, 30000, &rep)) != C10D_OK)
+    if ((st = c10di_call(w->conn, &req, pg->timeout_ms, C10DI_CONTROL_CALL_BUDGET_MS, &rep)) != C10D_OK)
         return st;
     C10dpb__GroupJoinReply *gj =
         rep->result_case == C10DPB__REPLY__RESULT_GROUP_JOIN ? rep->group_join : NULL;
@@ -188,12 +187,12 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     if (o)
         /* A version 1 struct ends before tls_cert: only what it has is read. */
         memcpy(&opts, o, o->version >= 2 ? sizeof opts : offsetof(c10d_init_opts, tls_cert));
-    long env_rank = -1, env_size = 0, env_timeout = DEFAULT_TIMEOUT_MS, env_device = -1;
+    long env_rank = -1, env_size = 0, env_timeout = C10D_COLL_TIMEOUT_DEFAULT_MS, env_device = -1;
     c10d_verify verify;
     if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
         (opts.world_size <= 0 && (st = c10di_env_int("WORLD_SIZE", 0, 1, INT_MAX, &env_size))) ||
         (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
-         (st = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout))) ||
+         (st = c10di_env_int("C10D_TIMEOUT_MS", C10D_COLL_TIMEOUT_DEFAULT_MS, 1, INT_MAX, &env_timeout))) ||
         (opts.device < 0 && (st = c10di_env_int("LOCAL_RANK", -1, 0, INT_MAX, &env_device))) ||
         (st = c10di_verify_mode(opts.verify, &verify)))
         return c10di_error(st, "c10d_init: %s", c10d_errmsg());
@@ -256,7 +255,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     w->host[sizeof w->host - 1] = '\0';
     w->rank = rank;
     w->size = size;
-    w->timeout_ms = timeout > 0 ? timeout : DEFAULT_TIMEOUT_MS;
+    w->timeout_ms = timeout;
     w->backend = opts.backend;
     w->device = device;
     c10di_activity(w, "c10d_init", NULL, NULL, NULL);
@@ -430,7 +429,7 @@ void c10d_destroy(c10d_pg *pg)
         req.group_leave = &m;
         /* Leaving also answers this rank's parked watch, so the watcher
          * stops at once. A coordinator that is gone is not waited for. */
-        (void)c10di_call_drop(w->conn, &req, 0, 2000);
+        (void)c10di_call_drop(w->conn, &req, 0, C10DI_FAREWELL_BUDGET_MS);
         c10di_seqs_pb_free(&mem);
         c10di_watch_stop(w);
     }

@@ -17,12 +17,11 @@
 struct c10d_store {
     c10di_conn *conn;
     char *prefix; /* "" for the root store, else "a/" or "a/b/" */
-    int timeout_ms;
+    c10d_ms timeout_ms;
 };
 
-#define DEFAULT_TIMEOUT_MS 300000
-
-static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *prefix, int timeout)
+static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *prefix,
+                             c10d_ms timeout)
 {
     c10d_store *s = calloc(1, sizeof *s);
     if (!s || !(s->prefix = strdup(prefix))) {
@@ -83,11 +82,11 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     /* A version 1 struct ends before tls_cert: only what it has is read. */
     if (o)
         memcpy(&opts, o, o->version >= 2 ? sizeof opts : offsetof(c10d_store_opts, tls_cert));
-    long env_timeout = DEFAULT_TIMEOUT_MS;
+    long env_timeout = C10D_STORE_TIMEOUT_DEFAULT_MS;
     if (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
-        (est = c10di_env_int("C10D_TIMEOUT_MS", DEFAULT_TIMEOUT_MS, 1, INT_MAX, &env_timeout)))
+        (est = c10di_env_int("C10D_TIMEOUT_MS", C10D_STORE_TIMEOUT_DEFAULT_MS, 1, INT_MAX, &env_timeout)))
         return c10di_error(est, "c10d_store_connect: %s", c10d_errmsg());
-    int timeout, connect_timeout;
+    c10d_ms timeout, connect_timeout;
     if ((est = c10di_timeout("c10d_store_connect", "opts.timeout_ms", opts.timeout_ms,
                              (int)env_timeout, 0, &timeout)) != C10D_OK ||
         (est = c10di_timeout("c10d_store_connect", "opts.connect_timeout_ms",
@@ -206,9 +205,10 @@ static void free_keys(char **k, size_t n)
     free(k);
 }
 
-/* How long the coordinator holds a get or wait for a missing key, under
- * the API's timeout convention (c10d/common.h): C10D_NO_WAIT is 0 there. */
-static c10d_status wait_ms(const c10d_store *s, const char *fn, int timeout_ms, int *out)
+/* How long the coordinator holds a get or wait for a missing key: the
+ * API's timeout (c10d/common.h) as a duration (common/c10d_time.h), where
+ * C10D_NO_WAIT is C10D_MS_NO_WAIT, which the wire says as 0 too. */
+static c10d_status wait_ms(const c10d_store *s, const char *fn, int timeout_ms, c10d_ms *out)
 {
     return c10di_timeout(fn, "timeout_ms", timeout_ms, s->timeout_ms, 1, out);
 }
@@ -300,7 +300,7 @@ c10d_status c10d_store_get(c10d_store *s, const char *key, void **val, size_t *l
     *val = NULL; /* defined on failure (a timeout): c10d_free(*val) is safe */
     *len = 0;
     char *k = NULL;
-    int wait = 0;
+    c10d_ms wait = C10D_MS_NO_WAIT;
     c10d_status st = full_key(s, key, &k);
     if (st == C10D_OK)
         st = wait_ms(s, "c10d_store_get", timeout_ms, &wait);
@@ -372,7 +372,7 @@ c10d_status c10d_store_compare_set(c10d_store *s, const char *key, const void *e
 c10d_status c10d_store_wait(c10d_store *s, const char *const *keys, size_t n, int timeout_ms)
 {
     char **k = NULL;
-    int wait = 0;
+    c10d_ms wait = C10D_MS_NO_WAIT;
     c10d_status st = s ? wait_ms(s, "c10d_store_wait", timeout_ms, &wait)
                        : c10di_error(C10D_EINVAL, "store is NULL");
     if (st == C10D_OK)
@@ -463,7 +463,7 @@ c10d_status c10d_store_multi_get(c10d_store *s, const char *const *keys, size_t 
     for (size_t i = 0; keys && i < n; i++)
         vals[i] = NULL, lens[i] = 0;
     char **k = NULL;
-    int wait = 0;
+    c10d_ms wait = C10D_MS_NO_WAIT;
     c10d_status st = s ? wait_ms(s, "c10d_store_multi_get", timeout_ms, &wait)
                        : c10di_error(C10D_EINVAL, "store is NULL");
     if (st == C10D_OK)

@@ -21,6 +21,7 @@
 #include "verify.h"
 #include "liveness.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <stdio.h>
@@ -111,7 +112,7 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
         req.coll_report = &m;
         /* A failure here is a coordinator that is down: the entries are
          * lost to verification, not to the job. */
-        (void)c10di_call_drop(w->conn, &req, 0, 5000);
+        (void)c10di_call_drop(w->conn, &req, 0, C10DI_REPORT_BUDGET_MS);
     }
     free(entries);
     free(ptrs);
@@ -215,7 +216,7 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     req.coll_report = &m;
     C10dpb__Reply *rep = NULL;
     int64_t left = c->deadline_ms - c10d_now_ms();
-    c10d_status st = c10di_call(w->conn, &req, left > 0 ? (int)left : 1, 30000, &rep);
+    c10d_status st = c10di_call(w->conn, &req, left > 0 ? (int)left : 1, C10DI_CONTROL_CALL_BUDGET_MS, &rep);
     if (st == C10D_OK) {
         c10dpb__reply__free_unpacked(rep, NULL);
         /* The watch passes this on: a coordinator that restarts while this

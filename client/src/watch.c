@@ -11,6 +11,7 @@
 #include "liveness.h"
 #include "verify.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <stdarg.h>
@@ -149,7 +150,7 @@ static void *watch_main(void *arg)
         C10dpb__Reply *rep = NULL;
         /* Not resent after a reconnect: the next one, packed afresh, tells
          * a restarted coordinator where this rank is now. */
-        c10d_status st = c10di_call_once(w->conn, &req, m.wait_ms, 5000, &rep);
+        c10d_status st = c10di_call_once(w->conn, &req, m.wait_ms, C10DI_WATCH_BUDGET_MS, &rep);
         c10di_join_acks_free(m.join_known, m.n_join_known);
         c10di_seqs_pb_free(&cmem);
         c10di_seqs_pb_free(&vmem);

@@ -93,7 +93,7 @@ static void report_any(c10d_work *w, c10d_status st, int from)
 }
 
 /* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it
- * (INT_MAX: until it ends, 0: no wait). C10D_ETIMEDOUT (message set) if
+ * (C10D_MS_FOREVER: until it ends, C10D_MS_NO_WAIT: no wait). C10D_ETIMEDOUT (message set) if
  * it had not ended by then; else C10D_OK, w->st says how it ended. Its
  * timeout runs from the first wait, as gloo's does. */
 static c10d_status posted_wait(c10d_work *w, int limit_ms)
@@ -106,14 +106,14 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
         w->deadline_ms = c10d_now_ms() + c->timeout_ms;
     int64_t deadline = w->deadline_ms;
     pthread_mutex_unlock(&w->mu);
-    if (!done && limit_ms == 0) {
+    if (!done && limit_ms == C10D_MS_NO_WAIT) {
         (void)c->be->recv_progress(c->be_state);
     } else if (!done) {
         /* The wait's own limit returns with the receive still posted; its
          * deadline (in the probe) ends it, with the group. */
         c10di_coll probe = *c;
         probe.deadline_ms = deadline;
-        int64_t until = limit_ms == INT_MAX ? INT64_MAX : c10d_now_ms() + limit_ms;
+        int64_t until = limit_ms == C10D_MS_FOREVER ? INT64_MAX : c10d_now_ms() + limit_ms;
         c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
         (void)c->be->recv_wait(c->be_state, &w->r, &probe, until);
         c10di_activity_done(pg->w);
@@ -127,7 +127,7 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
      * writing r under its own lock, not ours. */
     int from = done ? w->r.from : -1;
     pthread_mutex_unlock(&w->mu);
-    if (!done && limit_ms == 0)
+    if (!done && limit_ms == C10D_MS_NO_WAIT)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
                            c->what, pg->name);
     if (!done)
@@ -179,18 +179,18 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
      * C10D_NO_WAIT: how it stands now. */
     int limit = 0;
     c10d_status vst =
-        c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, INT_MAX, 1, &limit);
+        c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, C10D_MS_FOREVER, 1, &limit);
     if (vst != C10D_OK)
         return vst;
     if (w->c.posted)
         return posted_wait(w, limit);
-    struct timespec ts = c10d_deadline_ts(limit != INT_MAX ? limit : 0);
+    struct timespec ts = c10d_deadline_ts(limit != C10D_MS_FOREVER ? limit : 0);
     pthread_mutex_lock(&w->mu);
     int timed_out = 0;
     while (!w->done && !timed_out) {
-        if (limit == 0)
+        if (limit == C10D_MS_NO_WAIT)
             timed_out = 1;
-        else if (limit != INT_MAX)
+        else if (limit != C10D_MS_FOREVER)
             timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0 && !w->done;
         else
             pthread_cond_wait(&w->cv, &w->mu);

@@ -28,7 +28,9 @@ extern "C" {
  *                         work still running is C10D_ETIMEDOUT). Only where
  *                         that means something: store gets and waits,
  *                         c10d_work_wait; elsewhere it is C10D_EINVAL.
- * Any other negative value is C10D_EINVAL, naming the call. */
+ * Any other negative value is C10D_EINVAL, naming the call. There is no
+ * "forever" (unlike NNG, whose -1 is that): a wait is bounded by the
+ * default of what it belongs to. */
 #define C10D_TIMEOUT_DEFAULT 0
 #define C10D_NO_WAIT (-1)
 

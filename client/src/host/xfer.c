@@ -15,6 +15,7 @@
  * group was lost or the deadline passed. */
 #include "host.h"
 
+#include "../budgets.h"
 #include "c10d_time.h"
 
 #include <errno.h>
@@ -168,7 +169,7 @@ static c10d_status mismatch(c10di_host *h, const c10di_coll *c, int peer, const 
     /* With verification on, the coordinator has both ranks' reports and
      * names the cause better (a rank that ran ahead only shows the next
      * collective here): give its finding a moment to arrive. */
-    for (int64_t until = c10d_now_ms() + (!x->verify_off ? 1000 : 0);
+    for (int64_t until = c10d_now_ms() + (!x->verify_off ? C10DI_HOST_FINDING_GRACE_MS : 0);
          c10d_now_ms() < until; usleep(2000)) {
         c10d_status st = c10di_be_failure(x, c->seq, report, sizeof report);
         if (st != C10D_OK)

@@ -3,6 +3,7 @@
  * and the watchdog that turns a hang into an abort. See nccl_backend.h. */
 #include "nccl_backend.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <sched.h>
@@ -435,7 +436,7 @@ void c10di_nccl_close(void *state)
         /* A clean finalize, bounded: a communicator that cannot flush is
          * aborted instead. */
         ncclResult_t r = c10di_gpu.ncclCommFinalize(s->comm);
-        int64_t until = c10d_now_ms() + 5000;
+        int64_t until = c10d_now_ms() + C10DI_NCCL_FINALIZE_BUDGET_MS;
         while (r == ncclInProgress && c10d_now_ms() < until) {
             sleep_us(1000);
             if (c10di_gpu.ncclCommGetAsyncError(s->comm, &r) != ncclSuccess)

@@ -21,10 +21,10 @@ void c10ds_endpoints_clear(c10ds_endpoints *c)
 }
 
 /* The endpoints of a formed group, from the cache or the database. */
-const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
-                                                         uint64_t gen, const char *name, int size)
+const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, c10ds_endpoints *c,
+                                                         const char *job, uint64_t gen,
+                                                         const char *name, int size)
 {
-    c10ds_endpoints *c = &g->formed;
     char key[512];
     c10ds_group_key(key, sizeof key, job, gen, name);
     if (c->eps && c->size == size && strcmp(c->key, key) == 0)

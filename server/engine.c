@@ -166,8 +166,8 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
     }
     c10ds_store_recount(&e->store); /* cached counts follow the rollback */
     /* So do the caches of what the rolled-back writes made. */
-    c10ds_endpoints_clear(&e->groups.formed);
-    c10ds_lost_cache_clear(&e->groups.lost);
+    c10ds_endpoints_clear(&e->endpoints);
+    c10ds_lost_cache_clear(&e->lost_cache);
     e->next_checkpoint_ms = 0; /* free the WAL's space after this batch */
     begin_txn(e);
     return 1;
@@ -490,6 +490,8 @@ void c10ds_engine_fini(c10ds_engine *e)
     c10ds_verify_fini(&e->verify);
     c10ds_join_fini(&e->join);
     c10ds_runs_fini(&e->runs);
+    c10ds_endpoints_clear(&e->endpoints);
+    c10ds_lost_cache_clear(&e->lost_cache);
     c10ds_groups_fini(&e->groups);
     c10ds_store_fini(&e->store);
     c10ds_stalls_fini(&e->stalls);

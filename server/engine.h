@@ -55,6 +55,11 @@ struct c10ds_engine {
     c10ds_store store;
     c10ds_reqlog reqlog;
     c10ds_groups groups;
+    /* groups.h's caches, read through e->groups but not part of it (so
+     * that groups.c never calls up into members.c and endpoints.c): the
+     * formed group's endpoints, and the lost members watch replies name. */
+    c10ds_endpoints endpoints;
+    c10ds_lost_cache lost_cache;
     c10ds_verify verify;
     c10ds_join join;
     c10ds_runs runs;

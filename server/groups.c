@@ -144,8 +144,6 @@ int c10ds_groups_init(c10ds_groups *g, c10ds_db *db)
 
 void c10ds_groups_fini(c10ds_groups *g)
 {
-    c10ds_endpoints_clear(&g->formed);
-    c10ds_lost_cache_clear(&g->lost);
     for (int i = 0; i < GS_COUNT; i++)
         sqlite3_finalize(g->st[i]);
     memset(g, 0, sizeof *g);

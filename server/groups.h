@@ -6,7 +6,11 @@
  * groups.c holds the statements and the tables' reads and writes;
  * members.c builds members as messages (and the lost members' cache),
  * endpoints.c the formed group's endpoints by host. Both read through
- * c10ds_groups_stmt; groups.c only frees their caches. */
+ * c10ds_groups_stmt and groups.c calls neither: it is the layer below
+ * them. Their caches are therefore not part of c10ds_groups (whose fini
+ * would have to call up into them): each is its own struct, empty when
+ * zeroed and freed by its own file's clear, held by whoever uses it (the
+ * engine, beside e->groups). */
 #ifndef C10DS_GROUPS_H
 #define C10DS_GROUPS_H
 
@@ -60,46 +64,10 @@ enum {
     GS_COUNT
 };
 
-/* The endpoints of the group that formed last: all of its members are
- * answered in one burst, and reading N endpoints from the database for
- * each of N replies would make a rendezvous quadratic in reads. */
-typedef struct c10ds_endpoints {
-    char key[512];
-    int size;
-    ProtobufCBinaryData *eps; /* malloc'd, each .data too */
-    /* peers_on_demand replies carry the caller's host's members only:
-     * group ranks ordered by (host, rank), and where each rank's host
-     * begins and ends in that order, so a reply costs its own size. */
-    int *by_host;            /* size entries */
-    int *host_from, *host_to; /* per group rank: its host's range in by_host */
-} c10ds_endpoints;
-
-/* The lost members of the generation a watch reply named last, at the
- * job's membership version then: a change wakes every watcher of the job,
- * and each gets this same list. */
-typedef struct c10ds_lost_cache {
-    char key[512];
-    uint64_t version;
-    int valid;
-    C10dpb__MemberInfo **v;
-    size_t n;
-    /* The same, compact (lost_ranges_ok): whoever left, the first
-     * C10DS_LOST_DETAIL that died (pointers into v), runs of the rest. */
-    int compact;
-    C10dpb__MemberInfo **detail;
-    size_t n_detail;
-    C10dpb__LostRange **ranges;
-    size_t n_ranges;
-} c10ds_lost_cache;
-
-#define C10DS_LOST_DETAIL 16
-
 typedef struct c10ds_groups {
     int64_t last_change_ms; /* the latest state change stamped (see set_state) */
     c10ds_db *db;
     sqlite3_stmt *st[GS_COUNT];
-    c10ds_endpoints formed;
-    c10ds_lost_cache lost;
 } c10ds_groups;
 
 /* FNV-1a over a group's global ranks in group order, what an arrival's
@@ -135,6 +103,7 @@ typedef struct c10ds_group {
 } c10ds_group;
 
 int c10ds_groups_init(c10ds_groups *g, c10ds_db *db);
+/* Finalizes the statements; the caches below are their holder's to clear. */
 void c10ds_groups_fini(c10ds_groups *g);
 
 /* A member's state is proto's MemberState in memory, in messages and on
@@ -169,24 +138,62 @@ static inline void c10ds_group_key(char *buf, size_t cap, const char *job, uint6
 
 /* --- members.c --- */
 
+/* The lost members of the generation a watch reply named last, at the
+ * job's membership version then: a change wakes every watcher of the job,
+ * and each gets this same list. */
+typedef struct c10ds_lost_cache {
+    char key[512];
+    uint64_t version;
+    int valid;
+    C10dpb__MemberInfo **v;
+    size_t n;
+    /* The same, compact (lost_ranges_ok): whoever left, the first
+     * C10DS_LOST_DETAIL that died (pointers into v), runs of the rest. */
+    int compact;
+    C10dpb__MemberInfo **detail;
+    size_t n_detail;
+    C10dpb__LostRange **ranges;
+    size_t n_ranges;
+} c10ds_lost_cache;
+
+#define C10DS_LOST_DETAIL 16
+
 /* Members of a generation as messages (all, or those not alive), in rank
  * order, each that left with its finals; free with c10ds_groups_lost_free. */
 C10dpb__MemberInfo **c10ds_members_load(c10ds_groups *g, const char *job, uint64_t gen,
                                         int lost_only, size_t *n);
 void c10ds_groups_lost_free(C10dpb__MemberInfo **v, size_t n);
-/* Frees everything the cache holds and marks it empty. */
+/* Frees everything the cache holds and marks it empty (a zeroed cache is
+ * empty: this is its fini, and how it is emptied when stale). */
 void c10ds_lost_cache_clear(c10ds_lost_cache *c);
 
 /* --- endpoints.c --- */
 
+/* The endpoints of the group that formed last: all of its members are
+ * answered in one burst, and reading N endpoints from the database for
+ * each of N replies would make a rendezvous quadratic in reads. */
+typedef struct c10ds_endpoints {
+    char key[512];
+    int size;
+    ProtobufCBinaryData *eps; /* malloc'd, each .data too */
+    /* peers_on_demand replies carry the caller's host's members only:
+     * group ranks ordered by (host, rank), and where each rank's host
+     * begins and ends in that order, so a reply costs its own size. */
+    int *by_host;            /* size entries */
+    int *host_from, *host_to; /* per group rank: its host's range in by_host */
+} c10ds_endpoints;
+
 /* The endpoints of a formed group of size members (group-rank order),
- * from the cache or, for another group than the cached one, the database;
+ * from the cache c or, for another group than the cached one, the database;
  * NULL out of memory. */
-const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, const char *job,
-                                                         uint64_t gen, const char *name, int size);
+const ProtobufCBinaryData *c10ds_groups_formed_endpoints(c10ds_groups *g, c10ds_endpoints *c,
+                                                         const char *job, uint64_t gen,
+                                                         const char *name, int size);
 /* The members on group rank idx's host, in rank order, into out (room for
  * host_to - host_from); returns how many. */
 int c10ds_endpoints_host_peers(const c10ds_endpoints *c, int idx, int32_t *out);
+/* Frees what the cache holds and marks it empty (zeroed is empty, as for
+ * the lost members' cache). */
 void c10ds_endpoints_clear(c10ds_endpoints *c);
 
 /* --- groups.c: the tables --- */

@@ -202,7 +202,7 @@ static c10ds_outcome reply_watch(c10ds_engine *e, c10ds_request *r, uint64_t ver
     /* Every watcher woken by one change gets the same list: read it once
      * per membership version, not once per watcher (a host's death wakes
      * N watches). */
-    c10ds_lost_cache *lc = &e->groups.lost;
+    c10ds_lost_cache *lc = &e->lost_cache;
     char key[512];
     c10ds_watch_key(key, sizeof key, m->job, m->generation);
     if (!lc->valid || lc->version != version || strcmp(lc->key, key) != 0) {

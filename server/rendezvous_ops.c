@@ -59,7 +59,7 @@ static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char 
 {
     C10dpb__GroupJoin *m = r->pb->group_join;
     const ProtobufCBinaryData *eps =
-        c10ds_groups_formed_endpoints(&e->groups, m->job, gen, name, size);
+        c10ds_groups_formed_endpoints(&e->groups, &e->endpoints, m->job, gen, name, size);
     if (!eps)
         return c10ds_fail(r, C10D_ENOMEM, "coordinator out of memory answering a rendezvous");
     C10dpb__GroupJoinReply gj = C10DPB__GROUP_JOIN_REPLY__INIT;
@@ -70,7 +70,7 @@ static c10ds_outcome reply_formed(c10ds_engine *e, c10ds_request *r, const char 
     int32_t *ranks = NULL;
     ProtobufCBinaryData *mine = NULL;
     if (m->has_peers_on_demand && m->peers_on_demand) {
-        const c10ds_endpoints *c = &e->groups.formed;
+        const c10ds_endpoints *c = &e->endpoints;
         int n = c->host_to[idx] - c->host_from[idx];
         ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
         mine = malloc((size_t)(n ? n : 1) * sizeof *mine);

@@ -188,11 +188,11 @@ static void forget_in_memory(c10ds_engine *e, const char *job, uint64_t gen)
     c10ds_emit_run_reclaimed(e, job, gen);
     char key[512];
     c10ds_watch_key(key, sizeof key, job, gen);
-    if (!strcmp(e->groups.lost.key, key))
-        c10ds_lost_cache_clear(&e->groups.lost);
+    if (!strcmp(e->lost_cache.key, key))
+        c10ds_lost_cache_clear(&e->lost_cache);
     c10ds_group_key(key, sizeof key, job, gen, "");
-    if (!strncmp(e->groups.formed.key, key, strlen(key)))
-        c10ds_endpoints_clear(&e->groups.formed);
+    if (!strncmp(e->endpoints.key, key, strlen(key)))
+        c10ds_endpoints_clear(&e->endpoints);
 }
 
 /* Deletes up to budget rows of (job, gen); *done once nothing of it is

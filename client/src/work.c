@@ -3,8 +3,10 @@
  * backend's receive queue (posted.c posts it); waited for, tested and
  * freed through the public API. */
 #include "work.h"
+#include "lane.h"
 #include "liveness.h"
 #include "plan.h"
+#include "posted.h"
 #include "verify.h"
 
 #include "c10d_time.h"
@@ -42,15 +44,67 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
     return w;
 }
 
+/* What c holds of its backend's and its buffers, let go. */
+static void coll_release(c10di_coll *c)
+{
+    if (c->be && c->be->forget)
+        c->be->forget(c);
+    free(c->outs);
+    free(c->ins);
+}
+
 void c10di_work_destroy(c10d_work *w)
 {
-    if (w->c.be && w->c.be->forget)
-        w->c.be->forget(&w->c);
-    free(w->c.outs);
-    free(w->c.ins);
+    coll_release(&w->c);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
+}
+
+c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *give_back)
+{
+    *give_back = 0;
+    if (work)
+        *work = NULL;
+    if (!c->async && !c10di_lane_busy(pg->lane)) {
+        c10d_status st = c10di_execute(pg, c);
+        if (st == C10D_OK && c->src_out)
+            *c->src_out = c->root;
+        coll_release(c);
+        return st;
+    }
+    c10d_work *w = c10di_work_new(pg, c);
+    if (!w) {
+        *give_back = 1;
+        coll_release(c);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    c->outs = NULL, c->ins = NULL; /* the work owns them now */
+    c->ready = NULL;
+    c10d_status st;
+    /* Posted in the backend (posted.c), where one takes receives so (CUDA
+     * buffers are received on the stream, in order: on the lane). */
+    if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
+        w->c.posted = 1;
+        if ((st = c10di_post(pg, w)) != C10D_OK) {
+            c10di_work_destroy(w);
+            return st;
+        }
+        *work = w;
+        return C10D_OK;
+    }
+    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
+        *give_back = 1;
+        c10di_work_destroy(w);
+        return st;
+    }
+    if (c->async) {
+        *work = w;
+        return C10D_OK;
+    }
+    st = c10d_work_wait(w, 0);
+    c10d_work_free(w);
+    return st;
 }
 
 /* --- on the lane --- */

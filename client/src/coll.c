@@ -1,8 +1,9 @@
 /* The collective front end: check arguments (before anything is sent),
- * pick the group's backend for the tensors' device (c10di_route, plan.c),
+ * pick the group's backend for the tensors' device (c10di_route, backends.c),
  * describe and number the call, then hand it to work.c, which runs it now,
  * queues it on the group's lane or posts it (a receive). It knows nothing
  * of how the backend moves bytes. */
+#include "backends.h"
 #include "monitored_barrier.h"
 #include "plan.h"
 #include "work.h"

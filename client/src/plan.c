@@ -71,6 +71,14 @@ void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
     p->reporting = how_reported(pg->w->verify, c, p);
 }
 
+c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
+{
+    c->root = from;
+    c->fp.root = from;
+    c10di_plan_call(pg, c); /* reported now, as what it turned out to be */
+    return c10di_verify_enter(pg, c);
+}
+
 /* --- the stages --- */
 
 /* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
@@ -155,9 +163,7 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
      * coordinator then names the mismatched pair, not a later call. It is
      * planned again: it is reported now, as what it turned out to be. */
     if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
-        c->fp.root = c->root;
-        c10di_plan_call(pg, c);
-        c10d_status vst = c10di_verify_enter(pg, c);
+        c10d_status vst = c10di_report_sender(pg, c, c->root);
         if (st == C10D_OK)
             st = vst;
     }

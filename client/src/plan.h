@@ -9,6 +9,12 @@
 /* Computes c's plan (c->plan): what its stages need to know of the
  * group's verification mode and join region. */
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c);
+/* A receive from any member (c->root C10DI_ANY_SOURCE), once its message
+ * came from group rank `from`: c becomes the receive from `from`, planned
+ * and reported to the coordinator as such, which then matches it with
+ * that sender's send. What verification said (a coordinator that is down
+ * loses the check only). */
+c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from);
 /* The stages before c runs, on the thread that runs it: planned, checked
  * against what is known of the group (unless the coordinator answers that
  * itself, in SYNC), verified, then join's stage. */

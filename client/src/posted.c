@@ -123,14 +123,13 @@ c10d_status c10di_post(c10d_pg *pg, c10d_work *w)
     if (st == C10D_OK) {
         w->r.c = c;
         atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
-        st = c->be->recv_post(c->be_state, &w->r);
-        if (st != C10D_OK)
+        if ((st = c->be->recv_post(c->be_state, &w->r)) != C10D_OK)
             atomic_fetch_sub(&pg->w->posted, 1);
-        else
-            progress_kick(pg->w);
     }
     if (st != C10D_OK && st != C10D_EINVAL)
         c10di_pg_break(pg, st, c10d_errmsg());
+    else if (st == C10D_OK)
+        progress_kick(pg->w);
     return st;
 }
 

@@ -7,7 +7,6 @@
 #include "liveness.h"
 #include "plan.h"
 #include "posted.h"
-#include "verify.h"
 
 #include "c10d_time.h"
 
@@ -140,10 +139,7 @@ static void report_any(c10d_work *w, c10d_status st, int from)
     if (!first)
         return;
     c10di_coll rc = w->c;
-    rc.root = from;
-    rc.fp.root = from;
-    c10di_plan_call(w->pg, &rc); /* reported now, as what it turned out to be */
-    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
+    (void)c10di_report_sender(w->pg, &rc, from); /* a coordinator that is down loses the check only */
 }
 
 /* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it

@@ -142,6 +142,16 @@ static void report_any(c10d_work *w, c10d_status st, int from)
     (void)c10di_report_sender(w->pg, &rc, from); /* a coordinator that is down loses the check only */
 }
 
+void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r)
+{
+    c10d_work *w = (c10d_work *)(void *)((char *)r - offsetof(c10d_work, r));
+    /* A wrong size took its message whole: the links are as they were. */
+    if (r->st != C10D_OK && r->st != C10D_EINVAL && r->st != C10D_EABORTED)
+        c10di_pg_break(pg, r->st, r->msg);
+    atomic_fetch_sub(&pg->w->posted, 1);
+    c10di_work_finish(w, r->st, r->msg); /* the last touch: its owner may free it now */
+}
+
 /* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it
  * (INT_MAX: until it ends, 0: no wait). C10D_ETIMEDOUT (message set) if
  * it had not ended by then; else C10D_OK, w->st says how it ended. Its

@@ -38,5 +38,8 @@ void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg);
  * (c10di_execute), then ends the work with how it went. */
 c10d_status c10di_work_run(c10di_lane_item *it);
 void c10di_work_ended(c10di_lane_item *it, c10d_status st);
+/* The backend's recv_done hook: a posted receive ended (r is its work's
+ * w->r); its work ends with it. */
+void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r);
 
 #endif

@@ -11,7 +11,7 @@
 #include "lane.h"
 #include "liveness.h"
 #include "plan.h"
-#include "posted.h"
+#include "work.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +121,7 @@ static int hook_avg_by_active(const c10di_be_ctx *x, const c10di_coll *c)
 
 static void hook_recv_done(const c10di_be_ctx *x, c10di_recv *r)
 {
-    c10di_posted_done(x->pg, r);
+    c10di_work_recv_done(x->pg, r);
 }
 
 static const c10di_be_hooks hooks = {

@@ -1,12 +1,11 @@
 /* The collective front end: check arguments (before anything is sent),
- * pick the group's backend for the tensors' device (c10di_route, plan.c),
- * describe and number the call, then run it now (c10di_execute), hand it
- * to the group's lane as a work handle, or post it (a receive). It knows
- * nothing of how the backend moves bytes. */
-#include "lane.h"
+ * pick the group's backend for the tensors' device (c10di_route, backends.c),
+ * describe and number the call, then hand it to work.c, which runs it now,
+ * queues it on the group's lane or posts it (a receive). It knows nothing
+ * of how the backend moves bytes. */
+#include "backends.h"
 #include "monitored_barrier.h"
 #include "plan.h"
-#include "posted.h"
 #include "work.h"
 
 #include "c10d_time.h"
@@ -111,7 +110,7 @@ static void unnumber(c10d_pg *pg, const c10di_coll *c)
         (*count)--;
 }
 
-/* Routes, numbers, then runs c now or on the lane. Takes c->outs and
+/* Routes, numbers, then runs c (c10di_work_call). Takes c->outs and
  * c->ins. `device` is the tensors' (or C10DI_GROUP_DEVICE). */
 static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int device,
                             const char *fn, const c10d_coll_opts *o, c10d_work **work)
@@ -144,44 +143,10 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
         goto out;
     describe(pg, c, numel);
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
-    if (work)
-        *work = NULL;
-    if (!async && !c10di_lane_busy(pg->lane)) {
-        st = c10di_execute(pg, c);
-        if (st == C10D_OK && c->src_out)
-            *c->src_out = c->root;
-        goto out;
-    }
-    c10d_work *w = c10di_work_new(pg, c);
-    if (!w) {
+    int give_back = 0;
+    st = c10di_work_call(pg, c, work, &give_back); /* takes c->outs and c->ins */
+    if (give_back)
         unnumber(pg, c);
-        st = c10di_error(C10D_ENOMEM, "out of memory");
-        goto out;
-    }
-    c->outs = NULL, c->ins = NULL; /* the work owns them now */
-    c->ready = NULL;
-    /* Posted in the backend (posted.c), where one takes receives so (CUDA
-     * buffers are received on the stream, in order: on the lane). */
-    if (async && c->kind == C10DC_RECV && c->be->recv_post) {
-        w->c.posted = 1;
-        if ((st = c10di_post(pg, w)) != C10D_OK) {
-            c10di_work_destroy(w);
-            return st;
-        }
-        *work = w;
-        return C10D_OK;
-    }
-    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
-        unnumber(pg, c);
-        c10di_work_destroy(w);
-        return st;
-    }
-    if (async) {
-        *work = w;
-        return C10D_OK;
-    }
-    st = c10d_work_wait(w, 0);
-    c10d_work_free(w);
     return st;
 out:
     if (c->be && c->be->forget)

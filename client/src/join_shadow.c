@@ -4,6 +4,7 @@
  * plane) or from the coordinator (join_shadow, for NCCL groups). The
  * active ranks' side (join_begin, the checks, what the watcher learns) is
  * join.c. */
+#include "backends.h"
 #include "join_internal.h"
 #include "join_region.h"
 #include "lane.h"

@@ -1,9 +1,8 @@
-/* One call's way through the front end: the backend that serves it
- * (c10di_route, before it is numbered), the stages it passes on the
+/* One call's way through the front end: the stages it passes on the
  * thread that runs it (c10di_execute), and what its end does to the
- * group (completed, broken). */
+ * group (completed, broken). Which backend serves it was settled before
+ * it was numbered (c10di_route, backends.c). */
 #include "plan.h"
-#include "backends.h"
 #include "join_region.h"
 #include "liveness.h"
 #include "verify.h"
@@ -11,47 +10,6 @@
 #include "c10d_time.h"
 
 #include <stdio.h>
-
-/* What the messages call a group's backend setting. */
-static const char *backend_words(c10d_backend b)
-{
-    return b == C10D_BACKEND_NCCL ? "the NCCL backend, which takes CUDA buffers"
-                                  : "the host backend, which takes CPU buffers";
-}
-
-/* Which backend serves a call on `device`: the group's backend for that
- * kind of device (CPU buffers: host, CUDA buffers: NCCL; C10D_BACKEND_AUTO
- * serves both, like torch's "cpu:gloo,cuda:nccl"). Checked before the
- * call is numbered, so a refusal leaves the group usable. */
-c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
-{
-    if (device == C10DI_GROUP_DEVICE && c10di_backend_home(pg->backend) == C10DI_DEV_CPU)
-        device = C10D_CPU;
-    if (device == C10DI_ANY_CUDA)
-        device = -1; /* the group's CUDA device, whichever it is */
-    c->device = device;
-    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
-    if (!(c10di_backend_serves(pg->backend) & 1u << kind)) {
-        char dev[32];
-        if (kind == C10DI_DEV_CPU)
-            snprintf(dev, sizeof dev, "the CPU");
-        else
-            snprintf(dev, sizeof dev, "cuda:%d", device);
-        return c10di_error(C10D_EINVAL, "%s: the tensors are on %s, but group %s uses %s "
-                           "(C10D_BACKEND_AUTO serves both)", fn, dev, pg->name,
-                           backend_words(pg->backend));
-    }
-    c10d_status st = c10di_backend_available(kind);
-    if (st != C10D_OK)
-        return c10di_error(st, "%s on cuda:%d: the %s backend is unavailable: %s", fn, device,
-                           c10di_backend_of(kind)->name, c10d_errmsg());
-    if (!pg->be[kind].state)
-        return c10di_error(C10D_EBACKEND, "%s: group %s has no %s state", fn, pg->name,
-                           c10di_backend_of(kind)->name);
-    c->be = pg->be[kind].ops;
-    c->be_state = pg->be[kind].state;
-    return C10D_OK;
-}
 
 void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
 {
@@ -111,6 +69,14 @@ void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
     c10di_plan *p = &c->plan;
     c10di_join_plan(pg, c, p);
     p->reporting = how_reported(pg->w->verify, c, p);
+}
+
+c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
+{
+    c->root = from;
+    c->fp.root = from;
+    c10di_plan_call(pg, c); /* reported now, as what it turned out to be */
+    return c10di_verify_enter(pg, c);
 }
 
 /* --- the stages --- */
@@ -197,9 +163,7 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
      * coordinator then names the mismatched pair, not a later call. It is
      * planned again: it is reported now, as what it turned out to be. */
     if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
-        c->fp.root = c->root;
-        c10di_plan_call(pg, c);
-        c10d_status vst = c10di_verify_enter(pg, c);
+        c10d_status vst = c10di_report_sender(pg, c, c->root);
         if (st == C10D_OK)
             st = vst;
     }

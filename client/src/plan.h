@@ -1,5 +1,4 @@
-/* One call's way through the front end (plan.c): the backend that serves
- * it, its plan, the stages it passes before and after its backend runs
+/* One call's way through the front end (plan.c): its plan, the stages it passes before and after its backend runs
  * it, and what its end does to its group. Below it: verification, join's
  * region, liveness, the backend table; none of them calls back up. */
 #ifndef C10DI_PLAN_H
@@ -7,12 +6,15 @@
 
 #include "group.h"
 
-/* Which backend serves a call on `device` (C10D_CPU, a CUDA device,
- * C10DI_GROUP_DEVICE or C10DI_ANY_CUDA); fills c->device, c->be. */
-c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn);
 /* Computes c's plan (c->plan): what its stages need to know of the
  * group's verification mode and join region. */
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c);
+/* A receive from any member (c->root C10DI_ANY_SOURCE), once its message
+ * came from group rank `from`: c becomes the receive from `from`, planned
+ * and reported to the coordinator as such, which then matches it with
+ * that sender's send. What verification said (a coordinator that is down
+ * loses the check only). */
+c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from);
 /* The stages before c runs, on the thread that runs it: planned, checked
  * against what is known of the group (unless the coordinator answers that
  * itself, in SYNC), verified, then join's stage. */

@@ -24,7 +24,6 @@
 #include "c10d_time.h"
 
 #include <limits.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -123,25 +122,14 @@ c10d_status c10di_post(c10d_pg *pg, c10d_work *w)
     if (st == C10D_OK) {
         w->r.c = c;
         atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
-        st = c->be->recv_post(c->be_state, &w->r);
-        if (st != C10D_OK)
+        if ((st = c->be->recv_post(c->be_state, &w->r)) != C10D_OK)
             atomic_fetch_sub(&pg->w->posted, 1);
-        else
-            progress_kick(pg->w);
     }
     if (st != C10D_OK && st != C10D_EINVAL)
         c10di_pg_break(pg, st, c10d_errmsg());
+    else if (st == C10D_OK)
+        progress_kick(pg->w);
     return st;
-}
-
-void c10di_posted_done(c10d_pg *pg, c10di_recv *r)
-{
-    c10d_work *w = (c10d_work *)(void *)((char *)r - offsetof(c10d_work, r));
-    /* A wrong size took its message whole: the links are as they were. */
-    if (r->st != C10D_OK && r->st != C10D_EINVAL && r->st != C10D_EABORTED)
-        c10di_pg_break(pg, r->st, r->msg);
-    atomic_fetch_sub(&pg->w->posted, 1);
-    c10di_work_finish(w, r->st, r->msg); /* the last touch: its owner may free it now */
 }
 
 void c10di_posted_abort(c10d_pg *pg)

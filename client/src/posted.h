@@ -4,7 +4,7 @@
  * It is checked, numbered and reported now, then posted in the backend's
  * receive queue, which matches it to its message from whichever thread
  * makes progress. Its handle is waited for, tested and cancelled as every
- * work handle is (work.c). */
+ * work handle is, and ends with its work (c10di_work_recv_done, work.c). */
 #ifndef C10DI_POSTED_H
 #define C10DI_POSTED_H
 
@@ -14,8 +14,6 @@
 c10d_status c10di_post(c10d_pg *pg, c10d_work *w);
 /* Ends, as aborted, the receives posted on pg (it is being destroyed). */
 void c10di_posted_abort(c10d_pg *pg);
-/* The backend's recv_done hook: a posted receive ended. */
-void c10di_posted_done(c10d_pg *pg, c10di_recv *r);
 /* Stops w's progress thread (w is being freed). */
 void c10di_progress_stop(c10di_world *w);
 

@@ -3,9 +3,10 @@
  * backend's receive queue (posted.c posts it); waited for, tested and
  * freed through the public API. */
 #include "work.h"
+#include "lane.h"
 #include "liveness.h"
 #include "plan.h"
-#include "verify.h"
+#include "posted.h"
 
 #include "c10d_time.h"
 
@@ -42,15 +43,67 @@ c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c)
     return w;
 }
 
+/* What c holds of its backend's and its buffers, let go. */
+static void coll_release(c10di_coll *c)
+{
+    if (c->be && c->be->forget)
+        c->be->forget(c);
+    free(c->outs);
+    free(c->ins);
+}
+
 void c10di_work_destroy(c10d_work *w)
 {
-    if (w->c.be && w->c.be->forget)
-        w->c.be->forget(&w->c);
-    free(w->c.outs);
-    free(w->c.ins);
+    coll_release(&w->c);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w);
+}
+
+c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *give_back)
+{
+    *give_back = 0;
+    if (work)
+        *work = NULL;
+    if (!c->async && !c10di_lane_busy(pg->lane)) {
+        c10d_status st = c10di_execute(pg, c);
+        if (st == C10D_OK && c->src_out)
+            *c->src_out = c->root;
+        coll_release(c);
+        return st;
+    }
+    c10d_work *w = c10di_work_new(pg, c);
+    if (!w) {
+        *give_back = 1;
+        coll_release(c);
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    }
+    c->outs = NULL, c->ins = NULL; /* the work owns them now */
+    c->ready = NULL;
+    c10d_status st;
+    /* Posted in the backend (posted.c), where one takes receives so (CUDA
+     * buffers are received on the stream, in order: on the lane). */
+    if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
+        w->c.posted = 1;
+        if ((st = c10di_post(pg, w)) != C10D_OK) {
+            c10di_work_destroy(w);
+            return st;
+        }
+        *work = w;
+        return C10D_OK;
+    }
+    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
+        *give_back = 1;
+        c10di_work_destroy(w);
+        return st;
+    }
+    if (c->async) {
+        *work = w;
+        return C10D_OK;
+    }
+    st = c10d_work_wait(w, 0);
+    c10d_work_free(w);
+    return st;
 }
 
 /* --- on the lane --- */
@@ -86,10 +139,17 @@ static void report_any(c10d_work *w, c10d_status st, int from)
     if (!first)
         return;
     c10di_coll rc = w->c;
-    rc.root = from;
-    rc.fp.root = from;
-    c10di_plan_call(w->pg, &rc); /* reported now, as what it turned out to be */
-    (void)c10di_verify_enter(w->pg, &rc); /* a coordinator that is down loses the check only */
+    (void)c10di_report_sender(w->pg, &rc, from); /* a coordinator that is down loses the check only */
+}
+
+void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r)
+{
+    c10d_work *w = (c10d_work *)(void *)((char *)r - offsetof(c10d_work, r));
+    /* A wrong size took its message whole: the links are as they were. */
+    if (r->st != C10D_OK && r->st != C10D_EINVAL && r->st != C10D_EABORTED)
+        c10di_pg_break(pg, r->st, r->msg);
+    atomic_fetch_sub(&pg->w->posted, 1);
+    c10di_work_finish(w, r->st, r->msg); /* the last touch: its owner may free it now */
 }
 
 /* c10d_work_wait of a posted receive: limit_ms as c10di_timeout gives it

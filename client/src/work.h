@@ -22,6 +22,14 @@ struct c10d_work {
     int reported;
 };
 
+/* Runs c, numbered: now on this thread (c10di_execute) when it is sync
+ * and nothing is queued on its group, else as a work handle: posted (an
+ * async receive the backend takes so, posted.c) or queued on the group's
+ * lane, then handed back in *work (async) or waited for. Takes c->outs
+ * and c->ins. *give_back: the call was refused before it reached the lane
+ * or the backend (no memory for its handle, no worker thread), so its
+ * number is to be given back. */
+c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *give_back);
 c10d_work *c10di_work_new(c10d_pg *pg, const c10di_coll *c);
 void c10di_work_destroy(c10d_work *w);
 /* Ends w with st (msg: why, if st is not C10D_OK) and wakes its waiters. */
@@ -30,5 +38,8 @@ void c10di_work_finish(c10d_work *w, c10d_status st, const char *msg);
  * (c10di_execute), then ends the work with how it went. */
 c10d_status c10di_work_run(c10di_lane_item *it);
 void c10di_work_ended(c10di_lane_item *it, c10d_status st);
+/* The backend's recv_done hook: a posted receive ended (r is its work's
+ * w->r); its work ends with it. */
+void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r);
 
 #endif

@@ -305,7 +305,13 @@ START_TEST(clients_that_never_read_stop_being_read)
     }
     long grew = peak_rss_kib(coord.pid) - before;
     printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
-    ck_assert_msg(MEMORY_BOUNDED(grew, 96 * 1024), "peak RSS grew %ld KiB for %d clients that do not read",
+    /* Usually ~22 MiB. At worst one connection's buffer holds up to
+     * --max-reply-bytes (64 MiB) of replies, and growing it by doubling
+     * briefly holds the old copy beside the new one: 186 MiB was seen
+     * once (CI, 2026-11-25), when the engine took a flooder's 128 gets in
+     * one batch before any reply went out. Unbounded, 16 such clients
+     * took 1.57 GB. */
+    ck_assert_msg(MEMORY_BOUNDED(grew, 256 * 1024), "peak RSS grew %ld KiB for %d clients that do not read",
                   grew, FLOODERS);
     normal_gets_answered(s, "unread-replies flood", 200);
     /* A flooder that reads again is served again: its replies come. */

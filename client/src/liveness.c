@@ -165,3 +165,10 @@ c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c)
     }
     return C10D_OK;
 }
+
+c10d_status c10di_call_begin(c10d_pg *pg, const c10di_coll *c, int announce, int check)
+{
+    if (announce)
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+    return check ? c10di_pg_lost(pg, c) : C10D_OK;
+}

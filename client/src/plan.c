@@ -109,14 +109,36 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
     return st;
 }
 
-/* Join's stage, once c was verified. A send/recv it refuses (its peer
- * joined) is sent to the coordinator first, with what else was queued: the
- * coordinator records it as the group's finding (the entry was just
- * queued), so every rank hears of it. The refusal's message stands. */
-static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
+/* The stages before c runs. `announce`: c is what this rank now does (the
+ * heartbeat names it), as for a call run now; a posted receive waits later.
+ * Each lower module is entered once, in order; none calls back up. */
+static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
 {
-    c10d_status st = c10di_join_enter(pg, c);
-    if (st == C10D_EJOINED && (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
+    /* A joined rank's shadow was verified before it was handed out. */
+    if (!c->shadow)
+        c10di_plan_call(pg, c);
+    /* A finding or a lost member, known already, fails the call at once.
+     * When the call is reported as in SYNC the coordinator answers that
+     * itself (and records it) on the report it makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told. */
+    int checked = c->shadow || c->plan.reporting != C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
+    /* c10di_pg_check's stages, in its order: lost (with the activity), join, deadline. */
+    c10d_status st = c10di_call_begin(pg, c, announce, checked);
+    if (st == C10D_OK && checked && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
+        st = c10di_join_check(pg, c);
+    if (st == C10D_OK && checked)
+        st = past_deadline(pg, c, -1);
+    if (st == C10D_OK && !c->shadow && !any_source)
+        st = c10di_verify_enter(pg, c);
+    /* Join's stage, once c was verified. A send/recv it refuses (its peer
+     * joined) is sent to the coordinator first, with what else was queued:
+     * the coordinator records it as the group's finding (the entry was just
+     * queued), so every rank hears of it. The refusal's message stands. */
+    if (st == C10D_OK && (st = c10di_join_enter(pg, c)) == C10D_EJOINED &&
+        (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
         char msg[2048]; /* c10d_errmsg()'s size */
         snprintf(msg, sizeof msg, "%s", c10d_errmsg());
         c10di_verify_flush(pg->w);
@@ -127,23 +149,7 @@ static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
 
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
 {
-    /* A joined rank's shadow was verified before it was handed out. */
-    if (!c->shadow)
-        c10di_plan_call(pg, c);
-    /* A finding or a lost member, known already, fails the call at once.
-     * When the call is reported as in SYNC the coordinator answers that
-     * itself (and records it) on the report it makes anyway, so its
-     * account, not a race with the watcher, decides what the rank is told. */
-    int sync_verified = !c->shadow && c->plan.reporting == C10DI_REPORT_SYNC;
-    /* A recv from any member is reported once the data plane has its
-     * message: the coordinator then matches it with that sender's send. */
-    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow && !any_source)
-        st = c10di_verify_enter(pg, c);
-    if (st == C10D_OK)
-        st = join_stage(pg, c);
-    return st;
+    return enter(pg, c, 0);
 }
 
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
@@ -151,12 +157,11 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     c10d_status ust = c10di_pg_usable(pg, c);
     if (ust != C10D_OK)
         return ust;
-    /* A shadow runs inside join_end, which says so itself: a joined rank
-     * reacts to its peers' headers, and every step it saves is theirs. */
-    if (!c->shadow)
-        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = c10di_call_enter(pg, c);
+    /* A shadow runs inside join_end, which says what the rank does itself:
+     * a joined rank reacts to its peers' headers, and every step it saves
+     * is theirs. */
+    c10d_status st = enter(pg, c, !c->shadow);
     if (st == C10D_OK)
         st = c->be->run_call(c->be_state, c);
     /* A message of the wrong size is reported too, under its sender: the
@@ -169,13 +174,13 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     }
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
-    if (st == C10D_OK)
-        c10di_join_ran(pg, c);
     if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
         /* The links may hold half a message: nothing after this is safe.
          * (A monitored barrier met through the store: the links are as
          * they were, and a late rank still meets it under its number.) */
         c10di_pg_break(pg, st, c10d_errmsg());
+    if (st == C10D_OK)
+        c10di_join_ran(pg, c);
     if (!c->shadow)
         c10di_activity_done(pg->w);
     return st;

@@ -40,10 +40,11 @@ c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
 /* Inside a join region in which someone has joined, every collective is
  * reported as in SYNC, whatever the mode: the coordinator hands each one
  * to the joined ranks (verify.c, docs/join.md). */
-/* How c is reported to the coordinator, given the group's verification
- * mode and what the plan knows of the join region. */
-static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+/* How c is reported to the coordinator, given what the plan knows: the
+ * group's verification mode and the join region. */
+static c10di_report how_reported(const c10di_coll *c, const c10di_plan *p)
 {
+    c10d_verify mode = p->mode;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = p->known;
     int region = p->region, inband = p->inband;
@@ -67,8 +68,9 @@ static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c1
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
 {
     c10di_plan *p = &c->plan;
+    p->mode = pg->w->verify;
     c10di_join_plan(pg, c, p);
-    p->reporting = how_reported(pg->w->verify, c, p);
+    p->reporting = how_reported(c, p);
 }
 
 c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
@@ -83,17 +85,19 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
 
 /* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
  * `waiting_for` (a group rank or -1) is named. */
+#define TIMED_OUT "%s of group %s (rank %d) timed out after %d ms"
+/* the call's own timeout (its options'); a setup step's is the group's */
+#define TIMEOUT_MS(pg, c) ((c)->timeout_ms > 0 ? (c)->timeout_ms : (pg)->timeout_ms)
+
 static c10d_status past_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     if (c10d_now_ms() > c->deadline_ms) {
-        /* the call's own timeout (its options'); a setup step's is the group's */
-        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
         if (waiting_for >= 0)
-            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
-                               "waiting for rank %d (global rank %d)", c->what, pg->name,
-                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
-                           c->what, pg->name, pg->rank, ms);
+            return c10di_error(C10D_ETIMEDOUT, TIMED_OUT " waiting for rank %d (global rank %d)",
+                               c->what, pg->name, pg->rank, TIMEOUT_MS(pg, c), waiting_for,
+                               pg->ranks[waiting_for]);
+        return c10di_error(C10D_ETIMEDOUT, TIMED_OUT, c->what, pg->name, pg->rank,
+                           TIMEOUT_MS(pg, c));
     }
     return C10D_OK;
 }
@@ -129,8 +133,8 @@ static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
     c10d_status st = c10di_call_begin(pg, c, announce, checked);
     if (st == C10D_OK && checked && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
         st = c10di_join_check(pg, c);
-    if (st == C10D_OK && checked)
-        st = past_deadline(pg, c, -1);
+    if (st == C10D_OK && checked && c10d_now_ms() > c->deadline_ms) /* as past_deadline */
+        st = c10di_error(C10D_ETIMEDOUT, TIMED_OUT, c->what, pg->name, pg->rank, TIMEOUT_MS(pg, c));
     if (st == C10D_OK && !c->shadow && !any_source)
         st = c10di_verify_enter(pg, c);
     /* Join's stage, once c was verified. A send/recv it refuses (its peer

@@ -85,24 +85,21 @@ c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *g
      * buffers are received on the stream, in order: on the lane). */
     if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
         w->c.posted = 1;
-        if ((st = c10di_post(pg, w)) != C10D_OK) {
-            c10di_work_destroy(w);
-            return st;
+        if ((st = c10di_post(pg, w)) == C10D_OK) {
+            *work = w;
+            return C10D_OK;
         }
+    } else if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
+        *give_back = 1;
+    } else if (c->async) {
         *work = w;
         return C10D_OK;
-    }
-    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
-        *give_back = 1;
-        c10di_work_destroy(w);
+    } else {
+        st = c10d_work_wait(w, 0);
+        c10d_work_free(w);
         return st;
     }
-    if (c->async) {
-        *work = w;
-        return C10D_OK;
-    }
-    st = c10d_work_wait(w, 0);
-    c10d_work_free(w);
+    c10di_work_destroy(w); /* refused: never ran */
     return st;
 }
 

@@ -311,29 +311,26 @@ static int queue_entry(c10di_world *w, c10d_pg *pg, const c10di_coll *c, int p2p
     return 0;
 }
 
-c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+/* REPORT_SYNC: this rank's earlier entries, queued or being sent, go
+ * first: the coordinator must see a rank's collectives in order (an entry
+ * older than what a rank entered is taken for a resend). Only ASYNC and
+ * OFF queue collectives. A monitored barrier reports without waiting: it
+ * must itself name the ranks that do not arrive. */
+static c10d_status sync_stage(c10d_pg *pg, const c10di_coll *c)
+{
+    if (c->plan.mode != C10D_VERIFY_SYNC)
+        c10di_verify_flush(pg->w);
+    return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
+}
+
+/* REPORT_QUEUE: c's entry goes in the background (under OFF, held until
+ * a join needs it). Send/recv go through the queue in every mode (see
+ * server/verify_ops.c, enter_p2p). */
+static c10d_status queue_stage(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c->plan.known;
-    switch (c->plan.reporting) {
-    case C10DI_REPORT_NONE:
-        return C10D_OK;
-    case C10DI_REPORT_SYNC:
-        /* This rank's earlier entries, queued or being sent, go first:
-         * the coordinator must see a rank's collectives in order (an entry
-         * older than what a rank entered is taken for a resend). Only
-         * ASYNC and OFF queue collectives. */
-        if (w->verify != C10D_VERIFY_SYNC)
-            c10di_verify_flush(w);
-        /* A monitored barrier reports without waiting: it must itself
-         * name the ranks that do not arrive. */
-        return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
-    case C10DI_REPORT_QUEUE:
-        break;
-    }
-    /* Send/recv go through the queue in every mode (see
-     * server/verify_ops.c, enter_p2p). */
     pthread_spin_lock(&w->rmu);
     if (queue_entry(w, pg, c, p2p, known) != 0) {
         pthread_spin_unlock(&w->rmu);
@@ -353,4 +350,14 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
         atomic_load_explicit(&pg->join.version, memory_order_acquire) != known)
         c10di_verify_flush(w);
     return C10D_OK;
+}
+
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+{
+    switch (c->plan.reporting) {
+    case C10DI_REPORT_NONE: return C10D_OK;
+    case C10DI_REPORT_QUEUE: return queue_stage(pg, c);
+    case C10DI_REPORT_SYNC: break;
+    }
+    return sync_stage(pg, c);
 }

@@ -123,22 +123,6 @@ void c10di_work_ended(c10di_lane_item *it, c10d_status st)
 
 /* --- a posted receive's handle --- */
 
-/* After the receive ended (from its sender): reported, if it was from any
- * member, once. */
-static void report_any(c10d_work *w, c10d_status st, int from)
-{
-    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
-        return;
-    pthread_mutex_lock(&w->mu);
-    int first = !w->reported;
-    w->reported = 1;
-    pthread_mutex_unlock(&w->mu);
-    if (!first)
-        return;
-    c10di_coll rc = w->c;
-    (void)c10di_report_sender(w->pg, &rc, from); /* a coordinator that is down loses the check only */
-}
-
 void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r)
 {
     c10d_work *w = (c10d_work *)(void *)((char *)r - offsetof(c10d_work, r));
@@ -190,7 +174,17 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
     if (!done)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
                            pg->name, limit_ms);
-    report_any(w, st, from);
+    /* Ended (from its sender): reported, if it was from any member, once. */
+    if (w->c.root == C10DI_ANY_SOURCE && from >= 0 && (st == C10D_OK || st == C10D_EINVAL)) {
+        pthread_mutex_lock(&w->mu);
+        int first = !w->reported;
+        w->reported = 1;
+        pthread_mutex_unlock(&w->mu);
+        if (first) {
+            c10di_coll rc = w->c;
+            (void)c10di_report_sender(pg, &rc, from); /* a coordinator that is down loses the check only */
+        }
+    }
     if (st != C10D_OK)
         return c10di_error(st, "%s", msg);
     if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */

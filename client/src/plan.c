@@ -83,12 +83,14 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
 
 /* --- the stages --- */
 
-/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
- * `waiting_for` (a group rank or -1) is named. */
+/* A call past its deadline: the message (past_deadline's, and the stages'
+ * own check), and the timeout it names: the call's own (its options'); a
+ * setup step's is the group's. */
 #define TIMED_OUT "%s of group %s (rank %d) timed out after %d ms"
-/* the call's own timeout (its options'); a setup step's is the group's */
 #define TIMEOUT_MS(pg, c) ((c)->timeout_ms > 0 ? (c)->timeout_ms : (pg)->timeout_ms)
 
+/* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
+ * `waiting_for` (a group rank or -1) is named. */
 static c10d_status past_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     if (c10d_now_ms() > c->deadline_ms) {
@@ -115,7 +117,8 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 
 /* The stages before c runs. `announce`: c is what this rank now does (the
  * heartbeat names it), as for a call run now; a posted receive waits later.
- * Each lower module is entered once, in order; none calls back up. */
+ * Each stage is a call down (liveness, join's check, verification, join's
+ * stage) that returns what it found; none calls back up. */
 static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
 {
     /* A joined rank's shadow was verified before it was handed out. */

@@ -22,6 +22,7 @@ typedef enum { C10DI_REPORT_NONE, C10DI_REPORT_QUEUE, C10DI_REPORT_SYNC } c10di_
  * computed once on the thread that runs it, before it is verified, from
  * the group's verification mode and join region. */
 typedef struct c10di_plan {
+    c10d_verify mode;       /* the group's verification mode, read once (pg->w->verify) */
     c10di_report reporting; /* SYNC: wait for every active member; QUEUE: in the background
                             (under OFF held until a join needs it); NONE */
     int region;          /* this rank is inside a join region of the group */

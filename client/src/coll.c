@@ -81,33 +81,20 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     return C10D_OK;
 }
 
-/* Numbers c and fills in its fingerprint and description. Send/recv are
- * numbered apart: only two ranks take part, so they must not move the
- * group's collective count. */
-static void describe(c10d_pg *pg, c10di_coll *c, int64_t numel)
+/* Fills in c's fingerprint and description, once it is numbered. */
+static void describe(c10di_coll *c, int64_t numel)
 {
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     int rooted = p2p || c->kind == C10DC_BROADCAST || c->kind == C10DC_REDUCE ||
                  c->kind == C10DC_GATHER || c->kind == C10DC_SCATTER;
     int reduces = c->kind == C10DC_ALL_REDUCE || c->kind == C10DC_REDUCE ||
                   c->kind == C10DC_REDUCE_SCATTER;
-    c->seq = p2p ? ++pg->p2p_seq : ++pg->seq;
     c->fp = (c10dc_fp){(uint32_t)c->kind, (uint32_t)c->dtype, numel,
                        rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP,
                        c->device == C10D_CPU ? C10DC_DEV_CPU : C10DC_DEV_CUDA, 0};
     char f[128];
     snprintf(c->what, sizeof c->what, "#%s%llu %s", p2p ? "p" : "", (unsigned long long)c->seq,
              c10dc_fp_format(&c->fp, f, sizeof f));
-}
-
-/* A call refused after it was numbered (no memory for its work handle,
- * no worker thread): its number is given back, so that this rank's count
- * does not move on alone and its next call meets the peers' same one. */
-static void unnumber(c10d_pg *pg, const c10di_coll *c)
-{
-    uint64_t *count = c->kind == C10DC_SEND || c->kind == C10DC_RECV ? &pg->p2p_seq : &pg->seq;
-    if (*count == c->seq)
-        (*count)--;
 }
 
 /* Routes, numbers, then runs c (c10di_work_call). Takes c->outs and
@@ -141,12 +128,19 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
      * before the collective, even if the lane runs it later. */
     if (c->be->prepare && (st = c->be->prepare(c->be_state, c)) != C10D_OK)
         goto out;
-    describe(pg, c, numel);
+    /* Numbered: send/recv apart, since only two ranks take part and they
+     * must not move the group's collective count. */
+    uint64_t *count = c->kind == C10DC_SEND || c->kind == C10DC_RECV ? &pg->p2p_seq : &pg->seq;
+    c->seq = ++*count;
+    describe(c, numel);
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     int give_back = 0;
     st = c10di_work_call(pg, c, work, &give_back); /* takes c->outs and c->ins */
-    if (give_back)
-        unnumber(pg, c);
+    /* Refused after it was numbered (no memory for its work handle, no
+     * worker thread): its number is given back, so that this rank's count
+     * does not move on alone and its next call meets the peers' same one. */
+    if (give_back && *count == c->seq)
+        (*count)--;
     return st;
 out:
     if (c->be && c->be->forget)

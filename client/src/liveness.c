@@ -90,11 +90,6 @@ static uint64_t final_seq(const c10di_seqs *finals, const char *group)
     return c10di_seqs_get(finals, group, &seq) ? seq : 0;
 }
 
-static int left_after(const c10di_seqs *finals, const char *group, uint64_t seq)
-{
-    return final_seq(finals, group) >= seq;
-}
-
 /* The group's failure as this rank knows it (w->mu held): its alert (a
  * finding), else the member heard lost first that matters at collective
  * seq (has_seq 0: any that is lost) — the first heard, not the lowest
@@ -118,12 +113,12 @@ static c10d_status failure_locked(c10d_pg *pg, int has_seq, uint64_t seq, char *
         int g = pg->ranks[i];
         if (!w->lost[g])
             continue;
-        if (!(has_seq && left_after(&w->lost_finals[g], pg->name, seq))) {
+        uint64_t last = has_seq ? final_seq(&w->lost_finals[g], pg->name) : 0;
+        if (!(has_seq && last >= seq)) { /* had not finished seq */
             if (first < 0 || w->lost_order[g] < w->lost_order[first])
                 first = g;
-        } else { /* left after seq: matters from its next collective */
-            uint64_t next = final_seq(&w->lost_finals[g], pg->name) + 1;
-            *recheck = next < *recheck ? next : *recheck;
+        } else if (last + 1 < *recheck) { /* left after seq: matters from its next collective */
+            *recheck = last + 1;
         }
     }
     if (first < 0)
@@ -164,4 +159,11 @@ c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c)
                                c ? c->what : "setup", pg->name, pg->rank, msg);
     }
     return C10D_OK;
+}
+
+c10d_status c10di_call_begin(c10d_pg *pg, const c10di_coll *c, int announce, int check)
+{
+    if (announce)
+        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+    return check ? c10di_pg_lost(pg, c) : C10D_OK;
 }

@@ -14,6 +14,11 @@ void c10di_activity_read(c10di_world *w, char *out, size_t cap);
  * on the group, or a member lost that matters at c (C10D_EPEERLOST), with
  * the message set. */
 c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c);
+/* A call starts on this thread: with `announce`, what the rank does is
+ * now c (c10di_activity, for the heartbeat); then, with `check`, why pg
+ * cannot go on with it (c10di_pg_lost). One entry for the plan's first
+ * stage, so that the heartbeat names c before the check can fail it. */
+c10d_status c10di_call_begin(c10d_pg *pg, const c10di_coll *c, int announce, int check);
 /* Without side effects, from any thread: why collective seq of pg cannot
  * complete (a finding on the group, or a member lost that had not
  * finished seq), as C10D_EDESYNC / C10D_EPEERLOST / C10D_ETIMEDOUT with the

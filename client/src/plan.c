@@ -40,10 +40,11 @@ c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
 /* Inside a join region in which someone has joined, every collective is
  * reported as in SYNC, whatever the mode: the coordinator hands each one
  * to the joined ranks (verify.c, docs/join.md). */
-/* How c is reported to the coordinator, given the group's verification
- * mode and what the plan knows of the join region. */
-static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c10di_plan *p)
+/* How c is reported to the coordinator, given what the plan knows: the
+ * group's verification mode and the join region. */
+static c10di_report how_reported(const c10di_coll *c, const c10di_plan *p)
 {
+    c10d_verify mode = p->mode;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = p->known;
     int region = p->region, inband = p->inband;
@@ -67,8 +68,9 @@ static c10di_report how_reported(c10d_verify mode, const c10di_coll *c, const c1
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
 {
     c10di_plan *p = &c->plan;
+    p->mode = pg->w->verify;
     c10di_join_plan(pg, c, p);
-    p->reporting = how_reported(pg->w->verify, c, p);
+    p->reporting = how_reported(c, p);
 }
 
 c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
@@ -81,19 +83,23 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
 
 /* --- the stages --- */
 
+/* A call past its deadline: the message (past_deadline's, and the stages'
+ * own check), and the timeout it names: the call's own (its options'); a
+ * setup step's is the group's. */
+#define TIMED_OUT "%s of group %s (rank %d) timed out after %d ms"
+#define TIMEOUT_MS(pg, c) ((c)->timeout_ms > 0 ? (c)->timeout_ms : (pg)->timeout_ms)
+
 /* C10D_ETIMEDOUT, with the message set, once c is past its deadline;
  * `waiting_for` (a group rank or -1) is named. */
 static c10d_status past_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     if (c10d_now_ms() > c->deadline_ms) {
-        /* the call's own timeout (its options'); a setup step's is the group's */
-        int ms = c->timeout_ms > 0 ? c->timeout_ms : pg->timeout_ms;
         if (waiting_for >= 0)
-            return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms "
-                               "waiting for rank %d (global rank %d)", c->what, pg->name,
-                               pg->rank, ms, waiting_for, pg->ranks[waiting_for]);
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s (rank %d) timed out after %d ms",
-                           c->what, pg->name, pg->rank, ms);
+            return c10di_error(C10D_ETIMEDOUT, TIMED_OUT " waiting for rank %d (global rank %d)",
+                               c->what, pg->name, pg->rank, TIMEOUT_MS(pg, c), waiting_for,
+                               pg->ranks[waiting_for]);
+        return c10di_error(C10D_ETIMEDOUT, TIMED_OUT, c->what, pg->name, pg->rank,
+                           TIMEOUT_MS(pg, c));
     }
     return C10D_OK;
 }
@@ -109,14 +115,37 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
     return st;
 }
 
-/* Join's stage, once c was verified. A send/recv it refuses (its peer
- * joined) is sent to the coordinator first, with what else was queued: the
- * coordinator records it as the group's finding (the entry was just
- * queued), so every rank hears of it. The refusal's message stands. */
-static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
+/* The stages before c runs. `announce`: c is what this rank now does (the
+ * heartbeat names it), as for a call run now; a posted receive waits later.
+ * Each stage is a call down (liveness, join's check, verification, join's
+ * stage) that returns what it found; none calls back up. */
+static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
 {
-    c10d_status st = c10di_join_enter(pg, c);
-    if (st == C10D_EJOINED && (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
+    /* A joined rank's shadow was verified before it was handed out. */
+    if (!c->shadow)
+        c10di_plan_call(pg, c);
+    /* A finding or a lost member, known already, fails the call at once.
+     * When the call is reported as in SYNC the coordinator answers that
+     * itself (and records it) on the report it makes anyway, so its
+     * account, not a race with the watcher, decides what the rank is told. */
+    int checked = c->shadow || c->plan.reporting != C10DI_REPORT_SYNC;
+    /* A recv from any member is reported once the data plane has its
+     * message: the coordinator then matches it with that sender's send. */
+    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
+    /* c10di_pg_check's stages, in its order: lost (with the activity), join, deadline. */
+    c10d_status st = c10di_call_begin(pg, c, announce, checked);
+    if (st == C10D_OK && checked && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
+        st = c10di_join_check(pg, c);
+    if (st == C10D_OK && checked && c10d_now_ms() > c->deadline_ms) /* as past_deadline */
+        st = c10di_error(C10D_ETIMEDOUT, TIMED_OUT, c->what, pg->name, pg->rank, TIMEOUT_MS(pg, c));
+    if (st == C10D_OK && !c->shadow && !any_source)
+        st = c10di_verify_enter(pg, c);
+    /* Join's stage, once c was verified. A send/recv it refuses (its peer
+     * joined) is sent to the coordinator first, with what else was queued:
+     * the coordinator records it as the group's finding (the entry was just
+     * queued), so every rank hears of it. The refusal's message stands. */
+    if (st == C10D_OK && (st = c10di_join_enter(pg, c)) == C10D_EJOINED &&
+        (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
         char msg[2048]; /* c10d_errmsg()'s size */
         snprintf(msg, sizeof msg, "%s", c10d_errmsg());
         c10di_verify_flush(pg->w);
@@ -127,23 +156,7 @@ static c10d_status join_stage(c10d_pg *pg, c10di_coll *c)
 
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
 {
-    /* A joined rank's shadow was verified before it was handed out. */
-    if (!c->shadow)
-        c10di_plan_call(pg, c);
-    /* A finding or a lost member, known already, fails the call at once.
-     * When the call is reported as in SYNC the coordinator answers that
-     * itself (and records it) on the report it makes anyway, so its
-     * account, not a race with the watcher, decides what the rank is told. */
-    int sync_verified = !c->shadow && c->plan.reporting == C10DI_REPORT_SYNC;
-    /* A recv from any member is reported once the data plane has its
-     * message: the coordinator then matches it with that sender's send. */
-    int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = sync_verified ? C10D_OK : c10di_pg_check(pg, c, -1);
-    if (st == C10D_OK && !c->shadow && !any_source)
-        st = c10di_verify_enter(pg, c);
-    if (st == C10D_OK)
-        st = join_stage(pg, c);
-    return st;
+    return enter(pg, c, 0);
 }
 
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
@@ -151,12 +164,11 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     c10d_status ust = c10di_pg_usable(pg, c);
     if (ust != C10D_OK)
         return ust;
-    /* A shadow runs inside join_end, which says so itself: a joined rank
-     * reacts to its peers' headers, and every step it saves is theirs. */
-    if (!c->shadow)
-        c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
-    c10d_status st = c10di_call_enter(pg, c);
+    /* A shadow runs inside join_end, which says what the rank does itself:
+     * a joined rank reacts to its peers' headers, and every step it saves
+     * is theirs. */
+    c10d_status st = enter(pg, c, !c->shadow);
     if (st == C10D_OK)
         st = c->be->run_call(c->be_state, c);
     /* A message of the wrong size is reported too, under its sender: the
@@ -169,13 +181,13 @@ c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
     }
     if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
         c10di_pg_completed(pg, c->seq);
-    if (st == C10D_OK)
-        c10di_join_ran(pg, c);
     if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
         /* The links may hold half a message: nothing after this is safe.
          * (A monitored barrier met through the store: the links are as
          * they were, and a late rank still meets it under its number.) */
         c10di_pg_break(pg, st, c10d_errmsg());
+    if (st == C10D_OK)
+        c10di_join_ran(pg, c);
     if (!c->shadow)
         c10di_activity_done(pg->w);
     return st;

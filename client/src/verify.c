@@ -91,6 +91,21 @@ static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp 
     en->join_known = known;
 }
 
+/* Sends m, this rank's report (its entries set), to the coordinator; the
+ * answer is its status (a SYNC check's verdict). The one way verification
+ * reaches the connection: the background batches and SYNC checks alike. */
+static c10d_status send_report(c10di_world *w, C10dpb__CollReport *m, int server_wait_ms,
+                               int timeout_ms)
+{
+    m->job = w->job;
+    m->generation = w->generation;
+    m->rank = w->rank;
+    C10dpb__Request req = C10DPB__REQUEST__INIT;
+    req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
+    req.coll_report = m;
+    return c10di_call_drop(w->conn, &req, server_wait_ms, timeout_ms);
+}
+
 static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
 {
     C10dpb__CollEntry *entries = calloc(n, sizeof *entries);
@@ -102,17 +117,11 @@ static void send_batch(c10di_world *w, c10di_pending *p, size_t n)
             ptrs[i] = &entries[i];
         }
         C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
-        m.job = w->job;
-        m.generation = w->generation;
-        m.rank = w->rank;
         m.n_entries = n;
         m.entries = ptrs;
-        C10dpb__Request req = C10DPB__REQUEST__INIT;
-        req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
-        req.coll_report = &m;
         /* A failure here is a coordinator that is down: the entries are
          * lost to verification, not to the job. */
-        (void)c10di_call_drop(w->conn, &req, 0, C10DI_REPORT_BUDGET_MS);
+        (void)send_report(w, &m, 0, C10DI_REPORT_BUDGET_MS);
     }
     free(entries);
     free(ptrs);
@@ -204,21 +213,13 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
     fill_entry(&en, pg->name, &c->fp, c->seq, pg->completed, c->timeout_ms, 0, c->tag,
                c->plan.known);
     C10dpb__CollReport m = C10DPB__COLL_REPORT__INIT;
-    m.job = w->job;
-    m.generation = w->generation;
-    m.rank = w->rank;
     m.n_entries = 1;
     m.entries = &ptr;
     m.has_sync = 1;
     m.sync = wait != 0;
-    C10dpb__Request req = C10DPB__REQUEST__INIT;
-    req.op_case = C10DPB__REQUEST__OP_COLL_REPORT;
-    req.coll_report = &m;
-    C10dpb__Reply *rep = NULL;
     int64_t left = c->deadline_ms - c10d_now_ms();
-    c10d_status st = c10di_call(w->conn, &req, left > 0 ? (int)left : 1, C10DI_CONTROL_CALL_BUDGET_MS, &rep);
+    c10d_status st = send_report(w, &m, left > 0 ? (int)left : 1, C10DI_CONTROL_CALL_BUDGET_MS);
     if (st == C10D_OK) {
-        c10dpb__reply__free_unpacked(rep, NULL);
         /* The watch passes this on: a coordinator that restarts while this
          * rank is in the data plane learns the check passed. */
         if (wait && c->seq > atomic_load(&pg->verified))
@@ -310,29 +311,26 @@ static int queue_entry(c10di_world *w, c10d_pg *pg, const c10di_coll *c, int p2p
     return 0;
 }
 
-c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+/* REPORT_SYNC: this rank's earlier entries, queued or being sent, go
+ * first: the coordinator must see a rank's collectives in order (an entry
+ * older than what a rank entered is taken for a resend). Only ASYNC and
+ * OFF queue collectives. A monitored barrier reports without waiting: it
+ * must itself name the ranks that do not arrive. */
+static c10d_status sync_stage(c10d_pg *pg, const c10di_coll *c)
+{
+    if (c->plan.mode != C10D_VERIFY_SYNC)
+        c10di_verify_flush(pg->w);
+    return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
+}
+
+/* REPORT_QUEUE: c's entry goes in the background (under OFF, held until
+ * a join needs it). Send/recv go through the queue in every mode (see
+ * server/verify_ops.c, enter_p2p). */
+static c10d_status queue_stage(c10d_pg *pg, const c10di_coll *c)
 {
     c10di_world *w = pg->w;
     int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
     unsigned known = c->plan.known;
-    switch (c->plan.reporting) {
-    case C10DI_REPORT_NONE:
-        return C10D_OK;
-    case C10DI_REPORT_SYNC:
-        /* This rank's earlier entries, queued or being sent, go first:
-         * the coordinator must see a rank's collectives in order (an entry
-         * older than what a rank entered is taken for a resend). Only
-         * ASYNC and OFF queue collectives. */
-        if (w->verify != C10D_VERIFY_SYNC)
-            c10di_verify_flush(w);
-        /* A monitored barrier reports without waiting: it must itself
-         * name the ranks that do not arrive. */
-        return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
-    case C10DI_REPORT_QUEUE:
-        break;
-    }
-    /* Send/recv go through the queue in every mode (see
-     * server/verify_ops.c, enter_p2p). */
     pthread_spin_lock(&w->rmu);
     if (queue_entry(w, pg, c, p2p, known) != 0) {
         pthread_spin_unlock(&w->rmu);
@@ -352,4 +350,14 @@ c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
         atomic_load_explicit(&pg->join.version, memory_order_acquire) != known)
         c10di_verify_flush(w);
     return C10D_OK;
+}
+
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+{
+    switch (c->plan.reporting) {
+    case C10DI_REPORT_NONE: return C10D_OK;
+    case C10DI_REPORT_QUEUE: return queue_stage(pg, c);
+    case C10DI_REPORT_SYNC: break;
+    }
+    return sync_stage(pg, c);
 }

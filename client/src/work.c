@@ -85,24 +85,21 @@ c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *g
      * buffers are received on the stream, in order: on the lane). */
     if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
         w->c.posted = 1;
-        if ((st = c10di_post(pg, w)) != C10D_OK) {
-            c10di_work_destroy(w);
-            return st;
+        if ((st = c10di_post(pg, w)) == C10D_OK) {
+            *work = w;
+            return C10D_OK;
         }
+    } else if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
+        *give_back = 1;
+    } else if (c->async) {
         *work = w;
         return C10D_OK;
-    }
-    if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
-        *give_back = 1;
-        c10di_work_destroy(w);
+    } else {
+        st = c10d_work_wait(w, 0);
+        c10d_work_free(w);
         return st;
     }
-    if (c->async) {
-        *work = w;
-        return C10D_OK;
-    }
-    st = c10d_work_wait(w, 0);
-    c10d_work_free(w);
+    c10di_work_destroy(w); /* refused: never ran */
     return st;
 }
 
@@ -125,22 +122,6 @@ void c10di_work_ended(c10di_lane_item *it, c10d_status st)
 }
 
 /* --- a posted receive's handle --- */
-
-/* After the receive ended (from its sender): reported, if it was from any
- * member, once. */
-static void report_any(c10d_work *w, c10d_status st, int from)
-{
-    if (w->c.root != C10DI_ANY_SOURCE || from < 0 || (st != C10D_OK && st != C10D_EINVAL))
-        return;
-    pthread_mutex_lock(&w->mu);
-    int first = !w->reported;
-    w->reported = 1;
-    pthread_mutex_unlock(&w->mu);
-    if (!first)
-        return;
-    c10di_coll rc = w->c;
-    (void)c10di_report_sender(w->pg, &rc, from); /* a coordinator that is down loses the check only */
-}
 
 void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r)
 {
@@ -193,7 +174,17 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
     if (!done)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", c->what,
                            pg->name, limit_ms);
-    report_any(w, st, from);
+    /* Ended (from its sender): reported, if it was from any member, once. */
+    if (w->c.root == C10DI_ANY_SOURCE && from >= 0 && (st == C10D_OK || st == C10D_EINVAL)) {
+        pthread_mutex_lock(&w->mu);
+        int first = !w->reported;
+        w->reported = 1;
+        pthread_mutex_unlock(&w->mu);
+        if (first) {
+            c10di_coll rc = w->c;
+            (void)c10di_report_sender(pg, &rc, from); /* a coordinator that is down loses the check only */
+        }
+    }
     if (st != C10D_OK)
         return c10di_error(st, "%s", msg);
     if (c->src_out) /* c10d_recv_any: the caller's, written on the caller's thread */

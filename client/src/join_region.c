@@ -119,8 +119,9 @@ static c10d_status prepare(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
     return st;
 }
 
-static c10d_status refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after)
+static c10d_status refuse_p2p(c10d_pg *pg, const c10di_coll *c)
 {
+    uint64_t after = c->plan.peer_after;
     char never[128];
     return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d %s",
                        c->what, c->tag, pg->name, pg->rank, c->root,
@@ -131,7 +132,15 @@ c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 {
     if (c->shadow) /* its divisor came with the call */
         return C10D_OK;
-    return c->plan.peer_joined ? refuse_p2p(pg, c, c->plan.peer_after) : prepare(pg, c, o);
+    /* A join heard since the plan (the watcher, or a peer's header): the
+     * plan's peer is read again, so the call is refused, not run against
+     * a joined peer. Its entry went already: the version moved, so
+     * verification sent it. */
+    if (!c->plan.peer_joined && c10di_join_known(pg) != c->plan.known) {
+        c->plan.peer_after = peer_after(pg, c);
+        c->plan.peer_joined = c->plan.peer_after != NOT_JOINED;
+    }
+    return c->plan.peer_joined ? refuse_p2p(pg, c) : prepare(pg, c, o);
 }
 
 /* Why collective seq (fp, called by group rank `caller`) cannot run while

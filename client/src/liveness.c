@@ -1,8 +1,8 @@
 /* A group's health as its calls see it: whether it is still usable (a
  * failure that may have left bytes in flight breaks it), how far its
  * collectives completed, the members the watcher (watch.c) heard were
- * lost and the findings recorded on it (by the watcher, a SYNC check, the
- * data plane, join). A call begins and ends here (plan.c): the checks
+ * lost and the findings recorded on it (by the watcher, a call's end, the
+ * data plane's checks). A call begins and ends here (plan.c): the checks
  * before it runs, and what its end records. Also what this rank is doing,
  * which the heartbeat carries so that a peer's report can say which
  * collective a dead rank was last in. */

@@ -52,6 +52,7 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from, c10di_outc
     c->root = from;
     c->fp.root = from;
     c10di_plan_call(pg, c); /* reported now, as what it turned out to be */
+    c->plan.peer_joined = 0; /* it ran: nothing to refuse, nothing to send at once */
     return c10di_verify_enter(pg, c, o);
 }
 

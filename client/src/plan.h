@@ -19,8 +19,9 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from, c10di_outc
 /* The stages before c runs, for a call that runs later (a posted
  * receive): planned, checked against what is known of the group (unless
  * the coordinator answers that itself, in SYNC), verified, then join's
- * stage; what they found is in o. Whoever runs c ends it
- * (c10di_call_end). */
+ * stage; what they found is in o. A call refused here (or by its
+ * posting) is ended by the caller (c10di_call_end); one posted ends
+ * where its receive does (c10di_work_recv_done). */
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o);
 /* While blocked in c on pg (or before it runs): C10D_OK, or
  * C10D_EPEERLOST (a member of pg is gone) / C10D_EJOINED (a joined member

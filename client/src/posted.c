@@ -6,8 +6,8 @@
  * 1` on both ranks of a ring, or `irecv; all_reduce; send`, would wait on
  * each other until the timeout, where gloo runs them. So the receive is
  * checked, numbered and reported to the coordinator when it is called,
- * like any call, and then posted in the backend's receive queue instead
- * (backend.h, recv_post). From there the backend matches it to its message
+ * like any call (work.c, through c10di_call_enter), and then posted here
+ * in the backend's receive queue instead (backend.h, recv_post). From there the backend matches it to its message
  * as MPI does, from whichever thread makes progress on the group: the
  * thread that waits for it, the group's own sends and sync receives, or,
  * while nobody does, this file's progress thread, so that a peer whose

@@ -69,27 +69,3 @@ const char *c10dc_fp_diff(const c10dc_fp *a, const c10dc_fp *b)
         return "device";
     return NULL;
 }
-
-const char *c10dc_join_unshadowable(const c10dc_fp *fp, int root_joined)
-{
-    switch ((c10dc_kind)fp->kind) {
-    case C10DC_ALL_REDUCE:
-    case C10DC_REDUCE_SCATTER:
-    case C10DC_BARRIER:
-    case C10DC_MONITORED_BARRIER:
-        return NULL;
-    case C10DC_BROADCAST:
-    case C10DC_REDUCE:
-        return root_joined ? "is rooted at a rank that joined" : NULL;
-    case C10DC_ALL_GATHER:
-    case C10DC_GATHER:
-    case C10DC_SCATTER:
-    case C10DC_ALL_TO_ALL:
-        return "needs data from (or for) every member, and a joined rank has none";
-    case C10DC_SEND:
-    case C10DC_RECV:
-    case C10DC_KIND_COUNT:
-        break;
-    }
-    return "is not a collective a joined rank can shadow";
-}

@@ -50,12 +50,5 @@ char *c10dc_fp_format(const c10dc_fp *fp, char *buf, size_t cap);
  * "operation", "dtype", "shape", "root", "reduce op", "device". */
 const char *c10dc_fp_diff(const c10dc_fp *a, const c10dc_fp *b);
 
-/* Join (docs/join.md): NULL when ranks that joined (ran out of inputs) can
- * take part in fp with identity contributions while others still call it;
- * else why not, worded to follow "ALL_GATHER float32[4], which ...".
- * root_joined: fp's root is one of the joined ranks. One rule for the
- * coordinator (which checks what the active ranks enter) and the ranks'
- * data planes (which see it in a peer's transfer header). */
-const char *c10dc_join_unshadowable(const c10dc_fp *fp, int root_joined);
 
 #endif

@@ -1,6 +1,8 @@
 /* common/join_words.h — the messages of a join region (docs/join.md)
- * that both the coordinator and a rank's library word: one wording, so an
- * operator reads the same sentence whichever side found it. Each side
+ * that both the coordinator and a rank's library word, and the rule the
+ * first of them words (which collectives a joined rank cannot shadow):
+ * one wording, so an operator reads the same sentence whichever side
+ * found it. Each side
  * names ranks its own way (the coordinator adds a subgroup's global rank)
  * and passes the names in. */
 #ifndef C10DC_JOIN_WORDS_H
@@ -10,6 +12,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Join (docs/join.md): NULL when ranks that joined (ran out of inputs) can
+ * take part in fp with identity contributions while others still call it;
+ * else why not, worded to follow "ALL_GATHER float32[4], which ...".
+ * root_joined: fp's root is one of the joined ranks. One rule for the
+ * coordinator (which checks what the active ranks enter) and the ranks'
+ * data planes (which see it in a peer's transfer header). */
+const char *c10dc_join_unshadowable(const c10dc_fp *fp, int root_joined);
 
 /* A list of the ranks that joined, "rank 0 joined after collective #5,
  * rank 2 after #7", at most 8 named (then " and others"): start it with

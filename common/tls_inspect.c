@@ -18,6 +18,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* How long a probe waits for the server's side of a handshake: the probe
+ * runs once a connection already failed, to say why, so a server that
+ * says nothing is answer enough soon. */
+#define PROBE_READ_MS 2000
+
 static void mbed_reason(int rc, char *out, size_t outlen)
 {
     mbedtls_strerror(rc, out, outlen);
@@ -92,7 +97,7 @@ int c10dc_tls_probe(const char *url)
                                     MBEDTLS_SSL_PRESET_DEFAULT) == 0) {
         mbedtls_ssl_conf_rng(&conf, mbedtls_ctr_drbg_random, &drbg);
         mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_NONE); /* only: does it speak TLS? */
-        mbedtls_ssl_conf_read_timeout(&conf, 2000);
+        mbedtls_ssl_conf_read_timeout(&conf, PROBE_READ_MS);
         if (mbedtls_ssl_setup(&ssl, &conf) == 0 &&
             mbedtls_net_connect(&net, host, port, MBEDTLS_NET_PROTO_TCP) == 0) {
             mbedtls_ssl_set_bio(&ssl, &net, mbedtls_net_send, NULL, mbedtls_net_recv_timeout);

@@ -3,7 +3,7 @@
 #include "db.h"
 
 #include "c10d_time.h"
-#include "fingerprint.h"
+#include "join_words.h"
 #include "log.h"
 
 #include <stdio.h>

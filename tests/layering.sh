@@ -58,6 +58,13 @@ forbid_name "client/src/host/* client/src/nccl/* client/src/backend.h client/src
 forbid_name client/src/conn_stream.c \
     '\bc10di_(call|call_once|call_drop|conn_open|conn_ref|conn_unref|conn_url|conn_limits|conn_epoch)\(' \
     "the connection's stream (conn_stream.c) calls nothing of conn.c"
+# A call's stages below plan.c return what they found (c10di_outcome);
+# the call's end records it (liveness.c): they call nothing of liveness,
+# and plan.c's stages never call back up into plan.c.
+forbid "client/src/verify.c client/src/join_region.c" '(\.\./)?(liveness|plan)\.h' \
+    "verification and join's region return their findings to the call (plan.c), never record them"
+forbid "client/src/liveness.c client/src/liveness.h" '(\.\./)?(plan|verify|join_region|work|posted)\.h' \
+    "liveness is beneath the call's stages: it calls none of them"
 if [ "$bad" = 0 ]; then
     echo "layering: every include is where docs/architecture.md allows it"
 fi

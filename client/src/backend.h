@@ -30,6 +30,9 @@ typedef struct c10di_plan {
     unsigned known;      /* the region's joins this rank knows of (CollEntry.join_known) */
     int avg_by_active;   /* an AVG over the ranks that have not joined: its divisor is set
                             once the coordinator answered */
+    int peer_joined;     /* a send/recv whose peer this rank knows has joined: verification
+                            sends its entry at once, then join's stage refuses it */
+    uint64_t peer_after; /* ... the collective that peer joined after */
 } c10di_plan;
 
 /* --- one collective, as a backend sees it --- */

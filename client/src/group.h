@@ -22,6 +22,18 @@ typedef struct c10di_be_slot {
     c10di_be_ctx ctx;
 } c10di_be_slot;
 
+/* What a call's stages leave for its end (c10di_call_end, liveness.c):
+ * whether it announced itself (the heartbeat names it until it ends), and
+ * a finding against its group that a stage made (a SYNC check's desync,
+ * lost member or stall; a collective a joined rank cannot take part in).
+ * Stages return what they found and record nothing; the end records it
+ * once, as the group's finding, so that every later call fails with it. */
+typedef struct c10di_outcome {
+    int announced;
+    c10d_status found; /* C10D_OK: nothing found */
+    char report[1024];
+} c10di_outcome;
+
 /* --- the world: shared by the world group and its subgroups --- */
 typedef struct c10di_world {
     atomic_int refs;

@@ -5,7 +5,6 @@
  * AVG that divides by the active ranks, the last active rank running
  * alone). What is heard of joins is written by join.c. */
 #include "join_region.h"
-#include "liveness.h"
 
 #include "join_words.h"
 
@@ -35,12 +34,25 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c)
            !pg->join.opts.divide_by_initial_world_size;
 }
 
+
+static uint64_t peer_after(c10d_pg *pg, const c10di_coll *c)
+{
+    if (!(c->kind == C10DC_SEND || c->kind == C10DC_RECV) || !c10di_join_known(pg))
+        return NOT_JOINED;
+    pthread_mutex_lock(&pg->w->mu);
+    uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
+    pthread_mutex_unlock(&pg->w->mu);
+    return after;
+}
+
 void c10di_join_plan(c10d_pg *pg, const c10di_coll *c, c10di_plan *p)
 {
     p->region = c10di_join_in_region(pg);
     p->inband = p->region && pg->join.inband;
     p->known = c10di_join_known(pg);
     p->avg_by_active = c10di_join_avg_by_active(pg, c);
+    p->peer_after = peer_after(pg, c);
+    p->peer_joined = p->peer_after != NOT_JOINED;
 }
 
 static int anyone_joined(c10d_pg *pg)
@@ -98,55 +110,37 @@ static int runs_alone(c10d_pg *pg, const c10di_coll *c)
     return c10di_join_active_at(pg, c->seq) == 1;
 }
 
-static c10d_status prepare(c10d_pg *pg, c10di_coll *c)
+static c10d_status prepare(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 {
     if (c->plan.avg_by_active)
         c->divisor = c10di_join_active_at(pg, c->seq);
-    c10d_status st = c10di_join_check(pg, c);
+    c10d_status st = c10di_join_check(pg, c, o);
     c->alone = st == C10D_OK && runs_alone(pg, c);
     return st;
 }
 
-static uint64_t peer_after(c10d_pg *pg, const c10di_coll *c)
+static c10d_status refuse_p2p(c10d_pg *pg, const c10di_coll *c)
 {
-    if (!(c->kind == C10DC_SEND || c->kind == C10DC_RECV) || !c10di_join_known(pg))
-        return NOT_JOINED;
-    pthread_mutex_lock(&pg->w->mu);
-    uint64_t after = c->root >= 0 && c->root < pg->size ? pg->join.after[c->root] : NOT_JOINED;
-    pthread_mutex_unlock(&pg->w->mu);
-    return after;
-}
-
-static c10d_status refuse_p2p(c10d_pg *pg, const c10di_coll *c, uint64_t after)
-{
+    uint64_t after = c->plan.peer_after;
     char never[128];
     return c10di_error(C10D_EJOINED, "%s (tag %d) of group %s (rank %d) did not run: rank %d %s",
                        c->what, c->tag, pg->name, pg->rank, c->root,
                        c10dc_join_never_matched(never, sizeof never, after, c->kind == C10DC_SEND));
 }
 
-c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c)
+c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 {
     if (c->shadow) /* its divisor came with the call */
         return C10D_OK;
-    uint64_t after = peer_after(pg, c);
-    return after == NOT_JOINED ? prepare(pg, c) : refuse_p2p(pg, c, after);
-}
-
-/* The members that joined before collective seq, in rank order, as
- * c10dc_join_list words them (w->mu held). */
-static void joined_list(c10d_pg *pg, uint64_t seq, char *buf, size_t cap)
-{
-    c10dc_join_list l;
-    c10dc_join_list_start(&l, buf, cap);
-    for (int i = 0; i < pg->size; i++) {
-        if (pg->join.after[i] >= seq)
-            continue;
-        char who[32];
-        snprintf(who, sizeof who, "rank %d", i);
-        if (!c10dc_join_list_add(&l, who, pg->join.after[i]))
-            return;
+    /* A join heard since the plan (the watcher, or a peer's header): the
+     * plan's peer is read again, so the call is refused, not run against
+     * a joined peer. Its entry went already: the version moved, so
+     * verification sent it. */
+    if (!c->plan.peer_joined && c10di_join_known(pg) != c->plan.known) {
+        c->plan.peer_after = peer_after(pg, c);
+        c->plan.peer_joined = c->plan.peer_after != NOT_JOINED;
     }
+    return c->plan.peer_joined ? refuse_p2p(pg, c) : prepare(pg, c, o);
 }
 
 /* Why collective seq (fp, called by group rank `caller`) cannot run while
@@ -161,14 +155,23 @@ int c10di_join_unshadowable_report(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp
     const char *why = c10dc_join_unshadowable(fp, root_joined);
     if (!why)
         return 0;
+    /* The members that joined before seq, in rank order. */
     char who[32], joined[512];
-    joined_list(pg, seq, joined, sizeof joined);
+    c10dc_join_list l;
+    c10dc_join_list_start(&l, joined, sizeof joined);
+    for (int i = 0; i < pg->size; i++) {
+        if (pg->join.after[i] >= seq)
+            continue;
+        snprintf(who, sizeof who, "rank %d", i);
+        if (!c10dc_join_list_add(&l, who, pg->join.after[i]))
+            break;
+    }
     snprintf(who, sizeof who, "rank %d", caller);
     c10dc_join_unshadowable_report(report, cap, pg->name, pg->w->job, seq, who, fp, why, joined);
     return 1;
 }
 
-c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
+c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c, c10di_outcome *o)
 {
     if (c->shadow || !c10di_join_in_region(pg) || !pg->join.inband || !anyone_joined(pg) ||
         c->kind == C10DC_SEND || c->kind == C10DC_RECV)
@@ -176,13 +179,13 @@ c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
     int meet = c->kind == C10DC_MONITORED_BARRIER;
     if (!meet && !c10dc_join_unshadowable(&c->fp, 1))
         return C10D_OK; /* runs whoever joined (an all_reduce, a barrier) */
-    char report[1024];
     int *tell = malloc((size_t)pg->size * sizeof *tell), n_tell = 0, bad = 0;
     if (!tell)
         return c10di_error(C10D_ENOMEM, "%s of group %s: out of memory checking it against the "
                            "joined ranks", c->what, pg->name);
     pthread_mutex_lock(&pg->w->mu);
-    bad = !meet && c10di_join_unshadowable_report(pg, c->seq, &c->fp, pg->rank, report, sizeof report);
+    bad = !meet && c10di_join_unshadowable_report(pg, c->seq, &c->fp, pg->rank, o->report,
+                                                  sizeof o->report);
     /* A monitored barrier is announced by one rank, the lowest active one
      * this rank knows of: a joined rank takes one header per barrier. */
     int lowest = pg->rank;
@@ -204,9 +207,9 @@ c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c)
     free(tell);
     if (!bad)
         return C10D_OK;
-    c10di_record_alert(pg->w, pg->name, C10D_EJOINED, report);
+    o->found = C10D_EJOINED; /* the group's finding */
     return c10di_error(C10D_EJOINED, "%s of group %s (rank %d) did not run: %s", c->what,
-                       pg->name, pg->rank, report);
+                       pg->name, pg->rank, o->report);
 }
 
 void c10di_join_ran(c10d_pg *pg, const c10di_coll *c)

@@ -12,7 +12,7 @@
 #define NOT_JOINED UINT64_MAX
 
 /* What c's plan takes from the region (c->plan's region, inband, known,
- * avg_by_active), read once. */
+ * avg_by_active, and whether a send/recv's peer has joined), read once. */
 void c10di_join_plan(c10d_pg *pg, const c10di_coll *c, c10di_plan *p);
 /* This rank is inside a join region of pg. */
 int c10di_join_in_region(c10d_pg *pg);
@@ -27,17 +27,18 @@ int c10di_join_avg_by_active(c10d_pg *pg, const c10di_coll *c);
 int c10di_join_active_at(c10d_pg *pg, uint64_t seq);
 /* Join's stage, before c runs (c planned and verified; a SYNC answer means
  * the coordinator told this rank every join that c depends on): a
- * send/recv whose peer this rank knows has joined the region is refused
+ * send/recv whose peer had joined when it was planned is refused
  * (C10D_EJOINED, the message set); else sets c->divisor for an AVG that
  * divides by the active ranks and c->alone for the last active rank, and
- * returns C10D_EJOINED (c10di_join_check) if a joined rank cannot take
- * part. A shadow passes. */
-c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c);
+ * returns C10D_EJOINED (c10di_join_check, its finding in o) if a joined
+ * rank cannot take part. A shadow passes. */
+c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o);
 /* Inside a region whose joined ranks shadow in-band, while c (not a
  * shadow) runs or waits: C10D_EJOINED if a member joined before c and c
  * needs it (c10dc_join_unshadowable), after telling the joined ranks on
- * the data plane; a monitored barrier is announced to them. */
-c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c);
+ * the data plane, with the group's finding in o (recorded by the caller);
+ * a monitored barrier is announced to them. */
+c10d_status c10di_join_check(c10d_pg *pg, const c10di_coll *c, c10di_outcome *o);
 /* 1 when a joined rank cannot take part in collective seq (fp) called by
  * `caller`, with the report that says why in report (pg->w->mu held). */
 int c10di_join_unshadowable_report(c10d_pg *pg, uint64_t seq, const c10dc_fp *fp, int caller,

@@ -15,6 +15,7 @@
 
 #include "budgets.h"
 #include "c10d_time.h"
+#include "join_words.h"
 
 #include <stdio.h>
 #include <stdlib.h>

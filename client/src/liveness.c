@@ -1,9 +1,11 @@
-/* What a rank knows against its groups, as calls ask (c10di_pg_check,
- * plan.c, before a call runs and from the data plane's wait loops): the
- * members the watcher (watch.c) heard were lost, and the findings recorded
- * on a group (by the watcher, a SYNC check, the data plane, join). Also
- * what this rank is doing, which the heartbeat carries so that a peer's
- * report can say which collective a dead rank was last in. */
+/* A group's health as its calls see it: whether it is still usable (a
+ * failure that may have left bytes in flight breaks it), how far its
+ * collectives completed, the members the watcher (watch.c) heard were
+ * lost and the findings recorded on it (by the watcher, a call's end, the
+ * data plane's checks). A call begins and ends here (plan.c): the checks
+ * before it runs, and what its end records. Also what this rank is doing,
+ * which the heartbeat carries so that a peer's report can say which
+ * collective a dead rank was last in. */
 #include "liveness.h"
 
 #include <stdio.h>
@@ -161,9 +163,57 @@ c10d_status c10di_pg_lost(c10d_pg *pg, const c10di_coll *c)
     return C10D_OK;
 }
 
-c10d_status c10di_call_begin(c10d_pg *pg, const c10di_coll *c, int announce, int check)
+/* --- a call's beginning and end --- */
+
+void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
 {
-    if (announce)
+    uint64_t cur = atomic_load(&pg->completed);
+    while (cur < seq && !atomic_compare_exchange_weak(&pg->completed, &cur, seq))
+        ;
+}
+
+void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg)
+{
+    int unclaimed = 0;
+    if (!atomic_compare_exchange_strong(&pg->broken_claimed, &unclaimed, 1))
+        return; /* the first failure stands */
+    snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", msg);
+    atomic_store(&pg->broken, st);
+}
+
+/* C10D_EABORTED, with the message set, if pg is broken. */
+static c10d_status usable(c10d_pg *pg, const c10di_coll *c)
+{
+    if (!atomic_load(&pg->broken))
+        return C10D_OK;
+    return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
+                       "failure: %s", c->what, pg->name, pg->broken_msg);
+}
+
+c10d_status c10di_call_begin(c10d_pg *pg, const c10di_coll *c, int announce, int check,
+                             c10di_outcome *o)
+{
+    c10d_status st = usable(pg, c);
+    if (st != C10D_OK)
+        return st;
+    if (announce) {
         c10di_activity(pg->w, "collective ", c->what, " of group ", pg->name);
+        o->announced = 1;
+    }
     return check ? c10di_pg_lost(pg, c) : C10D_OK;
+}
+
+void c10di_call_end(c10d_pg *pg, const c10di_coll *c, c10d_status st, const c10di_outcome *o)
+{
+    if (o->found != C10D_OK)
+        c10di_record_alert(pg->w, pg->name, o->found, o->report);
+    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
+        c10di_pg_completed(pg, c->seq);
+    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
+        /* The links may hold half a message: nothing after this is safe.
+         * (A monitored barrier met through the store: the links are as
+         * they were, and a late rank still meets it under its number.) */
+        c10di_pg_break(pg, st, c10d_errmsg());
+    if (o->announced)
+        c10di_activity_done(pg->w);
 }

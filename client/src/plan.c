@@ -1,7 +1,8 @@
-/* One call's way through the front end: the stages it passes on the
- * thread that runs it (c10di_execute), and what its end does to the
- * group (completed, broken). Which backend serves it was settled before
- * it was numbered (c10di_route, backends.c). */
+/* One call's way through the front end: its plan, then the stages it
+ * passes on the thread that runs it (c10di_execute), from its beginning
+ * to its end (liveness.c: what it found, completed, broken). Which
+ * backend serves it was settled before it was numbered (c10di_route,
+ * backends.c). */
 #include "plan.h"
 #include "join_region.h"
 #include "liveness.h"
@@ -11,35 +12,8 @@
 
 #include <stdio.h>
 
-void c10di_pg_completed(c10d_pg *pg, uint64_t seq)
-{
-    uint64_t cur = atomic_load(&pg->completed);
-    while (cur < seq && !atomic_compare_exchange_weak(&pg->completed, &cur, seq))
-        ;
-}
-
-void c10di_pg_break(c10d_pg *pg, c10d_status st, const char *msg)
-{
-    int unclaimed = 0;
-    if (!atomic_compare_exchange_strong(&pg->broken_claimed, &unclaimed, 1))
-        return; /* the first failure stands */
-    snprintf(pg->broken_msg, sizeof pg->broken_msg, "%s", msg);
-    atomic_store(&pg->broken, st);
-}
-
-c10d_status c10di_pg_usable(c10d_pg *pg, const c10di_coll *c)
-{
-    if (!atomic_load(&pg->broken))
-        return C10D_OK;
-    return c10di_error(C10D_EABORTED, "%s of group %s: the group is unusable after an earlier "
-                       "failure: %s", c->what, pg->name, pg->broken_msg);
-}
-
 /* --- the plan --- */
 
-/* Inside a join region in which someone has joined, every collective is
- * reported as in SYNC, whatever the mode: the coordinator hands each one
- * to the joined ranks (verify.c, docs/join.md). */
 /* How c is reported to the coordinator, given what the plan knows: the
  * group's verification mode and the join region. */
 static c10di_report how_reported(const c10di_coll *c, const c10di_plan *p)
@@ -73,12 +47,13 @@ void c10di_plan_call(c10d_pg *pg, c10di_coll *c)
     p->reporting = how_reported(c, p);
 }
 
-c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from)
+c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from, c10di_outcome *o)
 {
     c->root = from;
     c->fp.root = from;
     c10di_plan_call(pg, c); /* reported now, as what it turned out to be */
-    return c10di_verify_enter(pg, c);
+    c->plan.peer_joined = 0; /* it ran: nothing to refuse, nothing to send at once */
+    return c10di_verify_enter(pg, c, o);
 }
 
 /* --- the stages --- */
@@ -107,19 +82,24 @@ static c10d_status past_deadline(c10d_pg *pg, const c10di_coll *c, int waiting_f
 c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
 {
     c10d_status st = c10di_pg_lost(pg, c);
-    if (st == C10D_OK && c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
-        /* A member joined while this rank waits in a call it cannot shadow. */
-        st = c10di_join_check(pg, c);
+    if (st == C10D_OK && c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed)) {
+        /* A member joined while this rank waits in a call it cannot shadow:
+         * the group's finding at once (no call's end records it here). */
+        c10di_outcome o = {0};
+        if ((st = c10di_join_check(pg, c, &o)) != C10D_OK && o.found != C10D_OK)
+            c10di_record_alert(pg->w, pg->name, o.found, o.report);
+    }
     if (st == C10D_OK && c)
         st = past_deadline(pg, c, waiting_for);
     return st;
 }
 
-/* The stages before c runs. `announce`: c is what this rank now does (the
- * heartbeat names it), as for a call run now; a posted receive waits later.
- * Each stage is a call down (liveness, join's check, verification, join's
- * stage) that returns what it found; none calls back up. */
-static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
+/* The stages before c runs, each a call down (liveness, join's check,
+ * verification, join's stage) that returns what it found into o and
+ * calls nothing back up; the call's end (c10di_call_end) records it.
+ * `announce`: c is what this rank now does (the heartbeat names it), as
+ * for a call run now; a posted receive waits later. */
+static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce, c10di_outcome *o)
 {
     /* A joined rank's shadow was verified before it was handed out. */
     if (!c->shadow)
@@ -133,62 +113,45 @@ static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce)
      * message: the coordinator then matches it with that sender's send. */
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     /* c10di_pg_check's stages, in its order: lost (with the activity), join, deadline. */
-    c10d_status st = c10di_call_begin(pg, c, announce, checked);
+    c10d_status st = c10di_call_begin(pg, c, announce, checked, o);
     if (st == C10D_OK && checked && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed))
-        st = c10di_join_check(pg, c);
+        st = c10di_join_check(pg, c, o);
     if (st == C10D_OK && checked && c10d_now_ms() > c->deadline_ms) /* as past_deadline */
         st = c10di_error(C10D_ETIMEDOUT, TIMED_OUT, c->what, pg->name, pg->rank, TIMEOUT_MS(pg, c));
     if (st == C10D_OK && !c->shadow && !any_source)
-        st = c10di_verify_enter(pg, c);
-    /* Join's stage, once c was verified. A send/recv it refuses (its peer
-     * joined) is sent to the coordinator first, with what else was queued:
-     * the coordinator records it as the group's finding (the entry was just
-     * queued), so every rank hears of it. The refusal's message stands. */
-    if (st == C10D_OK && (st = c10di_join_enter(pg, c)) == C10D_EJOINED &&
-        (c->kind == C10DC_SEND || c->kind == C10DC_RECV)) {
-        char msg[2048]; /* c10d_errmsg()'s size */
-        snprintf(msg, sizeof msg, "%s", c10d_errmsg());
-        c10di_verify_flush(pg->w);
-        st = c10di_error(st, "%s", msg);
-    }
+        st = c10di_verify_enter(pg, c, o);
+    /* Join's stage, once c was verified (a send/recv it refuses, its peer
+     * having joined, went to the coordinator first: see the plan). */
+    if (st == C10D_OK)
+        st = c10di_join_enter(pg, c, o);
     return st;
 }
 
-c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c)
+c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 {
-    return enter(pg, c, 0);
+    return enter(pg, c, 0, o);
 }
 
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
 {
-    c10d_status ust = c10di_pg_usable(pg, c);
-    if (ust != C10D_OK)
-        return ust;
+    c10di_outcome o = {0};
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     /* A shadow runs inside join_end, which says what the rank does itself:
      * a joined rank reacts to its peers' headers, and every step it saves
      * is theirs. */
-    c10d_status st = enter(pg, c, !c->shadow);
+    c10d_status st = enter(pg, c, !c->shadow, &o);
     if (st == C10D_OK)
         st = c->be->run_call(c->be_state, c);
+    if (st == C10D_OK)
+        c10di_join_ran(pg, c);
     /* A message of the wrong size is reported too, under its sender: the
      * coordinator then names the mismatched pair, not a later call. It is
      * planned again: it is reported now, as what it turned out to be. */
     if (any_source && c->root != C10DI_ANY_SOURCE && (st == C10D_OK || st == C10D_EINVAL)) {
-        c10d_status vst = c10di_report_sender(pg, c, c->root);
+        c10d_status vst = c10di_report_sender(pg, c, c->root, &o);
         if (st == C10D_OK)
             st = vst;
     }
-    if (st == C10D_OK && c->kind != C10DC_SEND && c->kind != C10DC_RECV && !c->completes_later)
-        c10di_pg_completed(pg, c->seq);
-    if (st != C10D_OK && st != C10D_EINVAL && c->kind != C10DC_MONITORED_BARRIER)
-        /* The links may hold half a message: nothing after this is safe.
-         * (A monitored barrier met through the store: the links are as
-         * they were, and a late rank still meets it under its number.) */
-        c10di_pg_break(pg, st, c10d_errmsg());
-    if (st == C10D_OK)
-        c10di_join_ran(pg, c);
-    if (!c->shadow)
-        c10di_activity_done(pg->w);
+    c10di_call_end(pg, c, st, &o);
     return st;
 }

@@ -6,8 +6,8 @@
  * 1` on both ranks of a ring, or `irecv; all_reduce; send`, would wait on
  * each other until the timeout, where gloo runs them. So the receive is
  * checked, numbered and reported to the coordinator when it is called,
- * like any call, and then posted in the backend's receive queue instead
- * (backend.h, recv_post). From there the backend matches it to its message
+ * like any call (work.c, through c10di_call_enter), and then posted here
+ * in the backend's receive queue instead (backend.h, recv_post). From there the backend matches it to its message
  * as MPI does, from whichever thread makes progress on the group: the
  * thread that waits for it, the group's own sends and sync receives, or,
  * while nobody does, this file's progress thread, so that a peer whose
@@ -19,7 +19,6 @@
  * receive from any member is reported once its sender is known, by the
  * thread that waits for it (docs/host-backend.md, "Ordering and async"). */
 #include "posted.h"
-#include "plan.h"
 
 #include "c10d_time.h"
 
@@ -115,20 +114,14 @@ void c10di_progress_stop(c10di_world *w)
 c10d_status c10di_post(c10d_pg *pg, c10d_work *w)
 {
     c10di_coll *c = &w->c;
-    c10d_status st = c10di_pg_usable(pg, c);
-    if (st != C10D_OK)
-        return st;
-    st = c10di_call_enter(pg, c); /* as c10di_execute before a call runs */
+    w->r.c = c;
+    atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
+    c10d_status st = c->be->recv_post(c->be_state, &w->r);
     if (st == C10D_OK) {
-        w->r.c = c;
-        atomic_fetch_add(&pg->w->posted, 1); /* before: it may end inside recv_post */
-        if ((st = c->be->recv_post(c->be_state, &w->r)) != C10D_OK)
-            atomic_fetch_sub(&pg->w->posted, 1);
-    }
-    if (st != C10D_OK && st != C10D_EINVAL)
-        c10di_pg_break(pg, st, c10d_errmsg());
-    else if (st == C10D_OK)
         progress_kick(pg->w);
+        return C10D_OK;
+    }
+    atomic_fetch_sub(&pg->w->posted, 1);
     return st;
 }
 

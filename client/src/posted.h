@@ -10,7 +10,9 @@
 
 #include "work.h"
 
-/* Checks, reports and posts w's receive (w->c.posted set). */
+/* Posts w's receive (w->c.posted set), once its stages passed
+ * (c10di_call_enter); on a failure the caller ends the call
+ * (c10di_call_end). */
 c10d_status c10di_post(c10d_pg *pg, c10d_work *w);
 /* Ends, as aborted, the receives posted on pg (it is being destroyed). */
 void c10di_posted_abort(c10d_pg *pg);

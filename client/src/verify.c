@@ -19,7 +19,6 @@
  * inside a join region in which someone has joined, every collective is
  * reported as in SYNC, whatever the mode. */
 #include "verify.h"
-#include "liveness.h"
 
 #include "budgets.h"
 #include "c10d_time.h"
@@ -205,7 +204,7 @@ void c10di_verify_stop(c10di_world *w)
     pthread_mutex_unlock(&w->flush_mu);
 }
 
-static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
+static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait, c10di_outcome *o)
 {
     c10di_world *w = pg->w;
     C10dpb__CollEntry en;
@@ -227,11 +226,11 @@ static c10d_status enter_sync(c10d_pg *pg, const c10di_coll *c, int wait)
         return C10D_OK;
     }
     if (st == C10D_EDESYNC || st == C10D_EPEERLOST || st == C10D_ETIMEDOUT) {
-        char report[1024];
-        snprintf(report, sizeof report, "%s", c10d_errmsg());
-        c10di_record_alert(w, pg->name, st, report);
+        /* The coordinator's verdict on the group: the call's end records it. */
+        o->found = st;
+        snprintf(o->report, sizeof o->report, "%s", c10d_errmsg());
         return c10di_error(st, "%s of group %s (rank %d) did not run: %s", c->what, pg->name,
-                           pg->rank, report);
+                           pg->rank, o->report);
     }
     return st;
 }
@@ -316,11 +315,11 @@ static int queue_entry(c10di_world *w, c10d_pg *pg, const c10di_coll *c, int p2p
  * older than what a rank entered is taken for a resend). Only ASYNC and
  * OFF queue collectives. A monitored barrier reports without waiting: it
  * must itself name the ranks that do not arrive. */
-static c10d_status sync_stage(c10d_pg *pg, const c10di_coll *c)
+static c10d_status sync_stage(c10d_pg *pg, const c10di_coll *c, c10di_outcome *o)
 {
     if (c->plan.mode != C10D_VERIFY_SYNC)
         c10di_verify_flush(pg->w);
-    return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER);
+    return enter_sync(pg, c, c->kind != C10DC_MONITORED_BARRIER, o);
 }
 
 /* REPORT_QUEUE: c's entry goes in the background (under OFF, held until
@@ -345,19 +344,22 @@ static c10d_status queue_stage(c10d_pg *pg, const c10di_coll *c)
     pthread_spin_unlock(&w->rmu);
     /* The watcher flushes the queue when it learns of a join (and bumps
      * the region's version, group.h); if it did between this call's plan
-     * and its queueing, this entry missed that flush and goes now. */
-    if (held >= OFF_HELD_MAX ||
+     * and its queueing, this entry missed that flush and goes now. A
+     * send/recv whose peer joined goes now too, with what else was
+     * queued: join's stage refuses it next, and the coordinator records
+     * it as the group's finding, so that every rank hears of it. */
+    if (held >= OFF_HELD_MAX || c->plan.peer_joined ||
         atomic_load_explicit(&pg->join.version, memory_order_acquire) != known)
         c10di_verify_flush(w);
     return C10D_OK;
 }
 
-c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c)
+c10d_status c10di_verify_enter(c10d_pg *pg, const c10di_coll *c, c10di_outcome *o)
 {
     switch (c->plan.reporting) {
     case C10DI_REPORT_NONE: return C10D_OK;
     case C10DI_REPORT_QUEUE: return queue_stage(pg, c);
     case C10DI_REPORT_SYNC: break;
     }
-    return sync_stage(pg, c);
+    return sync_stage(pg, c, o);
 }

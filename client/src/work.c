@@ -60,6 +60,42 @@ void c10di_work_destroy(c10d_work *w)
     free(w);
 }
 
+/* c10d_work_wait of a call on the lane: limit_ms as c10di_timeout gives
+ * it, timeout_ms as asked (for the message). */
+static c10d_status lane_wait(c10d_work *w, int limit, int timeout_ms)
+{
+    struct timespec ts = c10d_deadline_ts(limit != C10D_MS_FOREVER ? limit : 0);
+    pthread_mutex_lock(&w->mu);
+    int timed_out = 0;
+    while (!w->done && !timed_out) {
+        if (limit == C10D_MS_NO_WAIT)
+            timed_out = 1;
+        else if (limit != C10D_MS_FOREVER)
+            timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0 && !w->done;
+        else
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    c10d_status st = w->st;
+    char msg[sizeof w->msg];
+    memcpy(msg, w->msg, sizeof msg);
+    pthread_mutex_unlock(&w->mu);
+    if (timed_out && timeout_ms == C10D_NO_WAIT)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
+                           w->c.what, w->pg->name);
+    if (timed_out)
+        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
+                           w->pg->name, timeout_ms);
+    if (st != C10D_OK)
+        return c10di_error(st, "%s", msg);
+    if (w->c.src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
+        *w->c.src_out = w->c.root;
+    /* Enqueued on a CUDA stream: order the caller's stream after it (as
+     * torch's wait does), without blocking this thread. */
+    if (w->c.pending && w->c.be->wait)
+        return w->c.be->wait(w->c.pending, w->c.stream);
+    return C10D_OK;
+}
+
 c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *give_back)
 {
     *give_back = 0;
@@ -84,18 +120,23 @@ c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *g
     /* Posted in the backend (posted.c), where one takes receives so (CUDA
      * buffers are received on the stream, in order: on the lane). */
     if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
+        /* Checked and reported when it is called, as any call; it runs
+         * (waits) later, and ends here only if it is refused. */
+        c10di_outcome o = {0};
         w->c.posted = 1;
-        if ((st = c10di_post(pg, w)) == C10D_OK) {
+        if ((st = c10di_call_enter(pg, &w->c, &o)) == C10D_OK &&
+            (st = c10di_post(pg, w)) == C10D_OK) {
             *work = w;
             return C10D_OK;
         }
+        c10di_call_end(pg, &w->c, st, &o);
     } else if ((st = c10di_lane_submit(pg->lane, &w->on_lane)) != C10D_OK) {
         *give_back = 1;
     } else if (c->async) {
         *work = w;
         return C10D_OK;
-    } else {
-        st = c10d_work_wait(w, 0);
+    } else { /* sync, behind async calls: it waits for its turn and its run */
+        st = lane_wait(w, C10D_MS_FOREVER, C10D_TIMEOUT_DEFAULT);
         c10d_work_free(w);
         return st;
     }
@@ -181,8 +222,12 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
         w->reported = 1;
         pthread_mutex_unlock(&w->mu);
         if (first) {
+            /* A coordinator that is down loses the check only; a send/recv
+             * is never checked in SYNC, so nothing is found against the
+             * group (o stays empty). */
             c10di_coll rc = w->c;
-            (void)c10di_report_sender(pg, &rc, from); /* a coordinator that is down loses the check only */
+            c10di_outcome o = {0};
+            (void)c10di_report_sender(pg, &rc, from, &o);
         }
     }
     if (st != C10D_OK)
@@ -233,38 +278,7 @@ c10d_status c10d_work_wait(c10d_work *w, int timeout_ms)
         c10di_timeout("c10d_work_wait", "timeout_ms", timeout_ms, C10D_MS_FOREVER, 1, &limit);
     if (vst != C10D_OK)
         return vst;
-    if (w->c.posted)
-        return posted_wait(w, limit);
-    struct timespec ts = c10d_deadline_ts(limit != C10D_MS_FOREVER ? limit : 0);
-    pthread_mutex_lock(&w->mu);
-    int timed_out = 0;
-    while (!w->done && !timed_out) {
-        if (limit == C10D_MS_NO_WAIT)
-            timed_out = 1;
-        else if (limit != C10D_MS_FOREVER)
-            timed_out = pthread_cond_timedwait(&w->cv, &w->mu, &ts) != 0 && !w->done;
-        else
-            pthread_cond_wait(&w->cv, &w->mu);
-    }
-    c10d_status st = w->st;
-    char msg[sizeof w->msg];
-    memcpy(msg, w->msg, sizeof msg);
-    pthread_mutex_unlock(&w->mu);
-    if (timed_out && timeout_ms == C10D_NO_WAIT)
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
-                           w->c.what, w->pg->name);
-    if (timed_out)
-        return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
-                           w->pg->name, timeout_ms);
-    if (st != C10D_OK)
-        return c10di_error(st, "%s", msg);
-    if (w->c.src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
-        *w->c.src_out = w->c.root;
-    /* Enqueued on a CUDA stream: order the caller's stream after it (as
-     * torch's wait does), without blocking this thread. */
-    if (w->c.pending && w->c.be->wait)
-        return w->c.be->wait(w->c.pending, w->c.stream);
-    return C10D_OK;
+    return w->c.posted ? posted_wait(w, limit) : lane_wait(w, limit, timeout_ms);
 }
 
 int c10d_work_is_completed(const c10d_work *w)

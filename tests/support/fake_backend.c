@@ -21,16 +21,24 @@ typedef struct fb_state {
 static struct {
     pthread_mutex_t mu;
     int hold;
+    int any_from;
     fake_call calls[MAX_CALLS];
     int n_calls;
     fb_state states[MAX_OPEN];
     int n_states;
-} fb = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} fb = {.mu = PTHREAD_MUTEX_INITIALIZER, .any_from = -1};
 
 void fake_backend_hold(int on)
 {
     pthread_mutex_lock(&fb.mu);
     fb.hold = on;
+    pthread_mutex_unlock(&fb.mu);
+}
+
+void fake_backend_any_source_from(int from)
+{
+    pthread_mutex_lock(&fb.mu);
+    fb.any_from = from;
     pthread_mutex_unlock(&fb.mu);
 }
 
@@ -144,6 +152,8 @@ static c10d_status fb_run(void *state, c10di_coll *c)
             break;
     }
     fb.calls[me].st = st;
+    if (st == C10D_OK && c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE && fb.any_from >= 0)
+        c->root = fb.any_from; /* as the data plane says who sent what it took */
     pthread_mutex_unlock(&fb.mu);
     return st;
 }

@@ -33,6 +33,9 @@ typedef struct fake_call {
 void fake_backend_hold(int on);
 /* Lets the held calls complete, those running now and later ones. */
 void fake_backend_release(void);
+/* A receive from any member (c10d_recv_any) is met by group rank `from`
+ * (-1, the default: it stays from any member, as nobody sent it). */
+void fake_backend_any_source_from(int from);
 /* Calls begun (held ones included), and the i-th; 0 past the end. */
 int fake_backend_count(void);
 int fake_backend_call(int i, fake_call *out);

@@ -473,7 +473,47 @@ START_TEST(test_send_to_a_joined_peer_is_refused)
     assert_msg_has("rank 1");
     assert_msg_has("(tag 7)");
     ck_assert_int_eq(fake_backend_count(), 0);
+    /* Its entry reached the coordinator before the refusal, though OFF
+     * holds entries: the coordinator makes it the group's finding, so
+     * every rank hears of it. */
+    ck_assert_int_eq(fake_coord_count(REPORT), 1);
+    const C10dpb__CollEntry *e = entry(0, NULL, NULL);
+    ck_assert_uint_eq(e->kind, C10DC_SEND);
+    ck_assert_int_eq(e->root, 1);
+    ck_assert_int_eq(e->tag, 7);
+    ck_assert_uint_eq(e->join_known, 1);
     c10d_destroy(pg);
+}
+END_TEST
+
+/* --- a receive from any member --- */
+
+START_TEST(test_recv_from_any_is_reported_under_its_sender)
+{
+    c10d_pg *pg = world_alone(2, C10D_VERIFY_ASYNC);
+    fake_backend_any_source_from(1);
+    c10d_tensor t = two_floats();
+    int src = -1;
+    ck_assert_int_eq(c10d_recv_any(pg, &t, 5, &src, NULL, NULL), C10D_OK);
+    ck_assert_int_eq(src, 1);
+    fake_backend_any_source_from(-1);
+    c10d_destroy(pg); /* sends what is queued */
+    /* Reported once, after the data plane said who sent it: as the
+     * receive from rank 1, which the coordinator matches with its send. */
+    ck_assert_int_eq(backend_call(0).kind, C10DC_RECV);
+    int recvs = 0;
+    for (int i = 0; i < fake_coord_count(REPORT); i++) {
+        const C10dpb__Request *r = fake_coord_request(REPORT, i, NULL);
+        for (size_t k = 0; k < r->coll_report->n_entries; k++) {
+            const C10dpb__CollEntry *e = r->coll_report->entries[k];
+            if (e->kind != C10DC_RECV)
+                continue;
+            recvs++;
+            ck_assert_int_eq(e->root, 1);
+            ck_assert_int_eq(e->tag, 5);
+        }
+    }
+    ck_assert_int_eq(recvs, 1);
 }
 END_TEST
 
@@ -535,6 +575,7 @@ Suite *frontend_suite(void)
     tcase_add_test(tc, test_join_region_avg_divides_by_active_ranks);
     tcase_add_test(tc, test_join_divide_by_initial_world_size);
     tcase_add_test(tc, test_send_to_a_joined_peer_is_refused);
+    tcase_add_test(tc, test_recv_from_any_is_reported_under_its_sender);
     tcase_add_test(tc, test_bad_arguments_are_refused_before_anything_is_sent);
     suite_add_tcase(s, tc);
     return s;

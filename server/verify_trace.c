@@ -203,8 +203,31 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
 #define TRACE_FLUSH_MS 2000
 #define TRACE_FLUSH_ROWS 256
 
+/* The text of a row's call, formatted once per distinct call in a row of
+ * rows: a rank's runs are mostly a few calls in turn (a flood of distinct
+ * collectives alternates), and formatting was a tenth of a flush. */
+typedef struct {
+    c10dc_fp fp[2];
+    char what[2][128];
+    int n, next;
+} what_memo;
+
+static const char *what_of(what_memo *m, const c10dc_fp *fp)
+{
+    for (int k = 0; k < m->n; k++)
+        if (!memcmp(&m->fp[k], fp, sizeof *fp))
+            return m->what[k];
+    int k = m->next;
+    m->next = (k + 1) % 2;
+    if (m->n < 2)
+        m->n++;
+    m->fp[k] = *fp;
+    return c10dc_fp_format(fp, m->what[k], sizeof m->what[k]);
+}
+
 void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
 {
+    what_memo memo = {.n = 0};
     for (int i = 0; i < g->size; i++) {
         c10ds_trace *t = &g->traces[i];
         if (!t->dirty)
@@ -212,7 +235,6 @@ void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
         size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
         for (size_t k = t->count - rows; k < t->count; k++) {
             const c10ds_tentry *te = trace_at(t, k);
-            char what[128];
             sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
             sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
@@ -220,8 +242,7 @@ void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
             sqlite3_bind_int(s, 4, g->ranks[i]);
             sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
             sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
-            sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
-                              SQLITE_TRANSIENT);
+            sqlite3_bind_text(s, 7, what_of(&memo, &te->fp), -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
             sqlite3_bind_int64(s, 9, te->entered_ms);
             sqlite3_step(s);

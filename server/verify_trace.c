@@ -199,8 +199,16 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
  * verification never waits for the database. At most TRACE_FLUSH_ROWS
  * runs a rank per flush: under a flood of distinct collectives (hundreds
  * of thousands a second) the database keeps the newest and the memory
- * trace (what c10d-ctl trace shows) stays complete. */
+ * trace (what c10d-ctl trace shows) stays complete.
+ *
+ * A flush writes a slice of the ranks, the next slice TRACE_FLUSH_MS /
+ * TRACE_FLUSH_SLICES later, so each rank is written every TRACE_FLUSH_MS
+ * as before, in a quarter of the pause. Written all at once, a flood at
+ * 4,096 ranks made each flush up to 1M rows (~2 s with the engine held),
+ * and the next one came due that much sooner, with fewer rows: the
+ * throughput swung with the timer's phase (docs/benchmarks.md). */
 #define TRACE_FLUSH_MS 2000
+#define TRACE_FLUSH_SLICES 4
 #define TRACE_FLUSH_ROWS 256
 
 /* The text of a row's call, formatted once per distinct call in a row of
@@ -225,10 +233,12 @@ static const char *what_of(what_memo *m, const c10dc_fp *fp)
     return c10dc_fp_format(fp, m->what[k], sizeof m->what[k]);
 }
 
-void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
+/* The group ranks i with i % TRACE_FLUSH_SLICES == slice, or all of them
+ * (slice < 0). */
+static void flush_slice(c10ds_engine *e, c10ds_vgroup *g, int slice)
 {
     what_memo memo = {.n = 0};
-    for (int i = 0; i < g->size; i++) {
+    for (int i = slice < 0 ? 0 : slice; i < g->size; i += slice < 0 ? 1 : TRACE_FLUSH_SLICES) {
         c10ds_trace *t = &g->traces[i];
         if (!t->dirty)
             continue;
@@ -260,14 +270,22 @@ void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
     }
 }
 
+void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
+{
+    flush_slice(e, g, -1);
+}
+
 void c10ds_traces_flush(c10ds_engine *e)
 {
     int64_t now = c10d_now_ms();
     if (now < e->verify.next_flush_ms)
         return;
-    e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
+    e->verify.next_flush_ms = now + TRACE_FLUSH_MS / TRACE_FLUSH_SLICES;
+    int slice = e->verify.flush_all ? -1 : e->verify.flush_slice;
+    e->verify.flush_all = 0;
+    e->verify.flush_slice = (e->verify.flush_slice + 1) % TRACE_FLUSH_SLICES;
     for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-        c10ds_traces_flush_group(e, g);
+        flush_slice(e, g, slice);
 }
 
 const c10ds_op c10ds_trace_ops[] = {

@@ -201,13 +201,16 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
  * of thousands a second) the database keeps the newest and the memory
  * trace (what c10d-ctl trace shows) stays complete.
  *
- * A flush writes a slice of the ranks, the next slice TRACE_FLUSH_MS /
- * TRACE_FLUSH_SLICES later, so each rank is written every TRACE_FLUSH_MS
- * as before, in a quarter of the pause. Written all at once, a flood at
- * 4,096 ranks made each flush up to 1M rows (~2 s with the engine held),
- * and the next one came due that much sooner, with fewer rows: the
- * throughput swung with the timer's phase (docs/benchmarks.md). */
+ * Past TRACE_FLUSH_RANKS ranks in all, a flush writes a slice of them
+ * (up to TRACE_FLUSH_SLICES), the next slice TRACE_FLUSH_MS / slices
+ * later, so each rank is still written every TRACE_FLUSH_MS, each pause
+ * a slice long. Written all at once, a flood at 4,096 ranks made each
+ * flush up to 1M rows (~2 s with the engine held), and the next one came
+ * due that much sooner, with fewer rows: the throughput swung with the
+ * timer's phase (docs/benchmarks.md). The sweep runs every 0.5 s: four
+ * slices at most. */
 #define TRACE_FLUSH_MS 2000
+#define TRACE_FLUSH_RANKS 1024
 #define TRACE_FLUSH_SLICES 4
 #define TRACE_FLUSH_ROWS 256
 
@@ -233,12 +236,11 @@ static const char *what_of(what_memo *m, const c10dc_fp *fp)
     return c10dc_fp_format(fp, m->what[k], sizeof m->what[k]);
 }
 
-/* The group ranks i with i % TRACE_FLUSH_SLICES == slice, or all of them
- * (slice < 0). */
-static void flush_slice(c10ds_engine *e, c10ds_vgroup *g, int slice)
+/* The group ranks i with i % slices == slice. */
+static void flush_slice(c10ds_engine *e, c10ds_vgroup *g, int slice, int slices)
 {
     what_memo memo = {.n = 0};
-    for (int i = slice < 0 ? 0 : slice; i < g->size; i += slice < 0 ? 1 : TRACE_FLUSH_SLICES) {
+    for (int i = slice; i < g->size; i += slices) {
         c10ds_trace *t = &g->traces[i];
         if (!t->dirty)
             continue;
@@ -272,7 +274,7 @@ static void flush_slice(c10ds_engine *e, c10ds_vgroup *g, int slice)
 
 void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
 {
-    flush_slice(e, g, -1);
+    flush_slice(e, g, 0, 1);
 }
 
 void c10ds_traces_flush(c10ds_engine *e)
@@ -280,12 +282,21 @@ void c10ds_traces_flush(c10ds_engine *e)
     int64_t now = c10d_now_ms();
     if (now < e->verify.next_flush_ms)
         return;
-    e->verify.next_flush_ms = now + TRACE_FLUSH_MS / TRACE_FLUSH_SLICES;
-    int slice = e->verify.flush_all ? -1 : e->verify.flush_slice;
-    e->verify.flush_all = 0;
-    e->verify.flush_slice = (e->verify.flush_slice + 1) % TRACE_FLUSH_SLICES;
-    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-        flush_slice(e, g, slice);
+    c10ds_verify *v = &e->verify;
+    if (v->flush_all || v->flush_slice >= v->flush_slices) { /* a new round */
+        long ranks = 0;
+        for (c10ds_vgroup *g = v->groups; g; g = g->next)
+            ranks += g->size;
+        long n = (ranks + TRACE_FLUSH_RANKS - 1) / TRACE_FLUSH_RANKS;
+        v->flush_slices = n < 1 ? 1 : n > TRACE_FLUSH_SLICES ? TRACE_FLUSH_SLICES : (int)n;
+        v->flush_slice = 0;
+    }
+    int slice = v->flush_all ? 0 : v->flush_slice, slices = v->flush_all ? 1 : v->flush_slices;
+    v->flush_slice = v->flush_all ? v->flush_slices : v->flush_slice + 1;
+    v->flush_all = 0;
+    v->next_flush_ms = now + TRACE_FLUSH_MS / v->flush_slices;
+    for (c10ds_vgroup *g = v->groups; g; g = g->next)
+        flush_slice(e, g, slice, slices);
 }
 
 const c10ds_op c10ds_trace_ops[] = {

@@ -89,8 +89,11 @@ static const char *const sql[GS_COUNT] = {
     [GS_TRACE_PUT] = "INSERT OR REPLACE INTO coll_trace(job, generation, name, rank, first_seq, "
                      "last_seq, what, state, entered_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
                      "?9)",
+    /* first_seq <= last_seq: the bound on first_seq (the key's last
+     * column) deletes nothing more, and makes this a seek to the rows that
+     * go instead of a scan of all the rank's rows. */
     [GS_TRACE_PRUNE] = "DELETE FROM coll_trace WHERE job = ?1 AND generation = ?2 AND name = ?3 "
-                       "AND rank = ?4 AND last_seq < ?5",
+                       "AND rank = ?4 AND first_seq < ?5 AND last_seq < ?5",
     /* A finished run's post-mortem (verify_history.c): a rank's trace,
      * newest first; the group's finding; where each member stood. */
     [GS_TRACE_OF] = "SELECT first_seq, last_seq, what, state, entered_ms FROM coll_trace WHERE "

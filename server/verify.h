@@ -105,6 +105,8 @@ const c10ds_vrun *c10ds_vgroup_ref(c10ds_vgroup *g, uint64_t seq);
 typedef struct c10ds_verify {
     c10ds_vgroup *groups;
     int64_t next_flush_ms; /* traces to SQLite, monotonic */
+    int flush_slice, flush_slices; /* the ranks the next flush writes (verify_trace.c) */
+    int flush_all;         /* the next flush writes every rank (a finding) */
 } c10ds_verify;
 
 void c10ds_verify_fini(c10ds_verify *v);
@@ -148,8 +150,9 @@ void c10ds_verify_stall(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq);
 int c10ds_verify_waiter_lost(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int waiter);
 
 /* verify_trace.c: rank idx entered first..last (one call, fp) — kept as a
- * run of its trace; the traces' new runs written to SQLite (every 2 s, and
- * a group's before it is freed). */
+ * run of its trace; the traces' new runs written to SQLite (each rank's
+ * every 2 s; past 1,024 ranks a slice of them at a time; a group's all at
+ * once before it is freed). */
 void c10ds_trace_add(c10ds_trace *t, uint64_t first, uint64_t last, const c10dc_fp *fp);
 void c10ds_traces_flush(c10ds_engine *e);
 void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g);

@@ -69,6 +69,7 @@ void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int st
     for (int i = 0; i < g->size; i++) /* rewrite the traces with the failed state */
         g->traces[i].dirty = g->traces[i].count;
     e->verify.next_flush_ms = 0;
+    e->verify.flush_all = 1;
     c10ds_verify_wake(e, g);
     c10ds_emit_finding(e, g);
 }

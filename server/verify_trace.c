@@ -199,20 +199,54 @@ static c10ds_outcome op_coll_trace(c10ds_engine *e, c10ds_request *r, c10ds_phas
  * verification never waits for the database. At most TRACE_FLUSH_ROWS
  * runs a rank per flush: under a flood of distinct collectives (hundreds
  * of thousands a second) the database keeps the newest and the memory
- * trace (what c10d-ctl trace shows) stays complete. */
+ * trace (what c10d-ctl trace shows) stays complete.
+ *
+ * Past TRACE_FLUSH_RANKS ranks in all, a flush writes a slice of them
+ * (up to TRACE_FLUSH_SLICES), the next slice TRACE_FLUSH_MS / slices
+ * later, so each rank is still written every TRACE_FLUSH_MS, each pause
+ * a slice long. Written all at once, a flood at 4,096 ranks made each
+ * flush up to 1M rows (~2 s with the engine held), and the next one came
+ * due that much sooner, with fewer rows: the throughput swung with the
+ * timer's phase (docs/benchmarks.md). The sweep runs every 0.5 s: four
+ * slices at most. */
 #define TRACE_FLUSH_MS 2000
+#define TRACE_FLUSH_RANKS 1024
+#define TRACE_FLUSH_SLICES 4
 #define TRACE_FLUSH_ROWS 256
 
-void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
+/* The text of a row's call, formatted once per distinct call in a row of
+ * rows: a rank's runs are mostly a few calls in turn (a flood of distinct
+ * collectives alternates), and formatting was a tenth of a flush. */
+typedef struct {
+    c10dc_fp fp[2];
+    char what[2][128];
+    int n, next;
+} what_memo;
+
+static const char *what_of(what_memo *m, const c10dc_fp *fp)
 {
-    for (int i = 0; i < g->size; i++) {
+    for (int k = 0; k < m->n; k++)
+        if (!memcmp(&m->fp[k], fp, sizeof *fp))
+            return m->what[k];
+    int k = m->next;
+    m->next = (k + 1) % 2;
+    if (m->n < 2)
+        m->n++;
+    m->fp[k] = *fp;
+    return c10dc_fp_format(fp, m->what[k], sizeof m->what[k]);
+}
+
+/* The group ranks i with i % slices == slice. */
+static void flush_slice(c10ds_engine *e, c10ds_vgroup *g, int slice, int slices)
+{
+    what_memo memo = {.n = 0};
+    for (int i = slice; i < g->size; i += slices) {
         c10ds_trace *t = &g->traces[i];
         if (!t->dirty)
             continue;
         size_t rows = t->dirty < TRACE_FLUSH_ROWS ? t->dirty : TRACE_FLUSH_ROWS;
         for (size_t k = t->count - rows; k < t->count; k++) {
             const c10ds_tentry *te = trace_at(t, k);
-            char what[128];
             sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_TRACE_PUT);
             sqlite3_bind_text(s, 1, g->job, -1, SQLITE_STATIC);
             sqlite3_bind_int64(s, 2, (sqlite3_int64)g->gen);
@@ -220,8 +254,7 @@ void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
             sqlite3_bind_int(s, 4, g->ranks[i]);
             sqlite3_bind_int64(s, 5, (sqlite3_int64)te->first);
             sqlite3_bind_int64(s, 6, (sqlite3_int64)te->last);
-            sqlite3_bind_text(s, 7, c10dc_fp_format(&te->fp, what, sizeof what), -1,
-                              SQLITE_TRANSIENT);
+            sqlite3_bind_text(s, 7, what_of(&memo, &te->fp), -1, SQLITE_TRANSIENT);
             sqlite3_bind_text(s, 8, trace_state(g, i, te), -1, SQLITE_STATIC);
             sqlite3_bind_int64(s, 9, te->entered_ms);
             sqlite3_step(s);
@@ -239,14 +272,31 @@ void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
     }
 }
 
+void c10ds_traces_flush_group(c10ds_engine *e, c10ds_vgroup *g)
+{
+    flush_slice(e, g, 0, 1);
+}
+
 void c10ds_traces_flush(c10ds_engine *e)
 {
     int64_t now = c10d_now_ms();
     if (now < e->verify.next_flush_ms)
         return;
-    e->verify.next_flush_ms = now + TRACE_FLUSH_MS;
-    for (c10ds_vgroup *g = e->verify.groups; g; g = g->next)
-        c10ds_traces_flush_group(e, g);
+    c10ds_verify *v = &e->verify;
+    if (v->flush_all || v->flush_slice >= v->flush_slices) { /* a new round */
+        long ranks = 0;
+        for (c10ds_vgroup *g = v->groups; g; g = g->next)
+            ranks += g->size;
+        long n = (ranks + TRACE_FLUSH_RANKS - 1) / TRACE_FLUSH_RANKS;
+        v->flush_slices = n < 1 ? 1 : n > TRACE_FLUSH_SLICES ? TRACE_FLUSH_SLICES : (int)n;
+        v->flush_slice = 0;
+    }
+    int slice = v->flush_all ? 0 : v->flush_slice, slices = v->flush_all ? 1 : v->flush_slices;
+    v->flush_slice = v->flush_all ? v->flush_slices : v->flush_slice + 1;
+    v->flush_all = 0;
+    v->next_flush_ms = now + TRACE_FLUSH_MS / v->flush_slices;
+    for (c10ds_vgroup *g = v->groups; g; g = g->next)
+        flush_slice(e, g, slice, slices);
 }
 
 const c10ds_op c10ds_trace_ops[] = {

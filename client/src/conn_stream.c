@@ -420,7 +420,7 @@ static void sent_cb(void *arg)
     pthread_mutex_unlock(&c->sent_mu);
 }
 
-/* Waits for send_aio. NNG 1.5.2's TLS can leave a send pending for ever,
+/* Waits for send_aio (TLS only). NNG 1.5.2's TLS can leave a send pending for ever,
  * its timeout ignored, when the peer closes during the handshake (a TLS
  * client on a plain coordinator, about one time in three): past `until`
  * the stream is closed, which ends it. */
@@ -451,6 +451,20 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
             break;
         }
         nng_iov iov = {buf + off, len - off};
+        if (!c->rx_async) {
+            /* tcp://, ipc://: an aio with no callback completes where the
+             * send ends, most often inside nng_stream_send on this very
+             * thread, and nng_aio_wait returns without a thread hop (a
+             * callback runs on NNG's task thread, which must then wake
+             * this one: a wake-up per request). Its timeout holds. */
+            nng_aio_set_iov(c->send_now_aio, 1, &iov);
+            nng_aio_set_timeout(c->send_now_aio, (nng_duration)left);
+            nng_stream_send(s, c->send_now_aio);
+            nng_aio_wait(c->send_now_aio);
+            if ((rv = nng_aio_result(c->send_now_aio)) == 0)
+                off += nng_aio_count(c->send_now_aio);
+            continue;
+        }
         nng_aio_set_iov(c->send_aio, 1, &iov);
         nng_aio_set_timeout(c->send_aio, (nng_duration)left);
         pthread_mutex_lock(&c->sent_mu);
@@ -642,6 +656,7 @@ c10d_status c10di_conn_stream_init(c10di_conn *c)
     pthread_mutex_init(&c->sent_mu, NULL);
     c10d_cond_init_monotonic(&c->sent_cv);
     if (nng_aio_alloc(&c->send_aio, sent_cb, c) != 0 ||
+        nng_aio_alloc(&c->send_now_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->recv_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->dial_aio, NULL, NULL) != 0 ||
         nng_aio_alloc(&c->rx_aio, rx_done, c) != 0)
@@ -683,6 +698,7 @@ void c10di_conn_stream_fini(c10di_conn *c)
     pthread_mutex_unlock(&c->mu);
     /* Each waits for its operation to end: nobody else is left calling. */
     nng_aio_free(c->send_aio);
+    nng_aio_free(c->send_now_aio);
     nng_aio_free(c->recv_aio);
     nng_aio_free(c->dial_aio);
     nng_aio_free(c->rx_aio); /* waits for rx_done, which takes mu */

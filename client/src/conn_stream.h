@@ -85,9 +85,10 @@ struct c10di_conn {
     int rx_armed;          /* submitted, its callback not yet run */
     /* sending: one frame at a time */
     pthread_mutex_t send_mu;
-    nng_aio *send_aio;
+    nng_aio *send_now_aio; /* tcp://, ipc://: no callback, completes where the send ends */
+    nng_aio *send_aio;     /* tls+tcp:// */
     /* send_aio's completion, told by its callback: a TLS send is waited
-     * for with a bound of our own (conn_stream.c, c10di_conn_send) */
+     * for with a bound of our own (conn_stream.c, send_frame) */
     pthread_mutex_t sent_mu;
     pthread_cond_t sent_cv;
     int sent;

@@ -5,10 +5,19 @@
  *
  *   raw TCP           blocking read/write ping-pong, TCP_NODELAY
  *   nng req/rep       an echoing rep socket (the transport c10d used first)
+ *   nng stream        NNG's own floor for what we build on: a byte-stream
+ *                     echo, both ends waiting on aios with no callback
+ *   nng stream cb     the same echo server completing its aios in callbacks,
+ *                     as the coordinator does (the client still waits)
  *   c10d control      a real c10d-coord answering Hello through its engine,
  *                     over our framed NNG streams (client: libc10dclient)
  *
- * on tcp://, ipc:// and tls+tcp:// (TLS with a throwaway openssl CA).
+ * on tcp://, ipc:// and tls+tcp:// (TLS with a throwaway openssl CA). For
+ * the control plane it also prints the context switches per round trip,
+ * in the client (every thread) and in the coordinator (every thread),
+ * from the last round: each is a thread woken, the cost that separates
+ * a round trip here from a raw one. With BENCH_RTT_THREADS set, the
+ * switches of each thread, by name, so each hop can be told apart.
  *   bench_rtt [N] [ROUNDS] */
 #include "coord_proc.h"
 #include "conn.h"
@@ -21,10 +30,12 @@
 #include <netinet/tcp.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -170,6 +181,229 @@ static int reqrep_trip(void *ctx)
     return 0;
 }
 
+/* --- NNG byte streams --- */
+
+/* aio with no callback: the operation completes where it ends (the
+ * poller, or the calling thread) and wakes its waiter directly. */
+static int stream_io(nng_stream *s, nng_aio *aio, char *buf, size_t len, int wr)
+{
+    for (size_t off = 0; off < len;) {
+        nng_iov iov = {buf + off, len - off};
+        nng_aio_set_iov(aio, 1, &iov);
+        if (wr)
+            nng_stream_send(s, aio);
+        else
+            nng_stream_recv(s, aio);
+        nng_aio_wait(aio);
+        if (nng_aio_result(aio) != 0)
+            return -1;
+        off += nng_aio_count(aio);
+    }
+    return 0;
+}
+
+/* The same echo with callbacks, as the coordinator reads and writes: NNG
+ * runs each completion on one of its task threads, which the poller
+ * thread wakes. Its floor is the coordinator's (its requests arrive
+ * through recv callbacks, its replies complete through send callbacks). */
+static struct {
+    nng_stream *s;
+    nng_aio *rx, *tx;
+    char buf[40];
+    size_t got;
+} cbs;
+
+static void cbs_recv(void)
+{
+    nng_iov iov = {cbs.buf + cbs.got, sizeof cbs.buf - cbs.got};
+    nng_aio_set_iov(cbs.rx, 1, &iov);
+    nng_stream_recv(cbs.s, cbs.rx);
+}
+
+static void cbs_rx_done(void *arg)
+{
+    (void)arg;
+    if (nng_aio_result(cbs.rx) != 0)
+        return;
+    cbs.got += nng_aio_count(cbs.rx);
+    if (cbs.got < sizeof cbs.buf) {
+        cbs_recv();
+        return;
+    }
+    cbs.got = 0;
+    nng_iov iov = {cbs.buf, sizeof cbs.buf};
+    nng_aio_set_iov(cbs.tx, 1, &iov);
+    nng_stream_send(cbs.s, cbs.tx);
+}
+
+static void cbs_tx_done(void *arg)
+{
+    (void)arg;
+    if (nng_aio_result(cbs.tx) == 0) /* a 40-byte send completes whole */
+        cbs_recv();
+}
+
+/* The echo server, in a fresh program (as reqrep_serve): waiting on its
+ * aios, or (callbacks) completing them in callbacks. */
+static int stream_serve(const char *url, const char *cert, const char *key, int callbacks)
+{
+    tls_certs c = {0};
+    snprintf(c.cert, sizeof c.cert, "%s", cert);
+    snprintf(c.key, sizeof c.key, "%s", key);
+    nng_stream_listener *l;
+    nng_aio *aio;
+    if (nng_stream_listener_alloc(&l, url) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0)
+        return 1;
+    nng_tls_config *cfg = tls_for(url, &c, 1);
+    if (cfg)
+        nng_stream_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
+    nng_stream_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true);
+    if (nng_stream_listener_listen(l) != 0)
+        return 1;
+    nng_stream_listener_accept(l, aio);
+    nng_aio_wait(aio);
+    if (nng_aio_result(aio) != 0)
+        return 1;
+    nng_stream *s = nng_aio_get_output(aio, 0);
+    if (callbacks) {
+        cbs.s = s;
+        if (nng_aio_alloc(&cbs.rx, cbs_rx_done, NULL) != 0 ||
+            nng_aio_alloc(&cbs.tx, cbs_tx_done, NULL) != 0)
+            return 1;
+        cbs_recv();
+        for (;;)
+            pause(); /* killed when done */
+    }
+    char buf[40];
+    while (stream_io(s, aio, buf, sizeof buf, 0) == 0 && stream_io(s, aio, buf, sizeof buf, 1) == 0)
+        ;
+    return 0;
+}
+
+typedef struct stream_client {
+    nng_stream *s;
+    nng_aio *aio;
+} stream_client;
+
+static int stream_open(stream_client *sc, const char *url, const tls_certs *certs)
+{
+    nng_stream_dialer *d;
+    if (nng_stream_dialer_alloc(&d, url) != 0 || nng_aio_alloc(&sc->aio, NULL, NULL) != 0)
+        return -1;
+    nng_tls_config *cfg = tls_for(url, certs, 0);
+    if (cfg) {
+        nng_stream_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg);
+    }
+    nng_stream_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+    for (int tries = 0; tries < 200; tries++) {
+        nng_stream_dialer_dial(d, sc->aio);
+        nng_aio_wait(sc->aio);
+        if (nng_aio_result(sc->aio) == 0) {
+            sc->s = nng_aio_get_output(sc->aio, 0);
+            nng_stream_dialer_free(d); /* the stream outlives its dialer */
+            return 0;
+        }
+        usleep(10000);
+    }
+    nng_stream_dialer_free(d);
+    return -1;
+}
+
+static int stream_trip(void *ctx)
+{
+    stream_client *sc = ctx;
+    char buf[40] = "a request of about forty bytes.........";
+    return stream_io(sc->s, sc->aio, buf, sizeof buf, 1) ||
+           stream_io(sc->s, sc->aio, buf, sizeof buf, 0);
+}
+
+/* --- context switches: each a thread put to sleep or woken --- */
+
+/* Per thread of a process: its id, name and switches (voluntary and not). */
+typedef struct thread_sw {
+    int tid;
+    char name[32];
+    long long n;
+} thread_sw;
+
+static int threads_of(pid_t pid, thread_sw *out, int cap)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    int k = 0;
+    for (struct dirent *e; d && k < cap && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[384], line[256];
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        thread_sw *t = &out[k];
+        t->tid = atoi(e->d_name);
+        t->n = 0;
+        t->name[0] = '\0';
+        while (f && fgets(line, sizeof line, f)) {
+            long long v;
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
+                t->n += v;
+            else
+                sscanf(line, "Name: %31s", t->name);
+        }
+        if (f) {
+            fclose(f);
+            k++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return k;
+}
+
+/* With BENCH_RTT_THREADS set: each thread's switches a trip between two
+ * snapshots, where it is woken (who does what: a hop per wake-up). */
+static void print_threads(const char *who, const thread_sw *a, int na, const thread_sw *b,
+                          int nb, int trips)
+{
+    for (int i = 0; i < nb; i++) {
+        long long before = 0;
+        for (int j = 0; j < na; j++)
+            if (a[j].tid == b[i].tid)
+                before = a[j].n;
+        double per = (double)(b[i].n - before) / trips;
+        if (per >= 0.05)
+            printf("    %s thread %-16s %5.2f switches a trip\n", who, b[i].name, per);
+    }
+}
+
+/* Of every thread of process pid, from /proc (voluntary and not). */
+static long long switches_of(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    long long total = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[384], line[256];
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            long long v;
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
+                total += v;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
 /* --- the c10d control plane --- */
 
 static int c10d_trip(void *ctx)
@@ -190,6 +424,10 @@ int main(int argc, char **argv)
     self = "/proc/self/exe";
     if (argc == 5 && strcmp(argv[1], "--rep") == 0)
         return reqrep_serve(argv[2], argv[3], argv[4]);
+    if (argc == 5 && strcmp(argv[1], "--stream") == 0)
+        return stream_serve(argv[2], argv[3], argv[4], 0);
+    if (argc == 5 && strcmp(argv[1], "--stream-cb") == 0)
+        return stream_serve(argv[2], argv[3], argv[4], 1);
     int n = argc > 1 ? atoi(argv[1]) : 3000, rounds = argc > 2 ? atoi(argv[2]) : 3;
     signal(SIGPIPE, SIG_IGN);
     coord_proc dirs;
@@ -197,13 +435,18 @@ int main(int argc, char **argv)
     tls_certs certs;
     int have_tls = tls_make_certs(dirs.dir, &certs) == 0;
     const char *schemes[] = {"tcp", "ipc", "tls+tcp"};
-    double best[7];
-    for (int k = 0; k < 7; k++)
+    enum { KINDS = 13 };
+    /* per kind from 4 on: control, stream, stream with callbacks (x3 schemes) */
+    double best[KINDS], sw_client[9] = {0}, sw_coord[9] = {0};
+    for (int k = 0; k < KINDS; k++)
         best[k] = 1e18;
-    const char *names[7] = {"raw TCP ping-pong",      "nng req/rep tcp://",
-                            "nng req/rep ipc://",     "nng req/rep tls+tcp://",
-                            "c10d control tcp://",    "c10d control ipc://",
-                            "c10d control tls+tcp://"};
+    const char *names[KINDS] = {"raw TCP ping-pong",       "nng req/rep tcp://",
+                                "nng req/rep ipc://",      "nng req/rep tls+tcp://",
+                                "c10d control tcp://",     "c10d control ipc://",
+                                "c10d control tls+tcp://", "nng stream tcp://",
+                                "nng stream ipc://",       "nng stream tls+tcp://",
+                                "nng stream cb tcp://",    "nng stream cb ipc://",
+                                "nng stream cb tls+tcp://"};
     for (int round = 0; round < rounds; round++) {
         /* raw TCP */
         int port = 0, one = 1;
@@ -249,6 +492,40 @@ int main(int argc, char **argv)
                 nng_tls_config_free(cfg);
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
+            /* NNG stream echo: the server waiting on its aios, then with callbacks */
+            for (int cb = 0; cb < 2; cb++) {
+                int k = 7 + 3 * cb + s;
+                if (s == 1)
+                    snprintf(url, sizeof url, "ipc://%s/st%d.sock", dirs.dir, cb);
+                else
+                    snprintf(url, sizeof url, "%s://127.0.0.1:%d", schemes[s],
+                             32000 + round * 10 + cb * 5 + s);
+                pid = fork();
+                if (pid == 0) {
+                    execl(self, self, cb ? "--stream-cb" : "--stream", url, certs.cert, certs.key,
+                          (char *)NULL);
+                    _exit(127);
+                }
+                stream_client sc = {0};
+                if (stream_open(&sc, url, &certs) == 0) {
+                    struct rusage ru0, ru1;
+                    getrusage(RUSAGE_SELF, &ru0);
+                    long long srv0 = switches_of(pid);
+                    m = median(stream_trip, &sc, n);
+                    long long srv1 = switches_of(pid);
+                    getrusage(RUSAGE_SELF, &ru1);
+                    sw_client[k - 4] = (double)(ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw -
+                                                ru0.ru_nivcsw) / (n + 100);
+                    sw_coord[k - 4] = (double)(srv1 - srv0) / (n + 100);
+                    best[k] = m >= 0 && m < best[k] ? m : best[k];
+                    nng_stream_close(sc.s);
+                    nng_stream_free(sc.s);
+                }
+                if (sc.aio)
+                    nng_aio_free(sc.aio);
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+            }
             /* c10d-coord */
             coord_proc coord;
             coord_init(&coord);
@@ -270,17 +547,45 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_rtt: %s\n", c10d_errmsg());
                 return 1;
             }
+            struct rusage ru0, ru1;
+            thread_sw ct0[64], ct1[64], me0[64], me1[64];
+            int nct0 = threads_of(coord.pid, ct0, 64), nme0 = threads_of(getpid(), me0, 64);
+            getrusage(RUSAGE_SELF, &ru0);
+            long long coord0 = switches_of(coord.pid);
             m = median(c10d_trip, conn, n);
+            long long coord1 = switches_of(coord.pid);
+            getrusage(RUSAGE_SELF, &ru1);
+            if (getenv("BENCH_RTT_THREADS") && round == rounds - 1) {
+                int nct1 = threads_of(coord.pid, ct1, 64), nme1 = threads_of(getpid(), me1, 64);
+                printf("  c10d control %s, last round, by thread:\n", schemes[s]);
+                print_threads("client", me0, nme0, me1, nme1, n + 100);
+                print_threads("coordinator", ct0, nct0, ct1, nct1, n + 100);
+            }
             best[4 + s] = m >= 0 && m < best[4 + s] ? m : best[4 + s];
+            int trips = n + 100; /* with the warm-up */
+            sw_client[s] = (double)(ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw - ru0.ru_nivcsw) /
+                           trips;
+            sw_coord[s] = (double)(coord1 - coord0) / trips;
             c10di_conn_unref(conn);
             coord_cleanup(&coord);
         }
     }
     printf("round trip, 40 B, loopback, two processes (median; best of %d rounds of %d):\n",
            rounds, n);
-    for (int k = 0; k < 7; k++)
-        if (best[k] < 1e17)
-            printf("  %-26s %8.1f us  %5.2fx raw TCP\n", names[k], best[k], best[k] / best[0]);
+    const int order[KINDS] = {0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 4, 5, 6};
+    for (int i = 0; i < KINDS; i++) {
+        int k = order[i];
+        if (best[k] >= 1e17)
+            continue;
+        printf("  %-26s %8.1f us  %5.2fx raw TCP", names[k], best[k], best[k] / best[0]);
+        if (k >= 7)
+            printf("                    context switches a trip: client %.1f, server %.1f",
+                   sw_client[k - 4], sw_coord[k - 4]);
+        if (k >= 4 && k <= 6 && best[k + 3] < 1e17)
+            printf("  %5.2fx nng stream;  context switches a trip: client %.1f, coordinator %.1f",
+                   best[k] / best[k + 3], sw_client[k - 4], sw_coord[k - 4]);
+        printf("\n");
+    }
     coord_cleanup(&dirs);
     return 0;
 }

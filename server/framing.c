@@ -21,7 +21,6 @@
 #include "tls.h"
 
 #include <c10d/errors.h>
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,20 +154,6 @@ static int listener_closing(c10ds_listener *l)
 }
 
 /* Who is at the other end of c, for the log ("10.0.0.5:41234"). */
-static void peer_of(c10ds_conn *c, char *out, size_t outlen)
-{
-    nng_sockaddr a;
-    snprintf(out, outlen, "?");
-    if (nng_stream_get_addr(c->s, NNG_OPT_REMADDR, &a) != 0)
-        return;
-    if (a.s_family == NNG_AF_INET) {
-        const uint8_t *ip = (const uint8_t *)&a.s_in.sa_addr;
-        snprintf(out, outlen, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3],
-                 (unsigned)ntohs(a.s_in.sa_port));
-    } else if (a.s_family == NNG_AF_IPC) {
-        snprintf(out, outlen, "%s", a.s_ipc.sa_path);
-    }
-}
 
 /* A TLS client's first bytes on this plain listener: a handshake record
  * (0x16, version 3.x, a length) holding a client hello (type 1, then
@@ -193,11 +178,9 @@ static int parse(c10ds_conn *c)
     uint64_t max = c->l->cfg->max_message_bytes;
     int rc = 0;
     if (tls_client_hello(c)) {
-        char peer[128];
-        peer_of(c, peer, sizeof peer);
         c10ds_warn("connection %u from %s began a TLS handshake, and this listener is plain "
                    "(%s): closing it (the client dials tls+tcp://; dial tcp://, or start the "
-                   "coordinator on tls+tcp://)", c->id, peer, c->l->cfg->listen_url);
+                   "coordinator on tls+tcp://)", c->id, c->peer, c->l->cfg->listen_url);
         return -1;
     }
     while (c->rlen - off >= C10DC_FRAME_HDR) {
@@ -320,11 +303,9 @@ void c10ds_conn_recv_cb(void *arg)
         /* Before any frame on a TLS listener: the handshake failed. Said
          * (limited per call site, log.c), since the client only learns
          * its own side of it. NNG gives no more reason than this. */
-        char peer[128];
-        peer_of(c, peer, sizeof peer);
         c10ds_warn("TLS handshake with %s failed: %s (a plain tcp:// client, one that does not "
                    "trust this certificate, or, with --tls-ca, one without a certificate that "
-                   "CA signed)", peer, nng_strerror(rv));
+                   "CA signed)", c->peer, nng_strerror(rv));
         c10ds_conn_close(c, NULL);
     } else {
         if (rv != NNG_ECLOSED && rv != NNG_ECONNSHUT && rv != NNG_ECONNRESET)

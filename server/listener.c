@@ -14,6 +14,7 @@
 #include "log.h"
 #include "tls.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,22 @@ static void backoff_cb(void *arg)
     accept_next(l);
 }
 
+/* The client's address, as the log names it ("?" when it cannot be read). */
+static void remote_address(nng_stream *s, char *out, size_t outlen)
+{
+    nng_sockaddr a;
+    snprintf(out, outlen, "?");
+    if (nng_stream_get_addr(s, NNG_OPT_REMADDR, &a) != 0)
+        return;
+    if (a.s_family == NNG_AF_INET) {
+        const uint8_t *ip = (const uint8_t *)&a.s_in.sa_addr;
+        snprintf(out, outlen, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3],
+                 (unsigned)ntohs(a.s_in.sa_port));
+    } else if (a.s_family == NNG_AF_IPC) {
+        snprintf(out, outlen, "%s", a.s_ipc.sa_path);
+    }
+}
+
 static void accept_cb(void *arg)
 {
     c10ds_listener *l = arg;
@@ -154,6 +171,7 @@ static void accept_cb(void *arg)
     }
     c->l = l;
     c->s = s;
+    remote_address(s, c->peer, sizeof c->peer);
     c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
     c->id = atomic_fetch_add(&l->next_id, 1);

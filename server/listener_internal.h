@@ -74,6 +74,10 @@ typedef struct c10ds_conn {
     size_t held; /* bytes of an unfinished request counted in l->held */
     nng_time frame_due; /* when the unfinished request must be whole (--frame-timeout) */
     int framed;         /* a whole frame came: a client of ours, past any TLS handshake */
+    /* The client's address ("127.0.0.1:41234", an ipc path, "?"), read when
+     * it was accepted: once the client hangs up it can no longer be asked,
+     * and a failed TLS handshake is logged after the client gave up. */
+    char peer[128];
     int inflight;       /* requests with the engine (mu) */
 } c10ds_conn;
 

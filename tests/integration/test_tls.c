@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,6 +114,58 @@ START_TEST(a_plain_tcp_client_does_not_hurt_the_coordinator)
                       coord.log);
     OK(connect_with(certs.ca, "s3cret", &s));
     OK(c10d_store_set(s, "still", "here", 4));
+    c10d_store_close(s);
+}
+END_TEST
+
+/* Connections the coordinator holds open now, as it says (this handle's
+ * own included). */
+static int64_t open_connections(c10d_store *s)
+{
+    c10d_coord_info *info = NULL;
+    OK(c10d_store_coord_info(s, &info));
+    int64_t n = info->clients;
+    c10d_free(info);
+    return n;
+}
+
+/* A plain socket connected to the coordinator's port (127.0.0.1). */
+static int plain_socket(void)
+{
+    const char *colon = strrchr(coord.url, ':');
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+START_TEST(a_failed_handshake_names_a_client_that_already_hung_up)
+{
+    /* The coordinator logs a failed handshake once it reads the
+     * connection, which may be after the client gave up: a client that
+     * resets its connection can no longer be asked for its address then,
+     * and the log said "TLS handshake with ? failed". It is read when the
+     * connection is accepted. */
+    c10d_store *s = NULL;
+    OK(connect_with(certs.ca, "s3cret", &s));
+    int64_t before = open_connections(s);
+    int fd = plain_socket();
+    ck_assert_int_ge(fd, 0);
+    for (long long t0 = test_now_ms(); open_connections(s) < before + 1; usleep(10000))
+        ck_assert_msg(test_now_ms() - t0 < 5000, "the coordinator never accepted it");
+    static const char not_tls[16] = "not a handshake";
+    ck_assert_int_eq(write(fd, not_tls, sizeof not_tls), (ssize_t)sizeof not_tls);
+    struct linger reset = {1, 0}; /* close with a reset: the socket is gone at once */
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    close(fd);
+    for (long long t0 = test_now_ms(); !coord_log_contains(&coord, "TLS handshake with 127.0.0.1:");
+         usleep(20000))
+        ck_assert_msg(test_now_ms() - t0 < 5000, "no log line naming the client (%s)", coord.log);
+    ck_assert(!coord_log_contains(&coord, "TLS handshake with ? failed"));
     c10d_store_close(s);
 }
 END_TEST
@@ -327,6 +382,7 @@ int main(void)
     tcase_add_test(tc, the_store_works_over_tls_with_a_token);
     tcase_add_test(tc, a_client_without_the_right_ca_is_told_why);
     tcase_add_test(tc, a_plain_tcp_client_does_not_hurt_the_coordinator);
+    tcase_add_test(tc, a_failed_handshake_names_a_client_that_already_hung_up);
     tcase_add_test(tc, a_job_runs_over_tls);
     tcase_add_test(tc, a_client_rides_through_a_restart_over_tls);
     tcase_add_test(tc, c10d_ctl_speaks_tls);

@@ -422,10 +422,24 @@ START_TEST(an_empty_collective_while_a_rank_is_joined)
 }
 END_TEST
 
+/* Rank 0 is stopped (SIGSTOP) to be behind for as long as this machine
+ * takes to fill its channel: thousands of steps, seconds on a loaded
+ * machine, where the default heartbeat timeout (10 s) declared it dead
+ * and the case saw EPEERLOST. Deaths here close connections, which
+ * the coordinator hears at once whatever this timeout. */
+static void patient_setup(void)
+{
+    static const char *const args[] = {"--heartbeat-timeout", "60000", NULL};
+    coord_init(&coord);
+    ck_assert_int_eq(coord_start(&coord, NULL, args, NULL), 0);
+}
+
 int main(void)
 {
     Suite *s = suite_create("join_inband");
-    TCase *tc = join_tcase("join_inband");
+    TCase *tc = tcase_create("join_inband");
+    tcase_add_checked_fixture(tc, patient_setup, join_teardown);
+    tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, the_last_active_rank_does_not_wait_for_a_joined_one, 0, 3);
     tcase_add_loop_test(tc, a_joined_rank_behind_or_dead, 0, 7);
     tcase_add_loop_test(tc, a_joined_rank_shadows_without_the_coordinator, 0, 2);

@@ -30,10 +30,14 @@ typedef struct c10di_plan {
     unsigned known;      /* the region's joins this rank knows of (CollEntry.join_known) */
     int avg_by_active;   /* an AVG over the ranks that have not joined: its divisor is set
                             once the coordinator answered */
-    int peer_joined;     /* a send/recv whose peer this rank knows has joined: verification
-                            sends its entry at once, then join's stage refuses it */
-    uint64_t peer_after; /* ... the collective that peer joined after */
+    uint64_t peer_after; /* a send/recv whose peer this rank knows has joined: the collective
+                            it joined after (else C10DI_NOT_JOINED); verification sends
+                            its entry at once, then join's stage refuses it */
 } c10di_plan;
+
+/* A member's join point while it has not joined (c10di_plan.peer_after,
+ * the join region's after[]). */
+#define C10DI_NOT_JOINED UINT64_MAX
 
 /* --- one collective, as a backend sees it --- */
 typedef struct c10di_coll {

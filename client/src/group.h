@@ -31,8 +31,12 @@ typedef struct c10di_be_slot {
 typedef struct c10di_outcome {
     int announced;
     c10d_status found; /* C10D_OK: nothing found */
-    char report[1024];
+    char report[1024]; /* written with found; unread otherwise */
 } c10di_outcome;
+
+/* An outcome with nothing in it yet. Not `= {0}`: that would clear the
+ * report's kilobyte on every collective, and only a finding writes it. */
+#define C10DI_OUTCOME_EMPTY(o) ((o)->announced = 0, (o)->found = C10D_OK)
 
 /* --- the world: shared by the world group and its subgroups --- */
 typedef struct c10di_world {

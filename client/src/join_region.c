@@ -52,7 +52,6 @@ void c10di_join_plan(c10d_pg *pg, const c10di_coll *c, c10di_plan *p)
     p->known = c10di_join_known(pg);
     p->avg_by_active = c10di_join_avg_by_active(pg, c);
     p->peer_after = peer_after(pg, c);
-    p->peer_joined = p->peer_after != NOT_JOINED;
 }
 
 static int anyone_joined(c10d_pg *pg)
@@ -136,11 +135,9 @@ c10d_status c10di_join_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
      * plan's peer is read again, so the call is refused, not run against
      * a joined peer. Its entry went already: the version moved, so
      * verification sent it. */
-    if (!c->plan.peer_joined && c10di_join_known(pg) != c->plan.known) {
+    if (c->plan.peer_after == NOT_JOINED && c10di_join_known(pg) != c->plan.known)
         c->plan.peer_after = peer_after(pg, c);
-        c->plan.peer_joined = c->plan.peer_after != NOT_JOINED;
-    }
-    return c->plan.peer_joined ? refuse_p2p(pg, c) : prepare(pg, c, o);
+    return c->plan.peer_after == NOT_JOINED ? prepare(pg, c, o) : refuse_p2p(pg, c);
 }
 
 /* Why collective seq (fp, called by group rank `caller`) cannot run while

@@ -9,7 +9,7 @@
 #include "group.h"
 
 /* after[i] of a member that has not joined */
-#define NOT_JOINED UINT64_MAX
+#define NOT_JOINED C10DI_NOT_JOINED
 
 /* What c's plan takes from the region (c->plan's region, inband, known,
  * avg_by_active, and whether a send/recv's peer has joined), read once. */

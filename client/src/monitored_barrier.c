@@ -28,7 +28,8 @@ static c10d_status wait_keys(c10d_pg *pg, const c10di_coll *c, c10d_store *s,
         c10d_status st = c10d_store_wait(s, keys, n, slice);
         if (st != C10D_ETIMEDOUT || !region || c10d_now_ms() >= until)
             return st;
-        c10di_outcome o = {0};
+        c10di_outcome o;
+        C10DI_OUTCOME_EMPTY(&o);
         c10di_join_check(pg, c, &o); /* OK for a barrier: it only announces */
     }
 }

@@ -52,7 +52,7 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from, c10di_outc
     c->root = from;
     c->fp.root = from;
     c10di_plan_call(pg, c); /* reported now, as what it turned out to be */
-    c->plan.peer_joined = 0; /* it ran: nothing to refuse, nothing to send at once */
+    c->plan.peer_after = C10DI_NOT_JOINED; /* it ran: nothing to refuse, nothing to send at once */
     return c10di_verify_enter(pg, c, o);
 }
 
@@ -85,7 +85,8 @@ c10d_status c10di_pg_check(c10d_pg *pg, const c10di_coll *c, int waiting_for)
     if (st == C10D_OK && c && atomic_load_explicit(&pg->join.in_region, memory_order_relaxed)) {
         /* A member joined while this rank waits in a call it cannot shadow:
          * the group's finding at once (no call's end records it here). */
-        c10di_outcome o = {0};
+        c10di_outcome o;
+        C10DI_OUTCOME_EMPTY(&o);
         if ((st = c10di_join_check(pg, c, &o)) != C10D_OK && o.found != C10D_OK)
             c10di_record_alert(pg->w, pg->name, o.found, o.report);
     }
@@ -134,7 +135,8 @@ c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)
 {
-    c10di_outcome o = {0};
+    c10di_outcome o;
+    C10DI_OUTCOME_EMPTY(&o);
     int any_source = c->kind == C10DC_RECV && c->root == C10DI_ANY_SOURCE;
     /* A shadow runs inside join_end, which says what the rank does itself:
      * a joined rank reacts to its peers' headers, and every step it saves

@@ -348,7 +348,7 @@ static c10d_status queue_stage(c10d_pg *pg, const c10di_coll *c)
      * send/recv whose peer joined goes now too, with what else was
      * queued: join's stage refuses it next, and the coordinator records
      * it as the group's finding, so that every rank hears of it. */
-    if (held >= OFF_HELD_MAX || c->plan.peer_joined ||
+    if (held >= OFF_HELD_MAX || c->plan.peer_after != C10DI_NOT_JOINED ||
         atomic_load_explicit(&pg->join.version, memory_order_acquire) != known)
         c10di_verify_flush(w);
     return C10D_OK;

@@ -122,7 +122,8 @@ c10d_status c10di_work_call(c10d_pg *pg, c10di_coll *c, c10d_work **work, int *g
     if (c->async && c->kind == C10DC_RECV && c->be->recv_post) {
         /* Checked and reported when it is called, as any call; it runs
          * (waits) later, and ends here only if it is refused. */
-        c10di_outcome o = {0};
+        c10di_outcome o;
+        C10DI_OUTCOME_EMPTY(&o);
         w->c.posted = 1;
         if ((st = c10di_call_enter(pg, &w->c, &o)) == C10D_OK &&
             (st = c10di_post(pg, w)) == C10D_OK) {
@@ -226,7 +227,8 @@ static c10d_status posted_wait(c10d_work *w, int limit_ms)
              * is never checked in SYNC, so nothing is found against the
              * group (o stays empty). */
             c10di_coll rc = w->c;
-            c10di_outcome o = {0};
+            c10di_outcome o;
+            C10DI_OUTCOME_EMPTY(&o);
             (void)c10di_report_sender(pg, &rc, from, &o);
         }
     }

@@ -380,27 +380,10 @@ static void print_threads(const char *who, const thread_sw *a, int na, const thr
 /* Of every thread of process pid, from /proc (voluntary and not). */
 static long long switches_of(pid_t pid)
 {
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(dir);
+    thread_sw t[256];
     long long total = 0;
-    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[384], line[256];
-        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
-        FILE *f = fopen(path, "r");
-        while (f && fgets(line, sizeof line, f)) {
-            long long v;
-            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
-                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
-                total += v;
-        }
-        if (f)
-            fclose(f);
-    }
-    if (d)
-        closedir(d);
+    for (int k = 0, n = threads_of(pid, t, 256); k < n; k++)
+        total += t[k].n;
     return total;
 }
 

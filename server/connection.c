@@ -33,6 +33,7 @@ static void free_conns(c10ds_conn *dead)
         atomic_fetch_sub(&c->l->held, c->held);
         atomic_fetch_sub(&c->l->unsent, c->unsent);
         nng_aio_free(c->send_aio);
+        nng_aio_free(c->now_aio);
         nng_aio_free(c->resume_aio);
         nng_stream_free(c->s);
         nng_mtx_free(c->mu);
@@ -124,11 +125,16 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
         c10ds_conn_unref(c);
 }
 
-/* Starts writing what is queued, if nothing is being written (c->mu held). */
-static void start_send_locked(c10ds_conn *c)
+/* Readies what is queued for writing, if nothing is being written (c->mu
+ * held); returns 1 when the caller is to start the send, after it lets go
+ * of c->mu. The send is not started under the lock: NNG writes at once on
+ * the calling thread and hands the completion to a task thread, whose
+ * callback takes c->mu first thing, and would wait for this thread to let
+ * go of it: a futex sleep and wake on every reply. */
+static int ready_send_locked(c10ds_conn *c)
 {
     if (c->fly_len || !c->out_len || c->closed)
-        return;
+        return 0;
     uint8_t *b = c->fly;
     size_t cap = c->fly_cap;
     c->fly = c->out;
@@ -140,30 +146,17 @@ static void start_send_locked(c10ds_conn *c)
     c->out_len = 0;
     atomic_fetch_add(&c->refs, 1);
     atomic_fetch_add(&c->l->sends_in_flight, 1);
-    nng_iov iov = {c->fly, c->fly_len};
-    nng_aio_set_iov(c->send_aio, 1, &iov);
-    nng_stream_send(c->s, c->send_aio);
+    return 1;
 }
 
-void c10ds_conn_send_cb(void *arg)
+/* The flight ended (rv: 0, or why not) on the thread that wrote its last
+ * bytes: readies the next one if replies were queued meanwhile (returns
+ * 1: the caller sends it) and resumes a paused read loop. */
+static int flight_ended(c10ds_conn *c, int rv, int on_callback)
 {
-    c10ds_conn *c = arg;
-    int rv = nng_aio_result(c->send_aio);
     nng_mtx_lock(c->mu);
-    if (rv == 0) {
-        c->fly_done += nng_aio_count(c->send_aio);
-        if (c->fly_done < c->fly_len && !c->closed) {
-            /* A partial write: go on with the rest of the same buffer. */
-            nng_iov iov = {c->fly + c->fly_done, c->fly_len - c->fly_done};
-            nng_aio_set_iov(c->send_aio, 1, &iov);
-            nng_stream_send(c->s, c->send_aio);
-            nng_mtx_unlock(c->mu);
-            return;
-        }
-    }
     c->fly_len = c->fly_done = 0;
-    if (rv == 0)
-        start_send_locked(c); /* takes its own reference */
+    int next = rv == 0 && ready_send_locked(c); /* takes its own reference */
     count_unsent_locked(c);
     int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
                  (c->unsent == 0 || (c->unsent <= C10DS_READ_PAUSE_BYTES / 2 &&
@@ -174,9 +167,69 @@ void c10ds_conn_send_cb(void *arg)
     atomic_fetch_sub(&c->l->sends_in_flight, 1);
     if (rv != 0)
         c10ds_conn_close(c, NULL); /* the client went away */
-    if (resume)
-        c->read_resume(c); /* the read loop's reference goes with it */
+    /* The read loop's reference goes with it. Off an NNG callback this is
+     * the thread running a batch, which must not run a read loop (it
+     * hands requests to that very engine): resume_aio runs it instead. */
+    if (resume && on_callback)
+        c->read_resume(c);
+    else if (resume)
+        nng_sleep_aio(0, c->resume_aio);
     c10ds_conn_unref(c);
+    return next;
+}
+
+/* Writes the flight from byte done on (c->mu not held: the caller readied
+ * the flight, or goes on with it). On tcp:// and ipc:// it is written on
+ * this thread as far as the socket takes it at once: NNG writes inline,
+ * and an aio with no callback then ends with no task thread woken (a
+ * callback costs a thread switch and NNG's one task-queue lock, contended
+ * by all its threads, on every reply). What the socket does not take goes
+ * by send_aio, whose callback goes on when the client has read. */
+static void send_flight(c10ds_conn *c, size_t done, int on_callback)
+{
+    for (;;) {
+        int rv = 0;
+        while (c->now_aio && done < c->fly_len) {
+            nng_iov iov = {c->fly + done, c->fly_len - done};
+            nng_aio_set_iov(c->now_aio, 1, &iov);
+            nng_stream_send(c->s, c->now_aio);
+            /* A write the socket did not take waits for the poller:
+             * take it back (none of it was written; or, racing the
+             * poller, all of it was, and the result says so). */
+            nng_aio_cancel(c->now_aio);
+            nng_aio_wait(c->now_aio);
+            if ((rv = nng_aio_result(c->now_aio)) != 0)
+                break;
+            done += nng_aio_count(c->now_aio);
+        }
+        if (done < c->fly_len && (rv == 0 || rv == NNG_ECANCELED)) {
+            nng_mtx_lock(c->mu);
+            c->fly_done = done;
+            count_unsent_locked(c);
+            nng_mtx_unlock(c->mu);
+            if (c->now_aio)
+                atomic_fetch_add(&c->l->engine->replies_waited, 1);
+            nng_iov iov = {c->fly + done, c->fly_len - done};
+            nng_aio_set_iov(c->send_aio, 1, &iov);
+            nng_stream_send(c->s, c->send_aio);
+            return;
+        }
+        if (!flight_ended(c, rv, on_callback))
+            return;
+        done = 0;
+    }
+}
+
+void c10ds_conn_send_cb(void *arg)
+{
+    c10ds_conn *c = arg;
+    int rv = nng_aio_result(c->send_aio);
+    if (rv != 0) {
+        (void)flight_ended(c, rv, 1); /* no next flight after an error */
+        return;
+    }
+    /* fly_done is written only by the flight's owner, which is now us. */
+    send_flight(c, c->fly_done + nng_aio_count(c->send_aio), 1);
 }
 
 /* Whether unsent replies, all connections together, are within one
@@ -317,7 +370,9 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
     if (len)
         memcpy(c->out + c->out_len + C10DC_FRAME_HDR, body, len);
     c->out_len = need;
-    start_send_locked(c);
+    int send = ready_send_locked(c);
     count_unsent_locked(c);
     nng_mtx_unlock(c->mu);
+    if (send)
+        send_flight(c, 0, 0);
 }

@@ -97,6 +97,7 @@ struct c10ds_engine {
     int64_t start_ms;
     atomic_llong requests;
     atomic_llong clients;
+    atomic_llong replies_waited; /* connection.c: writes that waited for a slow reader */
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];
 };

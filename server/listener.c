@@ -155,11 +155,13 @@ static void accept_cb(void *arg)
         nng_aio_alloc(&c->recv_aio, c10ds_conn_recv_cb, c) != 0 ||
         nng_aio_alloc(&c->send_aio, c10ds_conn_send_cb, c) != 0 ||
         nng_aio_alloc(&c->resume_aio, c10ds_conn_resume_cb, c) != 0 ||
+        (!c10dc_url_is_tls(l->cfg->listen_url) && nng_aio_alloc(&c->now_aio, NULL, NULL) != 0) ||
         !(c->rbuf = malloc(C10DS_RBUF_MIN))) {
         c10ds_error("out of memory for a new connection; refused");
         if (c) {
             nng_aio_free(c->recv_aio);
             nng_aio_free(c->send_aio);
+            nng_aio_free(c->now_aio);
             nng_aio_free(c->resume_aio);
             if (c->mu)
                 nng_mtx_free(c->mu);

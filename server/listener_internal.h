@@ -59,6 +59,10 @@ typedef struct c10ds_conn {
     size_t unsent;            /* out_len + what of fly is unwritten, as counted in l->unsent */
     /* the read loop's own (only its callback touches these) */
     nng_aio *recv_aio, *send_aio;
+    /* tcp://, ipc://: replies written on the thread that queues them
+     * (connection.c); NULL on tls+tcp://, whose writes go through NNG's
+     * TLS engine and end on its threads */
+    nng_aio *now_aio;
     nng_aio *resume_aio; /* resumes a paused read loop from the engine's thread (connection.c) */
     /* Goes on with c's paused read loop (framing.c's c10ds_conn_read_resume,
      * set by listener.c). connection.c decides when: its sends and the

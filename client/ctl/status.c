@@ -232,9 +232,10 @@ int cmd_status(c10d_store *s, const ctl_args *a)
         printf(",\"database\":");
         json_string(stdout, info.db_path, strlen(info.db_path));
         printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
-               ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64 "},",
+               ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64
+               ",\"replies_waited\":%" PRId64 "},",
                info.schema_version, info.uptime_ms, info.num_keys, info.clients, info.requests,
-               info.parked);
+               info.parked, info.replies_waited);
         print_jobs_json(jobs, nj);
         printf("}\n");
         c10d_free(jobs);
@@ -251,6 +252,7 @@ int cmd_status(c10d_store *s, const ctl_args *a)
     printf("clients      %" PRId64 " connected\n", info.clients);
     printf("requests     %" PRId64 " served, %" PRId64 " waiting on keys\n", info.requests,
            info.parked);
+    printf("replies      %" PRId64 " waited for a client slow to read\n", info.replies_waited);
     print_jobs_text(jobs, nj);
     c10d_free(jobs);
     c10d_free(ip);

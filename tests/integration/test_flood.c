@@ -284,6 +284,45 @@ static c10d_store *start_reply_flood(long *before)
     return s;
 }
 
+/* Reply writes that waited for their client to read, so far. */
+static int64_t replies_waited(c10d_store *s)
+{
+    c10d_coord_info *info = NULL;
+    OK(c10d_store_coord_info(s, &info));
+    int64_t n = info->replies_waited;
+    c10d_free(info);
+    return n;
+}
+
+/* Issue 26: a reply went out by an NNG callback on a task thread, woken
+ * for it (a thread switch and NNG's one task-queue lock, contended by all
+ * its threads, on every reply). It is now written by the thread that
+ * answered it when the socket takes it, as it always does for a client
+ * that reads: none of a reading client's replies waits, 1 MiB ones
+ * included; a client that does not read makes the coordinator's writes
+ * wait (the next case), and is served when it reads. */
+START_TEST(replies_to_a_client_that_reads_go_out_at_once)
+{
+    long before;
+    c10d_store *s = start_reply_flood(&before);
+    int64_t waited = replies_waited(s);
+    for (int i = 0; i < 300; i++) {
+        normal_get_works(s);
+        void *v;
+        size_t n;
+        if (i % 30 == 0) {
+            OK(c10d_store_get(s, "big", &v, &n, C10D_NO_WAIT));
+            ck_assert_uint_eq(n, 1 << 20);
+            c10d_free(v);
+        }
+    }
+    /* A 1 MiB reply may fill the socket before the client reads it all:
+     * the rest waits, once per such reply at most. */
+    ck_assert_int_le(replies_waited(s) - waited, 10);
+    c10d_store_close(s);
+}
+END_TEST
+
 /* Finding 4: unsent replies were capped per connection only: 16 clients
  * that never read took 1.57 GB. A connection whose unsent replies pass
  * 1 MiB, or with 128 requests in the engine, is no longer read from
@@ -305,6 +344,10 @@ START_TEST(clients_that_never_read_stop_being_read)
     }
     long grew = peak_rss_kib(coord.pid) - before;
     printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
+    /* Each flooder's socket filled: the coordinator's writes to it wait.
+     * (Under the sanitizers the flood is bounded by count, and may end
+     * before the sockets fill.) */
+    ck_assert_int_ge(replies_waited(s), UNREAD_GETS == LONG_MAX ? FLOODERS : 0);
     /* Usually ~22 MiB. At worst one connection's buffer holds up to
      * --max-reply-bytes (64 MiB) of replies, and growing it by doubling
      * briefly holds the old copy beside the new one: 186 MiB was seen
@@ -417,6 +460,7 @@ int main(void)
     TCase *tc = store_tcase("flood");
     tcase_add_test(tc, a_request_that_would_decode_huge_is_refused_before_decoding);
     tcase_add_test(tc, waits_past_max_parked_are_refused);
+    tcase_add_test(tc, replies_to_a_client_that_reads_go_out_at_once);
     tcase_add_test(tc, clients_that_never_read_stop_being_read);
     tcase_add_test(tc, clients_faster_than_the_engine_stay_bounded);
     tcase_add_test(tc, a_header_alone_reserves_nothing);

@@ -163,6 +163,10 @@ typedef struct c10d_coord_info {
     int64_t clients;  /* connections open now */
     int64_t requests; /* requests served since start */
     int64_t parked;   /* requests waiting on keys now */
+    /* Reply writes that waited for their client to read (its socket was
+     * full), tcp:// and ipc:// only; a client that reads its replies
+     * should leave this still. */
+    int64_t replies_waited;
 } c10d_coord_info;
 
 /* *info is one allocation with its strings: free it with c10d_free. */

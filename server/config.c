@@ -26,6 +26,12 @@ static const char usage[] =
     "  -l, --listen URL          address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
     "                            also ipc:///path and tls+tcp://host:port; port 0\n"
     "                            picks a free port)\n"
+    "      --tcpstore-listen [HOST:]PORT\n"
+    "                            also speak PyTorch TCPStore's protocol there,\n"
+    "                            for torchrun's c10d rendezvous and unmodified\n"
+    "                            TCPStore clients (keys under tcpstore/; off by\n"
+    "                            default; HOST defaults to 127.0.0.1: TCPStore\n"
+    "                            has no token or TLS, docs/pytorch.md)\n"
     "      --tls-cert PATH       certificate (PEM) for a tls+tcp:// listener\n"
     "      --tls-key PATH        its private key (PEM)\n"
     "      --tls-ca PATH         require client certificates signed by this CA\n"
@@ -108,6 +114,7 @@ enum {
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_CA,
+    OPT_TCPSTORE,
     OPT_DEDUP,
     OPT_HEARTBEAT,
     OPT_RETENTION,
@@ -164,6 +171,29 @@ static char *read_token_file(const char *path)
     return strdup(buf);
 }
 
+/* --tcpstore-listen's [HOST:]PORT as an NNG URL; a bare port is bound to
+ * loopback: the protocol carries no token, so opening it wider is the
+ * operator's explicit choice. NULL (after saying why) when malformed. */
+static char *tcpstore_url(const char *arg)
+{
+    const char *colon = strrchr(arg, ':');
+    const char *port = colon ? colon + 1 : arg;
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(port, &end, 10);
+    if (!*port || *end || errno || p > 65535 || (colon && colon == arg)) {
+        fprintf(stderr, "c10d-coord: --tcpstore-listen %s: want PORT or HOST:PORT (e.g. 29400 "
+                "or 0.0.0.0:29400)\n", arg);
+        return NULL;
+    }
+    char url[300];
+    if (colon)
+        snprintf(url, sizeof url, "tcp://%.*s:%lu", (int)(colon - arg), arg, p);
+    else
+        snprintf(url, sizeof url, "tcp://127.0.0.1:%lu", p);
+    return strdup(url);
+}
+
 int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -186,6 +216,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"tls-cert", required_argument, 0, OPT_TLS_CERT},
         {"tls-key", required_argument, 0, OPT_TLS_KEY},
         {"tls-ca", required_argument, 0, OPT_TLS_CA},
+        {"tcpstore-listen", required_argument, 0, OPT_TCPSTORE},
         {"dedup-window", required_argument, 0, OPT_DEDUP},
         {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
         {"retention", required_argument, 0, OPT_RETENTION},
@@ -227,6 +258,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             break;
         case 'd':
             db = optarg;
+            break;
+        case OPT_TCPSTORE:
+            free(cfg->tcpstore_url);
+            if (!(cfg->tcpstore_url = tcpstore_url(optarg)))
+                return -1;
             break;
         case OPT_TOKEN_FILE:
             token_file = optarg;
@@ -400,6 +436,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
 void c10ds_config_free(c10ds_config *cfg)
 {
     free(cfg->listen_url);
+    free(cfg->tcpstore_url);
     free(cfg->db_path);
     free(cfg->ready_file);
     free(cfg->token);

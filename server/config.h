@@ -35,6 +35,7 @@
 
 typedef struct c10ds_config {
     char *listen_url;
+    char *tcpstore_url;      /* --tcpstore-listen as tcp://host:port; NULL: off */
     char *db_path;
     char *ready_file;        /* written with the bound URL once serving */
     char *token;             /* NULL = no authentication */

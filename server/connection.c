@@ -40,6 +40,7 @@ static void free_conns(c10ds_conn *dead)
         free(c->rbuf);
         free(c->out);
         free(c->fly);
+        c10ds_ts_free(c->ts);
         free(c);
     }
 }
@@ -112,12 +113,14 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
         c10ds_warn("closing connection %u: %s", c->id, why);
     nng_stream_close(c->s);
     /* Ranks that arrived on this connection are dead: tell the engine (it
-     * owns the membership; never block an NNG callback). */
+     * owns the membership; never block an NNG callback). Posted, never
+     * run here: a close comes from places that hold a lock a reply to
+     * this connection takes (tcpstore.c's queue). */
     c10ds_request *r = c10ds_request_new(NULL, NULL);
     if (r) {
         r->event = C10DS_EV_PIPE_CLOSED;
         r->pipe = c->id;
-        if (c10ds_engine_submit(c->l->engine, r) != 0)
+        if (c10ds_engine_post(c->l->engine, r) != 0)
             c10ds_request_free(r);
     }
     atomic_fetch_sub(&c->l->engine->clients, 1);
@@ -316,8 +319,12 @@ static void queue_refusal(c10ds_conn *c, uint64_t request_id, size_t len, const 
     }
 }
 
-/* Queues one reply frame on c. */
-void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
+/* Appends a reply to c's queue and starts writing it: a frame (framed,
+ * with its header) or bytes as they are (a TCPStore reply). Over a limit
+ * a frame is replaced by a refusal that says which; bytes as they are
+ * cannot say it, and c is closed instead (the reason logged). */
+static void queue_reply(c10ds_conn *c, uint64_t request_id, int framed, const void *body,
+                        size_t len)
 {
     size_t total;
     char why[200];
@@ -325,7 +332,10 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
         snprintf(why, sizeof why, "replies not yet read by their clients come to %zu bytes "
                  "(--max-reply-bytes %llu)", total,
                  (unsigned long long)c->l->cfg->max_reply_bytes);
-        queue_refusal(c, request_id, len, why);
+        if (framed)
+            queue_refusal(c, request_id, len, why);
+        else
+            c10ds_conn_close(c, why);
         return;
     }
     nng_mtx_lock(c->mu);
@@ -333,11 +343,11 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
         nng_mtx_unlock(c->mu);
         return;
     }
-    size_t need = c->out_len + C10DC_FRAME_HDR + len;
+    size_t need = c->out_len + (framed ? C10DC_FRAME_HDR : 0) + len;
     /* A large reply past this client's own limit is refused, not the
      * client cut off: its requests in flight (up to
      * C10DS_CONN_INFLIGHT_MAX) may all be gets of a large value. */
-    if (need > c->l->cfg->max_conn_buffer && len > C10DS_SMALL_REPLY) {
+    if (framed && need > c->l->cfg->max_conn_buffer && len > C10DS_SMALL_REPLY) {
         size_t queued = c->out_len;
         nng_mtx_unlock(c->mu);
         snprintf(why, sizeof why, "this client has %zu bytes of replies it has not read "
@@ -366,13 +376,27 @@ void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size
         c->out = nb;
         c->out_cap = cap;
     }
-    c10dc_frame_header(c->out + c->out_len, request_id, len);
+    if (framed)
+        c10dc_frame_header(c->out + c->out_len, request_id, len);
     if (len)
-        memcpy(c->out + c->out_len + C10DC_FRAME_HDR, body, len);
+        memcpy(c->out + need - len, body, len);
     c->out_len = need;
     int send = ready_send_locked(c);
     count_unsent_locked(c);
     nng_mtx_unlock(c->mu);
     if (send)
         send_flight(c, 0, 0);
+}
+
+void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
+{
+    if (c->ts)
+        c10ds_ts_reply(c, request_id, body, len);
+    else
+        queue_reply(c, request_id, 1, body, len);
+}
+
+void c10ds_conn_queue_raw(c10ds_conn *c, const void *bytes, size_t len)
+{
+    queue_reply(c, 0, 0, bytes, len);
 }

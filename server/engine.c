@@ -173,10 +173,26 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
     return 1;
 }
 
+/* Whether parked request r is the one a cancel event (arg) names. */
+static int cancelled_by(const c10ds_request *r, void *arg)
+{
+    const c10ds_request *ev = arg;
+    return r->pipe == ev->pipe && r->pb && r->pb->request_id == ev->cancel_id;
+}
+
 static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     txn_lost(e, NULL); /* by whatever ran before (an event, a reqlog record) */
     if (!r->pb) {
+        if (r->event == C10DS_EV_CANCEL) {
+            /* Unanswered: its client said it no longer waits (a request
+             * already answered, or not parked, is not found: nothing). */
+            for (c10ds_request *p = c10ds_waiters_take_if(e->waiters, cancelled_by, r), *n; p;
+                 p = n) {
+                n = p->next;
+                c10ds_request_free(p);
+            }
+        }
         if (r->event == C10DS_EV_PIPE_CLOSED) {
             /* Its parked requests go first: they hold the connection's
              * memory, and a rank's dead connection must not leave a SYNC
@@ -411,7 +427,7 @@ int c10ds_engine_start(c10ds_engine *e)
     return 0;
 }
 
-int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
+static int submit(c10ds_engine *e, c10ds_request *r, int inline_ok)
 {
     r->next = NULL;
     pthread_mutex_lock(&e->mu);
@@ -421,7 +437,7 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
             c10ds_drain_count(&e->drain, r->pb->op_case);
         return -1;
     }
-    if (!e->busy && !e->q_head && e->started) {
+    if (inline_ok && !e->busy && !e->q_head && e->started) {
         /* Idle: run it here. Handing it to the engine thread would cost a
          * thread wake-up on the path of every reply (about a raw TCP round
          * trip on a loaded 2-core machine). */
@@ -442,6 +458,16 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
     if (wake)
         pthread_cond_signal(&e->cv);
     return 0;
+}
+
+int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
+{
+    return submit(e, r, 1);
+}
+
+int c10ds_engine_post(c10ds_engine *e, c10ds_request *r)
+{
+    return submit(e, r, 0);
 }
 
 void c10ds_engine_stop(c10ds_engine *e)

@@ -109,6 +109,9 @@ int c10ds_engine_start(c10ds_engine *e);
  * the calling thread (and whatever arrives meanwhile); a busy one queues
  * it for its thread. Returns -1 once the engine is stopping. */
 int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
+/* Like submit, but never runs r on the calling thread: for events raised
+ * where a lock is held that a reply to the same connection would take. */
+int c10ds_engine_post(c10ds_engine *e, c10ds_request *r);
 /* Answers what is queued, for --drain-timeout at most (the rest is
  * dropped unanswered, and counted in the log), commits, and stops the
  * thread. Parked requests are dropped unanswered: their clients resend

@@ -75,7 +75,7 @@ static int refused_before_decoding(c10ds_conn *c, uint64_t frame_id, const uint8
     return -1;
 }
 
-static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
+void c10ds_conn_submit(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
 {
     c10ds_listener *l = c->l;
     if (refused_before_decoding(c, frame_id, body, len) != 0)
@@ -115,7 +115,7 @@ static void on_frame(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size
 }
 
 /* Whether c has more unsent replies than it may have and still be read. */
-static int backlogged(c10ds_conn *c)
+int c10ds_conn_backlogged(c10ds_conn *c)
 {
     nng_mtx_lock(c->mu);
     int over = c10ds_conn_backlogged_locked(c);
@@ -131,18 +131,7 @@ static int make_room(c10ds_conn *c)
 {
     if (c->rlen < c->rcap || c->rlen < 4)
         return 0;
-    size_t frame = 4 + (size_t)c10dc_get_u32(c->rbuf);
-    size_t want = c->rcap * 2 < frame ? c->rcap * 2 : frame;
-    if (want <= c->rcap)
-        return 0;
-    uint8_t *nb = realloc(c->rbuf, want);
-    if (!nb) {
-        c10ds_warn("out of memory for a %zu-byte request on connection %u", frame, c->id);
-        return -1;
-    }
-    c->rbuf = nb;
-    c->rcap = want;
-    return 0;
+    return c10ds_conn_room_for(c, 4 + (size_t)c10dc_get_u32(c->rbuf));
 }
 
 static int listener_closing(c10ds_listener *l)
@@ -180,7 +169,7 @@ static int parse(c10ds_conn *c)
     if (tls_client_hello(c)) {
         c10ds_warn("connection %u from %s began a TLS handshake, and this listener is plain "
                    "(%s): closing it (the client dials tls+tcp://; dial tcp://, or start the "
-                   "coordinator on tls+tcp://)", c->id, c->peer, c->l->cfg->listen_url);
+                   "coordinator on tls+tcp://)", c->id, c->peer, c->l->url);
         return -1;
     }
     while (c->rlen - off >= C10DC_FRAME_HDR) {
@@ -192,14 +181,23 @@ static int parse(c10ds_conn *c)
         }
         if (c->rlen - off < 4 + (size_t)n)
             break;
-        if (backlogged(c)) {
+        if (c10ds_conn_backlogged(c)) {
             rc = 1;
             break;
         }
-        on_frame(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR, n - 8);
+        c10ds_conn_submit(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR,
+                          n - 8);
         c->framed = 1;
         off += 4 + (size_t)n;
     }
+    c10ds_conn_consumed(c, off);
+    if (rc == 0 && make_room(c) != 0)
+        return -1;
+    return rc;
+}
+
+void c10ds_conn_consumed(c10ds_conn *c, size_t off)
+{
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
@@ -213,9 +211,23 @@ static int parse(c10ds_conn *c)
             c->rcap = C10DS_RBUF_MIN;
         }
     }
-    if (rc == 0 && make_room(c) != 0)
+}
+
+int c10ds_conn_room_for(c10ds_conn *c, size_t whole)
+{
+    if (c->rlen < c->rcap)
+        return 0;
+    size_t want = c->rcap * 2 < whole ? c->rcap * 2 : whole;
+    if (want <= c->rcap)
+        return 0;
+    uint8_t *nb = realloc(c->rbuf, want);
+    if (!nb) {
+        c10ds_warn("out of memory for a %zu-byte request on connection %u", whole, c->id);
         return -1;
-    return rc;
+    }
+    c->rbuf = nb;
+    c->rcap = want;
+    return 0;
 }
 
 /* Counts what c holds of an unfinished request (after parse) in the
@@ -262,7 +274,7 @@ void c10ds_conn_recv_start(c10ds_conn *c)
 static void read_on(c10ds_conn *c)
 {
     for (;;) {
-        int rc = parse(c);
+        int rc = c->ts ? c10ds_ts_parse(c) : parse(c);
         if (rc < 0 || account(c) != 0) {
             c10ds_conn_close(c, NULL);
             c10ds_conn_unref(c); /* the read loop's reference */
@@ -299,7 +311,7 @@ void c10ds_conn_recv_cb(void *arg)
         snprintf(why, sizeof why, "it sent %zu bytes of a request and not the rest within %d "
                  "ms (--frame-timeout)", c->rlen, c->l->cfg->frame_timeout_ms);
         c10ds_conn_close(c, why);
-    } else if (!c->framed && c10dc_url_is_tls(c->l->cfg->listen_url) && !listener_closing(c->l)) {
+    } else if (!c->framed && c10dc_url_is_tls(c->l->url) && !listener_closing(c->l)) {
         /* Before any frame on a TLS listener: the handshake failed. Said
          * (limited per call site, log.c), since the client only learns
          * its own side of it. NNG gives no more reason than this. */

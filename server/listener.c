@@ -155,7 +155,8 @@ static void accept_cb(void *arg)
         nng_aio_alloc(&c->recv_aio, c10ds_conn_recv_cb, c) != 0 ||
         nng_aio_alloc(&c->send_aio, c10ds_conn_send_cb, c) != 0 ||
         nng_aio_alloc(&c->resume_aio, c10ds_conn_resume_cb, c) != 0 ||
-        (!c10dc_url_is_tls(l->cfg->listen_url) && nng_aio_alloc(&c->now_aio, NULL, NULL) != 0) ||
+        (!c10dc_url_is_tls(l->url) && nng_aio_alloc(&c->now_aio, NULL, NULL) != 0) ||
+        (l->dialect == C10DS_DIALECT_TCPSTORE && !(c->ts = c10ds_ts_new())) ||
         !(c->rbuf = malloc(C10DS_RBUF_MIN))) {
         c10ds_error("out of memory for a new connection; refused");
         if (c) {
@@ -163,6 +164,7 @@ static void accept_cb(void *arg)
             nng_aio_free(c->send_aio);
             nng_aio_free(c->now_aio);
             nng_aio_free(c->resume_aio);
+            c10ds_ts_free(c->ts);
             if (c->mu)
                 nng_mtx_free(c->mu);
             free(c);
@@ -217,16 +219,20 @@ static void bound_url(c10ds_listener *l, const char *url, char *out, size_t outl
         snprintf(out, outlen, "%.*s:%d", (int)(colon - url), url, port);
 }
 
-c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine, char *url_out,
+c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine,
+                                   const char *url, c10ds_dialect dialect, char *url_out,
                                    size_t url_len, char *err, size_t errlen)
 {
     c10ds_listener *l = calloc(1, sizeof *l);
     int rv;
-    if (!l || nng_mtx_alloc(&l->mu) != 0) {
+    if (!l || nng_mtx_alloc(&l->mu) != 0 || !(l->url = strdup(url))) {
         snprintf(err, errlen, "out of memory");
+        if (l && l->mu)
+            nng_mtx_free(l->mu);
         free(l);
         return NULL;
     }
+    l->dialect = dialect;
     l->cfg = cfg;
     l->engine = engine;
     atomic_init(&l->next_id, 1);
@@ -236,32 +242,32 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if ((rv = nng_stream_listener_alloc(&l->lst, cfg->listen_url)) != 0) {
+    if ((rv = nng_stream_listener_alloc(&l->lst, url)) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s (tcp://host:port, ipc:///path or "
-                 "tls+tcp://host:port)", cfg->listen_url, nng_strerror(rv));
+                 "tls+tcp://host:port)", url, nng_strerror(rv));
         goto fail;
     }
     nng_stream_listener_set_bool(l->lst, NNG_OPT_TCP_NODELAY, true);
-    if (c10dc_url_is_tls(cfg->listen_url)) {
+    if (c10dc_url_is_tls(url)) {
         nng_tls_config *tls;
         if (c10dc_tls_server(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, errlen) != 0)
             goto fail;
         rv = nng_stream_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG, tls);
         nng_tls_config_free(tls); /* the listener holds its own reference */
         if (rv != 0) {
-            snprintf(err, errlen, "cannot use TLS on %s: %s", cfg->listen_url,
+            snprintf(err, errlen, "cannot use TLS on %s: %s", url,
                      nng_strerror(rv));
             goto fail;
         }
     }
     if ((rv = nng_stream_listener_listen(l->lst)) != 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s%s", cfg->listen_url, nng_strerror(rv),
+        snprintf(err, errlen, "cannot listen on %s: %s%s", url, nng_strerror(rv),
                  rv == NNG_EADDRINUSE ? " (another coordinator, or another program, has this "
                                         "port; pick another with --listen)"
                                       : "");
         goto fail;
     }
-    bound_url(l, cfg->listen_url, url_out, url_len);
+    bound_url(l, url, url_out, url_len);
     warn_if_over_nofile(cfg);
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;
@@ -325,6 +331,7 @@ int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
     if (l->cv)
         nng_cv_free(l->cv);
     nng_mtx_free(l->mu);
+    free(l->url);
     free(l);
     return 0;
 }

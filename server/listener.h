@@ -15,9 +15,15 @@ typedef struct c10ds_config c10ds_config;
 typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_listener c10ds_listener;
 
-/* Listens and starts receiving. url_out receives the URL actually bound
- * (port 0 resolved). */
-c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine, char *url_out,
+/* What a listener's clients speak: our framed protobuf (docs/protocol.md),
+ * or PyTorch TCPStore's protocol (--tcpstore-listen, server/tcpstore.c),
+ * whose queries become the same requests to the engine. */
+typedef enum { C10DS_DIALECT_C10D, C10DS_DIALECT_TCPSTORE } c10ds_dialect;
+
+/* Listens on url and starts receiving. url_out receives the URL actually
+ * bound (port 0 resolved). */
+c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine,
+                                   const char *url, c10ds_dialect dialect, char *url_out,
                                    size_t url_len, char *err, size_t errlen);
 /* The engine's c10ds_send_fn. */
 void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void *reply,

@@ -45,6 +45,8 @@
  * error that says why a large one did not is one of them. */
 #define C10DS_SMALL_REPLY 4096u
 
+typedef struct c10ds_ts c10ds_ts;
+
 typedef struct c10ds_conn {
     struct c10ds_conn *next;  /* in the listener's list (live or dead) */
     c10ds_listener *l;
@@ -83,9 +85,12 @@ typedef struct c10ds_conn {
      * and a failed TLS handshake is logged after the client gave up. */
     char peer[128];
     int inflight;       /* requests with the engine (mu) */
+    c10ds_ts *ts;       /* a TCPStore client's (tcpstore.c); NULL: ours */
 } c10ds_conn;
 
 struct c10ds_listener {
+    char *url;
+    c10ds_dialect dialect;
     nng_stream_listener *lst;
     c10ds_engine *engine;
     const c10ds_config *cfg;
@@ -121,9 +126,12 @@ void c10ds_conn_unref(c10ds_conn *c);
 /* Closes c (once; why, if any, is logged): its I/O ends with errors, its
  * ranks are declared dead by the engine, its queued replies are dropped. */
 void c10ds_conn_close(c10ds_conn *c, const char *why);
-/* Queues one reply frame on c; a client over --max-connection-buffer of
- * unread replies is closed instead. */
+/* Queues one reply frame on c (a TCPStore client's: the reply as TCPStore
+ * says it, tcpstore.c); a client over --max-connection-buffer of unread
+ * replies is closed instead. */
 void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
+/* Queues bytes as they are, no frame (TCPStore's replies). */
+void c10ds_conn_queue_raw(c10ds_conn *c, const void *bytes, size_t len);
 /* send_aio's callback. */
 void c10ds_conn_send_cb(void *arg);
 /* Whether c may not be read from for its unsent replies: over
@@ -152,5 +160,27 @@ void c10ds_conn_recv_cb(void *arg);
  * already read, then the next receive. Carries the read loop's reference.
  * connection.c calls it only through c->read_resume. */
 void c10ds_conn_read_resume(c10ds_conn *c);
+/* Decodes one request body (a frame's protobuf) and hands it to the
+ * engine as request id; refusals are answered. */
+void c10ds_conn_submit(c10ds_conn *c, uint64_t id, const uint8_t *body, size_t len);
+/* Whether c has more unsent replies than it may have and still be read. */
+int c10ds_conn_backlogged(c10ds_conn *c);
+/* The read buffer: drops its first off bytes (parsed); grows it towards a
+ * request of whole bytes, doubling (-1: out of memory). */
+void c10ds_conn_consumed(c10ds_conn *c, size_t off);
+int c10ds_conn_room_for(c10ds_conn *c, size_t whole);
+
+/* --- tcpstore.c: PyTorch TCPStore's protocol (--tcpstore-listen) --- */
+
+/* A TCPStore connection's state: its queries with the engine, in order. */
+c10ds_ts *c10ds_ts_new(void);
+void c10ds_ts_free(c10ds_ts *ts);
+/* Like framing.c's parse: turns the whole queries in c's read buffer into
+ * requests. -1: close c (said why); 1: paused for unsent replies; 0: wants
+ * more bytes. */
+int c10ds_ts_parse(c10ds_conn *c);
+/* The engine's reply to one of c's queries, as TCPStore says it, in the
+ * order the queries came. */
+void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
 
 #endif

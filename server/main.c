@@ -52,10 +52,10 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char err[2048], url[256];
+    char err[2048], url[256], ts_url[256] = "";
     c10ds_db db;
     c10ds_engine *engine = NULL;
-    c10ds_listener *listener = NULL;
+    c10ds_listener *listener = NULL, *ts_listener = NULL;
     int status = 1;
     if (c10ds_db_open(&db, cfg.db_path, err, sizeof err) != 0) {
         c10ds_error("%s", err);
@@ -66,8 +66,15 @@ int main(int argc, char **argv)
         c10ds_error("%s", err);
         goto out;
     }
-    if (!(listener = c10ds_listener_new(&cfg, engine, url, sizeof url, err, sizeof err))) {
+    if (!(listener = c10ds_listener_new(&cfg, engine, cfg.listen_url, C10DS_DIALECT_C10D, url,
+                                        sizeof url, err, sizeof err))) {
         c10ds_error("%s", err);
+        goto out;
+    }
+    if (cfg.tcpstore_url &&
+        !(ts_listener = c10ds_listener_new(&cfg, engine, cfg.tcpstore_url, C10DS_DIALECT_TCPSTORE,
+                                           ts_url, sizeof ts_url, err, sizeof err))) {
+        c10ds_error("--tcpstore-listen: %s", err);
         goto out;
     }
     snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
@@ -82,6 +89,11 @@ int main(int argc, char **argv)
                C10D_VERSION_STRING, url, cfg.db_path, db.schema_version,
                num_keys, sqlite3_libversion(), nng_version(),
                cfg.token ? ", token required" : "");
+    if (ts_listener)
+        c10ds_info("speaking PyTorch TCPStore's protocol on %s (keys under tcpstore/; no token "
+                   "or TLS there%s)", ts_url,
+                   strstr(ts_url, "//127.") || strstr(ts_url, "//localhost:") ? ", loopback only"
+                                                                               : "");
     if (cfg.ready_file && write_ready_file(cfg.ready_file, url) != 0)
         c10ds_warn("cannot write ready file %s: %s", cfg.ready_file, strerror(errno));
 
@@ -97,7 +109,11 @@ out:
      * closes and the database is closed (checkpointing its WAL). */
     c10ds_engine_stop(engine);
     int closed = 1;
-    if (listener) {
+    if (ts_listener) {
+        c10ds_listener_drain(ts_listener, C10DS_SHUTDOWN_DRAIN_MS);
+        closed = c10ds_listener_close(ts_listener, C10DS_LISTENER_CLOSE_MS) == 0;
+    }
+    if (listener && closed) {
         c10ds_listener_drain(listener, C10DS_SHUTDOWN_DRAIN_MS);
         closed = c10ds_listener_close(listener, C10DS_LISTENER_CLOSE_MS) == 0;
         if (!closed)

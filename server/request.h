@@ -28,8 +28,11 @@ struct c10ds_request {
     uint64_t generation;  /* group_join: the generation it joins, once known */
     uint64_t txn;         /* the engine's transaction it last parked in (engine.c) */
     int txn_free;         /* its reply does not depend on the transaction (a replay, a refusal) */
-    /* pb == NULL: an event from the listener, not a request. */
-    enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED } event;
+    /* pb == NULL: an event from the listener, not a request: connection
+     * pipe closed, or (TCPStore's CANCEL_WAIT) its parked request
+     * cancel_id is to be dropped unanswered. */
+    enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED, C10DS_EV_CANCEL } event;
+    uint64_t cancel_id;
 
     /* While parked (waiters.c): the key it waits for, its place in that
      * key's list and in the deadline heap. */

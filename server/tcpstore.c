@@ -63,9 +63,12 @@ static const char *const ts_names[] = {
     "VALIDATE", "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS",
     "DELETE_KEY", "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "PING", "WATCH_KEY", "?"};
 
-/* torch up to 2.1 (TCPStore.cpp's QueryType then) */
-static const ts_op ts_v1[] = {TS_SET,  TS_COMPARE_SET, TS_GET,       TS_ADD,       TS_CHECK,
-                              TS_WAIT, TS_NUM_KEYS,    TS_WATCH_KEY, TS_DELETE_KEY};
+/* torch up to 2.1 (TCPStore.cpp's QueryType then: 1.13 stops at
+ * DELETE_KEY; 2.0 added the next four) */
+static const ts_op ts_v1[] = {TS_SET,        TS_COMPARE_SET, TS_GET,       TS_ADD,
+                              TS_CHECK,      TS_WAIT,        TS_NUM_KEYS,  TS_WATCH_KEY,
+                              TS_DELETE_KEY, TS_APPEND,      TS_MULTI_GET, TS_MULTI_SET,
+                              TS_CANCEL_WAIT};
 /* torch 2.2 on (TCPStoreBackend.hpp) */
 static const ts_op ts_v2[] = {TS_VALIDATE, TS_SET,        TS_COMPARE_SET, TS_GET,
                               TS_ADD,      TS_CHECK,      TS_WAIT,        TS_NUM_KEYS,
@@ -440,10 +443,12 @@ out:
     return rc;
 }
 
-/* --- the queue of queries, and their replies in order --- */
+/* --- the queries with the engine, and their replies --- */
 
 static void append_out(ts_query *q, const void *b, size_t n)
 {
+    if (n == 0) /* an empty value's bytes (b may be NULL) */
+        return;
     uint8_t *nb = q->oom ? NULL : realloc(q->out, q->out_len + n);
     if (!nb) {
         q->oom = 1; /* translate() says so, and the connection is closed */
@@ -574,7 +579,7 @@ void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t
     if (rep)
         c10dpb__reply__free_unpacked(rep, NULL);
     if (close_it) {
-        char why[400];
+        char why[sizeof c->peer + sizeof e.why + 32];
         snprintf(why, sizeof why, "TCPStore client %s: %s", c->peer, e.why);
         c10ds_conn_close(c, why);
     }
@@ -634,6 +639,21 @@ static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
         snprintf(e->why, sizeof e->why, "it asked to watch a key (torch 1.13's watch_key); the "
                  "coordinator's TCPStore port does not support watches");
         return -1;
+    case TS_CHECK:
+    case TS_WAIT:
+    case TS_MULTI_GET:
+    case TS_MULTI_SET:
+        if (f->n == 0) {
+            /* TCPStore: no keys are all there at once (our store refuses
+             * an empty list) */
+            uint8_t byte = f->op == TS_CHECK ? CHECK_READY : WAIT_STOP_WAITING;
+            pthread_mutex_lock(&ts->mu);
+            if (f->op == TS_CHECK || f->op == TS_WAIT)
+                c10ds_conn_queue_raw(c, &byte, 1);
+            pthread_mutex_unlock(&ts->mu);
+            return 0;
+        }
+        break;
     default:
         break;
     }
@@ -721,7 +741,7 @@ int c10ds_ts_parse(c10ds_conn *c)
         off += k.off;
     }
     if (rc < 0) {
-        char why[400];
+        char why[sizeof c->peer + sizeof e.why + 32];
         snprintf(why, sizeof why, "TCPStore client %s: %s", c->peer, e.why);
         c10ds_conn_close(c, why);
         return -1;

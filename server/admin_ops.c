@@ -44,6 +44,8 @@ static c10ds_outcome op_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
     s.version = (char *)C10D_VERSION_STRING;
     s.db_path = e->db->path;
     s.listen_url = e->listen_url;
+    if (e->tcpstore_url[0])
+        s.tcpstore_url = e->tcpstore_url;
     s.has_uptime_ms = s.has_num_keys = s.has_clients = s.has_requests = 1;
     s.has_parked = s.has_schema_version = s.has_replies_waited = 1;
     s.uptime_ms = c10d_now_ms() - e->start_ms;

@@ -100,6 +100,7 @@ struct c10ds_engine {
     atomic_llong replies_waited; /* connection.c: writes that waited for a slow reader */
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];
+    char tcpstore_url[256]; /* "" when --tcpstore-listen is off */
 };
 
 c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,

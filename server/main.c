@@ -78,6 +78,7 @@ int main(int argc, char **argv)
         goto out;
     }
     snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
+    snprintf(engine->tcpstore_url, sizeof engine->tcpstore_url, "%s", ts_url);
     /* Read before the engine thread starts: it owns the store after. */
     long long num_keys = (long long)engine->store.num_keys;
     if (c10ds_engine_start(engine) != 0) {

@@ -231,6 +231,11 @@ int cmd_status(c10d_store *s, const ctl_args *a)
         json_string(stdout, info.version, strlen(info.version));
         printf(",\"database\":");
         json_string(stdout, info.db_path, strlen(info.db_path));
+        printf(",\"tcpstore\":");
+        if (info.tcpstore_url)
+            json_string(stdout, info.tcpstore_url, strlen(info.tcpstore_url));
+        else
+            printf("null");
         printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
                ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64
                ",\"replies_waited\":%" PRId64 "},",
@@ -246,6 +251,9 @@ int cmd_status(c10d_store *s, const ctl_args *a)
     fmt_duration(info.uptime_ms, up, sizeof up);
     printf("coordinator  %s (c10d-coord %s, listening on %s)\n", c10d_store_url(s), info.version,
            info.listen_url);
+    if (info.tcpstore_url)
+        printf("tcpstore     %s (PyTorch TCPStore's protocol, keys under tcpstore/)\n",
+               info.tcpstore_url);
     printf("uptime       %s\n", up);
     printf("database     %s (schema version %d)\n", info.db_path, info.schema_version);
     printf("keys         %" PRId64 "\n", info.num_keys);

@@ -71,10 +71,11 @@ static void fill_info(c10di_block *b, const void *arg)
     const char *version = c10di_block_str(b, r->version);
     const char *listen_url = c10di_block_str(b, r->listen_url);
     const char *db_path = c10di_block_str(b, r->db_path);
+    const char *tcpstore_url = r->tcpstore_url ? c10di_block_str(b, r->tcpstore_url) : NULL;
     if (info)
         *info = (c10d_coord_info){version, listen_url, db_path, r->schema_version, r->uptime_ms,
                                   r->num_keys, r->clients, r->requests, r->parked,
-                                  r->replies_waited};
+                                  r->replies_waited, tcpstore_url};
 }
 
 c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info)

@@ -167,6 +167,9 @@ typedef struct c10d_coord_info {
      * full), tcp:// and ipc:// only; a client that reads its replies
      * should leave this still. */
     int64_t replies_waited;
+    /* Where it speaks PyTorch TCPStore's protocol (c10d-coord
+     * --tcpstore-listen, tcp://host:port), or NULL. */
+    const char *tcpstore_url;
 } c10d_coord_info;
 
 /* *info is one allocation with its strings: free it with c10d_free. */

@@ -50,6 +50,18 @@ class Coordinator:
         with open(ready) as f:
             self.url = f.read().strip()
         self.port = int(self.url.rsplit(":", 1)[1])
+        self.tcpstore_port = None
+        if "--tcpstore-listen" in args:
+            self.tcpstore_port = self.status()["coordinator"]["tcpstore"].rsplit(":", 1)[1]
+            self.tcpstore_port = int(self.tcpstore_port)
+
+    def status(self):
+        """c10d-ctl --json status, parsed."""
+        import json
+        p = subprocess.run([os.path.join(BUILD, "client", "c10d-ctl"), "--coord", self.url,
+                            "--json", "status"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return json.loads(p.stdout)
 
     def output(self):
         self.log.flush()
@@ -72,7 +84,9 @@ class Coordinator:
 def coordinator():
     if not os.access(COORD_BIN, os.X_OK):
         pytest.skip(f"{COORD_BIN} is not built")
-    c = Coordinator()
+    # It also speaks TCPStore's protocol, as a coordinator serving torchrun's
+    # rendezvous beside its own jobs does (test_tcpstore.py).
+    c = Coordinator("--tcpstore-listen", "0")
     yield c
     alive = c.proc.poll() is None
     rc = c.stop()

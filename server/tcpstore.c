@@ -591,27 +591,31 @@ void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t
 static int cancel_wait(c10ds_conn *c)
 {
     c10ds_ts *ts = c->ts;
-    uint64_t cancel = 0;
+    c10ds_request *cancels = NULL;
     uint8_t byte = WAIT_CANCELED;
     pthread_mutex_lock(&ts->mu);
     for (ts_query *q = ts->head, *n; q; q = n) {
         n = q->next;
-        if (q->op == TS_WAIT) {
-            cancel = q->id;
-            unlink_locked(ts, q);
-        }
-    }
-    c10ds_conn_queue_raw(c, &byte, 1);
-    pthread_mutex_unlock(&ts->mu);
-    if (cancel) {
+        if (q->op != TS_WAIT)
+            continue;
+        /* one WAIT at a time from torch's client; any older one (left by
+         * a client that gave up without CANCEL_WAIT) goes too */
         c10ds_request *r = c10ds_request_new(NULL, NULL);
         if (r) {
             r->event = C10DS_EV_CANCEL;
             r->pipe = c->id;
-            r->cancel_id = cancel;
-            if (c10ds_engine_submit(c->l->engine, r) != 0)
-                c10ds_request_free(r);
+            r->cancel_id = q->id;
+            r->next = cancels;
+            cancels = r;
         }
+        unlink_locked(ts, q);
+    }
+    c10ds_conn_queue_raw(c, &byte, 1);
+    pthread_mutex_unlock(&ts->mu);
+    for (c10ds_request *r = cancels, *n; r; r = n) { /* the lock let go: it may run here */
+        n = r->next;
+        if (c10ds_engine_submit(c->l->engine, r) != 0)
+            c10ds_request_free(r);
     }
     return 0;
 }

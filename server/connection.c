@@ -207,15 +207,24 @@ static void send_flight(c10ds_conn *c, size_t done, int on_callback)
         }
         if (done < c->fly_len && (rv == 0 || rv == NNG_ECANCELED)) {
             nng_mtx_lock(c->mu);
-            c->fly_done = done;
-            count_unsent_locked(c);
-            nng_mtx_unlock(c->mu);
-            if (c->now_aio)
-                atomic_fetch_add(&c->l->engine->replies_waited, 1);
-            nng_iov iov = {c->fly + done, c->fly_len - done};
-            nng_aio_set_iov(c->send_aio, 1, &iov);
-            nng_stream_send(c->s, c->send_aio);
-            return;
+            if (c->closed) {
+                /* NNG 1.5 queues a send on a closed stream and never ends
+                 * it: the flight's reference would stay for good. */
+                nng_mtx_unlock(c->mu);
+                rv = NNG_ECLOSED;
+            } else {
+                c->fly_done = done;
+                count_unsent_locked(c);
+                if (c->now_aio)
+                    atomic_fetch_add(&c->l->engine->replies_waited, 1);
+                nng_iov iov = {c->fly + done, c->fly_len - done};
+                nng_aio_set_iov(c->send_aio, 1, &iov);
+                /* Under c->mu, which close takes before it closes the
+                 * stream (the slow path: a client that reads late). */
+                nng_stream_send(c->s, c->send_aio);
+                nng_mtx_unlock(c->mu);
+                return;
+            }
         }
         if (!flight_ended(c, rv, on_callback))
             return;

@@ -98,6 +98,7 @@ struct c10ds_engine {
     atomic_llong requests;
     atomic_llong clients;
     atomic_llong replies_waited; /* connection.c: writes that waited for a slow reader */
+    atomic_uint next_pipe;       /* listener.c: connections numbered (ids from 1), all listeners */
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];
     char tcpstore_url[256]; /* "" when --tcpstore-listen is off */

@@ -266,7 +266,18 @@ void c10ds_conn_recv_start(c10ds_conn *c)
         nng_aio_set_timeout(c->recv_aio,
                             c->frame_due > now ? (nng_duration)(c->frame_due - now) : 1);
     }
+    /* Under c->mu, which close takes before it closes the stream: NNG 1.5
+     * queues a receive on a closed stream and never ends it, and the read
+     * loop's reference would stay for good (a close from the engine's
+     * thread can come between the loop's last look and here). */
+    nng_mtx_lock(c->mu);
+    if (c->closed) {
+        nng_mtx_unlock(c->mu);
+        c10ds_conn_unref(c); /* the read loop's reference */
+        return;
+    }
     nng_stream_recv(c->s, c->recv_aio);
+    nng_mtx_unlock(c->mu);
 }
 
 /* Hands on the frames read; then the next receive, a pause while c's

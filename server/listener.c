@@ -178,7 +178,9 @@ static void accept_cb(void *arg)
     remote_address(s, c->peer, sizeof c->peer);
     c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
-    c->id = atomic_fetch_add(&l->next_id, 1);
+    /* One numbering for every listener's connections: the engine tells
+     * them apart by it (a closed connection's ranks and parked requests) */
+    c->id = atomic_fetch_add(&l->engine->next_pipe, 1) + 1;
     atomic_init(&c->refs, 1);
     nng_stream_set_bool(s, NNG_OPT_TCP_NODELAY, true);
     nng_mtx_lock(l->mu);
@@ -235,7 +237,6 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     l->dialect = dialect;
     l->cfg = cfg;
     l->engine = engine;
-    atomic_init(&l->next_id, 1);
     if (nng_cv_alloc(&l->cv, l->mu) != 0 || nng_aio_alloc(&l->accept_aio, accept_cb, l) != 0 ||
         nng_aio_alloc(&l->backoff_aio, backoff_cb, l) != 0 ||
         nng_thread_create(&l->reaper, c10ds_conn_reaper, l) != 0) {
@@ -284,6 +285,35 @@ void c10ds_listener_drain(c10ds_listener *l, int timeout_ms)
     }
 }
 
+/* Closes every live connection. Not under l->mu: closing a paused one may
+ * drop its last reference, and the reaper's hand-off takes l->mu. */
+static void close_all(c10ds_listener *l)
+{
+    nng_mtx_lock(l->mu);
+    size_t n = 0;
+    for (c10ds_conn *c = l->live; c; c = c->next)
+        n++;
+    c10ds_conn **all = malloc((n ? n : 1) * sizeof *all);
+    n = 0;
+    for (c10ds_conn *c = l->live; all && c; c = c->next) {
+        atomic_fetch_add(&c->refs, 1);
+        all[n++] = c;
+    }
+    nng_mtx_unlock(l->mu);
+    if (!all) { /* out of memory at shutdown: as before, under the lock */
+        nng_mtx_lock(l->mu);
+        for (c10ds_conn *c = l->live; c; c = c->next)
+            c10ds_conn_close(c, NULL);
+        nng_mtx_unlock(l->mu);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c10ds_conn_close(all[i], NULL);
+        c10ds_conn_unref(all[i]);
+    }
+    free(all);
+}
+
 int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
 {
     if (!l)
@@ -301,10 +331,7 @@ int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
     /* Close every connection (closing only aborts their I/O; the callbacks
      * run on NNG's threads). Each is freed once its I/O has ended and the
      * engine - stopped before this - has let go of its requests. */
-    nng_mtx_lock(l->mu);
-    for (c10ds_conn *c = l->live; c; c = c->next)
-        c10ds_conn_close(c, NULL);
-    nng_mtx_unlock(l->mu);
+    close_all(l);
     int left = 0;
     for (int waited = 0; waited <= timeout_ms; waited++) {
         nng_mtx_lock(l->mu);

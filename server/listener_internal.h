@@ -106,7 +106,6 @@ struct c10ds_listener {
     nng_cv *cv;        /* on mu: a connection died, or closing */
     c10ds_conn *live, *dead; /* guarded by mu */
     int closing, reaper_stop, nlive;
-    atomic_uint next_id;
     atomic_int sends_in_flight;
     /* Bytes of unfinished requests, all connections together: a client
      * (or forty) holding half-sent 16 MiB frames must not exhaust the

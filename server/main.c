@@ -114,9 +114,9 @@ out:
         c10ds_listener_drain(ts_listener, C10DS_SHUTDOWN_DRAIN_MS);
         closed = c10ds_listener_close(ts_listener, C10DS_LISTENER_CLOSE_MS) == 0;
     }
-    if (listener && closed) {
+    if (listener) {
         c10ds_listener_drain(listener, C10DS_SHUTDOWN_DRAIN_MS);
-        closed = c10ds_listener_close(listener, C10DS_LISTENER_CLOSE_MS) == 0;
+        closed = (c10ds_listener_close(listener, C10DS_LISTENER_CLOSE_MS) == 0) && closed;
         if (!closed)
             c10ds_warn("NNG did not finish closing its socket within %d ms (a known NNG 1.5.2 "
                        "close race); closing the database and exiting around it",

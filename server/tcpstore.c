@@ -1,8 +1,8 @@
 /* PyTorch TCPStore's protocol on --tcpstore-listen: each query becomes the
  * request our own clients send for it (a StoreSet for a SET, ...), run by
  * the same engine, durable like every other write; each reply is turned
- * back into the bytes TCPStore answers with, sent as the engine gives it
- * (as TCPStore's own server does: its clients ask one thing at a time).
+ * back into the bytes TCPStore answers with, in the order the queries
+ * came, except that a parked WAIT holds nothing up (flush_locked).
  * docs/tcpstore.md has the protocol.
  *
  * The wire: no frame; a query is one byte of type, then its fields:
@@ -78,11 +78,19 @@ static const ts_op ts_v2[] = {TS_VALIDATE, TS_SET,        TS_COMPARE_SET, TS_GET
 enum { CHECK_READY = 0, CHECK_NOT_READY = 1 };
 enum { WAIT_STOP_WAITING = 0, WAIT_CANCELED = 1 };
 
-/* A query with the engine. */
+/* Most WAITs one connection may have parked. torch 1.13's client gives up
+ * on a wait without telling the server, and its WAIT stays parked (as on
+ * TCPStore); a client that waits with a timeout in a loop would otherwise
+ * fill --max-parked. Past this many the oldest is dropped. */
+#define TS_WAITS_MAX 16
+
+/* A query on its way: with the engine, or answered and waiting for the
+ * queries before it. */
 typedef struct ts_query {
     struct ts_query *next;
     uint64_t id;
     ts_op op;
+    int answered;  /* out holds its reply (maybe none) */
     int oom;       /* out could not hold the whole reply */
     /* COMPARE_SET: what the client expected. On a missing key TCPStore
      * answers with it, storing nothing; our store refuses instead. */
@@ -96,7 +104,7 @@ struct c10ds_ts {
     pthread_mutex_t mu; /* the list: the read loop adds, the engine answers */
     int dialect;        /* 0 until the first query; 1 or 2 (the numberings above) */
     uint64_t next_id;
-    ts_query *head, *tail; /* with the engine, oldest first */
+    ts_query *head, *tail; /* in the order they came */
 };
 
 c10ds_ts *c10ds_ts_new(void)
@@ -552,11 +560,44 @@ static int translate(ts_query *q, const C10dpb__Reply *rep, ts_err *e)
     return 0;
 }
 
-/* Replies go out as the engine gives them, as TCPStore's own server sends
- * them: a WAIT that torch 1.13's client gave up on (it has no
- * CANCEL_WAIT) stays parked, and the queries after it are answered. They
- * are queued under ts->mu, so that a CANCEL_WAIT's answer cannot pass the
- * STOP_WAITING it follows. */
+/* Sends the replies that are due (ts->mu held): in the order the queries
+ * came, as TCPStore's server answers a client that sends several at once;
+ * but a parked WAIT holds nothing up, as there: torch 1.13's client gives
+ * up on a wait without a word and goes on with its next query. */
+static void flush_locked(c10ds_conn *c, c10ds_ts *ts)
+{
+    for (ts_query *q = ts->head, *n; q; q = n) {
+        n = q->next;
+        if (q->answered) {
+            if (q->out_len)
+                c10ds_conn_queue_raw(c, q->out, q->out_len);
+            unlink_locked(ts, q);
+        } else if (q->op != TS_WAIT) {
+            break;
+        }
+    }
+}
+
+/* Answers a query here, not through the engine (PING, an empty list,
+ * CANCEL_WAIT): in its turn. */
+static int answer_here(c10ds_conn *c, ts_op op, const void *b, size_t n, ts_err *e)
+{
+    c10ds_ts *ts = c->ts;
+    pthread_mutex_lock(&ts->mu);
+    ts_query *q = enqueue_locked(ts, op);
+    int ok = 0;
+    if (q) {
+        append_out(q, b, n);
+        ok = !q->oom;
+        q->answered = ok; /* else the connection is closed: it never goes */
+        flush_locked(c, ts); /* may free q */
+    }
+    pthread_mutex_unlock(&ts->mu);
+    if (!ok)
+        snprintf(e->why, sizeof e->why, "out of memory");
+    return ok ? 0 : -1;
+}
+
 void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
 {
     c10ds_ts *ts = c->ts;
@@ -571,9 +612,9 @@ void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t
         if (!rep)
             snprintf(e.why, sizeof e.why, "out of memory for a reply");
         close_it = !rep || translate(q, rep, &e) != 0;
-        if (!close_it && q->out_len)
-            c10ds_conn_queue_raw(c, q->out, q->out_len);
-        unlink_locked(ts, q);
+        q->answered = 1;
+        if (!close_it)
+            flush_locked(c, ts);
     }
     pthread_mutex_unlock(&ts->mu);
     if (rep)
@@ -585,39 +626,56 @@ void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t
     }
 }
 
-/* CANCEL_WAIT: the client's WAIT is given up. If the engine answered it
- * already, its STOP_WAITING went first; if not, it is dropped (and the
- * engine told to let go of it). Either way WAIT_CANCELED follows. */
-static int cancel_wait(c10ds_conn *c)
+/* Drops parked WAITs (ts->mu held): off the list, and an event for each
+ * that tells the engine to let go of it, chained on *cancels for the
+ * caller to submit once the lock is let go (the engine may run it on the
+ * caller's thread, and answer this connection). All of them, or the
+ * oldest beyond keep. */
+static void drop_waits_locked(c10ds_conn *c, c10ds_ts *ts, int keep, c10ds_request **cancels)
 {
-    c10ds_ts *ts = c->ts;
-    c10ds_request *cancels = NULL;
-    uint8_t byte = WAIT_CANCELED;
-    pthread_mutex_lock(&ts->mu);
-    for (ts_query *q = ts->head, *n; q; q = n) {
+    int parked = 0;
+    for (ts_query *q = ts->head; q; q = q->next)
+        parked += q->op == TS_WAIT && !q->answered;
+    for (ts_query *q = ts->head, *n; q && parked > keep; q = n) {
         n = q->next;
-        if (q->op != TS_WAIT)
+        if (q->op != TS_WAIT || q->answered)
             continue;
-        /* one WAIT at a time from torch's client; any older one (left by
-         * a client that gave up without CANCEL_WAIT) goes too */
         c10ds_request *r = c10ds_request_new(NULL, NULL);
         if (r) {
             r->event = C10DS_EV_CANCEL;
             r->pipe = c->id;
             r->cancel_id = q->id;
-            r->next = cancels;
-            cancels = r;
+            r->next = *cancels;
+            *cancels = r;
         }
         unlink_locked(ts, q);
+        parked--;
     }
-    c10ds_conn_queue_raw(c, &byte, 1);
-    pthread_mutex_unlock(&ts->mu);
-    for (c10ds_request *r = cancels, *n; r; r = n) { /* the lock let go: it may run here */
+}
+
+static void submit_cancels(c10ds_conn *c, c10ds_request *cancels)
+{
+    for (c10ds_request *r = cancels, *n; r; r = n) {
         n = r->next;
         if (c10ds_engine_submit(c->l->engine, r) != 0)
             c10ds_request_free(r);
     }
-    return 0;
+}
+
+/* CANCEL_WAIT: the client's WAIT is given up. If the engine answered it
+ * already, its STOP_WAITING goes first; if not, it is dropped (and the
+ * engine told to let go of it). Either way WAIT_CANCELED follows. */
+static int cancel_wait(c10ds_conn *c, ts_err *e)
+{
+    c10ds_ts *ts = c->ts;
+    c10ds_request *cancels = NULL;
+    uint8_t byte = WAIT_CANCELED;
+    pthread_mutex_lock(&ts->mu);
+    drop_waits_locked(c, ts, 0, &cancels);
+    pthread_mutex_unlock(&ts->mu);
+    int rc = answer_here(c, TS_CANCEL_WAIT, &byte, 1, e);
+    submit_cancels(c, cancels);
+    return rc;
 }
 
 static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
@@ -632,13 +690,9 @@ static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
         }
         return 0;
     case TS_PING:
-        /* under ts->mu: as any reply, not in the middle of another */
-        pthread_mutex_lock(&ts->mu);
-        c10ds_conn_queue_raw(c, &f->u32, 4);
-        pthread_mutex_unlock(&ts->mu);
-        return 0;
+        return answer_here(c, TS_PING, &f->u32, 4, e);
     case TS_CANCEL_WAIT:
-        return cancel_wait(c);
+        return cancel_wait(c, e);
     case TS_WATCH_KEY:
         snprintf(e->why, sizeof e->why, "it asked to watch a key (torch 1.13's watch_key); the "
                  "coordinator's TCPStore port does not support watches");
@@ -651,11 +705,8 @@ static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
             /* TCPStore: no keys are all there at once (our store refuses
              * an empty list) */
             uint8_t byte = f->op == TS_CHECK ? CHECK_READY : WAIT_STOP_WAITING;
-            pthread_mutex_lock(&ts->mu);
-            if (f->op == TS_CHECK || f->op == TS_WAIT)
-                c10ds_conn_queue_raw(c, &byte, 1);
-            pthread_mutex_unlock(&ts->mu);
-            return 0;
+            int says = f->op == TS_CHECK || f->op == TS_WAIT;
+            return answer_here(c, f->op, &byte, says ? 1 : 0, e);
         }
         break;
     default:
@@ -668,7 +719,10 @@ static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
     }
     if (expected && f->blen)
         memcpy(expected, f->b, f->blen);
+    c10ds_request *cancels = NULL;
     pthread_mutex_lock(&ts->mu);
+    if (f->op == TS_WAIT)
+        drop_waits_locked(c, ts, TS_WAITS_MAX - 1, &cancels);
     ts_query *q = enqueue_locked(ts, f->op);
     uint64_t id = 0;
     if (q) {
@@ -677,6 +731,7 @@ static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
         q->expected_len = f->blen;
     }
     pthread_mutex_unlock(&ts->mu);
+    submit_cancels(c, cancels);
     if (!q) {
         free(expected);
         snprintf(e->why, sizeof e->why, "out of memory");

@@ -225,6 +225,70 @@ def test_torch_2x_byte_sequences(coordinator):
     assert r.value() == b"v1"
 
 
+def test_pipelined_queries_are_answered_in_order(coordinator):
+    """A client may send queries without waiting: the answers come in the
+    order of the queries (a PING answered at once must not pass an ADD
+    the engine still runs), but a parked WAIT holds nothing up."""
+    # another client keeps the engine busy, so that the ADDs queue
+    busy = Raw(coordinator.tcpstore_port)
+    big = bytes([SET]) + s("/pipe/busy") + s(b"x" * (1 << 20))
+    flood = threading.Thread(target=lambda: [busy.send(big) for _ in range(100)])
+    flood.start()
+    r = Raw(coordinator.tcpstore_port)
+    batch = b""
+    for i in range(50):
+        batch += bytes([ADD]) + s("/pipe/n") + struct.pack("<q", 1)
+        batch += struct.pack("<BI", PING, i)
+    r.send(bytes([WAIT]) + keylist("/pipe/later") + batch)
+    for i in range(50):
+        assert r.i64() == i + 1
+        assert r.recv(4) == struct.pack("<I", i)
+    r.send(bytes([SET]) + s("/pipe/later") + s("x"))
+    assert r.recv(1) == b"\x00"  # the WAIT, once its key came
+    flood.join()
+
+
+def test_abandoned_waits_do_not_pile_up(coordinator):
+    """torch 1.13's client gives up on a wait without telling the server.
+    A client doing that in a loop keeps being served, and the coordinator
+    keeps at most 16 of its WAITs parked."""
+    s113 = client(coordinator.tcpstore_port)
+    parked0 = coordinator.status()["coordinator"]["parked"]
+    for i in range(40):
+        with pytest.raises(RuntimeError):
+            s113.wait([f"abandon/{i}"], timedelta(milliseconds=50))
+    s113.set("abandon/ok", b"1")
+    assert coordinator.status()["coordinator"]["parked"] - parked0 <= 16
+    del s113
+
+
+def test_connections_of_both_ports_are_told_apart():
+    """A TCPStore client hanging up must not be taken for one of ours:
+    the two listeners once numbered their connections each from 1, and the
+    engine dropped the parked get of our connection of the same number."""
+    c = Coordinator("--tcpstore-listen", "0")
+    try:
+        getter = subprocess.Popen([CTL, "--coord", c.url, "get", "apart/k", "--wait", "20000"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 20
+        while c.status()["coordinator"]["parked"] < 1:
+            assert time.monotonic() < deadline, "the get never parked"
+            time.sleep(0.05)
+        for _ in range(6):  # whatever number the getter's connection has
+            r = Raw(c.tcpstore_port)
+            r.send(struct.pack("<BI", PING, 1))
+            r.recv(4)
+            r.sock.close()
+        time.sleep(0.3)
+        assert c.status()["coordinator"]["parked"] >= 1, "a TCPStore close dropped our get"
+        subprocess.run([CTL, "--coord", c.url, "set", "apart/k", "here"], check=True,
+                       timeout=30)
+        out = getter.communicate(timeout=30)[0]
+        assert getter.returncode == 0 and "here" in out, out
+    finally:
+        assert c.stop() == 0, c.output()
+
+
 def test_torch_20_numbering_without_validate(coordinator):
     """torch 2.0/2.1: no VALIDATE; SET 0 ... DELETE_KEY 8, APPEND 9,
     MULTI_GET 10, MULTI_SET 11, CANCEL_WAIT 12."""
@@ -355,3 +419,12 @@ def test_elastic_job_rerendezvouses_after_coordinator_and_agent_loss():
         if first.poll() is None:
             first.kill()
         assert c.stop() == 0, c.output()
+
+
+def test_the_ops_script_scripts_check_tcpstore_torch2_runs(coordinator):
+    """tests/python/tcpstore_ops.py, which scripts/check-tcpstore-torch2.sh
+    runs with torch 2.6, passes with this torch."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python", "tcpstore_ops.py"),
+                        str(coordinator.tcpstore_port)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr

@@ -18,5 +18,7 @@ if hold:
 t = torch.ones(1) * (dist.get_rank() + 1)
 dist.all_reduce(t)
 print(f"rank {dist.get_rank()}/{dist.get_world_size()} sum {t.item()} restart "
-      f"{os.environ.get('TORCHELASTIC_RESTART_COUNT')}", flush=True)
+      f"{os.environ.get('TORCHELASTIC_RESTART_COUNT')} use_agent_store "
+      f"{os.environ.get('TORCHELASTIC_USE_AGENT_STORE')} master "
+      f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)
 dist.destroy_process_group()

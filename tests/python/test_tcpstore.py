@@ -381,6 +381,17 @@ def test_torchrun_rendezvous_on_the_coordinator(coordinator):
     assert all("sum 3.0" in o for o in outs), "\n".join(outs)
     listed = keys(coordinator, f"tcpstore//torch.rendezvous.{run_id}")
     assert f"tcpstore//torch.rendezvous.{run_id} " in listed, listed
+    # The workers' store: torch 1.13's c10d rendezvous has rank 0's worker
+    # host one (TORCHELASTIC_USE_AGENT_STORE=False) at the address the
+    # agents published through the coordinator (docs/pytorch.md).
+    if torch.__version__.startswith("1."):
+        assert all("use_agent_store False" in o for o in outs), "\n".join(outs)
+        assert f"tcpstore//torch.rendezvous.{run_id}.0/MASTER_PORT" in listed, listed
+        master = [o for o in outs if "master " in o][0].split("master ")[1].split()[0]
+        port = subprocess.run([CTL, "--coord", coordinator.url, "get",
+                               f"tcpstore//torch.rendezvous.{run_id}.0/MASTER_PORT"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        assert master.endswith(":" + port), (master, port)
 
 
 @pytest.mark.skipif(not torchrun_can_connect(), reason=NO_TORCHRUN)

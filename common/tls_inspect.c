@@ -13,6 +13,7 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
 
 #include <stdio.h>
@@ -28,22 +29,62 @@ static void mbed_reason(int rc, char *out, size_t outlen)
     mbedtls_strerror(rc, out, outlen);
 }
 
+/* mbed TLS 2 (Debian 12) and 3 (Debian 13). 3 wants a random generator
+ * for key operations (blinding), and keeps the handshake's state private
+ * (readable through MBEDTLS_PRIVATE) and whether the server asked for a
+ * client certificate out of reach: on 3 a refused client certificate is
+ * reported by the handshake's own error. */
+#if MBEDTLS_VERSION_MAJOR >= 3
+#define SSL_STATE(ssl) ((ssl).MBEDTLS_PRIVATE(state))
+#define SSL_ASKED_FOR_CERT(ssl) 0
+static int parse_key(mbedtls_pk_context *key, const char *path, mbedtls_ctr_drbg_context *drbg)
+{
+    return mbedtls_pk_parse_keyfile(key, path, NULL, mbedtls_ctr_drbg_random, drbg);
+}
+static int check_pair(mbedtls_pk_context *pub, mbedtls_pk_context *prv,
+                      mbedtls_ctr_drbg_context *drbg)
+{
+    return mbedtls_pk_check_pair(pub, prv, mbedtls_ctr_drbg_random, drbg);
+}
+#else
+#define SSL_STATE(ssl) ((ssl).state)
+#define SSL_ASKED_FOR_CERT(ssl) ((ssl).client_auth)
+static int parse_key(mbedtls_pk_context *key, const char *path, mbedtls_ctr_drbg_context *drbg)
+{
+    (void)drbg;
+    return mbedtls_pk_parse_keyfile(key, path, NULL);
+}
+static int check_pair(mbedtls_pk_context *pub, mbedtls_pk_context *prv,
+                      mbedtls_ctr_drbg_context *drbg)
+{
+    (void)drbg;
+    return mbedtls_pk_check_pair(pub, prv);
+}
+#endif
+
 int c10dc_tls_check_pair(const char *cert_file, const char *key_file, char *err, size_t errlen)
 {
     mbedtls_x509_crt crt;
     mbedtls_pk_context key;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
     mbedtls_x509_crt_init(&crt);
     mbedtls_pk_init(&key);
+    mbedtls_entropy_init(&entropy);
+    mbedtls_ctr_drbg_init(&drbg);
     char why[160];
     int rc, ret = -1;
-    if ((rc = mbedtls_x509_crt_parse_file(&crt, cert_file)) != 0) {
+    if ((rc = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0)) != 0) {
+        mbed_reason(rc, why, sizeof why);
+        snprintf(err, errlen, "no random numbers to check the TLS key with: %s", why);
+    } else if ((rc = mbedtls_x509_crt_parse_file(&crt, cert_file)) != 0) {
         mbed_reason(rc, why, sizeof why);
         snprintf(err, errlen, "the TLS certificate %s cannot be read as PEM: %s", cert_file, why);
-    } else if ((rc = mbedtls_pk_parse_keyfile(&key, key_file, NULL)) != 0) {
+    } else if ((rc = parse_key(&key, key_file, &drbg)) != 0) {
         mbed_reason(rc, why, sizeof why);
         snprintf(err, errlen, "the TLS key %s cannot be read as an unencrypted PEM key: %s",
                  key_file, why);
-    } else if ((rc = mbedtls_pk_check_pair(&crt.pk, &key)) != 0) {
+    } else if ((rc = check_pair(&crt.pk, &key, &drbg)) != 0) {
         snprintf(err, errlen, "the TLS key %s is not the key of the certificate %s (every "
                  "handshake would fail): give the key the certificate was made for", key_file,
                  cert_file);
@@ -52,6 +93,8 @@ int c10dc_tls_check_pair(const char *cert_file, const char *key_file, char *err,
     }
     mbedtls_pk_free(&key);
     mbedtls_x509_crt_free(&crt);
+    mbedtls_ctr_drbg_free(&drbg);
+    mbedtls_entropy_free(&entropy);
     return ret;
 }
 
@@ -104,7 +147,7 @@ int c10dc_tls_probe(const char *url)
             while ((rc = mbedtls_ssl_handshake(&ssl)) == MBEDTLS_ERR_SSL_WANT_READ ||
                    rc == MBEDTLS_ERR_SSL_WANT_WRITE)
                 ;
-            tls = rc == 0 || ssl.state > MBEDTLS_SSL_SERVER_HELLO;
+            tls = rc == 0 || SSL_STATE(ssl) > MBEDTLS_SSL_SERVER_HELLO;
             if (rc == 0)
                 mbedtls_ssl_close_notify(&ssl);
         }
@@ -150,7 +193,7 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
     mbedtls_ssl_conf_ca_chain(&conf, &ca, NULL);
     mbedtls_ssl_conf_read_timeout(&conf, 3000);
     if (cert_file && key_file && mbedtls_x509_crt_parse_file(&crt, cert_file) == 0 &&
-        mbedtls_pk_parse_keyfile(&key, key_file, NULL) == 0)
+        parse_key(&key, key_file, &drbg) == 0)
         mbedtls_ssl_conf_own_cert(&conf, &crt, &key);
     if (mbedtls_ssl_setup(&ssl, &conf) != 0 || mbedtls_ssl_set_hostname(&ssl, host) != 0)
         goto out;
@@ -165,9 +208,8 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
            rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         ;
     uint32_t flags = mbedtls_ssl_get_verify_result(&ssl);
-    /* How far the handshake got says who stopped it (mbed TLS 2.x keeps
-     * the state and whether a client certificate was asked for public). */
-    int server_spoke_tls = ssl.state > MBEDTLS_SSL_SERVER_HELLO;
+    /* How far the handshake got says who stopped it. */
+    int server_spoke_tls = SSL_STATE(ssl) > MBEDTLS_SSL_SERVER_HELLO;
     int has_cert = cert_file && key_file;
     if (flags && flags != (uint32_t)-1) {
         verify_reasons(flags, out, outlen);
@@ -175,12 +217,12 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
         snprintf(out, outlen, "the server does not answer in TLS (it closed the connection or "
                  "sent something else during the handshake): is it a plain tcp:// coordinator, "
                  "or not a coordinator?");
-    } else if (rc != 0 && ssl.client_auth && !has_cert) {
+    } else if (rc != 0 && SSL_ASKED_FOR_CERT(ssl) && !has_cert) {
         snprintf(out, outlen, "the coordinator requires a client certificate (it was started "
                  "with --tls-ca): set C10D_TLS_CERT and C10D_TLS_KEY (or the tls_cert and "
                  "tls_key options, c10d-ctl's --tls-cert and --tls-key) to a certificate its CA "
                  "signed and its key");
-    } else if (rc != 0 && ssl.client_auth) {
+    } else if (rc != 0 && SSL_ASKED_FOR_CERT(ssl)) {
         snprintf(out, outlen, "the coordinator refused this client's certificate %s: is it "
                  "signed by the CA the coordinator's --tls-ca names, and still valid?",
                  cert_file);

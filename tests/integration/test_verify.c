@@ -251,6 +251,48 @@ START_TEST(sync_send_recv_mismatch)
 }
 END_TEST
 
+/* Sends queued ahead of their recvs on two tags, matched in order per
+ * (sender, receiver, tag): the coordinator looks at the first unmatched
+ * entry of a tag only (server/verify_ops.c). The hundred pairs match; the
+ * last, a float32 send received as int32, is named with its tag. */
+static int p2p_stream_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg)
+        return 10;
+    float f[4] = {1, 2, 3, 4}, one = 1;
+    int32_t i32[4];
+    c10d_tensor t1 = c10d_tensor_1d(&one, C10D_FLOAT32, 1), tf = c10d_tensor_1d(f, C10D_FLOAT32, 4),
+                ti = c10d_tensor_1d(i32, C10D_INT32, 4);
+    c10d_status st = C10D_OK;
+    for (int i = 0; i < 100 && st == C10D_OK; i++)
+        for (int tag = 3; tag <= 4 && st == C10D_OK; tag++)
+            st = rank == 0 ? c10d_send(pg, &t1, 1, tag, NULL, NULL)
+                           : c10d_recv(pg, &t1, 0, tag, NULL, NULL);
+    if (st == C10D_OK)
+        st = rank == 0 ? c10d_send(pg, &tf, 1, 4, NULL, NULL) : c10d_recv(pg, &ti, 0, 4, NULL, NULL);
+    long long t0 = test_now_ms();
+    while (st == C10D_OK && test_now_ms() - t0 < 5000)
+        st = c10d_barrier(pg, NULL, NULL);
+    const char *msg = c10d_errmsg();
+    int rc = 0;
+    if (st != C10D_EDESYNC ||
+        !strstr(msg, "tag 4: rank 0 sent float32[4], rank 1 receives int32[4] (different dtype)")) {
+        fprintf(stderr, "rank %d: %s: %s\n", rank, c10d_status_name(st), msg);
+        rc = 1;
+    }
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(queued_sends_are_matched_in_order_per_tag)
+{
+    scenario sc = {world_job("p2pq"), C10D_VERIFY_ASYNC, 0};
+    ck_assert_int_eq(world_run(2, p2p_stream_body, &sc, 60, NULL), 0);
+}
+END_TEST
+
 START_TEST(async_send_recv_mismatch)
 {
     scenario sc = {world_job("p2p"), C10D_VERIFY_ASYNC, 0};
@@ -452,6 +494,7 @@ int main(void)
     tcase_add_test(tc, off_different_reduce_op);
     tcase_add_test(tc, sync_send_recv_mismatch);
     tcase_add_test(tc, async_send_recv_mismatch);
+    tcase_add_test(tc, queued_sends_are_matched_in_order_per_tag);
     tcase_add_test(tc, sync_rank_left_before_the_collective);
     tcase_add_test(tc, async_rank_left_before_the_collective);
     tcase_add_test(tc, sync_stall_says_who_is_where);

@@ -10,9 +10,9 @@
  * u64 count and the strings, integers in the host's byte order (little
  * endian everywhere torch runs). Clients split a query across writes, so
  * a query is parsed again from its start until it is whole. Two
- * numberings: torch up to 2.1 (SET 0 ... DELETE_KEY 8) and torch 2.2 on,
- * whose connections open with VALIDATE (0) and a magic number; the first
- * five bytes of a connection tell which.
+ * numberings: torch up to 2.1 (SET 0 ... DELETE_KEY 8, and from 2.0 up to
+ * CANCEL_WAIT 12) and torch 2.2 on, whose connections open with VALIDATE
+ * (0) and a magic number; the first five bytes of a connection tell which.
  *
  * Keys live under tcpstore/ in the store (c10d-ctl keys tcpstore/), apart
  * from our clients' keys. A query the coordinator refuses (a key over

@@ -52,6 +52,18 @@ NO_TORCHRUN = ("this torch's TCPStore asks for libuv by default and was built wi
                "(torchrun fails before sending a byte, to any store: docs/pytorch.md)")
 
 
+def until(what, cond, timeout=20):
+    """Waits for cond() (a state of the coordinator's), failing with what."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def parked(coord):
+    return coord.status()["coordinator"]["parked"]
+
+
 def keys(coord, prefix):
     p = subprocess.run([CTL, "--coord", coord.url, "keys", prefix], capture_output=True,
                        text=True, timeout=30)
@@ -101,17 +113,20 @@ def test_a_parked_wait_is_woken_by_set_and_compare_set(coordinator):
                                lambda k: writer.compare_set(k, "", "v")]):
         key = f"wake/{i}"
         done = threading.Event()
+        p0 = parked(coordinator)
         t = threading.Thread(target=lambda: (waiter.wait([key]), done.set()))
         t.start()
-        assert not done.wait(0.3), "the wait returned before the key existed"
+        until("the wait never parked", lambda: parked(coordinator) > p0)
+        assert not done.is_set(), "the wait returned before the key existed"
         write(key)
         assert done.wait(10), f"a wait for {key} was not woken by the write"
         t.join()
     # a get parks too (its client waits first, then gets)
     got = []
+    p0 = parked(coordinator)
     t = threading.Thread(target=lambda: got.append(waiter.get("wake/late")))
     t.start()
-    time.sleep(0.2)
+    until("the get never parked", lambda: parked(coordinator) > p0)
     writer.set("wake/late", b"LATE")
     t.join(10)
     assert got == [b"LATE"]
@@ -205,10 +220,12 @@ def test_torch_2x_byte_sequences(coordinator):
     r.send(bytes([NUM_KEYS]))
     assert r.i64() >= 5
     # A WAIT given up: CANCEL_WAIT is answered WAIT_CANCELED alone...
+    p0 = parked(coordinator)
     r.send(bytes([WAIT]) + keylist("/b2/never"))
-    time.sleep(0.2)
+    until("the WAIT never parked", lambda: parked(coordinator) > p0)
     r.send(bytes([CANCEL_WAIT]))
     assert r.recv(1) == b"\x01"
+    until("the cancelled WAIT stayed parked", lambda: parked(coordinator) <= p0)
     # ...and the cancelled WAIT is not answered when its key comes later
     r.send(bytes([SET]) + s("/b2/never") + s("x"))
     r.send(struct.pack("<BI", PING, 7))
@@ -218,7 +235,9 @@ def test_torch_2x_byte_sequences(coordinator):
     assert r.recv(1) == b"\x00"
     r.send(bytes([CANCEL_WAIT]))
     assert r.recv(1) == b"\x01"
-    # A query sent a byte at a time, as torch 1.13 splits its writes
+    # A query sent a byte at a time, as torch 1.13 splits its writes (the
+    # pause is pacing, so that the coordinator reads the bytes apart)
+    r.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for b in bytes([GET]) + s("/b2/k"):
         r.send(bytes([b]))
         time.sleep(0.001)
@@ -270,17 +289,17 @@ def test_connections_of_both_ports_are_told_apart():
     try:
         getter = subprocess.Popen([CTL, "--coord", c.url, "get", "apart/k", "--wait", "20000"],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 20
-        while c.status()["coordinator"]["parked"] < 1:
-            assert time.monotonic() < deadline, "the get never parked"
-            time.sleep(0.05)
+        until("the get never parked", lambda: parked(c) >= 1)
+        clients = c.status()["coordinator"]["clients"]  # the getter's, and this status's
         for _ in range(6):  # whatever number the getter's connection has
             r = Raw(c.tcpstore_port)
             r.send(struct.pack("<BI", PING, 1))
             r.recv(4)
             r.sock.close()
-        time.sleep(0.3)
-        assert c.status()["coordinator"]["parked"] >= 1, "a TCPStore close dropped our get"
+        # every close seen (and its event queued before this status runs)
+        until("the TCPStore connections were not seen closing",
+              lambda: c.status()["coordinator"]["clients"] == clients)
+        assert parked(c) >= 1, "a TCPStore close dropped our get"
         subprocess.run([CTL, "--coord", c.url, "set", "apart/k", "here"], check=True,
                        timeout=30)
         out = getter.communicate(timeout=30)[0]
@@ -421,7 +440,10 @@ def test_elastic_job_rerendezvouses_after_coordinator_and_agent_loss():
         assert "RendezvousConnectionError" in out, out
         assert f"tcpstore//torch.rendezvous.{run_id} " in keys(c, "tcpstore/"), \
             "the rendezvous state did not survive the coordinator's restart"
-        time.sleep(16)  # the dead agent's keep-alive lapses
+        # torch's own clock: the rendezvous drops a participant whose
+        # keep-alive is 3 x 5 s old; joining earlier completes a round with
+        # the dead agent in it
+        time.sleep(16)
         agents = [agent(port, run_id, "--max_restarts=1") for _ in range(2)]
         outs = [a.communicate(timeout=180)[0] for a in agents]
         assert [a.returncode for a in agents] == [0, 0], "\n".join(outs) + c.output()[-3000:]

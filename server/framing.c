@@ -142,8 +142,6 @@ static int listener_closing(c10ds_listener *l)
     return closing;
 }
 
-/* Who is at the other end of c, for the log ("10.0.0.5:41234"). */
-
 /* A TLS client's first bytes on this plain listener: a handshake record
  * (0x16, version 3.x, a length) holding a client hello (type 1, then
  * version 3.x at byte 9). Read as a frame, its first four bytes promise

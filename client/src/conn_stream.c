@@ -50,17 +50,24 @@
 #include "budgets.h"
 #include "c10d_time.h"
 #include "frame.h"
+#include "stream_fd.h"
 #include "tls.h"
 #include "tls_inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RBUF_MIN (64u * 1024)
 #define NEWS_GRACE_MS 10
+/* A reader sleeps in poll(2) on the socket this long at most before it
+ * waits through NNG instead: were the socket found for the stream ever
+ * the wrong one (stream_fd.h), a reply would be late, never lost. */
+#define POLL_SLICE_MS 1000
 /* Connections in a row that a server took and broke before answering
  * anything, with TLS on one side only, before a call gives up saying so. */
 #define NOT_A_COORDINATOR_AFTER 3
@@ -122,7 +129,10 @@ static void broken(c10di_conn *c, nng_stream *s, int rv)
         back_off(c);
     }
     c->stream = NULL;
+    c10di_stream_fd_release(c->retired_fd); /* a stream left allocated (dial) */
     c->retired = s;
+    c->retired_fd = c->stream_fd;
+    c->stream_fd = -1;
     c->last_err = rv;
     atomic_store(&c->pipes, 0);
     nng_stream_close(s);
@@ -280,6 +290,8 @@ static void dial(c10di_conn *c, int64_t deadline)
         wait_change(c, 0, c10d_now_ms() + 50);
     nng_stream *old = c->users > 0 ? NULL : c->retired;
     c->retired = NULL;
+    c10di_stream_fd_release(c->retired_fd); /* before its number can be reused */
+    c->retired_fd = -1;
     pthread_mutex_unlock(&c->mu);
     if (old)
         nng_stream_free(old);
@@ -293,10 +305,14 @@ static void dial(c10di_conn *c, int64_t deadline)
         nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
         rv = NNG_ECONNREFUSED;
     }
+    int fd = rv == 0 && !c->rx_async && c->wake_fd >= 0
+                 ? c10di_stream_fd(nng_aio_get_output(c->dial_aio, 0))
+                 : -1;
     pthread_mutex_lock(&c->mu);
     c->dialing = 0;
     if (rv == 0 && !c->closing) {
         c->stream = nng_aio_get_output(c->dial_aio, 0);
+        c->stream_fd = fd;
         c->epoch++;
         c->rlen = 0;
         c->last_err = 0;
@@ -307,6 +323,7 @@ static void dial(c10di_conn *c, int64_t deadline)
         if (c->rx_async && !c->rx_armed)
             rx_arm(c);
     } else {
+        c10di_stream_fd_release(fd);
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
         c->last_err = rv ? rv : NNG_ECLOSED;
@@ -345,6 +362,26 @@ static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
             (long long)(deadline - now) / 1000);
 }
 
+/* The reader (mu held; released while it sleeps) sleeps in poll(2) on
+ * the stream's socket until it is readable, for at most left ms and
+ * POLL_SLICE_MS. Returns 1 when it is readable or the slice passed (read
+ * through NNG now: a readable socket's receive completes inside
+ * nng_stream_recv, on this thread, and no other thread is woken), 0 when
+ * the reader was asked for the reading (ask_reading) or interrupted. */
+static int await_readable(c10di_conn *c, int64_t left)
+{
+    struct pollfd p[2] = {{c->stream_fd, POLLIN, 0}, {c->wake_fd, POLLIN, 0}};
+    c->polling = 1;
+    pthread_mutex_unlock(&c->mu);
+    int n = poll(p, 2, (int)min64(left, POLL_SLICE_MS));
+    uint64_t asked;
+    if (n > 0 && p[1].revents)
+        (void)!read(c->wake_fd, &asked, sizeof asked);
+    pthread_mutex_lock(&c->mu);
+    c->polling = 0;
+    return n >= 0 && !p[1].revents;
+}
+
 static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t deadline)
 {
     nng_stream *s = c->stream;
@@ -352,10 +389,17 @@ static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t dea
     c->reader_parked = parked;
     c->handoff = 0;
     c->users++;
+    int polled = 0;
     while (!w->done && !c->handoff && c->stream == s) {
         int64_t left = deadline - c10d_now_ms();
         if (left <= 0)
             break;
+        /* The stream's socket is c->stream_fd while c->stream is s. */
+        if (c->stream_fd >= 0 && !polled) {
+            polled = await_readable(c, left);
+            continue;
+        }
+        polled = 0;
         if (make_room(c) != 0) {
             broken(c, s, NNG_ENOMEM);
             break;
@@ -408,6 +452,9 @@ static void ask_reading(c10di_conn *c)
     c->handoff = 1;
     if (c->recv_armed)
         nng_aio_cancel(c->recv_aio);
+    uint64_t one = 1;
+    if (c->polling)
+        (void)!write(c->wake_fd, &one, sizeof one);
 }
 
 /* send_aio's callback: the send completed (sent_mu, sent_cv). */
@@ -649,6 +696,9 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
 
 c10d_status c10di_conn_stream_init(c10di_conn *c)
 {
+    c->stream_fd = c->retired_fd = -1;
+    /* none: readers wait through NNG only */
+    c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c10d_cond_init_monotonic(&c->cv);
     c10d_cond_init_monotonic(&c->news_cv);
     pthread_mutex_init(&c->mu, NULL);
@@ -702,10 +752,14 @@ void c10di_conn_stream_fini(c10di_conn *c)
     nng_aio_free(c->recv_aio);
     nng_aio_free(c->dial_aio);
     nng_aio_free(c->rx_aio); /* waits for rx_done, which takes mu */
+    c10di_stream_fd_release(c->stream_fd);
+    c10di_stream_fd_release(c->retired_fd);
     if (c->stream)
         nng_stream_free(c->stream);
     if (c->retired)
         nng_stream_free(c->retired);
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
     if (c->dialer)
         nng_stream_dialer_free(c->dialer);
     pthread_cond_destroy(&c->cv);

@@ -79,6 +79,12 @@ struct c10di_conn {
      * cancel it. A cancel racing the submission breaks NNG 1.10
      * (conn_stream.c). */
     int recv_armed;
+    /* tcp://, ipc://: the stream's socket, which the reader sleeps on in
+     * poll(2) (stream_fd.h), or -1; the retired stream's, released when
+     * it is freed; the eventfd that wakes a polling reader asked for the
+     * reading (-1: nobody polls) */
+    int stream_fd, retired_fd, wake_fd;
+    int polling; /* the reader is in poll(2) */
     int rx_async;          /* TLS: replies come by callback (conn_stream.c says why) */
     nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
     nng_stream *rx_stream; /* the stream it reads */

@@ -14,10 +14,13 @@
 
 #include <nng/nng.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +41,7 @@ static atomic_int hold_next_ms; /* the next receive another thread submits waits
 static atomic_int held;         /* it is being held now */
 static atomic_int jitter_us;    /* every submission waits up to so long */
 static atomic_uint jitter_seed;
+static atomic_long main_recvs, other_recvs; /* receives submitted, by thread */
 
 static void violation(const char *what, const char *op)
 {
@@ -114,6 +118,7 @@ void __wrap_nng_aio_cancel(nng_aio *aio);
 
 void __wrap_nng_stream_recv(nng_stream *s, nng_aio *aio)
 {
+    atomic_fetch_add(pthread_equal(pthread_self(), main_thread) ? &main_recvs : &other_recvs, 1);
     move(aio, AIO_IDLE, AIO_SUBMITTING, "nng_stream_recv");
     hold(1);
     __real_nng_stream_recv(s, aio);
@@ -188,6 +193,151 @@ START_TEST(a_call_takes_the_reading_from_the_watch_submitting_its_receive)
         ck_assert_msg(took < 900, "round %d: the set took %lld ms", round, took);
         NO_VIOLATIONS();
     }
+    c10d_destroy(pg);
+    c10d_store_close(s);
+    NO_VIOLATIONS();
+}
+END_TEST
+
+/* Voluntary context switches of every thread of this process so far:
+ * each is a thread that went to sleep (and was woken). */
+static long long own_switches(void)
+{
+    long long total = 0;
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[300], line[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        long long v;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
+                total += v;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+/* Gets on s: the switches they cost this process, a round trip. */
+static double switches_a_trip(c10d_store *s, int trips)
+{
+    void *v;
+    size_t n;
+    OK(c10d_store_set(s, "k", "v", 1));
+    long long before = own_switches();
+    for (int i = 0; i < trips; i++) {
+        OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
+        c10d_free(v);
+    }
+    return (double)(own_switches() - before) / trips;
+}
+
+/* Issue 26: the caller waiting for its reply sleeps in poll(2) on the
+ * connection's socket, and the kernel wakes it when the reply arrives:
+ * one switch a round trip (the caller's own sleep). Waiting through NNG,
+ * NNG's poller thread woke, read the reply and woke the caller: 2.2. Over
+ * ipc:// the socket is told apart from a second connection to the same
+ * path (stream_fd.c), and each connection's caller is woken alone. */
+START_TEST(a_reply_wakes_only_the_thread_waiting_for_it)
+{
+    reset_checker();
+    enum { TRIPS = 400 };
+    c10d_store *s = connect_store();
+    double tcp = switches_a_trip(s, TRIPS);
+    c10d_store_close(s);
+    coord_proc ipc;
+    coord_init(&ipc);
+    char url[600];
+    snprintf(url, sizeof url, "ipc://%s/coord.sock", ipc.dir);
+    int status;
+    ck_assert_int_eq(coord_start(&ipc, url, NULL, &status), 0);
+    c10d_store *a = connect_timeout(ipc.url, 10000), *b = connect_timeout(ipc.url, 10000);
+    double ipc_a = switches_a_trip(a, TRIPS), ipc_b = switches_a_trip(b, TRIPS);
+    c10d_store_close(a);
+    c10d_store_close(b);
+    coord_cleanup(&ipc);
+    printf("thread switches a round trip: tcp:// %.2f, ipc:// %.2f and %.2f\n", tcp, ipc_a, ipc_b);
+    ck_assert_msg(tcp < 1.5 && ipc_a < 1.5 && ipc_b < 1.5,
+                  "thread switches a round trip: tcp:// %.2f, ipc:// %.2f and %.2f (1: the "
+                  "caller's own sleep; 2: another thread read its reply and woke it)",
+                  tcp, ipc_a, ipc_b);
+    NO_VIOLATIONS();
+}
+END_TEST
+
+/* What the system call a thread of this process is in says, for a thread
+ * looking on while the test's own thread waits. */
+typedef struct {
+    pid_t tid;
+    atomic_int stop, saw_poll;
+} onlooker;
+
+static void *look_on(void *arg)
+{
+    onlooker *o = arg;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)o->tid);
+    while (!atomic_load(&o->stop) && !atomic_load(&o->saw_poll)) {
+        FILE *f = fopen(path, "r");
+        long nr = -1;
+        if (f && fscanf(f, "%ld", &nr) != 1)
+            nr = -1;
+        if (f)
+            fclose(f);
+        if (nr == SYS_poll || nr == SYS_ppoll)
+            atomic_store(&o->saw_poll, 1);
+        pause_us(500);
+    }
+    return NULL;
+}
+
+/* The watch, parked, sleeps in poll(2) on the socket; a call that arrives
+ * asks for the reading, the watch is woken (an eventfd) and leaves, and
+ * the caller sleeps in poll(2) itself until its reply arrives, and reads
+ * it. Were the watch not woken, the caller would sleep on a condition
+ * variable until the reply woke the watch, which would then wake it: a
+ * second thread on every call's path. Seen from outside: the calling
+ * thread is in poll(2) while the coordinator holds its request (a get of
+ * a key that never comes, 200 ms). */
+START_TEST(a_call_reads_its_own_reply_while_the_watch_is_parked)
+{
+    reset_checker();
+    c10d_pg *pg = world_init(coord.url, world_job("conn"), 0, 1, 20000);
+    ck_assert_ptr_nonnull(pg);
+    c10d_store *s = NULL;
+    OK(c10d_run_store(&s, pg));
+    enum { CALLS = 5 };
+    atomic_store(&main_recvs, 0);
+    atomic_store(&other_recvs, 0);
+    for (int i = 0; i < CALLS; i++) {
+        /* longer than NEWS_GRACE_MS: the watch takes the reading back */
+        pause_us(25 * 1000);
+        onlooker o = {.tid = (pid_t)syscall(SYS_gettid)};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, look_on, &o), 0);
+        char key[32];
+        snprintf(key, sizeof key, "never-%d", i);
+        void *v = NULL;
+        size_t n;
+        ck_assert_int_eq(c10d_store_get(s, key, &v, &n, 200), C10D_ETIMEDOUT);
+        atomic_store(&o.stop, 1);
+        pthread_join(th, NULL);
+        ck_assert_msg(atomic_load(&o.saw_poll), "call %d: the calling thread waited 200 ms for "
+                      "its reply and was never seen in poll(2) on the socket: it was left "
+                      "waiting for the watch to read the reply for it", i);
+    }
+    long mine = atomic_load(&main_recvs), others = atomic_load(&other_recvs);
+    /* others: the watch reading its own heartbeat's answer, at most once a
+     * second; before, the watch submitted a receive each time it took the
+     * reading back, only to have it cancelled by the next call */
+    ck_assert_msg(mine >= CALLS && others <= 3,
+                  "of %d calls' replies, the calling thread submitted %ld receives, other "
+                  "threads (the watch) %ld", CALLS, mine, others);
     c10d_destroy(pg);
     c10d_store_close(s);
     NO_VIOLATIONS();
@@ -291,6 +441,8 @@ int main(void)
     TCase *tc = store_tcase("shared");
     tcase_add_test(tc, a_call_takes_the_reading_from_the_watch_submitting_its_receive);
     tcase_add_test(tc, store_calls_heartbeats_and_a_leave_share_the_connection);
+    tcase_add_test(tc, a_reply_wakes_only_the_thread_waiting_for_it);
+    tcase_add_test(tc, a_call_reads_its_own_reply_while_the_watch_is_parked);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

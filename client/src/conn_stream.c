@@ -129,7 +129,7 @@ static void broken(c10di_conn *c, nng_stream *s, int rv)
         back_off(c);
     }
     c->stream = NULL;
-    c10di_stream_fd_release(c->retired_fd); /* a stream left allocated (dial) */
+    c10dc_stream_fd_release(c->retired_fd); /* a stream left allocated (dial) */
     c->retired = s;
     c->retired_fd = c->stream_fd;
     c->stream_fd = -1;
@@ -290,7 +290,7 @@ static void dial(c10di_conn *c, int64_t deadline)
         wait_change(c, 0, c10d_now_ms() + 50);
     nng_stream *old = c->users > 0 ? NULL : c->retired;
     c->retired = NULL;
-    c10di_stream_fd_release(c->retired_fd); /* before its number can be reused */
+    c10dc_stream_fd_release(c->retired_fd); /* before its number can be reused */
     c->retired_fd = -1;
     pthread_mutex_unlock(&c->mu);
     if (old)
@@ -306,7 +306,7 @@ static void dial(c10di_conn *c, int64_t deadline)
         rv = NNG_ECONNREFUSED;
     }
     int fd = rv == 0 && !c->rx_async && c->wake_fd >= 0
-                 ? c10di_stream_fd(nng_aio_get_output(c->dial_aio, 0))
+                 ? c10dc_stream_fd(nng_aio_get_output(c->dial_aio, 0))
                  : -1;
     pthread_mutex_lock(&c->mu);
     c->dialing = 0;
@@ -323,7 +323,7 @@ static void dial(c10di_conn *c, int64_t deadline)
         if (c->rx_async && !c->rx_armed)
             rx_arm(c);
     } else {
-        c10di_stream_fd_release(fd);
+        c10dc_stream_fd_release(fd);
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
         c->last_err = rv ? rv : NNG_ECLOSED;
@@ -752,8 +752,8 @@ void c10di_conn_stream_fini(c10di_conn *c)
     nng_aio_free(c->recv_aio);
     nng_aio_free(c->dial_aio);
     nng_aio_free(c->rx_aio); /* waits for rx_done, which takes mu */
-    c10di_stream_fd_release(c->stream_fd);
-    c10di_stream_fd_release(c->retired_fd);
+    c10dc_stream_fd_release(c->stream_fd);
+    c10dc_stream_fd_release(c->retired_fd);
     if (c->stream)
         nng_stream_free(c->stream);
     if (c->retired)

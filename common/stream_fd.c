@@ -6,50 +6,50 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
-/* ipc:// sockets claimed by a connection of this process: two connections
- * to one path are told apart by which is already claimed. */
+/* Descriptors claimed by a stream of this process, one bit each: two
+ * ipc:// connections to one path are told apart by which is claimed, and
+ * a scan among thousands of connections looks only at the new one. */
 static pthread_mutex_t claims_mu = PTHREAD_MUTEX_INITIALIZER;
-static int *claims;
-static size_t nclaims, claims_cap;
+static uint64_t *claims;
+static size_t claims_words;
 
-static int claimed_locked(int fd)
+static int claimed_locked(long fd)
 {
-    for (size_t i = 0; i < nclaims; i++)
-        if (claims[i] == fd)
-            return 1;
-    return 0;
+    return (size_t)fd / 64 < claims_words && (claims[fd / 64] >> (fd % 64) & 1);
 }
 
 static int claim_locked(int fd)
 {
-    if (nclaims == claims_cap) {
-        size_t cap = claims_cap ? claims_cap * 2 : 8;
-        int *n = realloc(claims, cap * sizeof *n);
-        if (!n)
+    size_t word = (size_t)fd / 64;
+    if (word >= claims_words) {
+        size_t n = claims_words ? claims_words : 16;
+        while (n <= word)
+            n *= 2;
+        uint64_t *grown = realloc(claims, n * sizeof *grown);
+        if (!grown)
             return -1;
-        claims = n;
-        claims_cap = cap;
+        memset(grown + claims_words, 0, (n - claims_words) * sizeof *grown);
+        claims = grown;
+        claims_words = n;
     }
-    claims[nclaims++] = fd;
+    claims[word] |= (uint64_t)1 << (fd % 64);
     return fd;
 }
 
-void c10di_stream_fd_release(int fd)
+void c10dc_stream_fd_release(int fd)
 {
     if (fd < 0)
         return;
     pthread_mutex_lock(&claims_mu);
-    for (size_t i = 0; i < nclaims; i++)
-        if (claims[i] == fd) {
-            claims[i] = claims[--nclaims];
-            break;
-        }
+    if ((size_t)fd / 64 < claims_words)
+        claims[fd / 64] &= ~((uint64_t)1 << (fd % 64));
     pthread_mutex_unlock(&claims_mu);
 }
 
@@ -68,27 +68,32 @@ static int same_end(const nng_sockaddr *a, const struct sockaddr_storage *b)
     return 0;
 }
 
-/* fd is a connected socket whose ends are loc and rem (TCP), or whose
- * peer is the ipc path rem_path (ipc://). */
-static int matches(int fd, const nng_sockaddr *loc, const nng_sockaddr *rem, const char *rem_path)
+static int unix_name_is(const struct sockaddr_storage *a, socklen_t len, const char *path)
+{
+    const struct sockaddr_un *un = (const struct sockaddr_un *)a;
+    return a->ss_family == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
+           strncmp(un->sun_path, path, sizeof un->sun_path) == 0;
+}
+
+/* fd is a connected socket whose ends are loc and rem (TCP), or which has
+ * the ipc path as its own name or its peer's (a client's socket is named
+ * by its peer, a coordinator's accepted one by itself). */
+static int matches(int fd, const nng_sockaddr *loc, const nng_sockaddr *rem, const char *path)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
         return 0;
     struct sockaddr_storage a, b;
     socklen_t la = sizeof a, lb = sizeof b;
-    if (getpeername(fd, (struct sockaddr *)&b, &lb) != 0)
+    if (getpeername(fd, (struct sockaddr *)&b, &lb) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &la) != 0)
         return 0;
-    if (rem_path) {
-        const struct sockaddr_un *un = (const struct sockaddr_un *)&b;
-        return b.ss_family == AF_UNIX && lb > offsetof(struct sockaddr_un, sun_path) &&
-               strncmp(un->sun_path, rem_path, sizeof un->sun_path) == 0;
-    }
-    return getsockname(fd, (struct sockaddr *)&a, &la) == 0 && same_end(loc, &a) &&
-           same_end(rem, &b);
+    if (path)
+        return unix_name_is(&a, la, path) || unix_name_is(&b, lb, path);
+    return same_end(loc, &a) && same_end(rem, &b);
 }
 
-int c10di_stream_fd(nng_stream *s)
+int c10dc_stream_fd(nng_stream *s)
 {
     nng_sockaddr loc, rem;
     memset(&loc, 0, sizeof loc);
@@ -108,7 +113,7 @@ int c10di_stream_fd(nng_stream *s)
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         char *end;
         long fd = strtol(e->d_name, &end, 10);
-        if (*end || end == e->d_name || fd == dir_fd || (path && claimed_locked((int)fd)))
+        if (*end || end == e->d_name || fd == dir_fd || claimed_locked(fd))
             continue;
         if (matches((int)fd, &loc, &rem, path)) {
             found = (int)fd;
@@ -116,10 +121,7 @@ int c10di_stream_fd(nng_stream *s)
         }
     }
     /* TCP's two ends name one connection; an ipc path may be shared */
-    if (candidates != 1)
-        found = -1;
-    else if (path)
-        found = claim_locked(found);
+    found = candidates == 1 ? claim_locked(found) : -1;
     pthread_mutex_unlock(&claims_mu);
     closedir(d);
     return found;

@@ -47,7 +47,7 @@ static c10ds_outcome op_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
     if (e->tcpstore_url[0])
         s.tcpstore_url = e->tcpstore_url;
     s.has_uptime_ms = s.has_num_keys = s.has_clients = s.has_requests = 1;
-    s.has_parked = s.has_schema_version = s.has_replies_waited = 1;
+    s.has_parked = s.has_schema_version = s.has_replies_waited = s.has_batches = 1;
     s.uptime_ms = c10d_now_ms() - e->start_ms;
     s.num_keys = c10ds_store_count(&e->store, NULL);
     s.clients = atomic_load(&e->clients);
@@ -55,6 +55,7 @@ static c10ds_outcome op_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
     s.parked = (int64_t)c10ds_waiters_count(e->waiters);
     s.schema_version = e->db->schema_version;
     s.replies_waited = atomic_load(&e->replies_waited);
+    s.batches = atomic_load(&e->batches);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_STATUS_INFO;
     rep.status_info = &s;

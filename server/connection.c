@@ -35,6 +35,8 @@ static void free_conns(c10ds_conn *dead)
         nng_aio_free(c->send_aio);
         nng_aio_free(c->now_aio);
         nng_aio_free(c->resume_aio);
+        nng_aio_free(c->ready_aio);
+        c10ds_readiness_forget(c); /* before the socket's number can be reused */
         nng_stream_free(c->s);
         nng_mtx_free(c->mu);
         free(c->rbuf);

@@ -296,6 +296,8 @@ static void requeue_front(c10ds_engine *e, c10ds_request *rest)
 void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
 {
     c10ds_engine_note_pause(e);
+    if (batch) /* not the timers' own rounds */
+        atomic_fetch_add(&e->batches, 1);
     begin_txn(e);
     for (c10ds_request *r = batch, *n; r; r = n) {
         n = r->next;
@@ -427,6 +429,9 @@ int c10ds_engine_start(c10ds_engine *e)
     return 0;
 }
 
+/* The engine whose requests this thread gathers (c10ds_engine_gather_begin). */
+static __thread c10ds_engine *gathering;
+
 static int submit(c10ds_engine *e, c10ds_request *r, int inline_ok)
 {
     r->next = NULL;
@@ -437,7 +442,7 @@ static int submit(c10ds_engine *e, c10ds_request *r, int inline_ok)
             c10ds_drain_count(&e->drain, r->pb->op_case);
         return -1;
     }
-    if (inline_ok && !e->busy && !e->q_head && e->started) {
+    if (inline_ok && !e->busy && !e->q_head && e->started && gathering != e) {
         /* Idle: run it here. Handing it to the engine thread would cost a
          * thread wake-up on the path of every reply (about a raw TCP round
          * trip on a loaded 2-core machine). */
@@ -452,8 +457,9 @@ static int submit(c10ds_engine *e, c10ds_request *r, int inline_ok)
         e->q_head = r;
     e->q_tail = r;
     /* Wake the engine only on the first request of a batch: while it is
-     * busy, requests pile up and ride the next commit together. */
-    int wake = e->q_head == r && !e->busy;
+     * busy, requests pile up and ride the next commit together. A thread
+     * gathering runs them itself at the end. */
+    int wake = e->q_head == r && !e->busy && gathering != e;
     pthread_mutex_unlock(&e->mu);
     if (wake)
         pthread_cond_signal(&e->cv);
@@ -463,6 +469,28 @@ static int submit(c10ds_engine *e, c10ds_request *r, int inline_ok)
 int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
 {
     return submit(e, r, 1);
+}
+
+void c10ds_engine_gather_begin(c10ds_engine *e)
+{
+    gathering = e;
+}
+
+void c10ds_engine_gather_end(c10ds_engine *e)
+{
+    gathering = NULL;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        /* submit refused what came since; c10ds_engine_stop frees the rest */
+    } else if (e->q_head && !e->busy && e->started) {
+        c10ds_request *batch = e->q_head;
+        e->q_head = e->q_tail = NULL;
+        e->busy = 1;
+        drain(e, batch, 8); /* leaves the engine idle, and its thread woken if needed */
+    } else if (e->q_head && !e->busy) {
+        pthread_cond_signal(&e->cv); /* not started yet: its thread runs them */
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 int c10ds_engine_post(c10ds_engine *e, c10ds_request *r)
@@ -487,11 +515,15 @@ void c10ds_engine_stop(c10ds_engine *e)
     /* Let go of them now: they hold their connections open. */
     c10ds_waiters_free(e->waiters, c10ds_request_free);
     e->waiters = NULL;
-    for (c10ds_request *r = e->q_head, *n; r; r = n) {
+    /* under mu: the readiness loop may still look at the queue */
+    pthread_mutex_lock(&e->mu);
+    c10ds_request *left = e->q_head;
+    e->q_head = e->q_tail = NULL;
+    pthread_mutex_unlock(&e->mu);
+    for (c10ds_request *r = left, *n; r; r = n) {
         n = r->next;
         c10ds_request_free(r);
     }
-    e->q_head = e->q_tail = NULL;
 }
 
 void c10ds_engine_report_dropped(c10ds_engine *e)

@@ -98,6 +98,7 @@ struct c10ds_engine {
     atomic_llong requests;
     atomic_llong clients;
     atomic_llong replies_waited; /* connection.c: writes that waited for a slow reader */
+    atomic_llong batches;        /* batches run, one transaction each */
     atomic_uint next_pipe;       /* listener.c: connections numbered (ids from 1), all listeners */
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];
@@ -114,6 +115,12 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r);
 /* Like submit, but never runs r on the calling thread: for events raised
  * where a lock is held that a reply to the same connection would take. */
 int c10ds_engine_post(c10ds_engine *e, c10ds_request *r);
+/* Between these two, requests submitted on the calling thread are
+ * queued, and the end runs them as one batch (one commit) on this thread
+ * if the engine is idle: the readiness loop (readiness.c) gathers the
+ * requests of every connection that woke it together. */
+void c10ds_engine_gather_begin(c10ds_engine *e);
+void c10ds_engine_gather_end(c10ds_engine *e);
 /* Answers what is queued, for --drain-timeout at most (the rest is
  * dropped unanswered, and counted in the log), commits, and stops the
  * thread. Parked requests are dropped unanswered: their clients resend

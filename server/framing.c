@@ -97,6 +97,7 @@ void c10ds_conn_submit(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, si
     /* The protobuf's id is the one the engine deduplicates by; the
      * frame's is the one the client routes by: they must agree. */
     pb->request_id = frame_id;
+    c->turn_requests++;
     c10ds_request *r = c10ds_request_new(pb, c);
     if (!r) {
         reply_error(c, frame_id, C10D_ENOMEM, "coordinator out of memory");
@@ -158,7 +159,8 @@ static int tls_client_hello(const c10ds_conn *c)
 /* Decodes the complete frames in rbuf. Returns -1 when the client sent
  * something that is not a frame, or one over the limit; 1 when it stopped
  * because c's unsent replies are over C10DS_READ_PAUSE_BYTES (the frames
- * left stay in rbuf); 0 when it wants more bytes. */
+ * left stay in rbuf); 2 when its turn on the readiness loop is over (the
+ * same); 0 when it wants more bytes. */
 static int parse(c10ds_conn *c)
 {
     size_t off = 0;
@@ -179,6 +181,10 @@ static int parse(c10ds_conn *c)
         }
         if (c->rlen - off < 4 + (size_t)n)
             break;
+        if (c10ds_readiness_turn_over(c)) {
+            rc = 2;
+            break;
+        }
         if (c10ds_conn_backlogged(c)) {
             rc = 1;
             break;
@@ -252,6 +258,21 @@ static int account(c10ds_conn *c)
  * for ever. */
 void c10ds_conn_recv_start(c10ds_conn *c)
 {
+    if (!c->rlen && c->fd >= 0) {
+        /* Between requests: wait on the readiness loop. Under c->mu for
+         * the same reason as below; a close after it shuts the socket
+         * down, which wakes the loop. */
+        nng_mtx_lock(c->mu);
+        if (c->closed) {
+            nng_mtx_unlock(c->mu);
+            c10ds_conn_unref(c); /* the read loop's reference */
+            return;
+        }
+        int armed = c10ds_readiness_arm(c) == 0;
+        nng_mtx_unlock(c->mu);
+        if (armed)
+            return;
+    }
     nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
     nng_aio_set_iov(c->recv_aio, 1, &iov);
     if (!c->rlen) {
@@ -293,6 +314,10 @@ static void read_on(c10ds_conn *c)
             c10ds_conn_recv_start(c);
             return;
         }
+        if (rc == 2) {
+            c10ds_readiness_defer(c); /* the rest in its next turn */
+            return;
+        }
         /* The last touch of c: once paused, its send callback may resume
          * it (or a close end it) at once. Not paused: the replies went
          * meanwhile; go on with the frames left. */
@@ -309,9 +334,13 @@ void c10ds_conn_read_resume(c10ds_conn *c)
 void c10ds_conn_recv_cb(void *arg)
 {
     c10ds_conn *c = arg;
-    int rv = nng_aio_result(c->recv_aio);
+    c10ds_conn_recv_done(c, nng_aio_result(c->recv_aio), nng_aio_count(c->recv_aio));
+}
+
+void c10ds_conn_recv_done(c10ds_conn *c, int rv, size_t n)
+{
     if (rv == 0) {
-        c->rlen += nng_aio_count(c->recv_aio);
+        c->rlen += n;
         read_on(c);
         return;
     }

@@ -12,6 +12,7 @@
 #include "engine.h"
 
 #include "log.h"
+#include "stream_fd.h"
 #include "tls.h"
 
 #include <arpa/inet.h>
@@ -156,6 +157,7 @@ static void accept_cb(void *arg)
         nng_aio_alloc(&c->send_aio, c10ds_conn_send_cb, c) != 0 ||
         nng_aio_alloc(&c->resume_aio, c10ds_conn_resume_cb, c) != 0 ||
         (!c10dc_url_is_tls(l->url) && nng_aio_alloc(&c->now_aio, NULL, NULL) != 0) ||
+        (l->ready && nng_aio_alloc(&c->ready_aio, NULL, NULL) != 0) ||
         (l->dialect == C10DS_DIALECT_TCPSTORE && !(c->ts = c10ds_ts_new())) ||
         !(c->rbuf = malloc(C10DS_RBUF_MIN))) {
         c10ds_error("out of memory for a new connection; refused");
@@ -164,6 +166,7 @@ static void accept_cb(void *arg)
             nng_aio_free(c->send_aio);
             nng_aio_free(c->now_aio);
             nng_aio_free(c->resume_aio);
+            nng_aio_free(c->ready_aio);
             c10ds_ts_free(c->ts);
             if (c->mu)
                 nng_mtx_free(c->mu);
@@ -175,6 +178,10 @@ static void accept_cb(void *arg)
     }
     c->l = l;
     c->s = s;
+    /* Read by the readiness loop when its socket can be found: the next
+     * accept waits for this, so two ipc:// connections are never told
+     * apart by a race. */
+    c->fd = l->ready ? c10dc_stream_fd(s) : -1;
     remote_address(s, c->peer, sizeof c->peer);
     c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
@@ -270,6 +277,8 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     }
     bound_url(l, url, url_out, url_len);
     warn_if_over_nofile(cfg);
+    if (!c10dc_url_is_tls(url) && !getenv("C10D_NO_READINESS"))
+        l->ready = c10ds_readiness_start(l);
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;
 fail:
@@ -351,6 +360,9 @@ int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
         nng_mtx_unlock(l->mu);
         nng_thread_destroy(l->reaper); /* joins it, after the last frees */
     }
+    /* after the reaper: freeing a connection takes its socket out of the
+     * loop's set */
+    c10ds_readiness_stop(l->ready);
     nng_aio_free(l->accept_aio);
     nng_aio_free(l->backoff_aio);
     if (l->lst)

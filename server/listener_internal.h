@@ -6,12 +6,14 @@
  *                 that frees it) and its reply queue
  *   framing.c     a connection's read loop: the stream cut into frames,
  *                 the limits on them, each request decoded for the engine
+ *   readiness.c   the thread that tcp:// and ipc:// connections' read
+ *                 loops wait on between requests (woken by the kernel)
  *
  * listener.c calls the other two; framing.c calls connection.c; nothing
  * calls back up: connection.c goes on with a paused read loop through the
  * hook listener.c hands it (c10ds_conn.read_resume). Everything runs in
- * NNG's aio callbacks: no thread per connection, and the engine never
- * blocks on a client. */
+ * NNG's aio callbacks or on the readiness loop's thread: no thread per
+ * connection, and the engine never blocks on a client. */
 #ifndef C10DS_LISTENER_INTERNAL_H
 #define C10DS_LISTENER_INTERNAL_H
 
@@ -66,6 +68,17 @@ typedef struct c10ds_conn {
      * TLS engine and end on its threads */
     nng_aio *now_aio;
     nng_aio *resume_aio; /* resumes a paused read loop from the engine's thread (connection.c) */
+    /* tcp://, ipc://: the stream's socket (common/stream_fd.h), which the
+     * readiness loop waits on between requests, and the aio with no
+     * callback it reads with; -1 and NULL: the read loop waits through
+     * NNG (recv_aio's callback) */
+    int fd;
+    nng_aio *ready_aio;
+    int in_epoll; /* fd was added to the readiness loop's set (mu) */
+    /* requests handed on in its turn on the readiness loop; the next
+     * waiting for a turn (the loop's pending list: its thread only) */
+    int turn_requests;
+    struct c10ds_conn *next_turn;
     /* Goes on with c's paused read loop (framing.c's c10ds_conn_read_resume,
      * set by listener.c). connection.c decides when: its sends and the
      * engine's answers are what bring a backlog down. framing.c decides
@@ -113,6 +126,7 @@ struct c10ds_listener {
     atomic_size_t held;
     /* Unsent reply bytes, all connections together (--max-reply-bytes). */
     atomic_size_t unsent;
+    struct c10ds_readiness *ready; /* NULL on tls+tcp://, or if it could not start */
 };
 
 /* --- connection.c --- */
@@ -169,14 +183,41 @@ int c10ds_conn_backlogged(c10ds_conn *c);
 void c10ds_conn_consumed(c10ds_conn *c, size_t off);
 int c10ds_conn_room_for(c10ds_conn *c, size_t whole);
 
+/* What a receive of c's read loop brought (rv: NNG's result, n bytes):
+ * the frames handed on, or c closed saying why. Carries the read loop's
+ * reference. */
+void c10ds_conn_recv_done(c10ds_conn *c, int rv, size_t n);
+
+/* --- readiness.c --- */
+
+typedef struct c10ds_readiness c10ds_readiness;
+/* The loop's thread for l's connections; NULL if it cannot be had (they
+ * are then read through NNG's callbacks). */
+c10ds_readiness *c10ds_readiness_start(c10ds_listener *l);
+/* Stops and joins it; no connection may be waiting on it any more. */
+void c10ds_readiness_stop(c10ds_readiness *r);
+/* c's read loop waits for its next request on the readiness loop, which
+ * reads it and goes on with the loop (c->mu held, c not closed; carries
+ * the read loop's reference). -1: it cannot (wait through NNG). */
+int c10ds_readiness_arm(c10ds_conn *c);
+/* c is being freed: its socket leaves the loop's set. */
+void c10ds_readiness_forget(c10ds_conn *c);
+/* Whether c has had its turn: on the readiness loop's thread, a
+ * connection hands on at most C10DS_TURN_REQUESTS requests a round (the
+ * parse loops stop there and return 2). */
+int c10ds_readiness_turn_over(const c10ds_conn *c);
+/* c's read loop goes on in the loop's next round, with the frames left in
+ * its buffer (the loop's thread only; carries the read loop's reference). */
+void c10ds_readiness_defer(c10ds_conn *c);
+
 /* --- tcpstore.c: PyTorch TCPStore's protocol (--tcpstore-listen) --- */
 
 /* A TCPStore connection's state: its queries with the engine, in order. */
 c10ds_ts *c10ds_ts_new(void);
 void c10ds_ts_free(c10ds_ts *ts);
 /* Like framing.c's parse: turns the whole queries in c's read buffer into
- * requests. -1: close c (said why); 1: paused for unsent replies; 0: wants
- * more bytes. */
+ * requests. -1: close c (said why); 1: paused for unsent replies; 2: its
+ * turn on the readiness loop is over; 0: wants more bytes. */
 int c10ds_ts_parse(c10ds_conn *c);
 /* The engine's reply to one of c's queries, as TCPStore says it, in the
  * order the queries came. */

@@ -767,6 +767,10 @@ int c10ds_ts_parse(c10ds_conn *c)
     if (!ts->dialect && !(ts->dialect = detect(c->rbuf, c->rlen)))
         return 0;
     while (off < c->rlen) {
+        if (c10ds_readiness_turn_over(c)) {
+            rc = 2;
+            break;
+        }
         if (c10ds_conn_backlogged(c)) {
             rc = 1;
             break;

@@ -238,9 +238,9 @@ int cmd_status(c10d_store *s, const ctl_args *a)
             printf("null");
         printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
                ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64
-               ",\"replies_waited\":%" PRId64 "},",
+               ",\"replies_waited\":%" PRId64 ",\"batches\":%" PRId64 "},",
                info.schema_version, info.uptime_ms, info.num_keys, info.clients, info.requests,
-               info.parked, info.replies_waited);
+               info.parked, info.replies_waited, info.batches);
         print_jobs_json(jobs, nj);
         printf("}\n");
         c10d_free(jobs);
@@ -258,8 +258,8 @@ int cmd_status(c10d_store *s, const ctl_args *a)
     printf("database     %s (schema version %d)\n", info.db_path, info.schema_version);
     printf("keys         %" PRId64 "\n", info.num_keys);
     printf("clients      %" PRId64 " connected\n", info.clients);
-    printf("requests     %" PRId64 " served, %" PRId64 " waiting on keys\n", info.requests,
-           info.parked);
+    printf("requests     %" PRId64 " served in %" PRId64 " batches (a commit each), %" PRId64
+           " waiting on keys\n", info.requests, info.batches, info.parked);
     printf("replies      %" PRId64 " waited for a client slow to read\n", info.replies_waited);
     print_jobs_text(jobs, nj);
     c10d_free(jobs);

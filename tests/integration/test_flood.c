@@ -284,6 +284,16 @@ static c10d_store *start_reply_flood(long *before)
     return s;
 }
 
+/* Requests the coordinator ran so far. */
+static int64_t requests_run(c10d_store *s)
+{
+    c10d_coord_info *info = NULL;
+    OK(c10d_store_coord_info(s, &info));
+    int64_t n = info->requests;
+    c10d_free(info);
+    return n;
+}
+
 /* Reply writes that waited for their client to read, so far. */
 static int64_t replies_waited(c10d_store *s)
 {
@@ -336,6 +346,7 @@ START_TEST(clients_that_never_read_stop_being_read)
     c10d_store *s = start_reply_flood(&before);
     enum { FLOODERS = 8 };
     int fds[FLOODERS];
+    int64_t ran_before = requests_run(s);
     for (int i = 0; i < FLOODERS; i++) {
         fds[i] = raw_connect_coord();
         long sent = gets_until_blocked(fds[i], "big", UNREAD_GETS);
@@ -343,7 +354,18 @@ START_TEST(clients_that_never_read_stop_being_read)
                       "being read", i, -1 - sent);
     }
     long grew = peak_rss_kib(coord.pid) - before;
-    printf("unread replies: %d clients, peak RSS grew %ld KiB\n", FLOODERS, grew);
+    int64_t ran = requests_run(s) - ran_before;
+    printf("unread replies: %d clients, peak RSS grew %ld KiB, %lld requests run\n", FLOODERS,
+           grew, (long long)ran);
+    /* Each flooder is paused after a few gets of 1 MiB. The readiness loop
+     * once took up to 128 a turn from each, all run before any reply
+     * could pause it: past --max-reply-bytes, the others' gets were
+     * refused small, which left their sockets room for tens of thousands
+     * more, each run (7,000-40,000 here; a normal client's 200 gets took
+     * 20 s behind them). */
+    if (UNREAD_GETS == LONG_MAX)
+        ck_assert_msg(ran < FLOODERS * 64, "%lld requests of %d clients that do not read were "
+                      "run before they were paused", (long long)ran, FLOODERS);
     /* The first flooder's socket filled with its 1 MiB replies: the
      * coordinator's writes to it wait (they are counted when they begin
      * to wait, which may be just after the flooder saw its writes stall).

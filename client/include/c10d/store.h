@@ -170,6 +170,10 @@ typedef struct c10d_coord_info {
     /* Where it speaks PyTorch TCPStore's protocol (c10d-coord
      * --tcpstore-listen, tcp://host:port), or NULL. */
     const char *tcpstore_url;
+    /* Batches of requests the engine ran since start, each one
+     * transaction (one commit): requests / batches says how many shared
+     * one. */
+    int64_t batches;
 } c10d_coord_info;
 
 /* *info is one allocation with its strings: free it with c10d_free. */

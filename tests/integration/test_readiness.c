@@ -1,0 +1,218 @@
+/* The coordinator's readiness loop (server/readiness.c, issue 26): a
+ * request wakes one coordinator thread, which reads it and runs it; the
+ * requests of connections that woke it together share one batch (one
+ * commit); and a coordinator told not to (C10D_NO_READINESS, the NNG
+ * callbacks as before) still serves. */
+#include "store_coord.h"
+
+#include "check_main.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Voluntary context switches of every thread of process pid so far: each
+ * is a thread that went to sleep (and was woken). */
+static long long switches_of(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    long long total = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[400], line[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        long long v;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
+                total += v;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+static int64_t batches_run(c10d_store *s)
+{
+    c10d_coord_info *info = NULL;
+    OK(c10d_store_coord_info(s, &info));
+    int64_t n = info->batches;
+    c10d_free(info);
+    return n;
+}
+
+/* Read through NNG, a request woke NNG's poller thread and then one of
+ * NNG's task threads for its callback: two coordinator switches a round
+ * trip (bench_rtt: 2.0-2.1). The readiness loop is woken by the kernel
+ * and reads and runs it itself: one. */
+START_TEST(a_request_wakes_one_coordinator_thread)
+{
+    enum { TRIPS = 400 };
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "k", "v", 1));
+    void *v;
+    size_t n;
+    long long before = switches_of(coord.pid);
+    for (int i = 0; i < TRIPS; i++) {
+        OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
+        c10d_free(v);
+    }
+    double per = (double)(switches_of(coord.pid) - before) / TRIPS;
+    printf("coordinator thread switches a request: %.2f\n", per);
+    ck_assert_msg(per < 1.5, "the coordinator's threads switched %.2f times a request (1: the "
+                  "thread that reads and runs it sleeps once; 2: NNG's poller handed it to a "
+                  "task thread)", per);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* Connections whose requests are waiting in the socket buffers, ready to
+ * be read, on the coordinator's port (/proc/net/tcp: established, with
+ * bytes in the receive queue). */
+static int coordinator_sockets_with_bytes(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        unsigned long tx, rx;
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &tx, &rx) == 4 &&
+            (int)lport == port && st == 1 && rx > 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Whether every thread of pid is stopped (SIGSTOP takes effect on each
+ * thread as it next runs, after kill returns). */
+static int all_stopped(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int stopped = 1;
+    for (struct dirent *e; stopped && (e = readdir(d)) != NULL;) {
+        char path[400], stat[512];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        char *end = f && fgets(stat, sizeof stat, f) ? strrchr(stat, ')') : NULL;
+        if (f)
+            fclose(f);
+        stopped = end && (end[2] == 'T' || end[2] == 't');
+    }
+    closedir(d);
+    return stopped;
+}
+
+typedef struct {
+    c10d_store *s;
+    c10d_status st;
+} adder;
+
+static void *add_one(void *arg)
+{
+    adder *a = arg;
+    int64_t r;
+    a->st = c10d_store_add(a->s, "together", 1, &r);
+    return NULL;
+}
+
+/* Eight clients' adds arrive while the coordinator is stopped (SIGSTOP:
+ * they wait in its sockets); once it goes on, the loop is woken once for
+ * all eight and runs them as one batch, one commit. Through NNG's
+ * callbacks the first ran alone on its task thread while the others
+ * queued: two batches at least. */
+START_TEST(requests_that_arrive_together_share_a_commit)
+{
+    enum { CLIENTS = 8 };
+    c10d_store *status = connect_store();
+    adder a[CLIENTS];
+    pthread_t th[CLIENTS];
+    for (int i = 0; i < CLIENTS; i++)
+        a[i].s = connect_store();
+    int64_t before = batches_run(status);
+    ck_assert_int_eq(kill(coord.pid, SIGSTOP), 0);
+    long long until = test_now_ms() + 10000;
+    while (!all_stopped(coord.pid) && test_now_ms() < until)
+        usleep(1000);
+    for (int i = 0; i < CLIENTS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, add_one, &a[i]), 0);
+    until = test_now_ms() + 10000;
+    int waiting = 0;
+    while ((waiting = coordinator_sockets_with_bytes(port_of(coord.url))) < CLIENTS &&
+           test_now_ms() < until)
+        usleep(1000);
+    ck_assert_int_eq(kill(coord.pid, SIGCONT), 0);
+    ck_assert_msg(waiting == CLIENTS, "only %d of %d clients' adds reached the stopped "
+                  "coordinator's sockets in 10 s", waiting, CLIENTS);
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_msg(a[i].st == C10D_OK, "add %d: %s", i, c10d_strerror(a[i].st));
+    }
+    /* the adds' batch, and the status call's own */
+    int64_t ran = batches_run(status) - before;
+    ck_assert_msg(ran == 2, "%d adds that arrived together ran in %lld batches (one, and the "
+                  "status call's own, expected)", CLIENTS, (long long)ran - 1);
+    int64_t total;
+    OK(c10d_store_add(status, "together", 0, &total));
+    ck_assert_int_eq(total, CLIENTS);
+    for (int i = 0; i < CLIENTS; i++)
+        c10d_store_close(a[i].s);
+    c10d_store_close(status);
+}
+END_TEST
+
+/* C10D_NO_READINESS=1: every connection is read through NNG's callbacks,
+ * as before the loop (a way back, should the loop misbehave somewhere). */
+START_TEST(without_the_loop_connections_are_read_through_nng)
+{
+    coord_proc plain;
+    coord_init(&plain);
+    setenv("C10D_NO_READINESS", "1", 1);
+    int status;
+    int rc = coord_start(&plain, NULL, NULL, &status);
+    unsetenv("C10D_NO_READINESS");
+    ck_assert_int_eq(rc, 0);
+    c10d_store *s = connect_timeout(plain.url, 10000);
+    OK(c10d_store_set(s, "k", "v", 1));
+    void *v;
+    size_t n;
+    long long before = switches_of(plain.pid);
+    for (int i = 0; i < 200; i++) {
+        OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
+        ck_assert_int_eq(n, 1);
+        c10d_free(v);
+    }
+    double per = (double)(switches_of(plain.pid) - before) / 200;
+    /* the two hops the loop saves: this is what the first case measures */
+    ck_assert_msg(per >= 1.5, "without the loop: %.2f coordinator switches a request", per);
+    c10d_store_close(s);
+    coord_cleanup(&plain);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("readiness");
+    TCase *tc = store_tcase("loop");
+    tcase_add_test(tc, a_request_wakes_one_coordinator_thread);
+    tcase_add_test(tc, requests_that_arrive_together_share_a_commit);
+    tcase_add_test(tc, without_the_loop_connections_are_read_through_nng);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -92,7 +92,8 @@ static const char usage[] =
     "  -h, --help                show this help\n"
     "  -V, --version             show versions\n"
     "\n"
-    "Environment: C10D_TOKEN (shared secret), C10D_LOG_LEVEL.\n"
+    "Environment: C10D_TOKEN (shared secret), C10D_LOG_LEVEL, C10D_NO_READINESS=1\n"
+    "(read connections in NNG's callbacks, not on the readiness thread).\n"
     "Exit status: 0 after SIGTERM/SIGINT (clean shutdown), 1 on a startup error\n"
     "(port in use, database locked by another coordinator, ...), 2 on bad usage.\n";
 

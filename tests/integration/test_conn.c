@@ -11,10 +11,10 @@
 #include "world_proc.h"
 
 #include "check_main.h"
+#include "cpu_time.h"
 
 #include <nng/nng.h>
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -199,42 +199,18 @@ START_TEST(a_call_takes_the_reading_from_the_watch_submitting_its_receive)
 }
 END_TEST
 
-/* Voluntary context switches of every thread of this process so far:
- * each is a thread that went to sleep (and was woken). */
-static long long own_switches(void)
-{
-    long long total = 0;
-    DIR *d = opendir("/proc/self/task");
-    ck_assert_ptr_nonnull(d);
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char path[300], line[128];
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-        FILE *f = fopen(path, "r");
-        long long v;
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
-                total += v;
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-    return total;
-}
-
 /* Gets on s: the switches they cost this process, a round trip. */
 static double switches_a_trip(c10d_store *s, int trips)
 {
     void *v;
     size_t n;
     OK(c10d_store_set(s, "k", "v", 1));
-    long long before = own_switches();
+    long long before = voluntary_switches(getpid());
     for (int i = 0; i < trips; i++) {
         OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
         c10d_free(v);
     }
-    return (double)(own_switches() - before) / trips;
+    return (double)(voluntary_switches(getpid()) - before) / trips;
 }
 
 /* Issue 26: the caller waiting for its reply sleeps in poll(2) on the

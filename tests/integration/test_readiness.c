@@ -6,6 +6,7 @@
 #include "store_coord.h"
 
 #include "check_main.h"
+#include "cpu_time.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -14,32 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Voluntary context switches of every thread of process pid so far: each
- * is a thread that went to sleep (and was woken). */
-static long long switches_of(pid_t pid)
-{
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    long long total = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        char path[400], line[128];
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
-        FILE *f = fopen(path, "r");
-        long long v;
-        while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
-                total += v;
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-    return total;
-}
 
 static int64_t batches_run(c10d_store *s)
 {
@@ -61,12 +36,12 @@ START_TEST(a_request_wakes_one_coordinator_thread)
     OK(c10d_store_set(s, "k", "v", 1));
     void *v;
     size_t n;
-    long long before = switches_of(coord.pid);
+    long long before = voluntary_switches(coord.pid);
     for (int i = 0; i < TRIPS; i++) {
         OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
         c10d_free(v);
     }
-    double per = (double)(switches_of(coord.pid) - before) / TRIPS;
+    double per = (double)(voluntary_switches(coord.pid) - before) / TRIPS;
     printf("coordinator thread switches a request: %.2f\n", per);
     ck_assert_msg(per < 1.5, "the coordinator's threads switched %.2f times a request (1: the "
                   "thread that reads and runs it sleeps once; 2: NNG's poller handed it to a "
@@ -192,13 +167,13 @@ START_TEST(without_the_loop_connections_are_read_through_nng)
     OK(c10d_store_set(s, "k", "v", 1));
     void *v;
     size_t n;
-    long long before = switches_of(plain.pid);
+    long long before = voluntary_switches(plain.pid);
     for (int i = 0; i < 200; i++) {
         OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
         ck_assert_int_eq(n, 1);
         c10d_free(v);
     }
-    double per = (double)(switches_of(plain.pid) - before) / 200;
+    double per = (double)(voluntary_switches(plain.pid) - before) / 200;
     /* the two hops the loop saves: this is what the first case measures */
     ck_assert_msg(per >= 1.5, "without the loop: %.2f coordinator switches a request", per);
     c10d_store_close(s);

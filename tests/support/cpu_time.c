@@ -1,5 +1,6 @@
 #include "cpu_time.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -63,4 +64,29 @@ long rss_kib(pid_t pid)
 long vm_size_kib(pid_t pid)
 {
     return status_kib(pid, "VmSize");
+}
+
+long long voluntary_switches(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    long long total = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[400], line[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        long long v;
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
+                total += v;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return total;
 }

@@ -1,4 +1,5 @@
-/* CPU time of a process, for benchmarks that report where time goes. */
+/* CPU time of a process, for benchmarks that report where time goes, and
+ * how often its threads slept. */
 #ifndef C10D_TEST_CPU_TIME_H
 #define C10D_TEST_CPU_TIME_H
 
@@ -15,5 +16,8 @@ long rss_kib(pid_t pid);
 /* Address space reserved now (VmSize), KiB: memory reserved and not yet
  * touched is not resident, but is still the process's to touch. */
 long vm_size_kib(pid_t pid);
+/* Voluntary context switches of every thread of process pid so far: each
+ * is a thread that went to sleep (and was woken). */
+long long voluntary_switches(pid_t pid);
 
 #endif

@@ -124,6 +124,14 @@ int c10ds_conn_backlogged(c10ds_conn *c)
     return over;
 }
 
+int c10ds_conn_closed(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    int closed = c->closed;
+    nng_mtx_unlock(c->mu);
+    return closed;
+}
+
 /* Makes room in rbuf for more of the frame begun. The buffer doubles as
  * the frame's bytes arrive, up to its size: a 12-byte header promising
  * 16 MiB reserves nothing more, and what a half-sent frame holds is what
@@ -185,6 +193,8 @@ static int parse(c10ds_conn *c)
             rc = 2;
             break;
         }
+        if (c10ds_conn_closed(c))
+            return -1; /* the rest is nobody's: see c10ds_conn_closed */
         if (c10ds_conn_backlogged(c)) {
             rc = 1;
             break;
@@ -258,6 +268,8 @@ static int account(c10ds_conn *c)
  * for ever. */
 void c10ds_conn_recv_start(c10ds_conn *c)
 {
+    if (!c->rlen)
+        c->frame_due = 0; /* the next request's deadline starts with its first bytes */
     if (!c->rlen && c->fd >= 0) {
         /* Between requests: wait on the readiness loop. Under c->mu for
          * the same reason as below; a close after it shuts the socket
@@ -276,7 +288,6 @@ void c10ds_conn_recv_start(c10ds_conn *c)
     nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
     nng_aio_set_iov(c->recv_aio, 1, &iov);
     if (!c->rlen) {
-        c->frame_due = 0;
         nng_aio_set_timeout(c->recv_aio, NNG_DURATION_INFINITE);
     } else {
         nng_time now = nng_clock();

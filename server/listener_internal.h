@@ -178,6 +178,11 @@ void c10ds_conn_read_resume(c10ds_conn *c);
 void c10ds_conn_submit(c10ds_conn *c, uint64_t id, const uint8_t *body, size_t len);
 /* Whether c has more unsent replies than it may have and still be read. */
 int c10ds_conn_backlogged(c10ds_conn *c);
+/* Whether c was closed. The parse loops stop there: requests read after
+ * the close (a reply's write found the client gone; the engine already
+ * dropped the connection's parked requests) would park for nobody and
+ * hold the connection until their deadlines. */
+int c10ds_conn_closed(c10ds_conn *c);
 /* The read buffer: drops its first off bytes (parsed); grows it towards a
  * request of whole bytes, doubling (-1: out of memory). */
 void c10ds_conn_consumed(c10ds_conn *c, size_t off);

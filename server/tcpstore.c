@@ -771,6 +771,8 @@ int c10ds_ts_parse(c10ds_conn *c)
             rc = 2;
             break;
         }
+        if (c10ds_conn_closed(c))
+            return -1; /* closed already: nothing more to say */
         if (c10ds_conn_backlogged(c)) {
             rc = 1;
             break;

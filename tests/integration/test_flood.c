@@ -486,6 +486,77 @@ START_TEST(a_header_alone_reserves_nothing)
 }
 END_TEST
 
+/* A request that arrives in pieces has --frame-timeout from its own first
+ * bytes. A connection read by the readiness loop between requests kept
+ * the deadline of an earlier request that came in pieces, and the next
+ * one in pieces was given 1 ms: the connection was closed. */
+START_TEST(each_request_in_pieces_gets_its_own_frame_timeout)
+{
+    const char *args[] = {"--frame-timeout", "300", NULL};
+    restart_with(args);
+    int fd = raw_connect_coord();
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "k", "v", 1));
+    for (int round = 0; round < 2; round++) {
+        if (round)
+            usleep(600 * 1000); /* past the first request's deadline */
+        uint8_t buf[256];
+        size_t n = get_frame(buf, (uint64_t)round + 1, "k", 0);
+        write_all(fd, buf, n / 2);
+        usleep(50 * 1000); /* the rest later: read as a request begun */
+        write_all(fd, buf + n / 2, n - n / 2);
+        uint64_t id;
+        C10dpb__Reply *rep = read_reply(fd, &id);
+        ck_assert_msg(rep != NULL, "request %d, sent in two pieces 50 ms apart, was not "
+                      "answered: the connection was closed (--frame-timeout 300)", round + 1);
+        ck_assert_int_eq(rep->status, C10D_OK);
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    ck_assert(!coord_log_contains(&coord, "--frame-timeout"));
+    close(fd);
+    c10d_store_close(s);
+}
+END_TEST
+
+/* A client that sends gets, some waiting on a key that never comes, and
+ * hangs up at once: its replies' writes fail, the connection is closed,
+ * and the engine drops its parked requests. Requests still in the read
+ * buffer were handed on after that, parked for nobody, and held the
+ * connection (and its socket) until their deadlines. */
+START_TEST(requests_read_after_a_close_are_dropped)
+{
+    c10d_store *s = connect_store();
+    OK(c10d_store_set(s, "normal", "ok", 2));
+    for (int round = 0; round < 3; round++) {
+        int fd = raw_connect_coord();
+        uint8_t buf[20 * 256];
+        size_t len = 0;
+        for (int i = 0; i < 12; i++)
+            len += get_frame(buf + len, (uint64_t)i + 1, "normal", 0);
+        for (int i = 0; i < 8; i++)
+            len += get_frame(buf + len, (uint64_t)i + 13, "never", 60000);
+        write_all(fd, buf, len);
+        close(fd);
+        long long seen = -1, until = test_now_ms() + 10000;
+        c10d_coord_info *info = NULL;
+        for (;;) {
+            OK(c10d_store_coord_info(s, &info));
+            int settled = info->clients == 1 && info->parked == 0;
+            seen = info->parked;
+            long long clients = info->clients;
+            c10d_free(info);
+            if (settled)
+                break;
+            ck_assert_msg(test_now_ms() < until, "round %d: 10 s after the client hung up, the "
+                          "coordinator still holds %lld connections (1 expected) and %lld "
+                          "parked requests", round, clients, seen);
+            usleep(5000);
+        }
+    }
+    c10d_store_close(s);
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -497,6 +568,8 @@ int main(void)
     tcase_add_test(tc, clients_that_never_read_stop_being_read);
     tcase_add_test(tc, clients_faster_than_the_engine_stay_bounded);
     tcase_add_test(tc, a_header_alone_reserves_nothing);
+    tcase_add_test(tc, each_request_in_pieces_gets_its_own_frame_timeout);
+    tcase_add_test(tc, requests_read_after_a_close_are_dropped);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -383,7 +383,8 @@ static void *engine_main(void *arg)
     pthread_mutex_lock(&e->mu);
     for (;;) {
         for (;;) {
-            if (e->busy) { /* a submitter runs a batch: wait for it */
+            if (e->busy || (e->gatherers && !e->stopping)) {
+                /* a submitter runs a batch, or a round is being gathered */
                 e->thread_waits = 1;
                 pthread_cond_wait(&e->cv, &e->mu);
                 e->thread_waits = 0;
@@ -473,6 +474,9 @@ int c10ds_engine_submit(c10ds_engine *e, c10ds_request *r)
 
 void c10ds_engine_gather_begin(c10ds_engine *e)
 {
+    pthread_mutex_lock(&e->mu);
+    e->gatherers++;
+    pthread_mutex_unlock(&e->mu);
     gathering = e;
 }
 
@@ -480,15 +484,16 @@ void c10ds_engine_gather_end(c10ds_engine *e)
 {
     gathering = NULL;
     pthread_mutex_lock(&e->mu);
-    if (e->stopping) {
-        /* submit refused what came since; c10ds_engine_stop frees the rest */
-    } else if (e->q_head && !e->busy && e->started) {
+    e->gatherers--;
+    if (!e->stopping && e->q_head && !e->busy && e->started) {
         c10ds_request *batch = e->q_head;
         e->q_head = e->q_tail = NULL;
         e->busy = 1;
         drain(e, batch, 8); /* leaves the engine idle, and its thread woken if needed */
-    } else if (e->q_head && !e->busy) {
-        pthread_cond_signal(&e->cv); /* not started yet: its thread runs them */
+    } else if (e->thread_waits || (e->q_head && !e->busy)) {
+        /* the engine thread waited for this round, or runs what is queued
+         * (not started yet; stopping: it drains, and stop frees the rest) */
+        pthread_cond_signal(&e->cv);
     }
     pthread_mutex_unlock(&e->mu);
 }

@@ -84,6 +84,10 @@ struct c10ds_engine {
     int stopping;                   /* guarded by mu */
     int busy;          /* guarded by mu: a batch is running (on any thread) */
     int thread_waits;  /* guarded by mu: the engine thread waits for busy */
+    /* guarded by mu: threads gathering a round (c10ds_engine_gather_begin);
+     * the queue is theirs to run at its end, and the engine thread waits
+     * rather than run half of it as a batch of its own */
+    int gatherers;
     int64_t thread_due; /* guarded by mu: when the idle engine thread wakes next */
 
     c10ds_request *outbox, *outbox_tail; /* this batch's answered requests */

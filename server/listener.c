@@ -277,7 +277,8 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     }
     bound_url(l, url, url_out, url_len);
     warn_if_over_nofile(cfg);
-    if (!c10dc_url_is_tls(url) && !getenv("C10D_NO_READINESS"))
+    const char *no_loop = getenv("C10D_NO_READINESS");
+    if (!c10dc_url_is_tls(url) && !(no_loop && *no_loop && strcmp(no_loop, "0") != 0))
         l->ready = c10ds_readiness_start(l);
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;

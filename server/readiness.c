@@ -25,11 +25,13 @@
 #include "stream_fd.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EVENTS_AT_ONCE 64
@@ -50,6 +52,7 @@ struct c10ds_readiness {
     int epfd;
     int stop_fd; /* an eventfd: written to stop the thread */
     nng_thread *thread;
+    atomic_int stopping;
     c10ds_conn *turns, **turns_tail; /* connections with frames left for the next round */
 };
 
@@ -104,9 +107,15 @@ static void loop(void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            c10ds_error("the readiness loop's epoll_wait failed: %s; reading stops",
+            /* Not expected (a bad descriptor or argument); returning would
+             * strand every connection waiting here, so try again. */
+            if (atomic_load(&r->stopping))
+                return;
+            c10ds_error("the readiness loop's epoll_wait failed: %s; trying again",
                         strerror(errno));
-            return;
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            continue;
         }
         c10ds_engine_gather_begin(r->l->engine);
         on_loop = 1;
@@ -162,6 +171,7 @@ void c10ds_readiness_stop(c10ds_readiness *r)
     if (!r)
         return;
     uint64_t one = 1;
+    atomic_store(&r->stopping, 1);
     (void)!write(r->stop_fd, &one, sizeof one);
     nng_thread_destroy(r->thread); /* joins it */
     close(r->epfd);

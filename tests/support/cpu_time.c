@@ -66,7 +66,7 @@ long vm_size_kib(pid_t pid)
     return status_kib(pid, "VmSize");
 }
 
-long long voluntary_switches(pid_t pid)
+long long nng_thread_switches(pid_t pid)
 {
     char dir[64];
     snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
@@ -78,11 +78,19 @@ long long voluntary_switches(pid_t pid)
         char path[400], line[128];
         if (e->d_name[0] == '.')
             continue;
-        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s/comm", dir, e->d_name);
         FILE *f = fopen(path, "r");
+        int nng = f && fgets(line, sizeof line, f) && strncmp(line, "nng:", 4) == 0;
+        if (f)
+            fclose(f);
+        if (!nng)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/status", dir, e->d_name);
+        f = fopen(path, "r");
         long long v;
         while (f && fgets(line, sizeof line, f))
-            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1)
+            if (sscanf(line, "voluntary_ctxt_switches: %lld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %lld", &v) == 1)
                 total += v;
         if (f)
             fclose(f);

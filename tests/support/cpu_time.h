@@ -16,8 +16,9 @@ long rss_kib(pid_t pid);
 /* Address space reserved now (VmSize), KiB: memory reserved and not yet
  * touched is not resident, but is still the process's to touch. */
 long vm_size_kib(pid_t pid);
-/* Voluntary context switches of every thread of process pid so far: each
- * is a thread that went to sleep (and was woken). */
-long long voluntary_switches(pid_t pid);
+/* Context switches so far (each a thread put to sleep and woken, or
+ * preempted) of process pid's threads named by NNG ("nng:poll:epoll",
+ * "nng:task", ...): how often a message went through NNG's own threads. */
+long long nng_thread_switches(pid_t pid);
 
 #endif

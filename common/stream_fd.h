@@ -10,10 +10,12 @@
  * NNG 1.5 offers no way to get a stream's descriptor, so it is found by
  * its addresses among this process's descriptors not yet claimed: a TCP
  * connection by its two ends, which no other socket has; an ipc:// one by
- * its path, when exactly one connected unclaimed socket has it as its own
- * name or its peer's. Claimed descriptors are skipped without a system
- * call, so finding one costs a listing of /proc/self/fd and a few calls,
- * however many connections are open. */
+ * its path, when exactly one connected unclaimed socket not shut down has
+ * it as its own name or its peer's (the client dials ipc:// one at a time,
+ * so that two of its own are never both new). A new socket takes the
+ * lowest free number, so the numbers up to a little past the highest
+ * claimed are looked at first, claimed ones without a system call;
+ * /proc/self/fd is listed only when nothing was found there. */
 #ifndef C10DC_STREAM_FD_H
 #define C10DC_STREAM_FD_H
 

@@ -64,10 +64,13 @@
 
 #define RBUF_MIN (64u * 1024)
 #define NEWS_GRACE_MS 10
-/* A reader sleeps in poll(2) on the socket this long at most before it
- * waits through NNG instead: were the socket found for the stream ever
- * the wrong one (stream_fd.h), a reply would be late, never lost. */
+/* A reader sleeps in poll(2) on the socket this long at most, then waits
+ * through NNG for FALLBACK_RECV_MS, and goes back to poll(2): were the
+ * socket found for the stream ever the wrong one (stream_fd.h), a reply
+ * would be late, never lost; and a long wait (a parked watch) stays in
+ * poll(2) nearly all the time. */
 #define POLL_SLICE_MS 1000
+#define FALLBACK_RECV_MS 20
 /* Connections in a row that a server took and broke before answering
  * anything, with TLS on one side only, before a call gives up saying so. */
 #define NOT_A_COORDINATOR_AFTER 3
@@ -278,6 +281,11 @@ static int connected_to_itself(nng_stream *s)
     return 0;
 }
 
+/* ipc:// dials of this process, one at a time with the look for their
+ * socket: two new connections to one path would be told apart by nothing
+ * (common/stream_fd.h). */
+static pthread_mutex_t ipc_dial_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void dial(c10di_conn *c, int64_t deadline)
 {
     c->dialing = 1;
@@ -298,6 +306,9 @@ static void dial(c10di_conn *c, int64_t deadline)
     int64_t left = deadline - c10d_now_ms();
     nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > C10DI_CONN_DIAL_ATTEMPT_MS ? C10DI_CONN_DIAL_ATTEMPT_MS
                                                            : left > 1 ? left : 1));
+    int ipc = strncmp(c->url, "ipc://", 6) == 0;
+    if (ipc)
+        pthread_mutex_lock(&ipc_dial_mu);
     nng_stream_dialer_dial(c->dialer, c->dial_aio);
     nng_aio_wait(c->dial_aio);
     int rv = nng_aio_result(c->dial_aio);
@@ -308,6 +319,8 @@ static void dial(c10di_conn *c, int64_t deadline)
     int fd = rv == 0 && !c->rx_async && c->wake_fd >= 0
                  ? c10dc_stream_fd(nng_aio_get_output(c->dial_aio, 0))
                  : -1;
+    if (ipc)
+        pthread_mutex_unlock(&ipc_dial_mu);
     pthread_mutex_lock(&c->mu);
     c->dialing = 0;
     if (rv == 0 && !c->closing) {
@@ -405,9 +418,12 @@ static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t dea
             break;
         }
         nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+        /* after a poll(2) slice: a short receive through NNG, then poll
+         * again (a readable socket's receive ends at once anyway) */
+        int64_t recv_ms = c->stream_fd >= 0 && left > FALLBACK_RECV_MS ? FALLBACK_RECV_MS : left;
         pthread_mutex_unlock(&c->mu);
         nng_aio_set_iov(c->recv_aio, 1, &iov);
-        nng_aio_set_timeout(c->recv_aio, (nng_duration)left);
+        nng_aio_set_timeout(c->recv_aio, (nng_duration)recv_ms);
         nng_stream_recv(s, c->recv_aio);
         /* Submitted: from now on a caller asking for the reading may
          * cancel it (never before: see recv_armed); one that asked while

@@ -306,8 +306,16 @@ static void close_all(c10ds_listener *l)
     c10ds_conn **all = malloc((n ? n : 1) * sizeof *all);
     n = 0;
     for (c10ds_conn *c = l->live; all && c; c = c->next) {
-        atomic_fetch_add(&c->refs, 1);
-        all[n++] = c;
+        /* Only one still referenced: a connection whose last reference
+         * just went is still listed until its unref takes l->mu to hand
+         * it to the reaper, and taking one more then revived it to be
+         * freed under us (SIGTERM as 4,000 clients hung up: the main
+         * thread stuck on a freed connection's lock). */
+        int refs = atomic_load(&c->refs);
+        while (refs > 0 && !atomic_compare_exchange_weak(&c->refs, &refs, refs + 1))
+            ;
+        if (refs > 0)
+            all[n++] = c;
     }
     nng_mtx_unlock(l->mu);
     if (!all) { /* out of memory at shutdown: as before, under the lock */

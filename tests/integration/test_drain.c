@@ -229,6 +229,45 @@ START_TEST(sigterm_under_a_flood_stops_at_once_with_the_readiness_loop)
 }
 END_TEST
 
+/* SIGTERM just as hundreds of clients hang up: the connections being
+ * freed as the listener closes the rest. A connection whose last
+ * reference had just gone was still listed, and closing it took one more
+ * and revived it, to be freed under the main thread (which then waited
+ * for ever on the freed connection's lock; seen with 4,000 clients). */
+START_TEST(sigterm_as_hundreds_of_clients_hang_up_stops_cleanly)
+{
+    enum { CLIENTS = 300, ROUNDS = 4 };
+    static int fds[CLIENTS];
+    for (int round = 0; round < ROUNDS; round++) {
+        coord_stop(&coord, SIGTERM);
+        ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+        c10d_store *s = connect_store();
+        for (int i = 0; i < CLIENTS; i++)
+            fds[i] = raw_connect_coord();
+        long long until = test_now_ms() + 20000;
+        int64_t clients = 0;
+        do {
+            c10d_coord_info *info = NULL;
+            OK(c10d_store_coord_info(s, &info));
+            clients = info->clients;
+            c10d_free(info);
+        } while (clients < CLIENTS + 1 && test_now_ms() < until && usleep(2000) == 0);
+        ck_assert_msg(clients >= CLIENTS + 1, "round %d: only %lld of %d clients connected",
+                      round, (long long)clients, CLIENTS + 1);
+        c10d_store_close(s);
+        for (int i = 0; i < CLIENTS; i++)
+            close(fds[i]);
+        kill(coord.pid, SIGTERM);
+        int st = wait_exit(20000);
+        ck_assert_msg(st != -1, "round %d: the coordinator was still running 20 s after "
+                      "SIGTERM as its clients hung up", round);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "round %d: wait status %d", round,
+                      st);
+    }
+    ck_assert_int_eq(coord_start(&coord, NULL, NULL, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -236,6 +275,7 @@ int main(void)
     TCase *tc = store_tcase("drain");
     tcase_add_test(tc, sigterm_drops_what_is_still_queued_at_the_drain_timeout);
     tcase_add_test(tc, sigterm_under_a_flood_stops_at_once_with_the_readiness_loop);
+    tcase_add_test(tc, sigterm_as_hundreds_of_clients_hang_up_stops_cleanly);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

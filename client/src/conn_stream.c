@@ -28,14 +28,17 @@
  * the coordinator applies a non-idempotent request once however often it
  * arrives.
  *
- * A reader's receive is cancelled by the caller that asks for the reading
- * only once it is submitted (c->recv_armed); asked earlier, the reader
- * cancels it itself as soon as nng_stream_recv returns. NNG allows
+ * A reader's receive is submitted under mu, and cancelled by the caller
+ * that asks for the reading only once it is submitted (c->recv_armed).
+ * NNG allows
  * cancelling only an operation already submitted: NNG 1.10's cancel,
  * landing between the start of nng_stream_recv and its queueing, lets
  * nng_aio_wait return while the receive stays queued, and the next
  * nng_stream_recv on that aio panics ("!nni_aio_list_active(aio)"; a rank
  * died so in c10d_destroy, its leave taking the reading from the watch).
+ * Sends and receives on tcp:// and ipc:// are submitted under mu, on the
+ * stream still current: NNG 1.5.2 queues one on a stream already closed
+ * and ends it only at its timeout (send_frame).
  *
  * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
  * cancelled or timed-out recv aborts the TCP read beneath it, which tears
@@ -421,16 +424,14 @@ static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t dea
         /* after a poll(2) slice: a short receive through NNG, then poll
          * again (a readable socket's receive ends at once anyway) */
         int64_t recv_ms = c->stream_fd >= 0 && left > FALLBACK_RECV_MS ? FALLBACK_RECV_MS : left;
-        pthread_mutex_unlock(&c->mu);
         nng_aio_set_iov(c->recv_aio, 1, &iov);
         nng_aio_set_timeout(c->recv_aio, (nng_duration)recv_ms);
+        /* Submitted under mu, on s still the stream (the loop's test): a
+         * receive queued on a stream broken() already closed is never
+         * ended by NNG 1.5.2 but by its timeout (see send_frame). A caller
+         * asking for the reading (under mu) finds it submitted, and may
+         * cancel it (never before: see recv_armed). */
         nng_stream_recv(s, c->recv_aio);
-        /* Submitted: from now on a caller asking for the reading may
-         * cancel it (never before: see recv_armed); one that asked while
-         * it was being submitted left that to us. */
-        pthread_mutex_lock(&c->mu);
-        if (c->handoff)
-            nng_aio_cancel(c->recv_aio);
         c->recv_armed = 1;
         pthread_mutex_unlock(&c->mu);
         nng_aio_wait(c->recv_aio);
@@ -522,7 +523,22 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
              * this one: a wake-up per request). Its timeout holds. */
             nng_aio_set_iov(c->send_now_aio, 1, &iov);
             nng_aio_set_timeout(c->send_now_aio, (nng_duration)left);
-            nng_stream_send(s, c->send_now_aio);
+            /* Submitted under mu, and only while s is still the stream:
+             * NNG 1.5.2 queues a send on a stream already closed (by
+             * broken(), on another thread, after this caller took s) and
+             * never ends it but by its timeout, the whole call's: four
+             * threads sharing a connection hung 15 s that way after a
+             * coordinator restart. Queued before the close, the close
+             * ends it. */
+            pthread_mutex_lock(&c->mu);
+            int current = c->stream == s;
+            if (current)
+                nng_stream_send(s, c->send_now_aio);
+            pthread_mutex_unlock(&c->mu);
+            if (!current) {
+                rv = NNG_ECLOSED;
+                break;
+            }
             nng_aio_wait(c->send_now_aio);
             if ((rv = nng_aio_result(c->send_now_aio)) == 0)
                 off += nng_aio_count(c->send_now_aio);

@@ -1,12 +1,15 @@
 /* bench_store: store throughput and latency, measured like
  * tests/bench/anchors/torch_store_bench.py so the two can stand side by side.
  *
- *   bench_store [-c CLIENTS] [-n OPS] [--coord URL]
+ *   bench_store [-c CLIENTS] [-n OPS] [--coord URL] [--only OP]
  *
  * Starts its own c10d-coord (database in a temporary directory) unless
  * --coord is given. Each of CLIENTS processes runs OPS of each operation
  * back to back; aggregate ops/s = all ops / the slowest client's time, as
- * in the torch anchor. Every set is acknowledged and durable. */
+ * in the torch anchor. Every set is acknowledged and durable. --only runs
+ * one operation (set, get, add, multi_set, multi_get), so a profile of the
+ * coordinator holds that operation alone; get and multi_get read the keys
+ * the sets would have written, so alone they read missing keys. */
 #include "coord_proc.h"
 
 #include <c10d/c10d.h>
@@ -44,6 +47,8 @@ static void die(const char *what)
 }
 
 /* Runs one client; writes per-op latencies (us) and its phase times. */
+static int only_op = -1; /* --only: the one operation run, or -1 for all */
+
 static void client(const char *url, int idx, int ops, float *lat, double *phase)
 {
     c10d_store *s;
@@ -51,6 +56,8 @@ static void client(const char *url, int idx, int ops, float *lat, double *phase)
         die("connect");
     char key[64], val[17] = "vvvvvvvvvvvvvvvv";
     for (int op = 0; op < NOPS; op++) {
+        if (only_op >= 0 && op != only_op)
+            continue;
         int n = (op == OP_MSET || op == OP_MGET) ? ops / BATCH : ops;
         double t0 = now_s();
         for (int i = 0; i < n; i++) {
@@ -87,7 +94,7 @@ static void client(const char *url, int idx, int ops, float *lat, double *phase)
                         c10d_free(got[j]);
                 }
             }
-            if (st != C10D_OK)
+            if (st != C10D_OK && !(st == C10D_ENOTFOUND && only_op >= 0))
                 die(op_names[op]);
             lat[(size_t)op * ops + i] = (float)((now_s() - a) * 1e6);
         }
@@ -107,8 +114,19 @@ int main(int argc, char **argv)
             ops = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--coord") && i + 1 < argc)
             url = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench_store [-c CLIENTS] [-n OPS] [--coord URL]\n");
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+            const char *name = argv[++i];
+            for (int op = 0; op < NOPS; op++)
+                if (!strncmp(op_names[op], name, strlen(name)) && strlen(name) >= 3)
+                    only_op = op;
+            if (only_op < 0) {
+                fprintf(stderr, "bench_store: --only takes set, get, add, multi_set or "
+                        "multi_get, not '%s'\n", name);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: bench_store [-c CLIENTS] [-n OPS] [--coord URL] "
+                    "[--only set|get|add|multi_set|multi_get]\n");
             return 2;
         }
     }
@@ -151,6 +169,8 @@ int main(int argc, char **argv)
     }
     float *all = malloc((size_t)clients * ops * sizeof(float));
     for (int op = 0; op < NOPS; op++) {
+        if (only_op >= 0 && op != only_op)
+            continue;
         int n = (op == OP_MSET || op == OP_MGET) ? ops / BATCH : ops;
         double worst = 0;
         size_t k = 0;

@@ -23,6 +23,7 @@
 
 #include "c10d_time.h"
 #include "log.h"
+#include "recorded_ops.h"
 
 #include <c10d/errors.h>
 #include <errno.h>
@@ -48,6 +49,14 @@ static int register_ops(c10ds_engine *e, const c10ds_op *table)
         if (table->op_case <= 0 || table->op_case >= (int)(sizeof e->ops / sizeof e->ops[0])) {
             c10ds_error("operation %s has case %d, beyond the dispatch table", table->name,
                         table->op_case);
+            return -1;
+        }
+        if (!(table->flags & C10DS_OP_DEDUP) != !c10dc_op_is_recorded(table->op_case)) {
+            /* Clients prune their records by that list (acked_below): a
+             * table that disagrees would lose or keep records wrongly. */
+            c10ds_error("operation %s is%s flagged C10DS_OP_DEDUP, against "
+                        "common/recorded_ops.h", table->name,
+                        table->flags & C10DS_OP_DEDUP ? "" : " not");
             return -1;
         }
         e->ops[table->op_case] = table;
@@ -244,7 +253,9 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     }
     int lost = txn_lost(e, r);
     if (!lost && (op->flags & C10DS_OP_DEDUP) && client_of(r) && r->reply) {
-        c10ds_reqlog_record(&e->reqlog, client_of(r), r->pb->request_id, r->reply, r->reply_len);
+        c10ds_reqlog_record(&e->reqlog, client_of(r), r->pb->request_id,
+                            r->pb->has_acked_below ? r->pb->acked_below : 0, r->reply,
+                            r->reply_len);
         txn_lost(e, r); /* the record's write lost the transaction: r is not stored either */
     }
     answered(e, r);

@@ -139,8 +139,16 @@ int c10ds_reqlog_find(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
     return found;
 }
 
+/* Drops the client's records below `below`. */
+static void trim(c10ds_reqlog *rl, uint64_t client_id, uint64_t below)
+{
+    sqlite3_bind_int64(rl->st_trim, 1, (sqlite3_int64)client_id);
+    sqlite3_bind_int64(rl->st_trim, 2, (sqlite3_int64)below);
+    step_done(rl, rl->st_trim, "trimming", client_id);
+}
+
 int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
-                        const void *reply, size_t len)
+                        uint64_t acked_below, const void *reply, size_t len)
 {
     sqlite3_stmt *s = rl->st_insert;
     int64_t now = c10d_steady_wall_ms();
@@ -162,13 +170,22 @@ int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_i
     c->last_ms = now;
     if (request_id > c->newest)
         c->newest = request_id;
-    /* Now and then, the client's records far behind its newest go: they
-     * share the new record's pages, so this costs no extra page at commit. */
+    /* The records the client says it no longer needs go now: they sit
+     * beside the new one, so this costs no extra page at commit, and the
+     * table stays a row or so per client. The new record always stays (a
+     * client cannot have the reply to what it is sending). */
+    uint64_t below = acked_below < request_id ? acked_below : request_id;
+    if (below > c->acked) {
+        c->acked = below;
+        c->since_trim = 0;
+        trim(rl, client_id, below);
+        return 0;
+    }
+    /* A client that does not say (an older library): now and then its
+     * records far behind its newest go. */
     if (++c->since_trim >= C10DS_REQLOG_TRIM_EVERY && c->newest > C10DS_REQLOG_KEEP_IDS) {
         c->since_trim = 0;
-        sqlite3_bind_int64(rl->st_trim, 1, (sqlite3_int64)client_id);
-        sqlite3_bind_int64(rl->st_trim, 2, (sqlite3_int64)(c->newest - C10DS_REQLOG_KEEP_IDS));
-        step_done(rl, rl->st_trim, "trimming", client_id);
+        trim(rl, client_id, c->newest - C10DS_REQLOG_KEEP_IDS);
     }
     return 0;
 }

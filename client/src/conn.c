@@ -10,6 +10,7 @@
 
 #include "c10d_time.h"
 #include "frame.h"
+#include "recorded_ops.h"
 #include "tls.h"
 
 #include <stdio.h>
@@ -25,16 +26,68 @@ static const char *op_name(const C10dpb__Request *req)
     return f ? f->name : "request";
 }
 
+/* A recorded request takes its id and its place among those in flight in
+ * one step: were an id chosen outside recorded_mu, a later request could
+ * say acked_below past it before it is even sent, and the coordinator
+ * could drop its record before a resend needs it. */
+static void recorded_enter(c10di_conn *c, C10dpb__Request *req, c10di_recorded *self)
+{
+    pthread_mutex_lock(&c->recorded_mu);
+    self->id = atomic_fetch_add(&c->next_request_id, 1);
+    self->next = NULL;
+    self->prev = c->recorded_tail;
+    if (c->recorded_tail)
+        c->recorded_tail->next = self;
+    else
+        c->recorded_head = self;
+    c->recorded_tail = self;
+    req->request_id = self->id;
+    req->has_acked_below = 1;
+    req->acked_below = c->recorded_head->id;
+    pthread_mutex_unlock(&c->recorded_mu);
+}
+
+/* The call ended (answered, or given up and never sent again). */
+static void recorded_leave(c10di_conn *c, c10di_recorded *self)
+{
+    pthread_mutex_lock(&c->recorded_mu);
+    if (self->prev)
+        self->prev->next = self->next;
+    else
+        c->recorded_head = self->next;
+    if (self->next)
+        self->next->prev = self->prev;
+    else
+        c->recorded_tail = self->prev;
+    pthread_mutex_unlock(&c->recorded_mu);
+}
+
+static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                             int timeout_ms, int resend, C10dpb__Reply **rep);
+
 static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
                         int resend, C10dpb__Reply **rep)
+{
+    if (req->request_id || !c10dc_op_is_recorded(req->op_case)) {
+        if (!req->request_id)
+            req->request_id = atomic_fetch_add(&c->next_request_id, 1);
+        return roundtrip(c, req, server_wait_ms, timeout_ms, resend, rep);
+    }
+    c10di_recorded self;
+    recorded_enter(c, req, &self);
+    c10d_status st = roundtrip(c, req, server_wait_ms, timeout_ms, resend, rep);
+    recorded_leave(c, &self);
+    return st;
+}
+
+static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
+                             int timeout_ms, int resend, C10dpb__Reply **rep)
 {
     C10dpb__Identity who = C10DPB__IDENTITY__INIT;
     who.has_client_id = 1;
     who.client_id = c->client_id;
     if (!req->who)
         req->who = &who;
-    if (!req->request_id)
-        req->request_id = atomic_fetch_add(&c->next_request_id, 1);
     req->token = c->token;
 
     size_t len = c10dpb__request__get_packed_size(req);

@@ -734,6 +734,7 @@ c10d_status c10di_conn_stream_init(c10di_conn *c)
     c10d_cond_init_monotonic(&c->cv);
     c10d_cond_init_monotonic(&c->news_cv);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->recorded_mu, NULL);
     pthread_mutex_init(&c->send_mu, NULL);
     pthread_mutex_init(&c->sent_mu, NULL);
     c10d_cond_init_monotonic(&c->sent_cv);
@@ -797,6 +798,7 @@ void c10di_conn_stream_fini(c10di_conn *c)
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->recorded_mu);
     pthread_mutex_destroy(&c->send_mu);
     pthread_mutex_destroy(&c->sent_mu);
     pthread_cond_destroy(&c->sent_cv);

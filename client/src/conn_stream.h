@@ -32,6 +32,13 @@ typedef struct c10di_waiter {
     int done;
 } c10di_waiter;
 
+/* A recorded request (common/recorded_ops.h) in flight: from its id's
+ * choosing to its call's end (conn.c). On the caller's stack. */
+typedef struct c10di_recorded {
+    struct c10di_recorded *prev, *next;
+    uint64_t id;
+} c10di_recorded;
+
 typedef struct c10di_conn c10di_conn; /* as in conn.h */
 struct c10di_conn {
     atomic_int refs;
@@ -44,6 +51,12 @@ struct c10di_conn {
     /* the coordinator's limits, learnt at connect (c10di_limits) */
     uint64_t max_key_bytes, max_value_bytes, max_message_bytes;
     uint32_t max_multi_keys;
+
+    /* Recorded requests in flight, oldest first: their ids are chosen
+     * under recorded_mu, so the head is the lowest id whose reply this
+     * client may still need (Request.acked_below). */
+    pthread_mutex_t recorded_mu;
+    c10di_recorded *recorded_head, *recorded_tail;
 
     pthread_mutex_t mu;  /* guards what follows, except where noted */
     pthread_cond_t cv;   /* any change: a reply, the connection, the reader */

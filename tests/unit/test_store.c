@@ -394,8 +394,8 @@ START_TEST(reqlog_keeps_a_clients_recent_requests_and_trims_the_rest)
     uint64_t last = C10DS_REQLOG_KEEP_IDS + 2 * C10DS_REQLOG_TRIM_EVERY;
     ck_assert_int_eq(c10ds_db_begin(&db), 0);
     for (uint64_t id = 1; id <= last; id++)
-        ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, id, "r", 1), 0);
-    ck_assert_int_eq(c10ds_reqlog_record(&rl, 8, 1, "other", 5), 0);
+        ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, id, 0, "r", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 8, 1, 0, "other", 5), 0);
     ck_assert_int_eq(c10ds_db_commit(&db), 0);
     /* the newest KEEP_IDS of client 7 stay; the oldest went; client 8's
      * one record is not touched by 7's trims */
@@ -413,11 +413,53 @@ START_TEST(reqlog_keeps_a_clients_recent_requests_and_trims_the_rest)
 }
 END_TEST
 
+/* Rows of the table for a client. */
+static int rows_of(uint64_t client)
+{
+    sqlite3_stmt *s = c10ds_db_prepare(&db, "SELECT count(*) FROM applied_requests "
+                                            "WHERE client_id = ?1");
+    sqlite3_bind_int64(s, 1, (sqlite3_int64)client);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    int n = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+START_TEST(reqlog_drops_the_records_a_client_says_it_has_the_replies_to)
+{
+    c10ds_reqlog rl;
+    ck_assert_int_eq(c10ds_reqlog_init(&rl, &db, 600), 0);
+    /* 1 and 2 in flight together (acked_below 1), then 3 once both were
+     * answered: 1 and 2 go, 3 stays */
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 1, 1, "a", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 2, 1, "b", 1), 0);
+    ck_assert(logged(&rl, 7, 1) && logged(&rl, 7, 2));
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 3, 3, "c", 1), 0);
+    ck_assert(!logged(&rl, 7, 1) && !logged(&rl, 7, 2) && logged(&rl, 7, 3));
+    /* a client claiming more than it can have keeps the new record */
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 4, 99, "d", 1), 0);
+    ck_assert(logged(&rl, 7, 4));
+    ck_assert_int_eq(rows_of(7), 1);
+    /* a thousand adds one at a time: one row, not a thousand */
+    for (uint64_t id = 5; id < 1005; id++)
+        ck_assert_int_eq(c10ds_reqlog_record(&rl, 8, id, id, "n", 1), 0);
+    ck_assert_int_eq(rows_of(8), 1);
+    ck_assert(logged(&rl, 8, 1004));
+    /* another client's records are not touched; one that does not say
+     * (acked_below 0) keeps its own */
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 9, 1, 0, "x", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 9, 2, 0, "y", 1), 0);
+    ck_assert_int_eq(rows_of(9), 2);
+    ck_assert_int_eq(rows_of(7), 1);
+    c10ds_reqlog_fini(&rl);
+}
+END_TEST
+
 START_TEST(reqlog_forgets_a_client_quiet_for_the_window)
 {
     c10ds_reqlog rl;
     ck_assert_int_eq(c10ds_reqlog_init(&rl, &db, 0), 0); /* a window of 0 s */
-    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 1, "r", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 1, 0, "r", 1), 0);
     ck_assert(logged(&rl, 7, 1));
     usleep(5000);
     rl.last_prune_ms = 0; /* prune looks once a second: make it look now */
@@ -425,7 +467,7 @@ START_TEST(reqlog_forgets_a_client_quiet_for_the_window)
     ck_assert(!logged(&rl, 7, 1));
     ck_assert_uint_eq(c10ds_reqlog_clients(&rl), 0);
     /* the client may come back */
-    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 2, "r", 1), 0);
+    ck_assert_int_eq(c10ds_reqlog_record(&rl, 7, 2, 0, "r", 1), 0);
     ck_assert(logged(&rl, 7, 2));
     c10ds_reqlog_fini(&rl);
 }
@@ -464,6 +506,40 @@ START_TEST(resent_add_is_applied_once)
     ck_assert_int_eq(fx.replies[2]->number, 10);
     ck_assert_int_eq(fx.replies[3]->number, 15);
     ck_assert_uint_eq(fx.replies[1]->request_id, 1);
+}
+END_TEST
+
+static c10ds_request *add_acked(uint64_t client, uint64_t id, uint64_t acked_below)
+{
+    C10dpb__StoreAdd m = C10DPB__STORE_ADD__INIT;
+    m.key = "ctr";
+    m.delta = 1;
+    C10dpb__Request pb = C10DPB__REQUEST__INIT;
+    pb.op_case = C10DPB__REQUEST__OP_ADD;
+    pb.add = &m;
+    pb.has_acked_below = 1;
+    pb.acked_below = acked_below;
+    return engine_request(&pb, client, id);
+}
+
+/* Two adds in flight together (each saying acked_below 1): a resend of
+ * the first after the second was applied is still answered from its
+ * record; once the client says it has both replies, their records go. */
+START_TEST(a_record_stays_until_the_client_says_it_has_the_reply)
+{
+    run1(add_acked(77, 1, 1));
+    run1(add_acked(77, 2, 1));
+    run1(add_acked(77, 1, 1)); /* the first, resent */
+    ck_assert_int_eq(fx.nreplies, 3);
+    ck_assert_int_eq(fx.replies[2]->number, 1); /* its first reply, not 3 */
+    run1(add_acked(77, 3, 3));
+    ck_assert_int_eq(fx.replies[3]->number, 3);
+    void *reply = NULL;
+    size_t len = 0;
+    ck_assert(!c10ds_reqlog_find(&fx.eng->reqlog, 77, 1, &reply, &len));
+    ck_assert(!c10ds_reqlog_find(&fx.eng->reqlog, 77, 2, &reply, &len));
+    ck_assert(c10ds_reqlog_find(&fx.eng->reqlog, 77, 3, &reply, &len));
+    free(reply);
 }
 END_TEST
 
@@ -608,6 +684,7 @@ int main(void)
     tcase_add_test(tc, a_big_value_is_read_only_by_what_returns_it);
     tcase_add_test(tc, reqlog_keeps_a_clients_recent_requests_and_trims_the_rest);
     tcase_add_test(tc, reqlog_forgets_a_client_quiet_for_the_window);
+    tcase_add_test(tc, reqlog_drops_the_records_a_client_says_it_has_the_replies_to);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("waiters");
     tcase_add_test(tw, waiters_wake_by_key_and_expire_by_deadline);
@@ -616,6 +693,7 @@ int main(void)
     TCase *te = tcase_create("engine");
     tcase_add_checked_fixture(te, engine_setup, engine_teardown);
     tcase_add_test(te, resent_add_is_applied_once);
+    tcase_add_test(te, a_record_stays_until_the_client_says_it_has_the_reply);
     tcase_add_test(te, get_parks_until_set_in_a_later_batch);
     tcase_add_test(te, parked_get_times_out_naming_the_key);
     tcase_add_test(te, get_without_wait_is_enotfound);

@@ -56,6 +56,8 @@ static c10ds_outcome op_status(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
     s.schema_version = e->db->schema_version;
     s.replies_waited = atomic_load(&e->replies_waited);
     s.batches = atomic_load(&e->batches);
+    s.has_polled = 1;
+    s.polled = atomic_load(&e->polled);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_STATUS_INFO;
     rep.status_info = &s;

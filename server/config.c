@@ -87,6 +87,12 @@ static const char usage[] =
     "                            desync and trace show) are kept after it is over\n"
     "                            (default 86400, a day; 0: reclaimed at once). Its\n"
     "                            store keys go as soon as it is over\n"
+    "      --busy-poll-us US     while requests come back to back, look for the\n"
+    "                            next this long before sleeping, yielding the\n"
+    "                            CPU between looks: it spares the wake-up of a\n"
+    "                            sleeping thread (30-40 us on a VM); an idle\n"
+    "                            coordinator sleeps at once (default "
+    STR(C10DS_DEFAULT_BUSY_POLL_US) "; 0: never)\n"
     "      --ready-file PATH     write the URL actually bound once serving\n"
     "      --log-level LEVEL     error, warn, info (default) or debug\n"
     "  -h, --help                show this help\n"
@@ -120,6 +126,7 @@ enum {
     OPT_HEARTBEAT,
     OPT_RETENTION,
     OPT_READY,
+    OPT_BUSY_POLL,
     OPT_LOG,
 };
 
@@ -222,6 +229,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
         {"retention", required_argument, 0, OPT_RETENTION},
         {"ready-file", required_argument, 0, OPT_READY},
+        {"busy-poll-us", required_argument, 0, OPT_BUSY_POLL},
         {"log-level", required_argument, 0, OPT_LOG},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
@@ -238,6 +246,7 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->drain_timeout_ms = C10DS_DEFAULT_DRAIN_TIMEOUT_MS;
     cfg->dedup_window_s = 600;
     cfg->heartbeat_timeout_ms = C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    cfg->busy_poll_us = C10DS_DEFAULT_BUSY_POLL_US;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
     cfg->log_level = C10DS_LOG_INFO;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
@@ -299,6 +308,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             if (parse_u64("max-pending-bytes", optarg, 1u << 16, 1ull << 40,
                           &cfg->max_pending_bytes))
                 return -1;
+            break;
+        case OPT_BUSY_POLL:
+            if (parse_u64("busy-poll-us", optarg, 0, 10000, &v))
+                return -1;
+            cfg->busy_poll_us = (int)v;
             break;
         case OPT_FRAME_TIMEOUT:
             if (parse_u64("frame-timeout", optarg, 100, C10DS_MAX_TIMEOUT_OPTION_MS, &v))

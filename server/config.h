@@ -18,6 +18,7 @@
 #define C10DS_DEFAULT_DRAIN_TIMEOUT_MS 3000
 #define C10DS_DEFAULT_FRAME_TIMEOUT_MS 30000
 #define C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000
+#define C10DS_DEFAULT_BUSY_POLL_US 50 /* C10DC_BUSY_POLL_DEFAULT_US, common/busy_poll.h */
 /* The longest any timeout option may be: an hour. */
 #define C10DS_MAX_TIMEOUT_OPTION_MS 3600000
 /* Fixed policy, no option:
@@ -55,6 +56,7 @@ typedef struct c10ds_config {
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
     int heartbeat_timeout_ms; /* a rank silent this long is declared dead */
+    int busy_poll_us;         /* the readiness loop looks this long before sleeping */
     int64_t retention_s;      /* a run over this long has its records reclaimed (runs.c) */
     int log_level;
 } c10ds_config;

@@ -103,6 +103,7 @@ struct c10ds_engine {
     atomic_llong clients;
     atomic_llong replies_waited; /* connection.c: writes that waited for a slow reader */
     atomic_llong batches;        /* batches run, one transaction each */
+    atomic_llong polled;         /* rounds the readiness loops found by looking (common/busy_poll.h) */
     atomic_uint next_pipe;       /* listener.c: connections numbered (ids from 1), all listeners */
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];

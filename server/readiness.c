@@ -20,11 +20,15 @@
  * the read loop as a receive's callback would. */
 #include "listener_internal.h"
 
+#include "busy_poll.h"
+#include "config.h"
+
 #include "engine.h"
 #include "log.h"
 #include "stream_fd.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +53,7 @@
 
 struct c10ds_readiness {
     c10ds_listener *l;
+    c10dc_busy_poll bp; /* the loop's thread's own */
     int epfd;
     int stop_fd; /* an eventfd: written to stop the thread */
     nng_thread *thread;
@@ -97,13 +102,42 @@ static void on_readable(c10ds_conn *c)
     c10ds_conn_recv_done(c, rv, nng_aio_count(c->ready_aio));
 }
 
+/* The next events: at once when connections have a turn waiting; else
+ * after looking for up to the busy-poll window (common/busy_poll.h),
+ * yielding the CPU between looks, and then asleep. */
+static int next_events(c10ds_readiness *r, struct epoll_event *ev)
+{
+    if (r->turns)
+        return epoll_wait(r->epfd, ev, EVENTS_AT_ONCE, 0);
+    int64_t idle_from = 0;
+    if (r->bp.max_ns) {
+        idle_from = c10dc_busy_poll_now_ns();
+        if (r->bp.window_ns) {
+            int64_t until = idle_from + r->bp.window_ns;
+            do {
+                int n = epoll_wait(r->epfd, ev, EVENTS_AT_ONCE, 0);
+                if (n != 0) {
+                    if (n > 0)
+                        atomic_fetch_add(&r->l->engine->polled, 1);
+                    return n;
+                }
+                sched_yield();
+            } while (c10dc_busy_poll_now_ns() < until);
+            c10dc_busy_poll_missed(&r->bp);
+        }
+    }
+    int n = epoll_wait(r->epfd, ev, EVENTS_AT_ONCE, -1);
+    if (n > 0 && r->bp.max_ns)
+        c10dc_busy_poll_slept(&r->bp, c10dc_busy_poll_now_ns() - idle_from);
+    return n;
+}
+
 static void loop(void *arg)
 {
     c10ds_readiness *r = arg;
     struct epoll_event ev[EVENTS_AT_ONCE];
     for (;;) {
-        /* connections with a turn waiting: look, but do not sleep */
-        int n = epoll_wait(r->epfd, ev, EVENTS_AT_ONCE, r->turns ? 0 : -1);
+        int n = next_events(r, ev);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -147,6 +181,7 @@ c10ds_readiness *c10ds_readiness_start(c10ds_listener *l)
     if (!r)
         return NULL;
     r->l = l;
+    c10dc_busy_poll_init(&r->bp, l->cfg->busy_poll_us);
     r->turns_tail = &r->turns;
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     r->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

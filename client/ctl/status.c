@@ -238,9 +238,10 @@ int cmd_status(c10d_store *s, const ctl_args *a)
             printf("null");
         printf(",\"schema_version\":%d,\"uptime_ms\":%" PRId64 ",\"keys\":%" PRId64
                ",\"clients\":%" PRId64 ",\"requests\":%" PRId64 ",\"parked\":%" PRId64
-               ",\"replies_waited\":%" PRId64 ",\"batches\":%" PRId64 "},",
+               ",\"replies_waited\":%" PRId64 ",\"batches\":%" PRId64 ",\"polled\":%" PRId64
+               "},",
                info.schema_version, info.uptime_ms, info.num_keys, info.clients, info.requests,
-               info.parked, info.replies_waited, info.batches);
+               info.parked, info.replies_waited, info.batches, info.polled);
         print_jobs_json(jobs, nj);
         printf("}\n");
         c10d_free(jobs);
@@ -261,6 +262,8 @@ int cmd_status(c10d_store *s, const ctl_args *a)
     printf("requests     %" PRId64 " served in %" PRId64 " batches (a commit each), %" PRId64
            " waiting on keys\n", info.requests, info.batches, info.parked);
     printf("replies      %" PRId64 " waited for a client slow to read\n", info.replies_waited);
+    printf("busy-poll    %" PRId64 " rounds of requests found awake (--busy-poll-us)\n",
+           info.polled);
     print_jobs_text(jobs, nj);
     c10d_free(jobs);
     c10d_free(ip);

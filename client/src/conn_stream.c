@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -384,17 +385,33 @@ static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
  * through NNG now: a readable socket's receive completes inside
  * nng_stream_recv, on this thread, and no other thread is woken), 0 when
  * the reader was asked for the reading (ask_reading) or interrupted. */
-static int await_readable(c10di_conn *c, int64_t left)
+static int await_readable(c10di_conn *c, int64_t left, int spin)
 {
     struct pollfd p[2] = {{c->stream_fd, POLLIN, 0}, {c->wake_fd, POLLIN, 0}};
     c->polling = 1;
+    spin = spin && c->bp.max_ns;
+    int64_t window = c->bp.window_ns, idle_from = spin ? c10dc_busy_poll_now_ns() : 0;
     pthread_mutex_unlock(&c->mu);
-    int n = poll(p, 2, (int)min64(left, POLL_SLICE_MS));
+    int n = 0;
+    if (spin && window) {
+        /* look, yielding the CPU between looks, before sleeping */
+        int64_t until = idle_from + window;
+        while ((n = poll(p, 2, 0)) == 0 && c10dc_busy_poll_now_ns() < until)
+            sched_yield();
+    }
+    int looked = spin && window && n == 0, slept = n == 0;
+    if (n == 0)
+        n = poll(p, 2, (int)min64(left, POLL_SLICE_MS));
+    int64_t idle = spin ? c10dc_busy_poll_now_ns() - idle_from : 0;
     uint64_t asked;
     if (n > 0 && p[1].revents)
         (void)!read(c->wake_fd, &asked, sizeof asked);
     pthread_mutex_lock(&c->mu);
     c->polling = 0;
+    if (looked)
+        c10dc_busy_poll_missed(&c->bp);
+    if (spin && slept && n > 0 && p[0].revents)
+        c10dc_busy_poll_slept(&c->bp, idle);
     return n >= 0 && !p[1].revents;
 }
 
@@ -412,7 +429,7 @@ static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t dea
             break;
         /* The stream's socket is c->stream_fd while c->stream is s. */
         if (c->stream_fd >= 0 && !polled) {
-            polled = await_readable(c, left);
+            polled = await_readable(c, left, w->spin);
             continue;
         }
         polled = 0;
@@ -565,10 +582,11 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
 
 /* Sends frame (len bytes) as request id and waits for its reply until
  * deadline. Returns 0 with the reply's bytes in *reply, or NNG's error. */
-static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int parked,
+static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsigned how,
                     int resend, int64_t deadline, uint8_t **reply, size_t *reply_len)
 {
-    c10di_waiter w = {.id = id, .news = parked};
+    int parked = (how & C10DI_WAIT_NEWS) != 0;
+    c10di_waiter w = {.id = id, .news = parked, .spin = (how & C10DI_WAIT_SPIN) != 0};
     int rv = 0;
     pthread_mutex_lock(&c->mu);
     w.next = c->waiters;
@@ -678,12 +696,12 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, int 
 }
 
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
-                                 uint64_t id, int news, int resend, int server_wait_ms,
+                                 uint64_t id, unsigned how, int resend, int server_wait_ms,
                                  int timeout_ms, uint8_t **reply, size_t *reply_len)
 {
     int64_t start = c10d_now_ms();
     int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
-    int rv = exchange(c, id, frame, len, news, resend, deadline, reply, reply_len);
+    int rv = exchange(c, id, frame, len, how, resend, deadline, reply, reply_len);
     if (rv == 0)
         return C10D_OK;
     long long waited = (long long)(c10d_now_ms() - start);
@@ -726,9 +744,21 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
                        nng_strerror(rv));
 }
 
+/* C10D_BUSY_POLL_US: how long a SYNC check looks for its verdict before
+ * sleeping (0: never); unset, empty or not a number from 0 to 10000: the
+ * default. */
+static int busy_poll_us(void)
+{
+    const char *v = getenv("C10D_BUSY_POLL_US");
+    char *end;
+    long us = v && *v ? strtol(v, &end, 10) : -1;
+    return us >= 0 && us <= 10000 && !*end ? (int)us : C10DC_BUSY_POLL_DEFAULT_US;
+}
+
 c10d_status c10di_conn_stream_init(c10di_conn *c)
 {
     c->stream_fd = c->retired_fd = -1;
+    c10dc_busy_poll_init(&c->bp, busy_poll_us());
     /* none: readers wait through NNG only */
     c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c10d_cond_init_monotonic(&c->cv);

@@ -12,6 +12,8 @@
 
 #include "internal.h"
 
+#include "busy_poll.h"
+
 #include <nng/nng.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,6 +28,7 @@ typedef struct c10di_waiter {
     struct c10di_waiter *next;
     uint64_t id;
     int news;            /* only waiting for news: woken on news_cv */
+    int spin;            /* as the reader, looks before sleeping (C10DI_WAIT_SPIN) */
     uint64_t sent_epoch; /* the connection it was last sent on; 0 = none */
     uint8_t *reply;      /* the reply's protobuf, once it came */
     size_t reply_len;
@@ -98,6 +101,7 @@ struct c10di_conn {
      * reading (-1: nobody polls) */
     int stream_fd, retired_fd, wake_fd;
     int polling; /* the reader is in poll(2) */
+    c10dc_busy_poll bp; /* how long a reader waiting with C10DI_WAIT_SPIN looks first */
     int rx_async;          /* TLS: replies come by callback (conn_stream.c says why) */
     nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
     nng_stream *rx_stream; /* the stream it reads */
@@ -126,17 +130,25 @@ c10d_status c10di_conn_stream_dialer(c10di_conn *c);
  * more). */
 void c10di_conn_stream_fini(c10di_conn *c);
 
+/* How a round trip's caller waits (c10di_conn_roundtrip's `how`, 0 or): */
+/* only for news (the watch): it gives the reading up to any caller that
+ * wants an answer */
+#define C10DI_WAIT_NEWS 1u
+/* looking for its reply a while before it sleeps (common/busy_poll.h): a
+ * SYNC check, whose verdict the collective waits for; its rank has
+ * nothing else to run meanwhile */
+#define C10DI_WAIT_SPIN 2u
+
 /* One round trip: sends frame (len bytes, request id) and waits for its
- * reply, dialling again and resending it when the connection breaks (not
- * when resend is 0: then the call fails), for server_wait_ms (how long the
- * coordinator may hold it) plus timeout_ms. On C10D_OK *reply holds the
- * reply's bytes (the caller frees them); else c10d_errmsg() says why, in
- * the words of what the stream found (a TLS handshake diagnosed, no
- * coordinator, a timeout), naming the request `what`. news: the caller
- * only waits for news (the watch), and gives the reading up to a caller
- * that wants an answer. */
+ * reply as `how` says, dialling again and resending it when the
+ * connection breaks (not when resend is 0: then the call fails), for
+ * server_wait_ms (how long the coordinator may hold it) plus timeout_ms.
+ * On C10D_OK *reply holds the reply's bytes (the caller frees them); else
+ * c10d_errmsg() says why, in the words of what the stream found (a TLS
+ * handshake diagnosed, no coordinator, a timeout), naming the request
+ * `what`. */
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
-                                 uint64_t id, int news, int resend, int server_wait_ms,
+                                 uint64_t id, unsigned how, int resend, int server_wait_ms,
                                  int timeout_ms, uint8_t **reply, size_t *reply_len);
 
 #endif

@@ -75,7 +75,7 @@ static void fill_info(c10di_block *b, const void *arg)
     if (info)
         *info = (c10d_coord_info){version, listen_url, db_path, r->schema_version, r->uptime_ms,
                                   r->num_keys, r->clients, r->requests, r->parked,
-                                  r->replies_waited, tcpstore_url, r->batches};
+                                  r->replies_waited, tcpstore_url, r->batches, r->polled};
 }
 
 c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info)

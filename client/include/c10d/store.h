@@ -174,6 +174,10 @@ typedef struct c10d_coord_info {
      * transaction (one commit): requests / batches says how many shared
      * one. */
     int64_t batches;
+    /* Rounds of requests the coordinator found while it looked for them
+     * before sleeping (c10d-coord --busy-poll-us): each spared a wake-up;
+     * 0 with --busy-poll-us 0. */
+    int64_t polled;
 } c10d_coord_info;
 
 /* *info is one allocation with its strings: free it with c10d_free. */

@@ -18,13 +18,16 @@
 #include <string.h>
 #include <unistd.h>
 
-static int64_t batches_run(c10d_store *s)
+/* The coordinator's counts now (c10d-ctl status): its numbers only, the
+ * strings are freed. */
+static c10d_coord_info counts_now(c10d_store *s)
 {
     c10d_coord_info *info = NULL;
     OK(c10d_store_coord_info(s, &info));
-    int64_t n = info->batches;
+    c10d_coord_info counts = *info;
     c10d_free(info);
-    return n;
+    counts.version = counts.listen_url = counts.db_path = counts.tcpstore_url = NULL;
+    return counts;
 }
 
 /* Gets on url: how often the coordinator's NNG threads switched, a
@@ -130,7 +133,7 @@ START_TEST(requests_that_arrive_together_share_a_commit)
     pthread_t th[CLIENTS];
     for (int i = 0; i < CLIENTS; i++)
         a[i].s = connect_store();
-    int64_t before = batches_run(status);
+    int64_t before = counts_now(status).batches;
     ck_assert_int_eq(kill(coord.pid, SIGSTOP), 0);
     long long until = test_now_ms() + 10000;
     while (!all_stopped(coord.pid) && test_now_ms() < until)
@@ -150,7 +153,7 @@ START_TEST(requests_that_arrive_together_share_a_commit)
         ck_assert_msg(a[i].st == C10D_OK, "add %d: %s", i, c10d_strerror(a[i].st));
     }
     /* the adds' batch, and the status call's own */
-    int64_t ran = batches_run(status) - before;
+    int64_t ran = counts_now(status).batches - before;
     ck_assert_msg(ran == 2, "%d adds that arrived together ran in %lld batches (one, and the "
                   "status call's own, expected)", CLIENTS, (long long)ran - 1);
     int64_t total;
@@ -162,29 +165,20 @@ START_TEST(requests_that_arrive_together_share_a_commit)
 }
 END_TEST
 
-static int64_t rounds_polled(c10d_store *s)
-{
-    c10d_coord_info *info = NULL;
-    OK(c10d_store_coord_info(s, &info));
-    int64_t n = info->polled;
-    c10d_free(info);
-    return n;
-}
-
 /* One get at a time, `trips` of them: how many rounds of requests the
  * coordinator found while it looked before sleeping. */
 static int64_t polled_over_gets(const char *url, int trips)
 {
     c10d_store *s = connect_timeout(url, 10000);
     OK(c10d_store_set(s, "k", "v", 1));
-    int64_t before = rounds_polled(s);
+    int64_t before = counts_now(s).polled;
     void *v;
     size_t n;
     for (int i = 0; i < trips; i++) {
         OK(c10d_store_get(s, "k", &v, &n, C10D_NO_WAIT));
         c10d_free(v);
     }
-    int64_t polled = rounds_polled(s) - before;
+    int64_t polled = counts_now(s).polled - before;
     c10d_store_close(s);
     return polled;
 }

@@ -14,6 +14,7 @@ pkgs=(build-essential cmake pkg-config
       libnng-dev libmbedtls-dev
       libprotobuf-c-dev protobuf-c-compiler
       libsqlite3-dev sqlite3 check openssl
+      libdqlite-dev libraft-dev  # replicas (docs/replication.md); optional to build
       clang)  # libFuzzer for scripts/fuzz.sh
 if [ "${C10D_NO_TORCH:-0}" != 1 ]; then
     pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build

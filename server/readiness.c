@@ -117,8 +117,10 @@ static int next_events(c10ds_readiness *r, struct epoll_event *ev)
             do {
                 int n = epoll_wait(r->epfd, ev, EVENTS_AT_ONCE, 0);
                 if (n != 0) {
-                    if (n > 0)
+                    if (n > 0) {
                         atomic_fetch_add(&r->l->engine->polled, 1);
+                        c10dc_busy_poll_caught(&r->bp);
+                    }
                     return n;
                 }
                 sched_yield();

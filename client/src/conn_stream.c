@@ -410,6 +410,8 @@ static int await_readable(c10di_conn *c, int64_t left, int spin)
     c->polling = 0;
     if (looked)
         c10dc_busy_poll_missed(&c->bp);
+    else if (spin && window && n > 0 && p[0].revents)
+        c10dc_busy_poll_caught(&c->bp);
     if (spin && slept && n > 0 && p[0].revents)
         c10dc_busy_poll_slept(&c->bp, idle);
     return n >= 0 && !p[1].revents;

@@ -243,6 +243,20 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             answered(e, r);
             return;
         }
+        if ((op->flags & C10DS_OP_DEDUP) && client_of(r) &&
+            r->pb->request_id < c10ds_reqlog_acked(&e->reqlog, client_of(r))) {
+            /* Its record went when the client said it had the reply: this
+             * is a copy left on a connection it gave up, not a resend. */
+            c10ds_warn("request %llu of client #%08x (%s) came after the client acknowledged "
+                       "its reply: a late copy, not applied", (unsigned long long)r->pb->request_id,
+                       c10ds_client_tag(client_of(r)), op->name);
+            c10ds_fail(r, C10D_EPROTO, "request %llu came after this client acknowledged its "
+                       "reply (acked_below): a late copy is not applied again",
+                       (unsigned long long)r->pb->request_id);
+            r->txn_free = 1;
+            answered(e, r);
+            return;
+        }
     }
     r->txn_free = 0;
     c10ds_outcome o = op->fn(e, r, ph);

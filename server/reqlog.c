@@ -190,6 +190,12 @@ int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_i
     return 0;
 }
 
+uint64_t c10ds_reqlog_acked(c10ds_reqlog *rl, uint64_t client_id)
+{
+    c10ds_reqlog_client *c = client_slot(rl, client_id, 0);
+    return c ? c->acked : 0;
+}
+
 void c10ds_reqlog_prune(c10ds_reqlog *rl)
 {
     int64_t now = c10d_steady_wall_ms();

@@ -52,6 +52,11 @@ int c10ds_reqlog_find(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
  * records are dropped in the same transaction (never request_id's own). */
 int c10ds_reqlog_record(c10ds_reqlog *rl, uint64_t client_id, uint64_t request_id,
                         uint64_t acked_below, const void *reply, size_t len);
+/* The client's acked_below so far (0: none since this coordinator
+ * started): a recorded request below it with no record is a late copy of
+ * one it already had answered (still queued on a connection it left), and
+ * must not be applied again. */
+uint64_t c10ds_reqlog_acked(c10ds_reqlog *rl, uint64_t client_id);
 /* Forgets the clients quiet for longer than the window; cheap to call
  * often (it looks once a second). */
 void c10ds_reqlog_prune(c10ds_reqlog *rl);

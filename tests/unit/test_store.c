@@ -540,6 +540,15 @@ START_TEST(a_record_stays_until_the_client_says_it_has_the_reply)
     ck_assert(!c10ds_reqlog_find(&fx.eng->reqlog, 77, 2, &reply, &len));
     ck_assert(c10ds_reqlog_find(&fx.eng->reqlog, 77, 3, &reply, &len));
     free(reply);
+    /* a late copy of 2 (left on a connection the client gave up) finds no
+     * record: it is refused, not applied a second time (a reviewer's case:
+     * the counter went to 3 where 2 was right) */
+    run1(add_acked(77, 2, 1));
+    ck_assert_int_eq(fx.nreplies, 5);
+    ck_assert_int_eq(fx.replies[4]->status, C10D_EPROTO);
+    ck_assert_ptr_nonnull(strstr(fx.replies[4]->detail, "late copy"));
+    run1(add_acked(77, 4, 4));
+    ck_assert_int_eq(fx.replies[5]->number, 4); /* 3 + 1: the copy added nothing */
 }
 END_TEST
 

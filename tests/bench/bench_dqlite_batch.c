@@ -17,16 +17,13 @@
  * adds a second and the latency of a batch, beside the same statements
  * on an embedded SQLite file in WAL mode (synchronous=NORMAL, as the
  * coordinator runs it) for scale. */
+#include "dqlite_nodes.h"
 #include "dqlite_wire.h"
 
-#include <dqlite.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,24 +38,6 @@ static void die(const char *what, const char *why)
 {
     fprintf(stderr, "bench_dqlite_batch: %s: %s\n", what, why);
     exit(1);
-}
-
-static int connect_abstract(void *arg, const char *address, int *fd)
-{
-    (void)arg;
-    struct sockaddr_un u;
-    memset(&u, 0, sizeof u);
-    u.sun_family = AF_UNIX;
-    size_t n = strlen(address + 1);
-    memcpy(u.sun_path + 1, address + 1, n);
-    int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&u, (socklen_t)(sizeof(sa_family_t) + 1 + n))) {
-        if (s >= 0)
-            close(s);
-        return DQLITE_ERROR;
-    }
-    *fd = s;
-    return 0;
 }
 
 static const char *schema =
@@ -99,27 +78,18 @@ static const char *mode_names[] = {"every statement", "writes only", "one script
 
 static void run_dqlite(int nodes, int batches, int per, double *lat)
 {
-    char dirs[3][64], addrs[3][64];
-    dqlite_node *node[3];
-    for (int i = 0; i < nodes; i++) {
-        snprintf(dirs[i], sizeof dirs[i], "/tmp/c10d-dqb-XXXXXX");
-        if (!mkdtemp(dirs[i]))
-            die("mkdtemp", "failed");
-        snprintf(addrs[i], sizeof addrs[i], "@c10d-dqb-%d-%d", (int)getpid(), i);
-        if (dqlite_node_create((dqlite_node_id)(i + 1), addrs[i], dirs[i], &node[i]) ||
-            dqlite_node_set_bind_address(node[i], addrs[i]) ||
-            dqlite_node_set_connect_func(node[i], connect_abstract, NULL) ||
-            dqlite_node_set_network_latency_ms(node[i], 10) || dqlite_node_start(node[i]))
+    dq_node node[3];
+    for (int i = 0; i < nodes; i++)
+        if (dq_node_start(&node[i], (unsigned)i + 1, "bench") != 0)
             die("starting a node", "failed");
-    }
     c10ds_dq *d;
     char err[256];
-    if (c10ds_dq_connect(&d, addrs[0], 10000, err, sizeof err) != 0)
+    if (c10ds_dq_connect(&d, node[0].addr, 10000, err, sizeof err) != 0)
         die("connect", err);
 #define DQ(call) do { if ((call) != 0) die(#call, c10ds_dq_errmsg(d)); } while (0)
     DQ(c10ds_dq_open(d, "c10d"));
     for (int i = 1; i < nodes; i++) {
-        DQ(c10ds_dq_add(d, (uint64_t)i + 1, addrs[i]));
+        DQ(c10ds_dq_add(d, (uint64_t)i + 1, node[i].addr));
         DQ(c10ds_dq_assign(d, (uint64_t)i + 1, 0));
     }
     DQ(c10ds_dq_exec_sql(d, schema, NULL, 0, NULL, NULL));
@@ -188,14 +158,8 @@ static void run_dqlite(int nodes, int batches, int per, double *lat)
              mode_names[mode]);
     report(what, lat, batches, per, total);
     c10ds_dq_close(d);
-    for (int i = 0; i < nodes; i++) {
-        dqlite_node_stop(node[i]);
-        dqlite_node_destroy(node[i]);
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dirs[i]);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dirs[i]);
-    }
+    for (int i = 0; i < nodes; i++)
+        dq_node_stop(&node[i]);
 }
 
 static void run_sqlite(int batches, int per, double *lat)
@@ -271,9 +235,6 @@ int main(int argc, char **argv)
                         "[all|writes|script]\n");
         return 2;
     }
-    /* libuv writes raft's links without MSG_NOSIGNAL: a node stopping
-     * while another still writes to it would kill the process */
-    signal(SIGPIPE, SIG_IGN);
     double *lat = malloc((size_t)batches * sizeof *lat);
     if (!lat)
         return 1;

@@ -4,79 +4,36 @@
  * a query whose rows take many messages, a transaction, the FAILURE
  * codes, and three nodes: who leads, joining voters, and a follower's
  * "not leader". docs/replication.md says what it is for. */
+#include "dqlite_nodes.h"
 #include "dqlite_wire.h"
 
 #include "check_main.h"
 
-#include <dqlite.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NODES 3
 
-static char dirs[NODES][64], addrs[NODES][64];
-static dqlite_node *nodes[NODES];
-
-/* raft's links between the nodes, on their abstract sockets */
-static int connect_abstract(void *arg, const char *address, int *fd)
-{
-    (void)arg;
-    struct sockaddr_un u;
-    memset(&u, 0, sizeof u);
-    u.sun_family = AF_UNIX;
-    size_t n = strlen(address + 1);
-    memcpy(u.sun_path + 1, address + 1, n);
-    int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&u, (socklen_t)(sizeof(sa_family_t) + 1 + n))) {
-        if (s >= 0)
-            close(s);
-        return DQLITE_ERROR;
-    }
-    *fd = s;
-    return 0;
-}
+static dq_node nodes[NODES];
 
 static void start_node(int i)
 {
-    /* libuv writes raft's links without MSG_NOSIGNAL: a node stopping
-     * while another still writes to it would kill the test (SIGPIPE) */
-    signal(SIGPIPE, SIG_IGN);
-    snprintf(dirs[i], sizeof dirs[i], "/tmp/c10d-dq-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dirs[i]));
-    snprintf(addrs[i], sizeof addrs[i], "@c10d-dq-%d-%ld-%d", (int)getpid(), (long)time(NULL), i);
-    ck_assert_int_eq(dqlite_node_create((dqlite_node_id)(i + 1), addrs[i], dirs[i], &nodes[i]), 0);
-    ck_assert_int_eq(dqlite_node_set_bind_address(nodes[i], addrs[i]), 0);
-    ck_assert_int_eq(dqlite_node_set_connect_func(nodes[i], connect_abstract, NULL), 0);
-    /* heartbeat 15 ms, election 150 ms: a test cluster on one machine */
-    ck_assert_int_eq(dqlite_node_set_network_latency_ms(nodes[i], 10), 0);
-    ck_assert_int_eq(dqlite_node_start(nodes[i]), 0);
+    ck_assert_int_eq(dq_node_start(&nodes[i], (unsigned)i + 1, "wire"), 0);
 }
 
 static void stop_nodes(void)
 {
-    for (int i = 0; i < NODES; i++) {
-        if (!nodes[i])
-            continue;
-        dqlite_node_stop(nodes[i]);
-        dqlite_node_destroy(nodes[i]);
-        nodes[i] = NULL;
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dirs[i]);
-        ck_assert_int_eq(system(cmd), 0);
-    }
+    for (int i = 0; i < NODES; i++)
+        dq_node_stop(&nodes[i]);
 }
 
 static c10ds_dq *connect_to(int i)
 {
     c10ds_dq *d;
     char err[256];
-    ck_assert_msg(c10ds_dq_connect(&d, addrs[i], 5000, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_dq_connect(&d, nodes[i].addr, 5000, err, sizeof err) == 0, "%s", err);
     return d;
 }
 
@@ -99,7 +56,7 @@ START_TEST(statements_with_every_type_round_trip)
     char leader[64];
     DQ_OK(d, c10ds_dq_leader(d, &id, leader, sizeof leader));
     ck_assert_uint_eq(id, 1);
-    ck_assert_str_eq(leader, addrs[0]);
+    ck_assert_str_eq(leader, nodes[0].addr);
     DQ_OK(d, c10ds_dq_exec_sql(d, "CREATE TABLE t (i INTEGER, f REAL, s TEXT, b BLOB, n)", NULL,
                                0, NULL, NULL));
     uint32_t ins;
@@ -217,7 +174,7 @@ START_TEST(three_nodes_one_leader)
         start_node(i);
     c10ds_dq *d = open_on_leader();
     for (int i = 1; i < NODES; i++) {
-        DQ_OK(d, c10ds_dq_add(d, (uint64_t)i + 1, addrs[i]));
+        DQ_OK(d, c10ds_dq_add(d, (uint64_t)i + 1, nodes[i].addr));
         DQ_OK(d, c10ds_dq_assign(d, (uint64_t)i + 1, 0));
     }
     uint64_t ids[8], roles[8];
@@ -232,7 +189,7 @@ START_TEST(three_nodes_one_leader)
     c10ds_dq *f = connect_to(2);
     char addr[64];
     ck_assert_uint_eq(leader_of(f, addr, sizeof addr), 1);
-    ck_assert_str_eq(addr, addrs[0]);
+    ck_assert_str_eq(addr, nodes[0].addr);
     DQ_OK(f, c10ds_dq_open(f, "c10d"));
     ck_assert_int_eq(c10ds_dq_exec_sql(f, "INSERT INTO r VALUES (1)", NULL, 0, NULL, NULL),
                      C10DS_DQ_FAILED);

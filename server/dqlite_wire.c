@@ -60,32 +60,31 @@ const char *c10ds_dq_errmsg(const c10ds_dq *d)
     return d->msg;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* Moves all n bytes: sends them (writing) or receives them; -1 when the
+ * socket fails, times out or (receiving) the node closed it (errno 0). */
+static int move_all(int fd, uint8_t *p, size_t n, int writing)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
+        errno = 0;
+        ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+        if (k < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (k <= 0)
             return -1;
-        p += w;
-        n -= (size_t)w;
+        p += k;
+        n -= (size_t)k;
     }
     return 0;
 }
 
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    return move_all(fd, (uint8_t *)p, n, 1);
+}
+
 static int read_all(int fd, uint8_t *p, size_t n)
 {
-    while (n) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
+    return move_all(fd, p, n, 0);
 }
 
 /* --- building a request: little-endian fields, padded to 8 bytes --- */

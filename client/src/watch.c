@@ -165,13 +165,18 @@ static void *watch_main(void *arg)
         }
         if (rep->result_case == C10DPB__REPLY__RESULT_WATCH) {
             known = rep->watch->version;
-            record_lost_in_order(w, rep->watch->lost, rep->watch->n_lost);
-            for (size_t i = 0; i < rep->watch->n_lost_ranges; i++)
-                record_lost_run(w, rep->watch->lost_ranges[i]);
+            /* Findings before the members lost in the same answer: a rank
+             * that got a finding leaves because of it, and a call checking
+             * between the two (c10di_pg_lost: findings first) must not
+             * report the leave, the effect, as its failure (CI saw rank 1
+             * told EPEERLOST where the join finding was EJOINED). */
             for (size_t i = 0; i < rep->watch->n_alerts; i++)
                 c10di_record_alert(w, rep->watch->alerts[i]->group,
                                    (c10d_status)rep->watch->alerts[i]->status,
                                    rep->watch->alerts[i]->report);
+            record_lost_in_order(w, rep->watch->lost, rep->watch->n_lost);
+            for (size_t i = 0; i < rep->watch->n_lost_ranges; i++)
+                record_lost_run(w, rep->watch->lost_ranges[i]);
             int joins = 0;
             for (size_t i = 0; i < rep->watch->n_joins; i++)
                 joins |= c10di_join_apply(w, rep->watch->joins[i]);

@@ -469,14 +469,32 @@ static int result(c10ds_dq *d, int rv, uint64_t *last_id, uint64_t *changes)
     return 0;
 }
 
-int c10ds_dq_exec(c10ds_dq *d, uint32_t stmt, const c10ds_dq_value *params, unsigned n,
-                  uint64_t *last_id, uint64_t *changes)
+/* The body EXEC and QUERY share: the database, the statement, its
+ * parameters. 0, or -1 (said in d). */
+static int build_stmt(c10ds_dq *d, uint32_t stmt, const c10ds_dq_value *params, unsigned n)
 {
     if (begin(d, 8 + params_size(params, n)) != 0)
         return -1;
     put_u32(d, d->db);
     put_u32(d, stmt);
-    if (put_params(d, params, n) != 0)
+    return put_params(d, params, n);
+}
+
+/* The body EXEC_SQL and QUERY_SQL share: the database, the SQL, the
+ * parameters of its first statement. */
+static int build_sql(c10ds_dq *d, const char *sql, const c10ds_dq_value *params, unsigned n)
+{
+    if (begin(d, 8 + text_size(sql) + params_size(params, n)) != 0)
+        return -1;
+    put_u64(d, d->db);
+    put_text(d, sql);
+    return put_params(d, params, n);
+}
+
+int c10ds_dq_exec(c10ds_dq *d, uint32_t stmt, const c10ds_dq_value *params, unsigned n,
+                  uint64_t *last_id, uint64_t *changes)
+{
+    if (build_stmt(d, stmt, params, n) != 0)
         return -1;
     return result(d, roundtrip(d, REQ_EXEC, RES_RESULT), last_id, changes);
 }
@@ -484,11 +502,7 @@ int c10ds_dq_exec(c10ds_dq *d, uint32_t stmt, const c10ds_dq_value *params, unsi
 int c10ds_dq_exec_sql(c10ds_dq *d, const char *sql, const c10ds_dq_value *params, unsigned n,
                       uint64_t *last_id, uint64_t *changes)
 {
-    if (begin(d, 8 + text_size(sql) + params_size(params, n)) != 0)
-        return -1;
-    put_u64(d, d->db);
-    put_text(d, sql);
-    if (put_params(d, params, n) != 0)
+    if (build_sql(d, sql, params, n) != 0)
         return -1;
     return result(d, roundtrip(d, REQ_EXEC_SQL, RES_RESULT), last_id, changes);
 }
@@ -627,11 +641,7 @@ int c10ds_dq_query(c10ds_dq *d, uint32_t stmt, const c10ds_dq_value *params, uns
                    c10ds_dq_rows *rows)
 {
     memset(rows, 0, sizeof *rows);
-    if (begin(d, 8 + params_size(params, n)) != 0)
-        return -1;
-    put_u32(d, d->db);
-    put_u32(d, stmt);
-    if (put_params(d, params, n) != 0)
+    if (build_stmt(d, stmt, params, n) != 0)
         return -1;
     return read_rows(d, roundtrip(d, REQ_QUERY, RES_ROWS), rows);
 }
@@ -640,11 +650,7 @@ int c10ds_dq_query_sql(c10ds_dq *d, const char *sql, const c10ds_dq_value *param
                        c10ds_dq_rows *rows)
 {
     memset(rows, 0, sizeof *rows);
-    if (begin(d, 8 + text_size(sql) + params_size(params, n)) != 0)
-        return -1;
-    put_u64(d, d->db);
-    put_text(d, sql);
-    if (put_params(d, params, n) != 0)
+    if (build_sql(d, sql, params, n) != 0)
         return -1;
     return read_rows(d, roundtrip(d, REQ_QUERY_SQL, RES_ROWS), rows);
 }

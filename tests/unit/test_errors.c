@@ -31,14 +31,14 @@ START_TEST(status_numbers_never_change)
         {C10D_EAUTH, -8, "EAUTH"},    {C10D_EBACKEND, -9, "EBACKEND"},
         {C10D_EJOINED, -10, "EJOINED"}, {C10D_EABORTED, -11, "EABORTED"},
         {C10D_ENOMEM, -12, "ENOMEM"}, {C10D_EPROTO, -13, "EPROTO"},
-        {C10D_ETOOBIG, -14, "ETOOBIG"},
+        {C10D_ETOOBIG, -14, "ETOOBIG"}, {C10D_ENOTLEADER, -15, "ENOTLEADER"},
     };
     for (size_t i = 0; i < sizeof abi / sizeof abi[0]; i++) {
         ck_assert_int_eq((int)abi[i].st, abi[i].value);
         ck_assert_str_eq(c10d_status_name((c10d_status)abi[i].value), abi[i].name);
     }
     /* and nothing added in the middle: the list has exactly these, new
-     * codes go after -14 (update this table when adding one) */
+     * codes go after -15 (update this table when adding one) */
     int n = 0;
 #define COUNT_ONE(name, value, msg) n++;
     C10D_ERROR_LIST(COUNT_ONE)

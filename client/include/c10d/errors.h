@@ -32,7 +32,8 @@ extern "C" {
     X(EABORTED, -11, "operation aborted")                                                          \
     X(ENOMEM, -12, "out of memory")                                                                \
     X(EPROTO, -13, "protocol error")                                                               \
-    X(ETOOBIG, -14, "too large")
+    X(ETOOBIG, -14, "too large")                                                                   \
+    X(ENOTLEADER, -15, "not the leading replica")
 
 typedef enum c10d_status {
 #define C10D_ENUM_ENTRY(name, value, msg) C10D_##name = value,

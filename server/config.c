@@ -95,6 +95,24 @@ static const char usage[] =
     "                            (default "
     STR(C10DS_DEFAULT_BUSY_POLL_US) "; 0: never)\n"
     "      --ready-file PATH     write the URL actually bound once serving\n"
+    "\n"
+    "Replicas (docs/replication.md; instead of --db):\n"
+    "      --replica ID          run as replica ID of a replicated coordinator:\n"
+    "                            its state in dqlite (raft), one replica leads\n"
+    "                            and serves, the others answer ENOTLEADER with\n"
+    "                            the leader's URL\n"
+    "      --peers ID=IP:PORT,...  every replica and its dqlite address (raft and\n"
+    "                            SQL; IPv4 literals): the same list on each.\n"
+    "                            Replica 1 starts the cluster; it adds the others\n"
+    "      --data-dir PATH       the replica's raft log and snapshots (default\n"
+    "                            ./c10d-replica-ID)\n"
+    "      --advertise-url URL   the URL clients are sent to while this replica\n"
+    "                            leads (default: --listen, with 0.0.0.0 replaced\n"
+    "                            by this replica's IP from --peers)\n"
+    "      --raft-latency-ms MS  the network's round trip as raft should plan\n"
+    "                            for: heartbeats every 1.5x, an election after\n"
+    "                            15x without one (default "
+    STR(C10DS_DEFAULT_RAFT_LATENCY_MS) ")\n"
     "      --log-level LEVEL     error, warn, info (default) or debug\n"
     "  -h, --help                show this help\n"
     "  -V, --version             show versions\n"
@@ -129,6 +147,11 @@ enum {
     OPT_READY,
     OPT_BUSY_POLL,
     OPT_LOG,
+    OPT_REPLICA,
+    OPT_PEERS,
+    OPT_DATA_DIR,
+    OPT_ADVERTISE,
+    OPT_RAFT_LATENCY,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -203,6 +226,71 @@ static char *tcpstore_url(const char *arg)
     return strdup(url);
 }
 
+/* --peers ID=IP:PORT,...: unique ids, IPv4 literals (what dqlite 1.11.1
+ * binds and dials). */
+static int parse_peers(c10ds_config *cfg, const char *arg)
+{
+    char *copy = strdup(arg), *save = NULL;
+    cfg->npeers = 0;
+    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(p, '='), *end;
+        unsigned long long id = eq ? strtoull(p, &end, 10) : 0;
+        const char *addr = eq ? eq + 1 : "";
+        const char *colon = strrchr(addr, ':');
+        unsigned a, b, c, d, port;
+        char tail;
+        if (!eq || end != eq || id == 0 || !colon ||
+            sscanf(addr, "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &port, &tail) != 5 || a > 255 ||
+            b > 255 || c > 255 || d > 255 || port == 0 || port > 65535) {
+            fprintf(stderr, "c10d-coord: --peers: '%s' is not ID=IPv4:PORT (e.g. "
+                    "1=10.0.0.1:29600; dqlite takes IPv4 literals)\n", p);
+            free(copy);
+            return -1;
+        }
+        if (cfg->npeers == C10DS_MAX_REPLICAS) {
+            fprintf(stderr, "c10d-coord: --peers: at most %d replicas\n", C10DS_MAX_REPLICAS);
+            free(copy);
+            return -1;
+        }
+        for (int i = 0; i < cfg->npeers; i++)
+            if (cfg->peers[i].id == id) {
+                fprintf(stderr, "c10d-coord: --peers: replica %llu is listed twice\n", id);
+                free(copy);
+                return -1;
+            }
+        cfg->peers[cfg->npeers].id = id;
+        snprintf(cfg->peers[cfg->npeers].address, sizeof cfg->peers[0].address, "%s", addr);
+        cfg->npeers++;
+    }
+    free(copy);
+    return 0;
+}
+
+const c10ds_peer *c10ds_config_peer(const c10ds_config *cfg, uint64_t id)
+{
+    for (int i = 0; i < cfg->npeers; i++)
+        if (cfg->peers[i].id == id)
+            return &cfg->peers[i];
+    return NULL;
+}
+
+/* --advertise-url's default: --listen, a wildcard host made the
+ * replica's own IP. */
+static char *advertised(const c10ds_config *cfg, const char *listen)
+{
+    const c10ds_peer *me = c10ds_config_peer(cfg, cfg->replica_id);
+    char ip[64], url[512];
+    snprintf(ip, sizeof ip, "%s", me->address);
+    *strrchr(ip, ':') = '\0';
+    const char *wild = strstr(listen, "://0.0.0.0:");
+    if (wild)
+        snprintf(url, sizeof url, "%.*s://%s:%s", (int)(wild - listen), listen, ip,
+                 wild + strlen("://0.0.0.0:"));
+    else
+        snprintf(url, sizeof url, "%s", listen);
+    return strdup(url);
+}
+
 int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -232,6 +320,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"ready-file", required_argument, 0, OPT_READY},
         {"busy-poll-us", required_argument, 0, OPT_BUSY_POLL},
         {"log-level", required_argument, 0, OPT_LOG},
+        {"replica", required_argument, 0, OPT_REPLICA},
+        {"peers", required_argument, 0, OPT_PEERS},
+        {"data-dir", required_argument, 0, OPT_DATA_DIR},
+        {"advertise-url", required_argument, 0, OPT_ADVERTISE},
+        {"raft-latency-ms", required_argument, 0, OPT_RAFT_LATENCY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -250,6 +343,8 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
     cfg->busy_poll_us = C10DS_DEFAULT_BUSY_POLL_US;
     cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
     cfg->log_level = C10DS_LOG_INFO;
+    cfg->raft_latency_ms = C10DS_DEFAULT_RAFT_LATENCY_MS;
+    int db_given = 0;
     const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
     const char *env_log = getenv("C10D_LOG_LEVEL");
     if (env_log && *env_log) {
@@ -269,6 +364,28 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             break;
         case 'd':
             db = optarg;
+            db_given = 1;
+            break;
+        case OPT_REPLICA:
+            if (parse_u64("replica", optarg, 1, UINT32_MAX, &cfg->replica_id))
+                return -1;
+            break;
+        case OPT_PEERS:
+            if (parse_peers(cfg, optarg) != 0)
+                return -1;
+            break;
+        case OPT_DATA_DIR:
+            free(cfg->data_dir);
+            cfg->data_dir = strdup(optarg);
+            break;
+        case OPT_ADVERTISE:
+            free(cfg->advertise_url);
+            cfg->advertise_url = strdup(optarg);
+            break;
+        case OPT_RAFT_LATENCY:
+            if (parse_u64("raft-latency-ms", optarg, 1, 10000, &v))
+                return -1;
+            cfg->raft_latency_ms = (int)v;
             break;
         case OPT_TCPSTORE:
             free(cfg->tcpstore_url);
@@ -444,6 +561,29 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         }
         cfg->token = strdup(getenv("C10D_TOKEN"));
     }
+    if (cfg->replica_id || cfg->npeers || cfg->data_dir || cfg->advertise_url) {
+        const char *why = !cfg->replica_id ? "--peers, --data-dir and --advertise-url go with "
+                                             "--replica ID"
+                          : db_given ? "--replica keeps its state in dqlite, not in --db"
+                          : !cfg->npeers ? "--replica needs --peers, the list of every replica"
+                          : !c10ds_config_peer(cfg, cfg->replica_id)
+                              ? "--replica's ID is not in --peers"
+                          : !c10ds_config_peer(cfg, 1)
+                              ? "--peers must list replica 1: it starts the cluster"
+                              : NULL;
+        if (why) {
+            fprintf(stderr, "c10d-coord: %s\n", why);
+            return -1;
+        }
+        if (!cfg->data_dir) {
+            char dir[64];
+            snprintf(dir, sizeof dir, "c10d-replica-%llu", (unsigned long long)cfg->replica_id);
+            cfg->data_dir = strdup(dir);
+        }
+        if (!cfg->advertise_url)
+            cfg->advertise_url = advertised(cfg, listen);
+        db = ":memory:"; /* the leader's working copy (replica_mirror.h) */
+    }
     cfg->listen_url = strdup(listen);
     cfg->db_path = strdup(db);
     return 0;
@@ -459,5 +599,7 @@ void c10ds_config_free(c10ds_config *cfg)
     free(cfg->tls_cert);
     free(cfg->tls_key);
     free(cfg->tls_ca);
+    free(cfg->data_dir);
+    free(cfg->advertise_url);
     memset(cfg, 0, sizeof *cfg);
 }

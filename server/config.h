@@ -34,6 +34,16 @@
  * wait_ms says, so that a rank is heard from at least this often. */
 #define C10DS_WATCH_PARK_MAX_MS 60000
 
+/* A replicated coordinator's replicas (docs/replication.md): three or
+ * five in practice; more only slow every commit down. */
+#define C10DS_MAX_REPLICAS 7
+#define C10DS_DEFAULT_RAFT_LATENCY_MS 100
+
+typedef struct c10ds_peer {
+    uint64_t id;
+    char address[64]; /* IPv4:port: the replica's dqlite node (raft and SQL) */
+} c10ds_peer;
+
 typedef struct c10ds_config {
     char *listen_url;
     char *tcpstore_url;      /* --tcpstore-listen as tcp://host:port; NULL: off */
@@ -59,7 +69,17 @@ typedef struct c10ds_config {
     int busy_poll_us;         /* the readiness loop looks this long before sleeping */
     int64_t retention_s;      /* a run over this long has its records reclaimed (runs.c) */
     int log_level;
+    /* --replica: 0 in the single-node mode (the default) */
+    uint64_t replica_id;
+    c10ds_peer peers[C10DS_MAX_REPLICAS];
+    int npeers;
+    char *data_dir;          /* the replica's raft log and snapshots */
+    char *advertise_url;     /* the URL clients are sent to when it leads */
+    int raft_latency_ms;     /* heartbeat 1.5x, election timeout 15x */
 } c10ds_config;
+
+/* The replica of this id in cfg->peers, or NULL. */
+const c10ds_peer *c10ds_config_peer(const c10ds_config *cfg, uint64_t id);
 
 /* Fills cfg from argv and the environment. Returns 0 to run, 1 when the
  * program should exit 0 (--help, --version), -1 on a usage error (already

@@ -2,6 +2,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "replica_mirror.h"
 #include "schema.h"
 
 #include <errno.h>
@@ -123,7 +124,9 @@ static int user_version(sqlite3 *h)
     return v;
 }
 
-int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
+/* Migrates h; a leading replica migrates the replicated copy first, each
+ * step in a transaction of its own on both. */
+static int migrate(sqlite3 *h, c10ds_mirror *mirror, int *version, char *err, size_t errlen)
 {
     int v = user_version(h);
     if (v < 0) {
@@ -140,6 +143,10 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
     for (int i = v; i < c10ds_migration_count; i++) {
         const c10ds_migration *m = &c10ds_migrations[i];
         char sql[128], why[512];
+        if (mirror && c10ds_mirror_migrate(mirror, m->sql, m->version, why, sizeof why) != 0) {
+            snprintf(err, errlen, "migration %s failed: %s", m->name, why);
+            return -1;
+        }
         if (exec(h, "BEGIN IMMEDIATE", why, sizeof why) != 0 ||
             exec(h, m->sql, why, sizeof why) != 0) {
             sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
@@ -157,6 +164,11 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
     }
     *version = c10ds_migration_count;
     return 0;
+}
+
+int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
+{
+    return migrate(h, NULL, version, err, errlen);
 }
 
 /* Says that the database at path is damaged, with why (SQLite's words,
@@ -225,6 +237,36 @@ fail:
     return -1;
 }
 
+int c10ds_db_open_replicated(c10ds_db *db, c10ds_mirror *m, const char *const *skip,
+                             void (*on_lost)(const char *why), char *err, size_t errlen)
+{
+    memset(db, 0, sizeof *db);
+    db->lock_fd = db->file_fd = -1;
+    char why[512];
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    /* In memory: durability is the replicated log's (dqlite's raft), and
+     * this copy is rebuilt from it each time a replica starts to lead. */
+    if (sqlite3_open_v2(":memory:", &db->h, flags, NULL) != SQLITE_OK ||
+        exec(db->h, "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY", why, sizeof why) != 0) {
+        snprintf(err, errlen, "cannot open the working copy: %s",
+                 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        goto fail;
+    }
+    if (c10ds_mirror_load(m, db->h, skip, why, sizeof why) != 0 ||
+        migrate(db->h, m, &db->schema_version, why, sizeof why) != 0 ||
+        c10ds_mirror_track(m, db->h, why, sizeof why) != 0) {
+        snprintf(err, errlen, "replicated database: %s", why);
+        goto fail;
+    }
+    db->path = strdup(":memory:");
+    db->mirror = m;
+    db->on_lost = on_lost;
+    return 0;
+fail:
+    c10ds_db_close(db);
+    return -1;
+}
+
 void c10ds_db_close(c10ds_db *db)
 {
     if (db->h) {
@@ -252,6 +294,13 @@ int c10ds_db_begin(c10ds_db *db)
 
 int c10ds_db_commit(c10ds_db *db)
 {
+    char why[512];
+    if (db->mirror && c10ds_mirror_commit(db->mirror, why, sizeof why) != 0) {
+        /* Not answered, not kept: the batch's clients send it again to
+         * whichever replica leads next, which has it or not as a whole. */
+        c10ds_db_rollback(db);
+        db->on_lost(why);
+    }
     if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
         return 0;
     c10ds_error("commit failed: %s", sqlite3_errmsg(db->h));
@@ -261,7 +310,8 @@ int c10ds_db_commit(c10ds_db *db)
 
 int c10ds_db_checkpoint(c10ds_db *db)
 {
-    if (!db->path || strcmp(db->path, ":memory:") == 0)
+    const char *file = db->h ? sqlite3_db_filename(db->h, "main") : NULL;
+    if (!file || !*file) /* in memory (a replica's too): no WAL */
         return 0;
     /* Never waits: an outside reader (an online backup with sqlite3's
      * .backup) would otherwise hold the engine for the busy timeout, every

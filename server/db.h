@@ -16,12 +16,23 @@ typedef struct c10ds_db {
     int lock_fd; /* "<path>.lock": who holds it; -1 for :memory: */
     int file_fd; /* the database file itself, flocked: the same file by any path */
     int schema_version;
+    /* A leading replica's: every commit is first replicated through it
+     * (replica_mirror.h); when that fails, on_lost is called (and does
+     * not return: the replica stops serving). NULL in the single-node mode. */
+    struct c10ds_mirror *mirror;
+    void (*on_lost)(const char *why);
 } c10ds_db;
 
 /* Opens (creating if needed) and migrates the database at path. On failure
  * returns -1 with a message for people in err. */
 int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen);
 void c10ds_db_close(c10ds_db *db);
+
+/* A leading replica's database: in memory, built from the replicated one
+ * (m), migrated on both, then every commit replicated first. Tables
+ * named in skip are the replicas' own, left in dqlite. */
+int c10ds_db_open_replicated(c10ds_db *db, struct c10ds_mirror *m, const char *const *skip,
+                             void (*on_lost)(const char *why), char *err, size_t errlen);
 
 /* Brings the schema to the newest version, one migration per transaction.
  * Refuses a database newer than this program. Exposed for the tests. */

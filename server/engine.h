@@ -108,6 +108,10 @@ struct c10ds_engine {
     atomic_llong parked; /* mirror of the waiter count, for status */
     char listen_url[256];
     char tcpstore_url[256]; /* "" when --tcpstore-listen is off */
+    /* A replica that does not lead answers every request through this
+     * (replica.h) instead of running it; NULL otherwise. */
+    int (*refuse)(void *arg, c10ds_request *r);
+    void *refuse_arg;
 };
 
 c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,

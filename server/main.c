@@ -5,6 +5,7 @@
 #include "engine.h"
 #include "listener.h"
 #include "log.h"
+#include "replica.h"
 #include "version.h"
 
 #include <errno.h>
@@ -41,6 +42,13 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     c10ds_log_set_level(cfg.log_level);
+    if (cfg.replica_id && !c10ds_replica_is_engine()) {
+        /* the replica's dqlite node, which starts this program again as
+         * its engine process (replica.h) */
+        rc = c10ds_replica_supervise(&cfg, argv);
+        c10ds_config_free(&cfg);
+        return rc;
+    }
 
     /* Signals are taken synchronously by this thread (sigwait); every
      * thread started from here on inherits the blocked mask. */
@@ -56,22 +64,37 @@ int main(int argc, char **argv)
     c10ds_db db;
     c10ds_engine *engine = NULL;
     c10ds_listener *listener = NULL, *ts_listener = NULL;
+    c10ds_replica *replica = NULL;
     int status = 1;
-    if (c10ds_db_open(&db, cfg.db_path, err, sizeof err) != 0) {
+    if (cfg.replica_id ? c10ds_replica_open(&replica, &cfg, &db, err, sizeof err)
+                       : c10ds_db_open(&db, cfg.db_path, err, sizeof err)) {
         c10ds_error("%s", err);
         c10ds_config_free(&cfg);
         return 1;
     }
+    if (replica) { /* what c10d-ctl status shows as the database */
+        char what[512];
+        snprintf(what, sizeof what, "dqlite (%s; data in %s)", c10ds_replica_describe(replica),
+                 cfg.data_dir);
+        free(db.path);
+        db.path = strdup(what);
+    }
     if (!(engine = c10ds_engine_new(&cfg, &db, c10ds_listener_send, NULL, err, sizeof err))) {
         c10ds_error("%s", err);
         goto out;
+    }
+    if (replica && !c10ds_replica_leads(replica)) {
+        engine->refuse = c10ds_replica_refuse;
+        engine->refuse_arg = replica;
     }
     if (!(listener = c10ds_listener_new(&cfg, engine, cfg.listen_url, C10DS_DIALECT_C10D, url,
                                         sizeof url, err, sizeof err))) {
         c10ds_error("%s", err);
         goto out;
     }
-    if (cfg.tcpstore_url &&
+    /* TCPStore's protocol has no way to say "ask the leader": only the
+     * leading replica speaks it */
+    if (cfg.tcpstore_url && (!replica || c10ds_replica_leads(replica)) &&
         !(ts_listener = c10ds_listener_new(&cfg, engine, cfg.tcpstore_url, C10DS_DIALECT_TCPSTORE,
                                            ts_url, sizeof ts_url, err, sizeof err))) {
         c10ds_error("--tcpstore-listen: %s", err);
@@ -85,9 +108,13 @@ int main(int argc, char **argv)
         c10ds_error("cannot start the engine thread");
         goto out;
     }
+    if (replica && c10ds_replica_watch(replica) != 0) {
+        c10ds_error("cannot start the replica's watch threads");
+        goto out;
+    }
     c10ds_info("c10d-coord %s serving on %s, database %s (schema %d, %lld keys, sqlite %s, "
                "nng %s)%s",
-               C10D_VERSION_STRING, url, cfg.db_path, db.schema_version,
+               C10D_VERSION_STRING, url, db.path, db.schema_version,
                num_keys, sqlite3_libversion(), nng_version(),
                cfg.token ? ", token required" : "");
     if (ts_listener)

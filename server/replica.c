@@ -1,0 +1,508 @@
+/* A replica: its supervisor (the dqlite node), and in the engine process
+ * the leader's lookup, the refusal of a replica that does not lead, and
+ * the threads that watch the role (replica.h). */
+#define _GNU_SOURCE
+#include "replica.h"
+
+#include "dqlite_wire.h"
+#include "log.h"
+#include "replica_mirror.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#ifdef C10DS_HAVE_DQLITE
+#include <dqlite.h>
+#endif
+
+#define ENGINE_ENV "C10D_REPLICA_SUPERVISOR" /* the supervisor's pid, in the engine's env */
+#define DB_NAME "c10d"
+#define REPLICAS_TABLE "c10d_replicas"
+#define DQ_TIMEOUT_MS 10000
+#define WATCH_EVERY_MS 100
+#define MEMBERSHIP_EVERY_MS 1000
+
+struct c10ds_replica {
+    const c10ds_config *cfg;
+    const c10ds_peer *me;
+    int leads;
+    c10ds_mirror *mirror; /* leading: the working copy's link to dqlite */
+    char describe[160];
+    pthread_mutex_t mu;   /* guards the two below (the engine reads them) */
+    uint64_t leader_id;   /* 0: none known */
+    char leader_url[256]; /* "" unknown */
+};
+
+int c10ds_replica_is_engine(void)
+{
+    const char *s = getenv(ENGINE_ENV);
+    return s && *s;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* --- the supervisor --- */
+
+#ifdef C10DS_HAVE_DQLITE
+/* raft's links to the other replicas: TCP without Nagle (dqlite 1.11.1
+ * leaves it on, and a commit then waits ~40 ms for an ACK) */
+static int connect_tcp(void *arg, const char *address, int *fd)
+{
+    (void)arg;
+    char host[64];
+    const char *colon = strrchr(address, ':');
+    struct sockaddr_in in = {.sin_family = AF_INET};
+    if (!colon || (size_t)(colon - address) >= sizeof host)
+        return DQLITE_ERROR;
+    memcpy(host, address, (size_t)(colon - address));
+    host[colon - address] = '\0';
+    in.sin_port = htons((uint16_t)atoi(colon + 1));
+    if (inet_pton(AF_INET, host, &in.sin_addr) != 1)
+        return DQLITE_ERROR;
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (s < 0)
+        return DQLITE_ERROR;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(s, (struct sockaddr *)&in, sizeof in) != 0) {
+        close(s);
+        return DQLITE_ERROR;
+    }
+    *fd = s;
+    return 0;
+}
+
+static pid_t spawn_engine(char **argv)
+{
+    extern char **environ;
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 2, sizeof *env), var[64];
+    if (!env)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], ENGINE_ENV "=", strlen(ENGINE_ENV) + 1) != 0)
+            env[k++] = environ[i];
+    snprintf(var, sizeof var, ENGINE_ENV "=%d", (int)getpid());
+    env[k++] = var;
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none); /* the supervisor blocks its signals */
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, &attr, argv, env);
+    posix_spawnattr_destroy(&attr);
+    free(env);
+    if (rc != 0) {
+        c10ds_error("cannot start the engine process: %s", strerror(rc));
+        return -1;
+    }
+    return pid;
+}
+
+/* Waits for one of sigs for up to ms; returns the signal or 0. */
+static int wait_signal(const sigset_t *sigs, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    int sig = sigtimedwait(sigs, NULL, &ts);
+    return sig > 0 ? sig : 0;
+}
+
+int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* libuv writes raft's links without MSG_NOSIGNAL */
+    signal(SIGPIPE, SIG_IGN);
+
+    const c10ds_peer *me = c10ds_config_peer(cfg, cfg->replica_id);
+    if (mkdir(cfg->data_dir, 0700) != 0 && errno != EEXIST) {
+        c10ds_error("cannot create --data-dir %s: %s", cfg->data_dir, strerror(errno));
+        return 1;
+    }
+    dqlite_node *node = NULL;
+    if (dqlite_node_create(me->id, me->address, cfg->data_dir, &node) != 0 ||
+        dqlite_node_set_bind_address(node, me->address) != 0 ||
+        dqlite_node_set_connect_func(node, connect_tcp, NULL) != 0 ||
+        dqlite_node_set_network_latency_ms(node, (unsigned)cfg->raft_latency_ms) != 0 ||
+        dqlite_node_start(node) != 0) {
+        c10ds_error("replica %llu: cannot start its dqlite node on %s (data in %s): %s",
+                    (unsigned long long)me->id, me->address, cfg->data_dir,
+                    node ? dqlite_node_errmsg(node) : "out of memory");
+        if (node)
+            dqlite_node_destroy(node);
+        return 1;
+    }
+    c10ds_info("replica %llu of %d: dqlite node on %s, data in %s (election after ~%d ms "
+               "without the leader)", (unsigned long long)me->id, cfg->npeers, me->address,
+               cfg->data_dir, 15 * cfg->raft_latency_ms);
+
+    int status = 0, quick_exits = 0;
+    pid_t child = spawn_engine(argv);
+    time_t started = time(NULL);
+    for (;;) {
+        int sig = wait_signal(&sigs, child > 0 ? 1000 : 200);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
+        if (sig == SIGHUP)
+            c10ds_info("SIGHUP ignored (send SIGTERM to stop)");
+        int ws;
+        if (child > 0 && waitpid(child, &ws, WNOHANG) == child) {
+            int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+            child = -1;
+            if (code == 2) { /* a usage error: it will not get better */
+                status = 2;
+                break;
+            }
+            if (code != C10DS_REPLICA_EXIT_ROLE) {
+                quick_exits = time(NULL) - started < 5 ? quick_exits + 1 : 0;
+                c10ds_warn("the engine process exited (%d); starting it again%s", code,
+                           quick_exits > 1 ? " after a pause" : "");
+                if (quick_exits > 1 &&
+                    (sig = wait_signal(&sigs, quick_exits > 5 ? 5000 : 1000)) &&
+                    (sig == SIGTERM || sig == SIGINT))
+                    break;
+            }
+        }
+        if (child < 0) {
+            child = spawn_engine(argv);
+            started = time(NULL);
+        }
+    }
+    if (child > 0) {
+        /* It answers what is queued (--drain-timeout) and commits. */
+        kill(child, SIGTERM);
+        int waited = 0, limit = cfg->drain_timeout_ms + 5000, ws;
+        while (waitpid(child, &ws, WNOHANG) == 0 && waited < limit) {
+            sleep_ms(20);
+            waited += 20;
+        }
+        if (waited >= limit) {
+            c10ds_warn("the engine process did not stop in %d ms: killing it", limit);
+            kill(child, SIGKILL);
+            waitpid(child, &ws, 0);
+        }
+    }
+    dqlite_node_stop(node);
+    dqlite_node_destroy(node);
+    if (status == 0)
+        c10ds_info("replica %llu stopped cleanly", (unsigned long long)me->id);
+    return status;
+}
+#else
+int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
+{
+    (void)cfg;
+    (void)argv;
+    c10ds_error("--replica: this c10d-coord was built without dqlite (install libdqlite-dev "
+                "and libraft-dev, scripts/install-deps.sh, and build again)");
+    return 1;
+}
+#endif
+
+/* --- the engine process --- */
+
+/* Who leads, as the replica's node knows: 0 when nobody (an election). */
+static int ask_leader(c10ds_dq *d, uint64_t *id, char *address, size_t len)
+{
+    *id = 0;
+    address[0] = '\0';
+    return c10ds_dq_leader(d, id, address, len);
+}
+
+static void lost(const char *why)
+{
+    c10ds_error("this replica stops leading: %s; its clients reconnect to the next leader",
+                why);
+    fflush(stderr);
+    _exit(C10DS_REPLICA_EXIT_ROLE);
+}
+
+/* The leader writes where its clients find it, for the replicas that do
+ * not lead to tell them (a table of dqlite's only, not in the working
+ * copy: the engine never reads it). */
+static int publish(c10ds_replica *r, char *err, size_t errlen)
+{
+    c10ds_dq *d = c10ds_mirror_dq(r->mirror);
+    c10ds_dq_value v[3] = {
+        {.type = C10DS_DQ_INTEGER, .i = (int64_t)r->me->id},
+        {.type = C10DS_DQ_TEXT, .p = r->cfg->advertise_url, .n = strlen(r->cfg->advertise_url)},
+        {.type = C10DS_DQ_TEXT, .p = r->me->address, .n = strlen(r->me->address)},
+    };
+    if (c10ds_dq_exec_sql(d, "CREATE TABLE IF NOT EXISTS " REPLICAS_TABLE " (id INTEGER "
+                          "PRIMARY KEY, client_url TEXT NOT NULL, raft_address TEXT NOT NULL)",
+                          NULL, 0, NULL, NULL) != 0 ||
+        c10ds_dq_exec_sql(d, "INSERT OR REPLACE INTO " REPLICAS_TABLE " VALUES (?, ?, ?)", v, 3,
+                          NULL, NULL) != 0) {
+        snprintf(err, errlen, "publishing the leader's URL: %s", c10ds_dq_errmsg(d));
+        return -1;
+    }
+    return 0;
+}
+
+int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *db, char *err,
+                       size_t errlen)
+{
+    *out = NULL;
+    /* Dies with its supervisor (kill -9 of the replica): a coordinator
+     * serving without its node must not outlive it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != (pid_t)atoi(getenv(ENGINE_ENV))) {
+        snprintf(err, errlen, "the replica's supervisor is gone");
+        return -1;
+    }
+    c10ds_replica *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    r->cfg = cfg;
+    r->me = c10ds_config_peer(cfg, cfg->replica_id);
+    c10ds_dq *d = NULL;
+    char addr[64];
+    uint64_t id = 0;
+    /* The node may still be starting (the supervisor has just started it) */
+    for (int i = 0; i < 50 && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err,
+                                                errlen) != 0; i++)
+        sleep_ms(100);
+    if (!d)
+        goto fail;
+    /* An election may be under way: wait a little for its outcome */
+    for (int i = 0; i < 20; i++) {
+        if (ask_leader(d, &id, addr, sizeof addr) != 0) {
+            snprintf(err, errlen, "asking node %s who leads: %s", r->me->address,
+                     c10ds_dq_errmsg(d));
+            c10ds_dq_close(d);
+            goto fail;
+        }
+        if (id)
+            break;
+        sleep_ms(cfg->raft_latency_ms * 2 > 100 ? 100 : cfg->raft_latency_ms * 2 + 1);
+    }
+    c10ds_dq_close(d);
+    r->leads = id == r->me->id;
+    r->leader_id = id;
+    if (r->leads) {
+        if (c10ds_mirror_new(&r->mirror, r->me->address, DB_NAME, DQ_TIMEOUT_MS, err,
+                             errlen) != 0 ||
+            publish(r, err, errlen) != 0)
+            goto fail;
+        static const char *const own[] = {REPLICAS_TABLE, NULL};
+        if (c10ds_db_open_replicated(db, r->mirror, own, lost, err, errlen) != 0)
+            goto fail;
+    } else if (c10ds_db_open(db, ":memory:", err, errlen) != 0) {
+        goto fail;
+    }
+    snprintf(r->describe, sizeof r->describe, "replica %llu of %d, %s",
+             (unsigned long long)r->me->id, cfg->npeers,
+             r->leads ? "leading" : id ? "following" : "no leader yet");
+    *out = r;
+    return 0;
+fail:
+    c10ds_mirror_free(r->mirror);
+    free(r);
+    return -1;
+}
+
+int c10ds_replica_leads(const c10ds_replica *r)
+{
+    return r->leads;
+}
+
+const char *c10ds_replica_describe(const c10ds_replica *r)
+{
+    return r->describe;
+}
+
+int c10ds_replica_refuse(void *arg, c10ds_request *req)
+{
+    c10ds_replica *r = arg;
+    char url[256], detail[512];
+    pthread_mutex_lock(&r->mu);
+    uint64_t id = r->leader_id;
+    snprintf(url, sizeof url, "%s", r->leader_url);
+    pthread_mutex_unlock(&r->mu);
+    if (url[0])
+        snprintf(detail, sizeof detail, "replica %llu does not lead; replica %llu does, at %s",
+                 (unsigned long long)r->me->id, (unsigned long long)id, url);
+    else if (id)
+        snprintf(detail, sizeof detail, "replica %llu does not lead; replica %llu does (its "
+                 "URL is not known yet: try the others)", (unsigned long long)r->me->id,
+                 (unsigned long long)id);
+    else
+        snprintf(detail, sizeof detail, "replica %llu does not lead, and no replica does: an "
+                 "election is under way, or fewer than a majority of the %d replicas are "
+                 "reachable; nothing is accepted until one leads",
+                 (unsigned long long)r->me->id, r->cfg->npeers);
+    C10dpb__Reply rep = C10DPB__REPLY__INIT;
+    rep.status = C10D_ENOTLEADER;
+    rep.detail = detail;
+    rep.leader_url = url[0] ? url : NULL;
+    c10ds_reply(req, &rep);
+    return 1;
+}
+
+/* The client URL of replica id, from the table its leadership wrote;
+ * asked of the leader's node (dqlite reads on the leader only). */
+static void find_url(c10ds_replica *r, uint64_t id, const char *address)
+{
+    c10ds_dq *d = NULL;
+    char err[256], url[256] = "";
+    c10ds_dq_rows rows = {0};
+    c10ds_dq_value v = {.type = C10DS_DQ_INTEGER, .i = (int64_t)id};
+    if (c10ds_dq_connect(&d, address, 2000, err, sizeof err) == 0 &&
+        c10ds_dq_open(d, DB_NAME) == 0 &&
+        c10ds_dq_query_sql(d, "SELECT client_url FROM " REPLICAS_TABLE " WHERE id = ?", &v, 1,
+                           &rows) == 0 &&
+        rows.nrows == 1 && rows.values[0].type == C10DS_DQ_TEXT)
+        snprintf(url, sizeof url, "%s", (const char *)rows.values[0].p);
+    c10ds_dq_rows_free(&rows);
+    c10ds_dq_close(d);
+    pthread_mutex_lock(&r->mu);
+    if (r->leader_id == id)
+        snprintf(r->leader_url, sizeof r->leader_url, "%s", url);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void *watch_role(void *arg)
+{
+    c10ds_replica *r = arg;
+    c10ds_dq *d = NULL;
+    char err[256], addr[64];
+    int failures = 0;
+    for (;; sleep_ms(WATCH_EVERY_MS)) {
+        uint64_t id;
+        if (!d && c10ds_dq_connect(&d, r->me->address, 2000, err, sizeof err) != 0)
+            d = NULL;
+        if (!d || ask_leader(d, &id, addr, sizeof addr) != 0) {
+            c10ds_dq_close(d);
+            d = NULL;
+            if (++failures * WATCH_EVERY_MS >= 5000) {
+                if (r->leads)
+                    lost("its dqlite node does not answer");
+                c10ds_error("the replica's dqlite node does not answer: restarting");
+                fflush(stderr);
+                _exit(C10DS_REPLICA_EXIT_ROLE);
+            }
+            continue;
+        }
+        failures = 0;
+        if (r->leads && id != r->me->id) {
+            char why[128];
+            snprintf(why, sizeof why, "its node reports %s",
+                     id ? "another leader" : "no leader (it lost its majority)");
+            lost(why);
+        }
+        if (!r->leads && id == r->me->id) {
+            c10ds_info("replica %llu has been elected: taking over", (unsigned long long)id);
+            fflush(stderr);
+            _exit(C10DS_REPLICA_EXIT_ROLE);
+        }
+        if (r->leads)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        int changed = r->leader_id != id, unknown = !r->leader_url[0];
+        r->leader_id = id;
+        if (changed)
+            r->leader_url[0] = '\0';
+        pthread_mutex_unlock(&r->mu);
+        if (id && (changed || unknown))
+            find_url(r, id, addr);
+    }
+    return NULL;
+}
+
+/* The leader makes every replica of --peers a voter: replica 1 starts
+ * the cluster alone, and the others join as they are first seen. */
+static void *grow_membership(void *arg)
+{
+    c10ds_replica *r = arg;
+    c10ds_dq *d = NULL;
+    char err[256];
+    for (;; sleep_ms(MEMBERSHIP_EVERY_MS)) {
+        uint64_t ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
+        size_t n = 0;
+        if (!d && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err, sizeof err) != 0)
+            d = NULL;
+        if (!d || c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2, &n) != 0) {
+            c10ds_dq_close(d);
+            d = NULL;
+            continue;
+        }
+        int voters = 0;
+        for (int p = 0; p < r->cfg->npeers; p++) {
+            const c10ds_peer *peer = &r->cfg->peers[p];
+            int found = -1;
+            for (size_t i = 0; i < n; i++)
+                if (ids[i] == peer->id)
+                    found = (int)i;
+            if (found >= 0 && roles[found] == 0) {
+                voters++;
+                continue;
+            }
+            if (found < 0 && c10ds_dq_add(d, peer->id, peer->address) != 0) {
+                c10ds_debug("adding replica %llu: %s", (unsigned long long)peer->id,
+                            c10ds_dq_errmsg(d));
+                continue;
+            }
+            /* waits for it to catch up: an absent replica fails, and is
+             * tried again next time */
+            if (c10ds_dq_assign(d, peer->id, 0) == 0) {
+                c10ds_info("replica %llu (%s) is a voter", (unsigned long long)peer->id,
+                           peer->address);
+                voters++;
+            } else {
+                c10ds_debug("making replica %llu a voter: %s", (unsigned long long)peer->id,
+                            c10ds_dq_errmsg(d));
+                c10ds_dq_close(d);
+                d = NULL;
+                break;
+            }
+        }
+        if (voters == r->cfg->npeers)
+            break; /* all there: nothing more to do while this one leads */
+    }
+    c10ds_dq_close(d);
+    return NULL;
+}
+
+int c10ds_replica_watch(c10ds_replica *r)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, watch_role, r) != 0)
+        return -1;
+    pthread_detach(t);
+    if (r->leads) {
+        if (pthread_create(&t, NULL, grow_membership, r) != 0)
+            return -1;
+        pthread_detach(t);
+    }
+    return 0;
+}

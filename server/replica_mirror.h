@@ -1,0 +1,64 @@
+/* The leading replica's database, mirrored into dqlite
+ * (docs/replication.md, "How a batch is replicated").
+ *
+ * The engine works on an in-memory SQLite database of its own, exactly as
+ * it works on its file in the single-node mode: every read is local and
+ * every statement is a function call. dqlite holds the replicated copy:
+ * when the engine commits a batch, the rows the batch changed (SQLite's
+ * session extension gives them as primary keys with old and new values)
+ * go to the replica's dqlite node as one script, BEGIN ... COMMIT, which
+ * dqlite makes one raft entry; the engine commits locally and replies only
+ * once dqlite has answered. A replica that becomes leader builds its
+ * working copy from dqlite (schema and rows) before it serves.
+ *
+ * Why not run the engine's statements on dqlite itself: dqlite 1.11.1 has
+ * no in-process SQL, so each of a batch's dozens of statements would be a
+ * round trip to the node (~75 us here), reads included, and the engine's
+ * ~520 sqlite3 call sites would move to a new statement layer; measured
+ * (bench_dqlite_batch), one script a batch is 7x faster at 32 adds. */
+#ifndef C10DS_REPLICA_MIRROR_H
+#define C10DS_REPLICA_MIRROR_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+
+typedef struct c10ds_mirror c10ds_mirror;
+
+/* Connects to the dqlite node at address ("a.b.c.d:port" or "@name") and
+ * opens database name there. Each later call waits timeout_ms at most. */
+int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms,
+                     char *err, size_t errlen);
+void c10ds_mirror_free(c10ds_mirror *m);
+
+/* Copies dqlite's schema, user_version and rows into h, an empty
+ * database; tables named in skip (NULL-terminated) stay dqlite's own. */
+int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char *err,
+                      size_t errlen);
+
+/* Runs a migration on dqlite, in one transaction that also sets
+ * user_version: the leader migrates both copies, dqlite's first. */
+int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, char *err,
+                         size_t errlen);
+
+/* Starts recording h's changes (every table with a primary key). */
+int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
+
+/* Sends what changed since the last call (or since track) to dqlite as
+ * one transaction and waits for it to commit; nothing to send is 0 at
+ * once. Call inside h's open transaction, before committing it locally.
+ * On -1 the outcome in dqlite may be unknown (docs/replication.md): the
+ * replica must stop serving and rebuild from dqlite. */
+int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen);
+
+/* The SQL a changeset becomes (the statements only, no BEGIN/COMMIT),
+ * for the tests: a malloc'd string, or NULL with err set. */
+char *c10ds_mirror_script(c10ds_mirror *m, sqlite3 *h, const void *changeset, int n,
+                          char *err, size_t errlen);
+
+/* A throwaway mirror with no node: only c10ds_mirror_script works. */
+c10ds_mirror *c10ds_mirror_offline(void);
+
+/* The dqlite connection, for the replica's own queries (replicas table). */
+struct c10ds_dq *c10ds_mirror_dq(c10ds_mirror *m);
+
+#endif

@@ -295,20 +295,6 @@ static int put_changeset(c10ds_mirror *m, sqlite3 *h, const void *cs, int n, cha
     return rc;
 }
 
-char *c10ds_mirror_script(c10ds_mirror *m, sqlite3 *h, const void *changeset, int n, char *err,
-                          size_t errlen)
-{
-    m->len = 0;
-    m->oom = 0;
-    puts_(m, "");
-    if (put_changeset(m, h, changeset, n, err, errlen) != 0)
-        return NULL;
-    char *s = strdup(m->buf);
-    if (!s)
-        errf(err, errlen, "out of memory");
-    return s;
-}
-
 /* --- dqlite --- */
 
 static int dq_failed(c10ds_mirror *m, const char *what, char *err, size_t errlen)
@@ -536,9 +522,18 @@ int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
     return 0;
 }
 
-int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen)
+/* prefix, then the statements for what changed since the last call, in
+ * m->buf (*changed 0 when nothing did), and a new session for what comes
+ * next: a session reports each row against its first value since it
+ * began. */
+static int take_changes(c10ds_mirror *m, const char *prefix, int *changed, char *err,
+                        size_t errlen)
 {
-    if (sqlite3session_isempty(m->session))
+    m->len = 0;
+    m->oom = 0;
+    puts_(m, prefix);
+    *changed = !sqlite3session_isempty(m->session);
+    if (!*changed)
         return 0;
     int n = 0;
     void *cs = NULL;
@@ -546,20 +541,31 @@ int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen)
         errf(err, errlen, "cannot collect the batch's changes: %s", sqlite3_errmsg(m->h));
         return -1;
     }
-    int rc = 0;
-    if (n > 0) {
-        m->len = 0;
-        m->oom = 0;
-        puts_(m, "BEGIN;\n");
-        rc = put_changeset(m, m->h, cs, n, err, errlen);
-        puts_(m, "COMMIT");
-        if (rc == 0)
-            rc = exec_txn(m, "replicating a batch", err, errlen);
-    }
+    int rc = n > 0 ? put_changeset(m, m->h, cs, n, err, errlen) : 0;
     sqlite3_free(cs);
-    /* A session reports each row against its first value since it began:
-     * a new one starts from what dqlite now holds. */
     if (rc == 0 && c10ds_mirror_track(m, m->h, err, errlen) != 0)
         rc = -1;
     return rc;
+}
+
+char *c10ds_mirror_script(c10ds_mirror *m, char *err, size_t errlen)
+{
+    int changed;
+    if (take_changes(m, "", &changed, err, errlen) != 0)
+        return NULL;
+    char *s = strdup(m->buf);
+    if (!s)
+        errf(err, errlen, "out of memory");
+    return s;
+}
+
+int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen)
+{
+    int changed;
+    if (take_changes(m, "BEGIN;\n", &changed, err, errlen) != 0)
+        return -1;
+    if (!changed)
+        return 0; /* a batch of reads */
+    puts_(m, "COMMIT");
+    return exec_txn(m, "replicating a batch", err, errlen);
 }

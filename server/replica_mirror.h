@@ -50,12 +50,12 @@ int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
  * replica must stop serving and rebuild from dqlite. */
 int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen);
 
-/* The SQL a changeset becomes (the statements only, no BEGIN/COMMIT),
- * for the tests: a malloc'd string, or NULL with err set. */
-char *c10ds_mirror_script(c10ds_mirror *m, sqlite3 *h, const void *changeset, int n,
-                          char *err, size_t errlen);
+/* What c10ds_mirror_commit would send (the statements, without BEGIN
+ * and COMMIT), taken as it takes it: for the tests. A malloc'd string
+ * ("" when nothing changed), or NULL with err set. */
+char *c10ds_mirror_script(c10ds_mirror *m, char *err, size_t errlen);
 
-/* A throwaway mirror with no node: only c10ds_mirror_script works. */
+/* A mirror with no node: track and script work, for the tests. */
 c10ds_mirror *c10ds_mirror_offline(void);
 
 /* The dqlite connection, for the replica's own queries (replicas table). */

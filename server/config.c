@@ -274,23 +274,6 @@ const c10ds_peer *c10ds_config_peer(const c10ds_config *cfg, uint64_t id)
     return NULL;
 }
 
-/* --advertise-url's default: --listen, a wildcard host made the
- * replica's own IP. */
-static char *advertised(const c10ds_config *cfg, const char *listen)
-{
-    const c10ds_peer *me = c10ds_config_peer(cfg, cfg->replica_id);
-    char ip[64], url[512];
-    snprintf(ip, sizeof ip, "%s", me->address);
-    *strrchr(ip, ':') = '\0';
-    const char *wild = strstr(listen, "://0.0.0.0:");
-    if (wild)
-        snprintf(url, sizeof url, "%.*s://%s:%s", (int)(wild - listen), listen, ip,
-                 wild + strlen("://0.0.0.0:"));
-    else
-        snprintf(url, sizeof url, "%s", listen);
-    return strdup(url);
-}
-
 int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -580,8 +563,6 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             snprintf(dir, sizeof dir, "c10d-replica-%llu", (unsigned long long)cfg->replica_id);
             cfg->data_dir = strdup(dir);
         }
-        if (!cfg->advertise_url)
-            cfg->advertise_url = advertised(cfg, listen);
         db = ":memory:"; /* the leader's working copy (replica_mirror.h) */
     }
     cfg->listen_url = strdup(listen);

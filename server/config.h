@@ -74,7 +74,8 @@ typedef struct c10ds_config {
     c10ds_peer peers[C10DS_MAX_REPLICAS];
     int npeers;
     char *data_dir;          /* the replica's raft log and snapshots */
-    char *advertise_url;     /* the URL clients are sent to when it leads */
+    char *advertise_url;     /* the URL clients are sent to when it leads (NULL: the
+                              * bound one, replica.c) */
     int raft_latency_ms;     /* heartbeat 1.5x, election timeout 15x */
 } c10ds_config;
 

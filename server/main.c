@@ -108,8 +108,8 @@ int main(int argc, char **argv)
         c10ds_error("cannot start the engine thread");
         goto out;
     }
-    if (replica && c10ds_replica_watch(replica) != 0) {
-        c10ds_error("cannot start the replica's watch threads");
+    if (replica && c10ds_replica_watch(replica, url, err, sizeof err) != 0) {
+        c10ds_error("%s", err);
         goto out;
     }
     c10ds_info("c10d-coord %s serving on %s, database %s (schema %d, %lld keys, sqlite %s, "

@@ -247,12 +247,12 @@ static void lost(const char *why)
 /* The leader writes where its clients find it, for the replicas that do
  * not lead to tell them (a table of dqlite's only, not in the working
  * copy: the engine never reads it). */
-static int publish(c10ds_replica *r, char *err, size_t errlen)
+static int publish(c10ds_replica *r, const char *url, char *err, size_t errlen)
 {
     c10ds_dq *d = c10ds_mirror_dq(r->mirror);
     c10ds_dq_value v[3] = {
         {.type = C10DS_DQ_INTEGER, .i = (int64_t)r->me->id},
-        {.type = C10DS_DQ_TEXT, .p = r->cfg->advertise_url, .n = strlen(r->cfg->advertise_url)},
+        {.type = C10DS_DQ_TEXT, .p = url, .n = strlen(url)},
         {.type = C10DS_DQ_TEXT, .p = r->me->address, .n = strlen(r->me->address)},
     };
     if (c10ds_dq_exec_sql(d, "CREATE TABLE IF NOT EXISTS " REPLICAS_TABLE " (id INTEGER "
@@ -311,8 +311,7 @@ int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *d
     r->leader_id = id;
     if (r->leads) {
         if (c10ds_mirror_new(&r->mirror, r->me->address, DB_NAME, DQ_TIMEOUT_MS, err,
-                             errlen) != 0 ||
-            publish(r, err, errlen) != 0)
+                             errlen) != 0)
             goto fail;
         static const char *const own[] = {REPLICAS_TABLE, NULL};
         if (c10ds_db_open_replicated(db, r->mirror, own, lost, err, errlen) != 0)
@@ -493,16 +492,44 @@ static void *grow_membership(void *arg)
     return NULL;
 }
 
-int c10ds_replica_watch(c10ds_replica *r)
+/* --advertise-url, else the URL bound with a wildcard host made this
+ * replica's IP from --peers */
+static void advertised(const c10ds_replica *r, const char *bound, char *out, size_t len)
 {
+    if (r->cfg->advertise_url) {
+        snprintf(out, len, "%s", r->cfg->advertise_url);
+        return;
+    }
+    char ip[64];
+    snprintf(ip, sizeof ip, "%s", r->me->address);
+    *strrchr(ip, ':') = '\0';
+    const char *wild = strstr(bound, "://0.0.0.0:");
+    if (wild)
+        snprintf(out, len, "%.*s://%s:%s", (int)(wild - bound), bound, ip,
+                 wild + strlen("://0.0.0.0:"));
+    else
+        snprintf(out, len, "%s", bound);
+}
+
+int c10ds_replica_watch(c10ds_replica *r, const char *bound_url, char *err, size_t errlen)
+{
+    if (r->leads) {
+        char url[512];
+        advertised(r, bound_url, url, sizeof url);
+        if (publish(r, url, err, errlen) != 0)
+            return -1;
+    }
     pthread_t t;
     if (pthread_create(&t, NULL, watch_role, r) != 0)
-        return -1;
+        goto fail;
     pthread_detach(t);
     if (r->leads) {
         if (pthread_create(&t, NULL, grow_membership, r) != 0)
-            return -1;
+            goto fail;
         pthread_detach(t);
     }
     return 0;
+fail:
+    snprintf(err, errlen, "cannot start the replica's threads");
+    return -1;
 }

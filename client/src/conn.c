@@ -129,7 +129,7 @@ static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wai
     free(body);
     if (!r)
         return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
-                           op_name(req), c->url);
+                           op_name(req), c10di_conn_current_url(c));
     if (r->request_id != req->request_id) {
         st = c10di_error(C10D_EPROTO, "reply to request %llu answered request %llu",
                          (unsigned long long)req->request_id, (unsigned long long)r->request_id);
@@ -195,12 +195,12 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
     if ((st = c10di_conn_stream_init(c)) != C10D_OK ||
-        (st = c10di_resolve_url(url, c->url, sizeof c->url)) != C10D_OK)
+        (st = c10di_resolve_url(url, c->url_list, sizeof c->url_list)) != C10D_OK)
         goto fail;
     c10di_tls_files none = {NULL, NULL, NULL};
     if (!tls)
         tls = &none;
-    int is_tls = c10dc_url_is_tls(c->url);
+    int is_tls = c10dc_url_is_tls(c->url_list); /* all of a list's, or none */
     if ((token && *token && !(c->token = strdup(token))) ||
         (is_tls && (keep_file(&c->tls_ca, tls->ca, "C10D_TLS_CA") != 0 ||
                     keep_file(&c->tls_cert, tls->cert, "C10D_TLS_CERT") != 0 ||
@@ -221,7 +221,8 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
         goto fail;
     if (rep->result_case != C10DPB__REPLY__RESULT_HELLO) {
         c10dpb__reply__free_unpacked(rep, NULL);
-        st = c10di_error(C10D_EPROTO, "%s answered the handshake with something else", c->url);
+        st = c10di_error(C10D_EPROTO, "%s answered the handshake with something else",
+                         c10di_conn_current_url(c));
         goto fail;
     }
     c->max_key_bytes = rep->hello->max_key_bytes;
@@ -256,7 +257,7 @@ void c10di_conn_unref(c10di_conn *c)
 
 const char *c10di_conn_url(const c10di_conn *c)
 {
-    return c->url;
+    return c->url_list;
 }
 
 c10di_limits c10di_conn_limits(const c10di_conn *c)

@@ -28,7 +28,9 @@ typedef struct c10di_tls_files {
     const char *key;  /* started with --tls-ca requires one) */
 } c10di_tls_files;
 
-/* Resolves url (c10di_resolve_url: NULL or "" from the environment),
+/* Resolves url (c10di_resolve_url: NULL or "" from the environment; a
+ * comma-separated list names a replicated coordinator's replicas, and the
+ * connection goes to the one that leads, docs/replication.md),
  * connects (tls: NULL = all from the environment) and says hello, which
  * tells the coordinator's limits; gives up after connect_timeout_ms of not
  * reaching it. On C10D_OK *out holds one reference; else c10d_errmsg()
@@ -41,8 +43,10 @@ c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token
 void c10di_conn_ref(c10di_conn *c);
 void c10di_conn_unref(c10di_conn *c);
 
-/* The coordinator's URL as dialled ("tcp://host:port"), fixed at open:
- * valid as long as the reference. */
+/* The coordinator's URL as resolved ("tcp://host:port"), fixed at open:
+ * valid as long as the reference. For a replicated coordinator, the list
+ * of its replicas' URLs, joined by commas (the one served by now changes
+ * with the leader). */
 const char *c10di_conn_url(const c10di_conn *c);
 
 /* The coordinator's limits, told by its hello (0: none), fixed at open. */

@@ -40,6 +40,19 @@
  * stream still current: NNG 1.5.2 queues one on a stream already closed
  * and ends it only at its timeout (send_frame).
  *
+ * A replicated coordinator (docs/replication.md) is a list of URLs, a
+ * dialer each; only the leading replica serves. A dial that fails goes
+ * on to the next URL, and the back-off begins once every URL failed us
+ * in a row (a round: c->tried). A follower answers every request with
+ * C10D_ENOTLEADER, naming the leader when it knows it: dispatch looks at
+ * each reply's status for it (reply_status), completes no call with it,
+ * and drops the stream as a coordinator restart would, so that every
+ * call in flight is sent again (same bytes, same request id), to the
+ * leader named (added to the list if it is not there) or else the next
+ * URL. Such an answer counts as a failure for the round too: two
+ * followers naming each other, or a dead leader, during an election do
+ * not make a client dial in a tight loop.
+ *
  * TLS is the exception. NNG's TLS stream cannot abandon a receive: a
  * cancelled or timed-out recv aborts the TCP read beneath it, which tears
  * the connection down, and when that read has just finished the abort
@@ -123,6 +136,46 @@ static void back_off(c10di_conn *c)
     c->next_dial_ms = c10d_now_ms() + backoff[k];
 }
 
+/* The URL now current failed us (mu held): a dial, a connection
+ * broken before any reply, a replica that does not lead. The next dial
+ * goes to `hint` (an index, or -1) unless it failed us already this
+ * round, else to the next URL that did not; once all did, the round ends
+ * with a back-off. One URL: a back-off every time, as ever. */
+static void miss(c10di_conn *c, int hint)
+{
+    c->tried |= 1u << c->cur;
+    int next = hint >= 0 && !(c->tried & (1u << hint)) ? hint : -1;
+    for (int i = 1; next < 0 && i <= c->n_urls; i++) {
+        int k = (c->cur + i) % c->n_urls;
+        if (!(c->tried & (1u << k)))
+            next = k;
+    }
+    if (next < 0) {
+        c->tried = 0;
+        back_off(c);
+        next = hint >= 0 ? hint : (c->cur + 1) % c->n_urls;
+    } else {
+        c->next_dial_ms = c10d_now_ms();
+    }
+    c->cur = next;
+}
+
+/* Drops c's stream s (mu held; s is c->stream): closed now, freed by the
+ * next dial once nobody uses it. */
+static void retire(c10di_conn *c, nng_stream *s, int rv)
+{
+    c->stream = NULL;
+    c10dc_stream_fd_release(c->retired_fd); /* a stream left allocated (dial) */
+    c->retired = s;
+    c->retired_fd = c->stream_fd;
+    c->stream_fd = -1;
+    c->last_err = rv;
+    c->err_url = c->urls[c->cur];
+    atomic_store(&c->pipes, 0);
+    nng_stream_close(s);
+    wake_all(c);
+}
+
 static void broken(c10di_conn *c, nng_stream *s, int rv)
 {
     if (c->stream != s)
@@ -131,19 +184,76 @@ static void broken(c10di_conn *c, nng_stream *s, int rv)
      * connection but is no coordinator (or no TLS one). Back off, as for a
      * refused dial; a plain client on a TLS port dialled 1,114 times a
      * second. */
-    if (!c->answered) {
+    int unanswered = !c->answered;
+    retire(c, s, rv);
+    if (unanswered) {
         c->unanswered++;
-        back_off(c);
+        c->hung_url = c->urls[c->cur];
+        miss(c, -1);
     }
-    c->stream = NULL;
-    c10dc_stream_fd_release(c->retired_fd); /* a stream left allocated (dial) */
-    c->retired = s;
-    c->retired_fd = c->stream_fd;
-    c->stream_fd = -1;
-    c->last_err = rv;
-    atomic_store(&c->pipes, 0);
-    nng_stream_close(s);
-    wake_all(c);
+}
+
+/* A replica answered on c->stream that it does not lead, naming the
+ * leader's URL (len bytes at leader; 0: it knows none) (mu held). The
+ * stream is dropped: every call in flight is sent again on the next one,
+ * which dial() makes to the leader named, else to the next URL. The
+ * replica is a coordinator: not counted among the servers that hang up
+ * unanswered. */
+static void not_leader(c10di_conn *c, const uint8_t *leader, size_t len)
+{
+    free(c->hint);
+    c->hint = len ? strndup((const char *)leader, len) : NULL;
+    c->redirected = 1;
+    c->leaderless = 1;
+    c->unanswered = 0;
+    retire(c, c->stream, NNG_ECLOSED);
+}
+
+static int varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *i < n; shift += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* A reply's status and leader_url, read from its protobuf without
+ * unpacking it (replies are handed out as bytes; conn.c unpacks them).
+ * Reply's fields 1 to 4 (request_id, status, detail, leader_url) lead
+ * its encoding, as protobuf-c writes fields in the order of their
+ * numbers: the look stops at the first field past them, so a large reply
+ * costs no more than a small one. Returns the status (0 when none). */
+static int reply_status(const uint8_t *p, size_t n, const uint8_t **leader, size_t *leader_len)
+{
+    size_t i = 0;
+    int status = 0;
+    *leader = NULL;
+    *leader_len = 0;
+    uint64_t key, v;
+    while (i < n && varint(p, n, &i, &key) == 0 && key >> 3 <= 4) {
+        unsigned field = (unsigned)(key >> 3), type = (unsigned)(key & 7);
+        if (type == 0) {
+            if (varint(p, n, &i, &v) != 0)
+                break;
+            if (field == 2) /* sint32: zigzag */
+                status = (int)((int64_t)(v >> 1) ^ -(int64_t)(v & 1));
+        } else if (type == 2) {
+            if (varint(p, n, &i, &v) != 0 || v > n - i)
+                break;
+            if (field == 4) {
+                *leader = p + i;
+                *leader_len = (size_t)v;
+            }
+            i += (size_t)v;
+        } else {
+            break; /* Reply's first fields are varints and strings only */
+        }
+    }
+    return status;
 }
 
 /* Room in rbuf for the frame being read (mu held). */
@@ -168,7 +278,8 @@ static int make_room(c10di_conn *c)
 }
 
 /* Hands the complete frames in rbuf to their waiters (mu held). Returns
- * -1 when the stream holds something that is not a frame. */
+ * -1 when the stream holds something that is not a frame, 1 when a
+ * replica answered that it does not lead (the stream is dropped). */
 static int dispatch(c10di_conn *c)
 {
     size_t off = 0;
@@ -185,10 +296,19 @@ static int dispatch(c10di_conn *c)
             break;
         uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
         size_t body = n - 8;
+        const uint8_t *leader;
+        size_t leader_len;
+        if (reply_status(c->rbuf + off + C10DC_FRAME_HDR, body, &leader, &leader_len) ==
+            C10D_ENOTLEADER) {
+            not_leader(c, leader, leader_len); /* wakes all: those woken above too */
+            return 1;
+        }
         if (!c->answered) { /* a coordinator: dial at once again if it breaks */
             c->answered = 1;
             c->unanswered = 0;
             c->dial_failures = 0;
+            c->tried = 0;
+            c->leaderless = 0;
             c->probed = c->spoke_tls = 0;
             c->down_since_ms = 0; /* the next outage's notices count from its own start */
         }
@@ -255,7 +375,7 @@ static void rx_done(void *arg)
         broken(c, s, rv); /* does nothing if the stream was replaced */
     } else if (c->stream == s) {
         c->rlen += got;
-        if (dispatch(c) != 0)
+        if (dispatch(c) < 0)
             broken(c, s, NNG_EPROTO);
     }
     /* The next receive, on the stream connected now: also a new one, whose
@@ -285,6 +405,83 @@ static int connected_to_itself(nng_stream *s)
     return 0;
 }
 
+/* A dialer for url, with its TLS configuration (c->tls_*) for a
+ * tls+tcp:// one, as c->urls[c->n_urls], not yet counted: the caller
+ * counts it, under mu. Only a thread that dials, or the opening, adds
+ * one. C10D_EINVAL: NNG refuses the URL, or the list is full; C10D_EAUTH:
+ * the TLS files. */
+static c10d_status add_url(c10di_conn *c, const char *url)
+{
+    nng_stream_dialer *d = NULL;
+    char *copy = NULL;
+    int rv, k = c->n_urls;
+    c10d_status st = C10D_OK;
+    if (k == C10DI_CONN_URLS)
+        return c10di_error(C10D_EINVAL, "more than %d coordinator URLs", C10DI_CONN_URLS);
+    if (!(copy = strdup(url)))
+        return c10di_error(C10D_ENOMEM, "out of memory");
+    if ((rv = nng_stream_dialer_alloc(&d, url)) != 0) {
+        st = c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
+                         "ipc:///path or tls+tcp://host:port)", url, nng_strerror(rv));
+        goto fail;
+    }
+    /* Raw streams leave Nagle on; a request is one small write. */
+    nng_stream_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+    if (c10dc_url_is_tls(url)) {
+        nng_tls_config *cfg;
+        char err[600];
+        if (c10dc_tls_client(&cfg, url, c->tls_ca, c->tls_cert, c->tls_key, err,
+                             sizeof err) != 0) {
+            st = c10di_error(C10D_EAUTH, "%s", err);
+            goto fail;
+        }
+        rv = nng_stream_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg); /* the dialer holds its own reference */
+        if (rv != 0) {
+            st = c10di_error(C10D_EAUTH, "cannot use TLS for %s: %s", url, nng_strerror(rv));
+            goto fail;
+        }
+    }
+    c->urls[k] = copy;
+    c->dialers[k] = d;
+    return C10D_OK;
+fail:
+    if (d)
+        nng_stream_dialer_free(d);
+    free(copy);
+    return st;
+}
+
+/* After a replica said it does not lead (mu held, c->dialing): makes the
+ * leader it named current, adding its URL when the list lacks it (a
+ * replica may spell its host otherwise than the list: a leader named is
+ * dialled, not matched), or else the next URL; a URL that cannot be ours
+ * (TLS where the list is plain, or the other way; a bad one) is passed
+ * over. Returns 0 when a round ended (back off before dialling), else 1. */
+static int redirect(c10di_conn *c)
+{
+    char *hint = c->hint, url[C10DI_URL_MAX];
+    c->hint = NULL;
+    c->redirected = 0;
+    int k = -1;
+    if (hint && c10di_url_element(hint, strlen(hint), url, sizeof url) == C10D_OK &&
+        !c10dc_url_is_tls(url) == !c->rx_async) {
+        for (int i = 0; i < c->n_urls && k < 0; i++)
+            if (!strcmp(c->urls[i], url))
+                k = i;
+        if (k < 0) {
+            pthread_mutex_unlock(&c->mu);
+            int added = add_url(c, url) == C10D_OK; /* it reads files for TLS: not under mu */
+            pthread_mutex_lock(&c->mu);
+            if (added)
+                k = c->n_urls++;
+        }
+    }
+    free(hint);
+    miss(c, k);
+    return c10d_now_ms() >= c->next_dial_ms && !c->closing;
+}
+
 /* ipc:// dials of this process, one at a time with the look for their
  * socket: two new connections to one path would be told apart by nothing
  * (common/stream_fd.h). */
@@ -304,16 +501,28 @@ static void dial(c10di_conn *c, int64_t deadline)
     c->retired = NULL;
     c10dc_stream_fd_release(c->retired_fd); /* before its number can be reused */
     c->retired_fd = -1;
+    if (c->redirected && !redirect(c)) {
+        /* a round of URLs failed us: dial after the back-off */
+        c->dialing = 0;
+        wake_all(c);
+        pthread_mutex_unlock(&c->mu);
+        if (old)
+            nng_stream_free(old);
+        pthread_mutex_lock(&c->mu);
+        return;
+    }
+    const char *url = c->urls[c->cur];
+    nng_stream_dialer *dialer = c->dialers[c->cur];
     pthread_mutex_unlock(&c->mu);
     if (old)
         nng_stream_free(old);
     int64_t left = deadline - c10d_now_ms();
     nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > C10DI_CONN_DIAL_ATTEMPT_MS ? C10DI_CONN_DIAL_ATTEMPT_MS
                                                            : left > 1 ? left : 1));
-    int ipc = strncmp(c->url, "ipc://", 6) == 0;
+    int ipc = strncmp(url, "ipc://", 6) == 0;
     if (ipc)
         pthread_mutex_lock(&ipc_dial_mu);
-    nng_stream_dialer_dial(c->dialer, c->dial_aio);
+    nng_stream_dialer_dial(dialer, c->dial_aio);
     nng_aio_wait(c->dial_aio);
     int rv = nng_aio_result(c->dial_aio);
     if (rv == 0 && connected_to_itself(nng_aio_get_output(c->dial_aio, 0))) {
@@ -344,7 +553,8 @@ static void dial(c10di_conn *c, int64_t deadline)
         if (rv == 0)
             nng_stream_free(nng_aio_get_output(c->dial_aio, 0));
         c->last_err = rv ? rv : NNG_ECLOSED;
-        back_off(c);
+        c->err_url = url;
+        miss(c, -1);
     }
     wake_all(c);
 }
@@ -355,7 +565,7 @@ static void dial(c10di_conn *c, int64_t deadline)
  * c10d-ctl call) stay quiet: their error says it. c->mu held. */
 static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
 {
-    if (!c->last_err) {
+    if (!c->last_err && !c->leaderless) {
         c->down_since_ms = 0;
         return;
     }
@@ -373,10 +583,17 @@ static void notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
                               "answering, as a c10d-coord would not; is it another server, "
                               "such as torchrun's TCPStore?"
                             : "";
-    fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; still "
-            "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(), c->url,
-            nng_strerror(c->last_err), other, (long long)(now - c->down_since_ms) / 1000,
-            (long long)(deadline - now) / 1000);
+    if (c->leaderless)
+        fprintf(stderr, "c10d: pid %d: no leader found among the coordinator's replicas at %s "
+                "yet (those that answer do not lead: an election?), after %lld s; still "
+                "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(),
+                c->url_list, (long long)(now - c->down_since_ms) / 1000,
+                (long long)(deadline - now) / 1000);
+    else
+        fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; "
+                "still trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(),
+                c->url_list, nng_strerror(c->last_err), other,
+                (long long)(now - c->down_since_ms) / 1000, (long long)(deadline - now) / 1000);
 }
 
 /* The reader (mu held; released while it sleeps) sleeps in poll(2) on
@@ -460,7 +677,7 @@ static void read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t dea
         c->recv_armed = 0;
         if (rv == 0) {
             c->rlen += got;
-            if (dispatch(c) != 0)
+            if (dispatch(c) < 0)
                 broken(c, s, NNG_EPROTO);
         } else if (rv != NNG_ETIMEDOUT && rv != NNG_ECANCELED) {
             broken(c, s, rv);
@@ -621,9 +838,10 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
                  * the TLS engine itself, says which. */
                 c->probed = 1;
                 char why[600];
+                const char *hung = c->hung_url;
                 pthread_mutex_unlock(&c->mu);
-                int tls = c->rx_async ? 0 : c10dc_tls_probe(c->url);
-                int found = c->rx_async ? c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert,
+                int tls = c->rx_async ? 0 : c10dc_tls_probe(hung);
+                int found = c->rx_async ? c10dc_tls_diagnose(hung, c->tls_ca, c->tls_cert,
                                                              c->tls_key, why, sizeof why)
                                         : -1;
                 pthread_mutex_lock(&c->mu);
@@ -708,41 +926,55 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
         return C10D_OK;
     long long waited = (long long)(c10d_now_ms() - start);
     pthread_mutex_lock(&c->mu);
-    int last = c->last_err;
+    int last = c->last_err, leaderless = c->leaderless;
+    /* the URL the failure was met at; the list, when all were tried */
+    const char *url = c->err_url ? c->err_url : c->urls[c->cur];
+    const char *hung = c->hung_url ? c->hung_url : url;
+    const char *now_url = c->urls[c->cur];
     pthread_mutex_unlock(&c->mu);
+    const char *all = c->url_list;
+    int list = c->n_urls > 1 || strchr(all, ',') != NULL;
     if (tls_failure(rv)) {
         /* NNG says "Peer could not be authenticated" for an expired
          * certificate, an unknown CA and a wrong host alike: ask the
          * TLS engine itself what it found, with one more handshake. */
         char why[600];
-        if (c10dc_tls_diagnose(c->url, c->tls_ca, c->tls_cert, c->tls_key, why,
+        if (c10dc_tls_diagnose(url, c->tls_ca, c->tls_cert, c->tls_key, why,
                                sizeof why) != 0)
             snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
                      "certificate, and does the certificate name this host?)",
                      nng_strerror(rv));
         return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
-                           c->url, why);
+                           url, why);
     }
     if (rv == NNG_EPROTO && c->rx_async) {
         pthread_mutex_lock(&c->mu);
         c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
-                                     "failed: %s", c->url, c->tls_why ? c->tls_why : "?");
+                                     "failed: %s", hung, c->tls_why ? c->tls_why : "?");
         pthread_mutex_unlock(&c->mu);
         return st;
     }
     if (rv == NNG_EPROTO)
         return c10di_error(C10D_EPROTO, "the server at %s answers in TLS: it is a tls+tcp:// "
                            "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
-                           "the CA that signed its certificate", c->url,
-                           strstr(c->url, "://") ? strstr(c->url, "://") + 3 : c->url);
+                           "the CA that signed its certificate", hung,
+                           strstr(hung, "://") ? strstr(hung, "://") + 3 : hung);
+    if (rv == NNG_ETIMEDOUT && leaderless)
+        return c10di_error(C10D_EUNAVAIL, "no leader found among the coordinator's replicas at "
+                           "%s within %lld ms (%s: those that answered do not lead; the others "
+                           "%s)", all, waited, what, last && last != NNG_ECLOSED
+                           ? nng_strerror(last) : "did not answer");
     if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
-        return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s within %lld ms (%s%s%s;"
-                           " is c10d-coord running there?)", c->url, waited, what,
-                           last ? ": " : "", last ? nng_strerror(last) : "");
+        return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s%s within %lld ms (%s%s%s;"
+                           " is c10d-coord running there?)", list ? "any of " : "", all, waited,
+                           what, last ? ": " : "", last ? nng_strerror(last) : "");
     if (rv == NNG_ETIMEDOUT)
         return c10di_error(C10D_ETIMEDOUT, "the coordinator at %s did not answer %s within "
-                           "%lld ms", c->url, what, waited);
-    return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", what, c->url,
+                           "%lld ms", now_url, what, waited);
+    if (rv == NNG_ECONNRESET && leaderless)
+        return c10di_error(C10D_EUNAVAIL, "%s to %s failed: that replica of the coordinator "
+                           "does not lead (%s)", what, url, all);
+    return c10di_error(C10D_EUNAVAIL, "%s to %s failed: %s", what, now_url,
                        nng_strerror(rv));
 }
 
@@ -781,26 +1013,28 @@ c10d_status c10di_conn_stream_init(c10di_conn *c)
 
 c10d_status c10di_conn_stream_dialer(c10di_conn *c)
 {
-    int rv;
-    c->rx_async = c10dc_url_is_tls(c->url);
-    if ((rv = nng_stream_dialer_alloc(&c->dialer, c->url)) != 0)
-        return c10di_error(C10D_EINVAL, "bad coordinator URL '%s': %s (tcp://host:port, "
-                           "ipc:///path or tls+tcp://host:port)", c->url, nng_strerror(rv));
-    /* Raw streams leave Nagle on; a request is one small write. */
-    nng_stream_dialer_set_bool(c->dialer, NNG_OPT_TCP_NODELAY, true);
-    if (c10dc_url_is_tls(c->url)) {
-        nng_tls_config *cfg;
-        char err[600];
-        if (c10dc_tls_client(&cfg, c->url, c->tls_ca, c->tls_cert, c->tls_key, err,
-                             sizeof err) != 0)
-            return c10di_error(C10D_EAUTH, "%s", err);
-        rv = nng_stream_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
-        nng_tls_config_free(cfg); /* the dialer holds its own reference */
-        if (rv != 0)
-            return c10di_error(C10D_EAUTH, "cannot use TLS for %s: %s", c->url,
-                               nng_strerror(rv));
+    /* c10di_resolve_url checked each URL, and that all are TLS or none */
+    c->rx_async = c10dc_url_is_tls(c->url_list);
+    for (const char *p = c->url_list;;) {
+        const char *comma = strchr(p, ',');
+        char url[C10DI_URL_MAX];
+        snprintf(url, sizeof url, "%.*s", (int)(comma ? comma - p : (long)strlen(p)), p);
+        c10d_status st = add_url(c, url);
+        if (st != C10D_OK)
+            return st;
+        c->n_urls++;
+        if (!comma)
+            return C10D_OK;
+        p = comma + 1;
     }
-    return C10D_OK;
+}
+
+const char *c10di_conn_current_url(c10di_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    const char *url = c->n_urls ? c->urls[c->cur] : c->url_list;
+    pthread_mutex_unlock(&c->mu);
+    return url;
 }
 
 void c10di_conn_stream_fini(c10di_conn *c)
@@ -825,8 +1059,11 @@ void c10di_conn_stream_fini(c10di_conn *c)
         nng_stream_free(c->retired);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
-    if (c->dialer)
-        nng_stream_dialer_free(c->dialer);
+    for (int i = 0; i < c->n_urls; i++) {
+        nng_stream_dialer_free(c->dialers[i]);
+        free(c->urls[i]);
+    }
+    free(c->hint);
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);

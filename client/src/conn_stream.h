@@ -42,10 +42,17 @@ typedef struct c10di_recorded {
     uint64_t id;
 } c10di_recorded;
 
+/* The most URLs a connection dials: a list's and the leaders its
+ * followers name (a bit each in c10di_conn.tried). */
+#define C10DI_CONN_URLS 32
+
 typedef struct c10di_conn c10di_conn; /* as in conn.h */
 struct c10di_conn {
     atomic_int refs;
-    char url[512];
+    /* The URL as given and resolved (c10di_resolve_url), fixed at open: one
+     * coordinator's, or a comma-separated list of a replicated one's
+     * replicas (docs/replication.md). */
+    char url_list[4096];
     char *token;
     char *tls_ca, *tls_cert, *tls_key; /* tls+tcp://: the files, kept to say why a handshake failed */
     uint64_t client_id;
@@ -66,7 +73,21 @@ struct c10di_conn {
     pthread_cond_t news_cv; /* the same, for callers only waiting for news
                              * (the watch): not woken by every reply */
     int64_t reader_left_ms; /* when a caller wanting an answer last read */
-    nng_stream_dialer *dialer;
+    /* The URLs dialled, one dialer each: the list's, then leaders a
+     * follower named that the list did not (conn_stream.c). Written once,
+     * before n_urls counts them (under mu), freed at fini: a URL read under
+     * mu may be used after. Only a dialling thread adds one. */
+    char *urls[C10DI_CONN_URLS];
+    nng_stream_dialer *dialers[C10DI_CONN_URLS];
+    int n_urls;
+    int cur;           /* the URL connected, or dialled next */
+    uint32_t tried;    /* URLs that failed us since a reply or a back-off (bits) */
+    const char *err_url; /* where last_err happened */
+    /* A replica answered C10D_ENOTLEADER (the stream was dropped): the
+     * next dial goes where it said the leader is (hint, may be NULL). */
+    int redirected;
+    char *hint;
+    int leaderless;    /* replicas said they do not lead, since the last reply */
     nng_stream *stream;  /* NULL while not connected */
     nng_stream *retired; /* closed, freed once no thread uses it */
     uint64_t epoch;      /* bumped at every new connection */
@@ -81,6 +102,7 @@ struct c10di_conn {
      * failed dials for the back-off, reset by a reply. */
     int answered;        /* the connection now has had a reply */
     int unanswered;      /* such connections in a row */
+    const char *hung_url; /* the URL of the last of them */
     int spoke_tls;       /* one of them sent a TLS record, or a probe found TLS there */
     int probed;          /* the server was asked once whether (or why not) it speaks TLS */
     char *tls_why;       /* tls+tcp://: why the handshakes fail, once found (c10dc_tls_diagnose) */
@@ -121,10 +143,12 @@ struct c10di_conn {
  * that c10di_conn_stream_fini may always run). C10D_ENOMEM when an aio
  * cannot be had. */
 c10d_status c10di_conn_stream_init(c10di_conn *c);
-/* The dialer for c->url, with its TLS configuration from c->tls_* for a
- * tls+tcp:// URL (C10D_EINVAL: NNG refuses the URL; C10D_EAUTH: the TLS
- * files). */
+/* A dialer for each URL of c->url_list, with its TLS configuration from
+ * c->tls_* for tls+tcp:// (C10D_EINVAL: NNG refuses a URL; C10D_EAUTH:
+ * the TLS files). */
 c10d_status c10di_conn_stream_dialer(c10di_conn *c);
+/* The URL connected to now, or dialled next: valid as long as c. */
+const char *c10di_conn_current_url(c10di_conn *c);
 /* Ends every operation on the stream, waits for NNG's callbacks and frees
  * what c10di_conn_stream_init and _dialer made (nobody else uses c any
  * more). */

@@ -1,5 +1,6 @@
 #include "internal.h"
 
+#include "tls.h"
 #include "url.h"
 
 #include <errno.h>
@@ -56,6 +57,60 @@ static c10d_status check_url(const char *url)
     return C10D_OK;
 }
 
+c10d_status c10di_url_element(const char *url, size_t len, char *out, size_t outlen)
+{
+    while (len && *url == ' ') /* "tcp://a:1, tcp://b:2" */
+        url++, len--;
+    while (len && url[len - 1] == ' ')
+        len--;
+    if (!len)
+        return c10di_error(C10D_EINVAL, "bad coordinator URL list: an empty URL between commas");
+    int has_scheme = 0;
+    for (size_t i = 0; i + 3 <= len && !has_scheme; i++)
+        has_scheme = !memcmp(url + i, "://", 3);
+    int n = snprintf(out, outlen, "%s%.*s", has_scheme ? "" : "tcp://", (int)len, url);
+    if (n < 0 || (size_t)n >= outlen)
+        return c10di_error(C10D_EINVAL, "coordinator URL '%.*s' is too long", (int)len, url);
+    return check_url(out);
+}
+
+/* Normalizes each URL of the list `url` (comma-separated) into out, joined
+ * by commas; all of them TLS, or none (one connection reads its replies one
+ * way, conn_stream.c). */
+static c10d_status resolve_list(const char *url, char *out, size_t outlen)
+{
+    char one[C10DI_URL_MAX];
+    size_t used = 0;
+    int n = 0, tls = 0;
+    *out = '\0';
+    for (const char *p = url;; n++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        c10d_status st = c10di_url_element(p, len, one, sizeof one);
+        if (st != C10D_OK)
+            return st;
+        if (n == C10DI_URL_LIST_MAX)
+            return c10di_error(C10D_EINVAL, "coordinator URL list '%s' has more than %d URLs",
+                               url, C10DI_URL_LIST_MAX);
+        if (n == 0)
+            tls = c10dc_url_is_tls(one);
+        else if (c10dc_url_is_tls(one) != tls)
+            return c10di_error(C10D_EINVAL, "coordinator URL list '%s' mixes tls+tcp:// with "
+                               "other schemes: the replicas are all TLS or none", url);
+        size_t k = strlen(one);
+        if (used + (n ? 1 : 0) + k >= outlen)
+            return c10di_error(C10D_EINVAL, "coordinator URL list '%s' is too long (%zu bytes "
+                               "at most)", url, outlen - 1);
+        if (n)
+            out[used++] = ',';
+        memcpy(out + used, one, k + 1);
+        used += k;
+        if (!comma)
+            return C10D_OK;
+        p = comma + 1;
+    }
+}
+
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
 {
     const char *env = getenv("C10D_COORD");
@@ -79,11 +134,7 @@ c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
             url = "tcp://127.0.0.1:29500";
         }
     }
-    if (strstr(url, "://"))
-        snprintf(out, outlen, "%s", url);
-    else
-        snprintf(out, outlen, "tcp://%s", url);
-    return check_url(out);
+    return resolve_list(url, out, outlen);
 }
 
 /* Whether addr names this host only (a single-node torchrun's default). */

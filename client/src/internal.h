@@ -37,13 +37,23 @@ c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d
                           int no_wait_ok, c10d_ms *out);
 
 /* --- env.c --- */
+/* A coordinator URL's longest form, and the most URLs a list names. */
+#define C10DI_URL_MAX 512
+#define C10DI_URL_LIST_MAX 16
 /* Resolves a coordinator URL: url if given ("host:port" becomes
  * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT
  * (but not under torchrun, where that is torchrun's TCPStore: EINVAL
  * saying to set C10D_COORD), else tcp://127.0.0.1:29500; and checks it:
- * a TCP URL without a port from 1 to 65535 is EINVAL (common/url.h). The
- * one place the library reads a coordinator URL it is given. */
+ * a TCP URL without a port from 1 to 65535 is EINVAL (common/url.h). url
+ * and C10D_COORD may be a comma-separated list of a replicated
+ * coordinator's replicas (docs/replication.md), each URL resolved and
+ * checked so, all tls+tcp:// or none, at most C10DI_URL_LIST_MAX: out is
+ * the list, joined by commas. The one place the library reads a
+ * coordinator URL it is given. */
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen);
+/* One URL, the len bytes at url (spaces around it ignored), resolved and
+ * checked as c10di_resolve_url does each of a list's: into out. */
+c10d_status c10di_url_element(const char *url, size_t len, char *out, size_t outlen);
 /* The job's name when none is given: C10D_JOB, else torchrun's run id
  * (TORCHELASTIC_RUN_ID; its static rendezvous says "none": then
  * "torchrun-MASTER_ADDR:MASTER_PORT", the host's name for a loopback

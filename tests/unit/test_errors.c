@@ -335,6 +335,37 @@ START_TEST(url_parts_and_port_are_read_in_one_place)
 }
 END_TEST
 
+/* A replicated coordinator is a list of its replicas' URLs (C10D_COORD
+ * or the url argument): each is resolved and checked as one URL is. */
+START_TEST(a_url_list_is_resolved_and_checked_url_by_url)
+{
+    char url[512];
+    unsetenv("C10D_COORD");
+    ck_assert_int_eq(c10di_resolve_url("tcp://a:1,b:2, tcp://[::1]:3", url, sizeof url), C10D_OK);
+    ck_assert_str_eq(url, "tcp://a:1,tcp://b:2,tcp://[::1]:3");
+    setenv("C10D_COORD", "tcp://a:1,ipc:///tmp/x", 1);
+    ck_assert_int_eq(c10di_resolve_url(NULL, url, sizeof url), C10D_OK);
+    ck_assert_str_eq(url, "tcp://a:1,ipc:///tmp/x");
+    unsetenv("C10D_COORD");
+    ck_assert_int_eq(c10di_resolve_url("tcp://a:1,tcp://b:70000", url, sizeof url), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "'tcp://b:70000'"));
+    ck_assert_int_eq(c10di_resolve_url("tcp://a:1,,tcp://b:2", url, sizeof url), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "empty URL"));
+    ck_assert_int_eq(c10di_resolve_url("tcp://a:1,", url, sizeof url), C10D_EINVAL);
+    ck_assert_int_eq(c10di_resolve_url("tls+tcp://a:1,tcp://b:2", url, sizeof url), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "mixes tls+tcp://"));
+    ck_assert_int_eq(c10di_resolve_url("tcp://a:1,tcp://b:2", url, 12), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "too long"));
+    c10d_store *s = NULL;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 200;
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1,nosuchscheme://x", &o),
+                     C10D_EINVAL);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "nosuchscheme://x"));
+}
+END_TEST
+
 START_TEST(no_coordinator_is_eunavail_within_timeout)
 {
     c10d_store *s = NULL;
@@ -342,6 +373,10 @@ START_TEST(no_coordinator_is_eunavail_within_timeout)
     o.timeout_ms = 300;
     ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1", &o), C10D_EUNAVAIL);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "no coordinator answered at tcp://127.0.0.1:1"));
+    /* a list: the error names every URL tried */
+    ck_assert_int_eq(c10d_store_connect(&s, "tcp://127.0.0.1:1,127.0.0.1:2", &o), C10D_EUNAVAIL);
+    ck_assert_msg(strstr(c10d_errmsg(), "no coordinator answered at any of tcp://127.0.0.1:1,"
+                                        "tcp://127.0.0.1:2 within"), "%s", c10d_errmsg());
 }
 END_TEST
 
@@ -477,6 +512,7 @@ int main(void)
     tcase_add_test(tc, torchrun_without_a_coordinator_is_told_at_once);
     tcase_add_test(tc, bad_url_is_einval);
     tcase_add_test(tc, url_parts_and_port_are_read_in_one_place);
+    tcase_add_test(tc, a_url_list_is_resolved_and_checked_url_by_url);
     tcase_add_test(tc, no_coordinator_is_eunavail_within_timeout);
     tcase_add_test(tc, bad_settings_are_refused_naming_them);
     tcase_add_test(tc, timeouts_follow_one_convention);

@@ -31,9 +31,12 @@ static void local_addr(const char *coord_url, char *out, size_t cap)
     }
     /* The address this host reaches the coordinator from: tcp:// and
      * tls+tcp:// alike (an ipc:// coordinator is on this host). */
-    char name[256], port[16];
-    if (!c10dc_url_is_tcp(coord_url) ||
-        c10dc_url_split(coord_url, name, sizeof name, port, sizeof port) != 0)
+    /* A replicated coordinator's list: its first replica's host will do
+     * (the route out of this host to any of them). */
+    char name[256], port[16], first[512];
+    snprintf(first, sizeof first, "%.*s", (int)strcspn(coord_url, ","), coord_url);
+    if (!c10dc_url_is_tcp(first) ||
+        c10dc_url_split(first, name, sizeof name, port, sizeof port) != 0)
         return;
     /* IPv4 or IPv6, as the coordinator's name resolves (AF_UNSPEC). */
     struct addrinfo hints = {0}, *ai = NULL;

@@ -6,13 +6,17 @@
 
 #include <c10d/c10d.h>
 
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static coord_proc coord;
 static char out[65536];
@@ -28,22 +32,39 @@ static void teardown(void)
     coord_cleanup(&coord);
 }
 
-/* Runs c10d-ctl with args (a shell fragment); stdout+stderr into out;
- * returns the exit code. */
-static int ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int ctl(const char *fmt, ...)
+static int vctl_at(const char *url, const char *fmt, va_list ap)
 {
     char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s --coord %s %s 2>&1", C10D_CTL_BIN, coord.url, args);
+    snprintf(cmd, sizeof cmd, "%s --coord '%s' %s 2>&1", C10D_CTL_BIN, url, args);
     FILE *p = popen(cmd, "r");
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs c10d-ctl with args (a shell fragment); stdout+stderr into out;
+ * returns the exit code. */
+static int ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vctl_at(coord.url, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The same with --coord url. */
+static int ctl_at(const char *url, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int ctl_at(const char *url, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vctl_at(url, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 START_TEST(set_get_add_del_keys)
@@ -65,6 +86,31 @@ START_TEST(set_get_add_del_keys)
     ck_assert_ptr_nonnull(strstr(out, "no such key: greeting"));
     ck_assert_int_eq(ctl("get greeting"), 3);
     ck_assert_int_eq(ctl("add greeting x"), 2);
+}
+END_TEST
+
+/* A replicated coordinator's replicas as a --coord list (issue 28): a
+ * dead one listed first is passed over; a list with a bad URL is a usage
+ * error naming it. */
+START_TEST(coord_takes_a_list_of_replicas)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* bound, never listening */
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    char list[512];
+    snprintf(list, sizeof list, "tcp://127.0.0.1:%d,%s", ntohs(a.sin_port), coord.url);
+    ck_assert_int_eq(ctl_at(list, "set k v"), 0);
+    ck_assert_int_eq(ctl_at(list, "get k"), 0);
+    ck_assert_str_eq(out, "v");
+    ck_assert_int_eq(ctl_at(list, "status"), 0);
+    ck_assert_msg(strstr(out, list) != NULL, "%s", out); /* the list it was given */
+    snprintf(list, sizeof list, "%s,tcp://127.0.0.1:70000", coord.url);
+    ck_assert_int_eq(ctl_at(list, "get k"), 2);
+    ck_assert_msg(strstr(out, "tcp://127.0.0.1:70000") != NULL, "%s", out);
+    close(fd);
 }
 END_TEST
 
@@ -353,6 +399,7 @@ int main(void)
     TCase *tc = tcase_create("cli");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, set_get_add_del_keys);
+    tcase_add_test(tc, coord_takes_a_list_of_replicas);
     tcase_add_test(tc, json_output);
     tcase_add_test(tc, status_for_people);
     tcase_add_test(tc, exit_codes_for_scripts);

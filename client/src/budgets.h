@@ -53,6 +53,10 @@
 #define C10DI_CONN_RETIRE_MS 2000
 /* One dial attempt at most (shorter when the call's deadline is nearer). */
 #define C10DI_CONN_DIAL_ATTEMPT_MS 5000
+/* The same for each URL of a replicated coordinator's list: a dead host
+ * (no refusal, only silence) holds up the dial of the next replica no
+ * longer than this. */
+#define C10DI_CONN_LIST_DIAL_ATTEMPT_MS 2000
 /* "no coordinator answers" on stderr: first after it was unreachable this
  * long, then every C10DI_CONN_NOTICE_EVERY_MS; a call that waits less in
  * all than C10DI_CONN_NOTICE_MIN_WAIT_MS (a c10d-ctl call) stays quiet. */

@@ -513,12 +513,12 @@ static void dial(c10di_conn *c, int64_t deadline)
     }
     const char *url = c->urls[c->cur];
     nng_stream_dialer *dialer = c->dialers[c->cur];
+    int64_t attempt = c->n_urls > 1 ? C10DI_CONN_LIST_DIAL_ATTEMPT_MS : C10DI_CONN_DIAL_ATTEMPT_MS;
     pthread_mutex_unlock(&c->mu);
     if (old)
         nng_stream_free(old);
     int64_t left = deadline - c10d_now_ms();
-    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > C10DI_CONN_DIAL_ATTEMPT_MS ? C10DI_CONN_DIAL_ATTEMPT_MS
-                                                           : left > 1 ? left : 1));
+    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > attempt ? attempt : left > 1 ? left : 1));
     int ipc = strncmp(url, "ipc://", 6) == 0;
     if (ipc)
         pthread_mutex_lock(&ipc_dial_mu);

@@ -59,9 +59,12 @@ typedef struct c10d_store_opts {
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment
  * (C10D_COORD, or MASTER_ADDR + MASTER_PORT), else tcp://127.0.0.1:29500.
+ * A comma-separated list of URLs names a replicated coordinator's
+ * replicas: the handle follows the leader (docs/api.md).
  * `o` NULL = defaults + environment. Waits for the coordinator to answer.
  * On success *out is a handle to free with c10d_store_close.
- * Errors: C10D_EUNAVAIL (nobody answered in time), C10D_EINVAL (bad URL),
+ * Errors: C10D_EUNAVAIL (nobody answered in time, or no replica listed
+ * leads), C10D_EINVAL (bad URL),
  * C10D_EAUTH (wrong token; for TLS: no CA, or the server's certificate does
  * not verify against it), C10D_EPROTO (not a c10d-coord, or an incompatible
  * one). */
@@ -183,7 +186,8 @@ typedef struct c10d_coord_info {
 /* *info is one allocation with its strings: free it with c10d_free. */
 C10D_API c10d_status c10d_store_coord_info(c10d_store *s, c10d_coord_info **info);
 
-/* The URL this handle is connected to (owned by the handle). */
+/* The URL this handle is connected to (owned by the handle): for a
+ * replicated coordinator, the list of its replicas' URLs as given. */
 C10D_API const char *c10d_store_url(const c10d_store *s);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -339,6 +340,50 @@ START_TEST(an_add_in_flight_when_the_lead_moves_is_applied_once)
 }
 END_TEST
 
+/* The same with four threads adding at once on the one connection: the
+ * replies lost are several, and every add is resent and applied once. */
+static c10d_store *adder_store;
+static atomic_int adds_done;
+
+static void *adder(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 50; i++) {
+        if (c10d_store_add(adder_store, "n", 1, NULL) != C10D_OK)
+            return (void *)1;
+        atomic_fetch_add(&adds_done, 1);
+    }
+    return NULL;
+}
+
+START_TEST(adds_in_flight_from_threads_when_the_lead_moves_are_applied_once)
+{
+    fake f;
+    fake_start(&f, coord.url, coord.url);
+    adder_store = connect_list(f.url);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, adder, NULL), 0);
+    long long until = test_now_ms() + 10000;
+    while (atomic_load(&adds_done) < 20 && test_now_ms() < until)
+        sched_yield();
+    atomic_store(&f.drop_reply, 1);
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        pthread_join(th[i], &rc);
+        ck_assert_msg(rc == NULL, "an add failed");
+    }
+    ck_assert_int_ge(atomic_load(&f.not_leader), 1);
+    void *v = NULL;
+    size_t n = 0;
+    OK(c10d_store_get(adder_store, "n", &v, &n, C10D_NO_WAIT));
+    ck_assert_str_eq(v, "200");
+    c10d_free(v);
+    c10d_store_close(adder_store);
+    fake_stop(&f);
+}
+END_TEST
+
 /* Two followers naming each other (an election, as each saw it last),
  * and no leader: the client backs off after each round instead of
  * bouncing between them, and gives up at its timeout saying no leader
@@ -396,6 +441,7 @@ int main(void)
     tcase_add_test(tc, a_follower_sends_the_client_to_the_leader_it_names);
     tcase_add_test(tc, a_follower_without_a_leader_sends_the_client_on_down_the_list);
     tcase_add_test(tc, an_add_in_flight_when_the_lead_moves_is_applied_once);
+    tcase_add_test(tc, adds_in_flight_from_threads_when_the_lead_moves_are_applied_once);
     tcase_add_test(tc, followers_naming_each_other_do_not_make_the_client_spin);
     tcase_add_test(tc, followers_naming_each_other_do_not_hide_the_leader);
     suite_add_tcase(s, tc);

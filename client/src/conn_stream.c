@@ -959,11 +959,13 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
                            "coordinator; dial it as tls+tcp://%s, with C10D_TLS_CA naming "
                            "the CA that signed its certificate", hung,
                            strstr(hung, "://") ? strstr(hung, "://") + 3 : hung);
-    if (rv == NNG_ETIMEDOUT && leaderless)
+    if (rv == NNG_ETIMEDOUT && leaderless) {
+        int other = last && last != NNG_ECLOSED; /* ECLOSED: a follower's stream, dropped */
         return c10di_error(C10D_EUNAVAIL, "no leader found among the coordinator's replicas at "
-                           "%s within %lld ms (%s: those that answered do not lead; the others "
-                           "%s)", all, waited, what, last && last != NNG_ECLOSED
-                           ? nng_strerror(last) : "did not answer");
+                           "%s within %lld ms (%s: those that answered do not lead%s%s)", all,
+                           waited, what, other ? "; the last dial: " : "",
+                           other ? nng_strerror(last) : "");
+    }
     if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
         return c10di_error(C10D_EUNAVAIL, "no coordinator answered at %s%s within %lld ms (%s%s%s;"
                            " is c10d-coord running there?)", list ? "any of " : "", all, waited,

@@ -1,0 +1,330 @@
+/* A replicated coordinator (c10d-coord --replica, docs/replication.md):
+ * three real replicas on loopback, each a dqlite node and an engine.
+ *
+ * A 2-rank job verified in SYNC and a store writer run through the list
+ * of the replicas' URLs; the leader is killed with SIGKILL. The job must
+ * go on with correct results, every acknowledged write must be there
+ * (an add's counter equals the adds acknowledged: exactly once through
+ * the failover), the new leader's status must show the job; the killed
+ * replica, started again, must rejoin as a voter (the cluster then
+ * commits with it and without the third). And with two of three replicas
+ * stopped, a write is refused with a clear error, not accepted. */
+#include "coord_proc.h"
+#include "replica_procs.h"
+#include "world_proc.h"
+
+#include "check_main.h"
+
+#include <c10d/c10d.h>
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WORLD 2
+
+typedef struct {
+    char job[128];
+    char urls[1024];
+    volatile long long progress[WORLD]; /* all_reduces completed per rank */
+    volatile long long stop_at;
+    volatile long long adds_acked; /* the writer's adds acknowledged */
+    volatile long long sets_acked; /* its keys w/0 .. w/N-1 acknowledged */
+    volatile int writer_stop;
+} shared;
+
+static replica_set rs;
+
+static void setup(void)
+{
+    replicas_init(&rs, 3);
+    for (int i = 1; i <= 3; i++)
+        replica_start(&rs, i, NULL);
+    for (int i = 1; i <= 3; i++)
+        ck_assert_msg(replica_wait_serving(&rs, i, 1, 30000) == 0, "replica %d did not serve", i);
+}
+
+static void teardown(void)
+{
+    replicas_cleanup(&rs);
+}
+
+static shared *new_shared(const char *base)
+{
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                      0);
+    ck_assert_ptr_ne(sh, MAP_FAILED);
+    memset((void *)sh, 0, sizeof *sh);
+    snprintf(sh->job, sizeof sh->job, "%s", world_job(base));
+    snprintf(sh->urls, sizeof sh->urls, "%s", rs.urls);
+    sh->stop_at = 1LL << 60;
+    return sh;
+}
+
+static int rank_body(int rank, int n, void *arg)
+{
+    shared *sh = arg;
+    c10d_pg *pg = world_init_verify(sh->urls, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
+    if (!pg)
+        return 10;
+    for (long long i = 0; i < sh->stop_at; i++) {
+        float x[4];
+        for (int k = 0; k < 4; k++)
+            x[k] = (float)((rank + 1) * (i % 7 + 1) + k);
+        c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 4);
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK) {
+            fprintf(stderr, "rank %d, all_reduce %lld: %s\n", rank, i, c10d_errmsg());
+            return 11;
+        }
+        for (int k = 0; k < 4; k++) {
+            float want = (float)(n * (n + 1) / 2 * (i % 7 + 1) + n * k);
+            if (x[k] != want) {
+                fprintf(stderr, "rank %d, all_reduce %lld: [%d] = %g, not %g\n", rank, i, k,
+                        (double)x[k], (double)want);
+                return 12;
+            }
+        }
+        sh->progress[rank] = i + 1;
+    }
+    c10d_destroy(pg);
+    return 0;
+}
+
+/* Adds 1 to "counter" and sets w/<i> = i, back to back, counting what was
+ * acknowledged; never gives up on a write (a minute each). */
+static int writer_body(int rank, int n, void *arg)
+{
+    (void)rank;
+    (void)n;
+    shared *sh = arg;
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = 60000;
+    c10d_store *s;
+    if (c10d_store_connect(&s, sh->urls, &o) != C10D_OK) {
+        fprintf(stderr, "writer: connect: %s\n", c10d_errmsg());
+        return 20;
+    }
+    char key[64], val[32];
+    while (!sh->writer_stop) {
+        int64_t v;
+        if (c10d_store_add(s, "replicated/counter", 1, &v) != C10D_OK) {
+            fprintf(stderr, "writer: add: %s\n", c10d_errmsg());
+            return 21;
+        }
+        sh->adds_acked++;
+        long long i = sh->sets_acked;
+        snprintf(key, sizeof key, "replicated/w/%lld", i);
+        int len = snprintf(val, sizeof val, "%lld", i);
+        if (c10d_store_set(s, key, val, (size_t)len) != C10D_OK) {
+            fprintf(stderr, "writer: set: %s\n", c10d_errmsg());
+            return 22;
+        }
+        sh->sets_acked = i + 1;
+    }
+    c10d_store_close(s);
+    return 0;
+}
+
+/* Ranks 0 and 1 of the job, and the writer as a third process (one
+ * world_spawn: world_wait reaps any child). */
+static int process_body(int i, int n, void *arg)
+{
+    (void)n;
+    return i < WORLD ? rank_body(i, WORLD, arg) : writer_body(i, n, arg);
+}
+
+static long long slowest(const shared *sh)
+{
+    long long m = sh->progress[0];
+    for (int r = 1; r < WORLD; r++)
+        if (sh->progress[r] < m)
+            m = sh->progress[r];
+    return m;
+}
+
+/* Waits until the job and the writer both got past where they are;
+ * returns how long it took, or -1 after timeout_ms. */
+static long long wait_both_move(const shared *sh, long long timeout_ms)
+{
+    long long t0 = test_now_ms(), job = 0, adds = sh->adds_acked;
+    for (int r = 0; r < WORLD; r++)
+        if (sh->progress[r] > job)
+            job = sh->progress[r];
+    while (slowest(sh) < job + 5 || sh->adds_acked < adds + 5) {
+        if (test_now_ms() - t0 > timeout_ms)
+            return -1;
+        usleep(1000);
+    }
+    return test_now_ms() - t0;
+}
+
+/* What `c10d-ctl --coord LIST status` prints (through whichever leads). */
+static int ctl_status_shows(const char *job)
+{
+    char cmd[2048], line[1024];
+    snprintf(cmd, sizeof cmd, "C10D_TIMEOUT_MS=10000 %s --coord '%s' status 2>&1", C10D_CTL_BIN,
+             rs.urls);
+    FILE *p = popen(cmd, "r");
+    int found = 0;
+    while (p && fgets(line, sizeof line, p))
+        found |= strstr(line, job) != NULL;
+    if (p)
+        pclose(p);
+    return found;
+}
+
+static int64_t read_int(c10d_store *s, const char *key)
+{
+    void *v = NULL;
+    size_t n = 0;
+    if (c10d_store_get(s, key, &v, &n, C10D_NO_WAIT) != C10D_OK)
+        return -1;
+    char buf[32] = "";
+    memcpy(buf, v, n < sizeof buf - 1 ? n : sizeof buf - 1);
+    c10d_free(v);
+    return strtoll(buf, NULL, 10);
+}
+
+START_TEST(a_job_rides_through_the_leader_s_death)
+{
+    int old = replicas_leader(&rs, 20000);
+    ck_assert_int_gt(old, 0);
+    /* every replica a voter before the kill: else there is no majority */
+    long long until = test_now_ms() + 30000;
+    while (replica_log_count(&rs, old, "is a voter") < 2 && test_now_ms() < until)
+        usleep(10000);
+    ck_assert_int_ge(replica_log_count(&rs, old, "is a voter"), 2);
+
+    shared *sh = new_shared("replicated");
+    pid_t procs[WORLD + 1];
+    world_spawn(WORLD + 1, process_body, sh, procs);
+    char failure[512] = "";
+    if (wait_both_move(sh, 30000) < 0)
+        snprintf(failure, sizeof failure, "no progress before the kill (job at %lld, %lld adds)",
+                 slowest(sh), sh->adds_acked);
+
+    long long took = -1;
+    int now = 0;
+    if (!*failure) {
+        replica_stop(&rs, old, SIGKILL);
+        took = wait_both_move(sh, 30000);
+        now = replicas_leader(&rs, 20000);
+        if (took < 0)
+            snprintf(failure, sizeof failure, "the job or the writer stalled over 30 s after "
+                     "replica %d was killed (job at %lld, %lld adds)", old, slowest(sh),
+                     sh->adds_acked);
+        else if (now == 0 || now == old)
+            snprintf(failure, sizeof failure, "no new leader after replica %d (%d)", old, now);
+        else if (!ctl_status_shows(sh->job))
+            snprintf(failure, sizeof failure, "the new leader's c10d-ctl status does not show "
+                     "job %s", sh->job);
+    }
+    if (!*failure) {
+        /* the killed replica comes back and rejoins: with the third one
+         * stopped, the cluster commits only if it is a voter again */
+        int third = 6 - old - now;
+        int served = replica_log_count(&rs, old, "serving on");
+        replica_start(&rs, old, NULL);
+        if (replica_wait_serving(&rs, old, served + 1, 30000) != 0)
+            snprintf(failure, sizeof failure, "replica %d did not serve again", old);
+        else if (replica_log_count(&rs, old, "following") < 1)
+            snprintf(failure, sizeof failure, "replica %d came back, but not as a follower", old);
+        if (!*failure) {
+            replica_stop(&rs, third, SIGTERM);
+            if (wait_both_move(sh, 30000) < 0)
+                snprintf(failure, sizeof failure, "no progress with replicas %d and %d only: "
+                         "replica %d did not rejoin", now, old, old);
+        }
+    }
+    long long most = 0;
+    for (int r = 0; r < WORLD; r++)
+        if (sh->progress[r] > most)
+            most = sh->progress[r];
+    sh->stop_at = most + 10;
+    sh->writer_stop = 1;
+    int failed = world_wait(WORLD + 1, procs, 60);
+    fprintf(stderr, "failover from replica %d to %d: the job and the writer moved on after "
+            "%lld ms; %lld all_reduces, %lld adds, %lld sets\n", old, now, took, slowest(sh),
+            sh->adds_acked, sh->sets_acked);
+    if (*failure || failed)
+        replicas_dump_logs(&rs);
+    ck_assert_msg(!*failure, "%s", failure);
+    ck_assert_int_eq(failed, 0);
+
+    /* every acknowledged write is there, an add exactly once */
+    c10d_store *s;
+    ck_assert_int_eq(c10d_store_connect(&s, rs.urls, NULL), C10D_OK);
+    ck_assert_int_eq(read_int(s, "replicated/counter"), sh->adds_acked);
+    char key[64];
+    for (long long i = 0; i < sh->sets_acked; i++) {
+        snprintf(key, sizeof key, "replicated/w/%lld", i);
+        ck_assert_int_eq(read_int(s, key), i);
+    }
+    c10d_store_close(s);
+    munmap((void *)sh, sizeof *sh);
+}
+END_TEST
+
+/* A follower's URL alone reaches the leader (ENOTLEADER and its URL);
+ * with two of three replicas stopped (a partition, as the leader sees
+ * it) a write fails within its timeout with a clear error; back together,
+ * writes are accepted again. */
+START_TEST(a_minority_refuses_writes)
+{
+    int leader = replicas_leader(&rs, 20000);
+    ck_assert_int_gt(leader, 0);
+    long long until = test_now_ms() + 30000;
+    while (replica_log_count(&rs, leader, "is a voter") < 2 && test_now_ms() < until)
+        usleep(10000);
+    int f1 = leader == 1 ? 2 : 1, f2 = 6 - leader - f1;
+
+    c10d_store *s;
+    ck_assert_int_eq(c10d_store_connect(&s, rs.url[f1 - 1], NULL), C10D_OK);
+    ck_assert_int_eq(c10d_store_set(s, "minority/before", "1", 1), C10D_OK);
+    c10d_store_close(s);
+
+    kill(rs.pid[f1 - 1], SIGSTOP);
+    kill(rs.pid[f2 - 1], SIGSTOP);
+    c10d_store_opts o = C10D_STORE_OPTS_INIT;
+    o.timeout_ms = o.connect_timeout_ms = 4000;
+    ck_assert_int_eq(c10d_store_connect(&s, rs.url[leader - 1], &o), C10D_OK);
+    long long t0 = test_now_ms();
+    c10d_status st = c10d_store_set(s, "minority/during", "1", 1);
+    long long took = test_now_ms() - t0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", c10d_errmsg());
+    c10d_store_close(s);
+    kill(rs.pid[f1 - 1], SIGCONT);
+    kill(rs.pid[f2 - 1], SIGCONT);
+    fprintf(stderr, "a write with 1 of 3 replicas: %s after %lld ms: %s\n", c10d_status_name(st),
+            took, msg);
+    if (st == C10D_OK)
+        replicas_dump_logs(&rs);
+    ck_assert_int_ne(st, C10D_OK);
+    ck_assert_msg(strstr(msg, "leader") || strstr(msg, "lead"), "unclear: %s", msg);
+    ck_assert_int_lt(took, 4000 + 3000);
+
+    /* together again: a leader, and writes are accepted */
+    o.timeout_ms = o.connect_timeout_ms = 30000;
+    ck_assert_int_eq(c10d_store_connect(&s, rs.urls, &o), C10D_OK);
+    ck_assert_int_eq(c10d_store_set(s, "minority/after", "1", 1), C10D_OK);
+    ck_assert_int_eq(read_int(s, "minority/before"), 1);
+    c10d_store_close(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("replicas");
+    TCase *tc = tcase_create("replicas");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, a_job_rides_through_the_leader_s_death);
+    tcase_add_test(tc, a_minority_refuses_writes);
+    suite_add_tcase(s, tc);
+    return c10d_run_suite(s);
+}

@@ -199,10 +199,15 @@ static void broken(c10di_conn *c, nng_stream *s, int rv)
  * which dial() makes to the leader named, else to the next URL. The
  * replica is a coordinator: not counted among the servers that hang up
  * unanswered. */
-static void not_leader(c10di_conn *c, const uint8_t *leader, size_t len)
+static void not_leader(c10di_conn *c, const uint8_t *leader, size_t len, const uint8_t *detail,
+                       size_t detail_len)
 {
     free(c->hint);
     c->hint = len ? strndup((const char *)leader, len) : NULL;
+    /* what the replica said (no leader: an election, or no majority),
+     * for the error if no leader is found in time */
+    free(c->leaderless_why);
+    c->leaderless_why = detail_len ? strndup((const char *)detail, detail_len) : NULL;
     c->redirected = 1;
     c->leaderless = 1;
     c->unanswered = 0;
@@ -227,12 +232,13 @@ static int varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v)
  * its encoding, as protobuf-c writes fields in the order of their
  * numbers: the look stops at the first field past them, so a large reply
  * costs no more than a small one. Returns the status (0 when none). */
-static int reply_status(const uint8_t *p, size_t n, const uint8_t **leader, size_t *leader_len)
+static int reply_status(const uint8_t *p, size_t n, const uint8_t **leader, size_t *leader_len,
+                        const uint8_t **detail, size_t *detail_len)
 {
     size_t i = 0;
     int status = 0;
-    *leader = NULL;
-    *leader_len = 0;
+    *leader = *detail = NULL;
+    *leader_len = *detail_len = 0;
     uint64_t key, v;
     while (i < n && varint(p, n, &i, &key) == 0 && key >> 3 <= 4) {
         unsigned field = (unsigned)(key >> 3), type = (unsigned)(key & 7);
@@ -247,6 +253,9 @@ static int reply_status(const uint8_t *p, size_t n, const uint8_t **leader, size
             if (field == 4) {
                 *leader = p + i;
                 *leader_len = (size_t)v;
+            } else if (field == 3) {
+                *detail = p + i;
+                *detail_len = (size_t)v;
             }
             i += (size_t)v;
         } else {
@@ -296,11 +305,12 @@ static int dispatch(c10di_conn *c)
             break;
         uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
         size_t body = n - 8;
-        const uint8_t *leader;
-        size_t leader_len;
-        if (reply_status(c->rbuf + off + C10DC_FRAME_HDR, body, &leader, &leader_len) ==
-            C10D_ENOTLEADER) {
-            not_leader(c, leader, leader_len); /* wakes all: those woken above too */
+        const uint8_t *leader, *detail;
+        size_t leader_len, detail_len;
+        if (reply_status(c->rbuf + off + C10DC_FRAME_HDR, body, &leader, &leader_len, &detail,
+                         &detail_len) == C10D_ENOTLEADER) {
+            /* wakes all: those woken above too */
+            not_leader(c, leader, leader_len, detail, detail_len);
             return 1;
         }
         if (!c->answered) { /* a coordinator: dial at once again if it breaks */
@@ -927,6 +937,9 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
     long long waited = (long long)(c10d_now_ms() - start);
     pthread_mutex_lock(&c->mu);
     int last = c->last_err, leaderless = c->leaderless;
+    char said[512] = "";
+    if (c->leaderless_why)
+        snprintf(said, sizeof said, "; the last said: %s", c->leaderless_why);
     /* the URL the failure was met at; the list, when all were tried */
     const char *url = c->err_url ? c->err_url : c->urls[c->cur];
     const char *hung = c->hung_url ? c->hung_url : url;
@@ -962,8 +975,8 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
     if (rv == NNG_ETIMEDOUT && leaderless) {
         int other = last && last != NNG_ECLOSED; /* ECLOSED: a follower's stream, dropped */
         return c10di_error(C10D_EUNAVAIL, "no leader found among the coordinator's replicas at "
-                           "%s within %lld ms (%s: those that answered do not lead%s%s)", all,
-                           waited, what, other ? "; the last dial: " : "",
+                           "%s within %lld ms (%s: those that answered do not lead%s%s%s)", all,
+                           waited, what, said, other ? "; the last dial: " : "",
                            other ? nng_strerror(last) : "");
     }
     if (rv == NNG_ETIMEDOUT && atomic_load(&c->pipes) == 0)
@@ -1066,6 +1079,7 @@ void c10di_conn_stream_fini(c10di_conn *c)
         free(c->urls[i]);
     }
     free(c->hint);
+    free(c->leaderless_why);
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);

@@ -87,6 +87,7 @@ struct c10di_conn {
      * next dial goes where it said the leader is (hint, may be NULL). */
     int redirected;
     char *hint;
+    char *leaderless_why; /* the last such replica's words (its detail) */
     int leaderless;    /* replicas said they do not lead, since the last reply */
     nng_stream *stream;  /* NULL while not connected */
     nng_stream *retired; /* closed, freed once no thread uses it */

@@ -113,6 +113,13 @@ static const char usage[] =
     "                            for: heartbeats every 1.5x, an election after\n"
     "                            15x without one (default "
     STR(C10DS_DEFAULT_RAFT_LATENCY_MS) ")\n"
+    "      --seed PATH           a new replicated coordinator (its replicated\n"
+    "                            database empty) starts from this database: a\n"
+    "                            single-node one, or an --export (ignored once\n"
+    "                            it holds anything)\n"
+    "      --export PATH --peers ...  copy the replicated database, from the\n"
+    "                            replica that leads, into a new SQLite file (a\n"
+    "                            backup; c10d-coord --db PATH serves it), and exit\n"
     "      --log-level LEVEL     error, warn, info (default) or debug\n"
     "  -h, --help                show this help\n"
     "  -V, --version             show versions\n"
@@ -152,6 +159,8 @@ enum {
     OPT_DATA_DIR,
     OPT_ADVERTISE,
     OPT_RAFT_LATENCY,
+    OPT_SEED,
+    OPT_EXPORT,
 };
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -308,6 +317,8 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         {"data-dir", required_argument, 0, OPT_DATA_DIR},
         {"advertise-url", required_argument, 0, OPT_ADVERTISE},
         {"raft-latency-ms", required_argument, 0, OPT_RAFT_LATENCY},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"export", required_argument, 0, OPT_EXPORT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -364,6 +375,14 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         case OPT_ADVERTISE:
             free(cfg->advertise_url);
             cfg->advertise_url = strdup(optarg);
+            break;
+        case OPT_SEED:
+            free(cfg->seed_path);
+            cfg->seed_path = strdup(optarg);
+            break;
+        case OPT_EXPORT:
+            free(cfg->export_path);
+            cfg->export_path = strdup(optarg);
             break;
         case OPT_RAFT_LATENCY:
             if (parse_u64("raft-latency-ms", optarg, 1, 10000, &v))
@@ -544,9 +563,19 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         }
         cfg->token = strdup(getenv("C10D_TOKEN"));
     }
-    if (cfg->replica_id || cfg->npeers || cfg->data_dir || cfg->advertise_url) {
-        const char *why = !cfg->replica_id ? "--peers, --data-dir and --advertise-url go with "
-                                             "--replica ID"
+    if (cfg->export_path) {
+        const char *why = cfg->replica_id ? "--export runs on its own, not with --replica"
+                          : !cfg->npeers  ? "--export needs --peers, the replicas to ask"
+                          : db_given      ? "--export writes PATH, not --db"
+                                          : NULL;
+        if (why) {
+            fprintf(stderr, "c10d-coord: %s\n", why);
+            return -1;
+        }
+    } else if (cfg->replica_id || cfg->npeers || cfg->data_dir || cfg->advertise_url ||
+               cfg->seed_path) {
+        const char *why = !cfg->replica_id ? "--peers, --data-dir, --advertise-url and --seed "
+                                             "go with --replica ID"
                           : db_given ? "--replica keeps its state in dqlite, not in --db"
                           : !cfg->npeers ? "--replica needs --peers, the list of every replica"
                           : !c10ds_config_peer(cfg, cfg->replica_id)
@@ -582,5 +611,7 @@ void c10ds_config_free(c10ds_config *cfg)
     free(cfg->tls_ca);
     free(cfg->data_dir);
     free(cfg->advertise_url);
+    free(cfg->seed_path);
+    free(cfg->export_path);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -77,6 +77,8 @@ typedef struct c10ds_config {
     char *advertise_url;     /* the URL clients are sent to when it leads (NULL: the
                               * bound one, replica.c) */
     int raft_latency_ms;     /* heartbeat 1.5x, election timeout 15x */
+    char *seed_path;         /* --seed: an empty replicated database starts from this file */
+    char *export_path;       /* --export: copy the replicated database there, and exit */
 } c10ds_config;
 
 /* The replica of this id in cfg->peers, or NULL. */

@@ -237,8 +237,57 @@ fail:
     return -1;
 }
 
+/* The number of tables in h, or -1. */
+static int count_tables(sqlite3 *h)
+{
+    sqlite3_stmt *st = NULL;
+    int n = -1;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1, &st,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* An empty replicated database starts from path's content (a single-node
+ * database or an export), copied into h and then into dqlite. */
+static int seed_from(sqlite3 *h, c10ds_mirror *m, const char *path, char *err, size_t errlen)
+{
+    sqlite3 *src = NULL;
+    char why[512];
+    if (sqlite3_open_v2(path, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "--seed %s: %s", path, src ? sqlite3_errmsg(src) : "out of memory");
+        sqlite3_close(src);
+        return -1;
+    }
+    int v = user_version(src);
+    if (check_intact(src, why, sizeof why) != 0 || v <= 0) {
+        snprintf(err, errlen, "--seed %s: %s", path,
+                 strcmp(why, "ok") ? why : "not a c10d-coord database (no schema version)");
+        sqlite3_close(src);
+        return -1;
+    }
+    sqlite3_backup *b = sqlite3_backup_init(h, "main", src, "main");
+    int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
+    sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) {
+        snprintf(err, errlen, "--seed %s: copying it: %s", path, sqlite3_errmsg(h));
+        sqlite3_close(src);
+        return -1;
+    }
+    sqlite3_close(src);
+    if (c10ds_mirror_seed(m, h, why, sizeof why) != 0) {
+        snprintf(err, errlen, "--seed %s: %s", path, why);
+        return -1;
+    }
+    c10ds_info("the replicated database was seeded from %s (schema version %d)", path, v);
+    return 0;
+}
+
 int c10ds_db_open_replicated(c10ds_db *db, c10ds_mirror *m, const char *const *skip,
-                             void (*on_lost)(const char *why), char *err, size_t errlen)
+                             const char *seed, void (*on_lost)(const char *why), char *err,
+                             size_t errlen)
 {
     memset(db, 0, sizeof *db);
     db->lock_fd = db->file_fd = -1;
@@ -252,8 +301,22 @@ int c10ds_db_open_replicated(c10ds_db *db, c10ds_mirror *m, const char *const *s
                  db->h ? sqlite3_errmsg(db->h) : "out of memory");
         goto fail;
     }
-    if (c10ds_mirror_load(m, db->h, skip, why, sizeof why) != 0 ||
-        migrate(db->h, m, &db->schema_version, why, sizeof why) != 0 ||
+    if (c10ds_mirror_load(m, db->h, skip, why, sizeof why) != 0) {
+        snprintf(err, errlen, "replicated database: %s", why);
+        goto fail;
+    }
+    int empty = user_version(db->h) == 0, tables = count_tables(db->h);
+    if (empty && tables > 0) {
+        snprintf(err, errlen, "the replicated database holds %d tables but no schema version: "
+                 "a --seed cut short? Stop every replica, remove their --data-dir, and start "
+                 "again", tables);
+        goto fail;
+    }
+    if (seed && !empty)
+        c10ds_warn("--seed %s ignored: the replicated database is not empty", seed);
+    if (seed && empty && seed_from(db->h, m, seed, err, errlen) != 0)
+        goto fail;
+    if (migrate(db->h, m, &db->schema_version, why, sizeof why) != 0 ||
         c10ds_mirror_track(m, db->h, why, sizeof why) != 0) {
         snprintf(err, errlen, "replicated database: %s", why);
         goto fail;

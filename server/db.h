@@ -30,9 +30,12 @@ void c10ds_db_close(c10ds_db *db);
 
 /* A leading replica's database: in memory, built from the replicated one
  * (m), migrated on both, then every commit replicated first. Tables
- * named in skip are the replicas' own, left in dqlite. */
+ * named in skip are the replicas' own, left in dqlite. An empty
+ * replicated database is first seeded from seed (a database file) when
+ * given. */
 int c10ds_db_open_replicated(c10ds_db *db, struct c10ds_mirror *m, const char *const *skip,
-                             void (*on_lost)(const char *why), char *err, size_t errlen);
+                             const char *seed, void (*on_lost)(const char *why), char *err,
+                             size_t errlen);
 
 /* Brings the schema to the newest version, one migration per transaction.
  * Refuses a database newer than this program. Exposed for the tests. */

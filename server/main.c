@@ -42,6 +42,11 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     c10ds_log_set_level(cfg.log_level);
+    if (cfg.export_path) {
+        rc = c10ds_replica_export(&cfg);
+        c10ds_config_free(&cfg);
+        return rc;
+    }
     if (cfg.replica_id && !c10ds_replica_is_engine()) {
         /* the replica's dqlite node, which starts this program again as
          * its engine process (replica.h) */

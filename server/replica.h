@@ -33,6 +33,11 @@ int c10ds_replica_is_engine(void);
  * SIGINT. Returns the exit status (0 after a signal). */
 int c10ds_replica_supervise(const c10ds_config *cfg, char **argv);
 
+/* --export PATH: copies the replicated database, read on the replica
+ * that leads in one transaction, into a new SQLite file. Returns the
+ * exit status. */
+int c10ds_replica_export(const c10ds_config *cfg);
+
 /* In the engine process: asks the node who leads. Leading, opens db as
  * the replicated working copy; else db in memory, and the replica
  * refuses every request (c10ds_replica_refuse). */

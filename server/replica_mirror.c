@@ -508,6 +508,88 @@ int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, cha
     return exec_txn(m, "migrating the replicated database", err, errlen);
 }
 
+#define SEED_CHUNK_BYTES (4u << 20)
+
+/* Sends what m->buf holds, as one transaction ("BEGIN;" leads it). */
+static int seed_flush(c10ds_mirror *m, char *err, size_t errlen)
+{
+    puts_(m, "COMMIT");
+    if (exec_txn(m, "seeding the replicated database", err, errlen) != 0)
+        return -1;
+    m->len = 0;
+    puts_(m, "BEGIN;\n");
+    return 0;
+}
+
+static int seed_rows(c10ds_mirror *m, sqlite3 *h, const char *table, char *err, size_t errlen)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT * FROM \"%s\"", table);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
+        errf(err, errlen, "reading %s: %s", table, sqlite3_errmsg(h));
+        return -1;
+    }
+    int rc = 0, step;
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        puts_(m, "INSERT INTO ");
+        put_ident(m, table);
+        puts_(m, " VALUES (");
+        for (int i = 0; i < sqlite3_column_count(st); i++) {
+            if (i)
+                puts_(m, ", ");
+            put_value(m, sqlite3_column_value(st, i));
+        }
+        puts_(m, ");\n");
+        if (m->len > SEED_CHUNK_BYTES)
+            rc = seed_flush(m, err, errlen);
+    }
+    if (rc == 0 && step != SQLITE_DONE) {
+        errf(err, errlen, "reading %s: %s", table, sqlite3_errmsg(h));
+        rc = -1;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                              "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                              "ORDER BY type <> 'table', rowid",
+                           -1, &st, NULL) != SQLITE_OK) {
+        errf(err, errlen, "reading the schema to seed: %s", sqlite3_errmsg(h));
+        return -1;
+    }
+    m->len = 0;
+    m->oom = 0;
+    puts_(m, "BEGIN;\n");
+    int rc = 0;
+    while (rc == 0 && sqlite3_step(st) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(st, 0);
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        puts_(m, (const char *)sqlite3_column_text(st, 2));
+        puts_(m, ";\n");
+        if (!strcmp(type, "table"))
+            rc = seed_rows(m, h, name, err, errlen);
+    }
+    sqlite3_finalize(st);
+    if (rc != 0)
+        return -1;
+    sqlite3_stmt *v = NULL;
+    int version = 0;
+    if (sqlite3_prepare_v2(h, "PRAGMA user_version", -1, &v, NULL) == SQLITE_OK &&
+        sqlite3_step(v) == SQLITE_ROW)
+        version = sqlite3_column_int(v, 0);
+    sqlite3_finalize(v);
+    char tail[64];
+    snprintf(tail, sizeof tail, "PRAGMA user_version = %d;\n", version);
+    puts_(m, tail);
+    puts_(m, "COMMIT");
+    return exec_txn(m, "seeding the replicated database", err, errlen);
+}
+
 int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
 {
     if (m->session)

@@ -40,6 +40,12 @@ int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char
 int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, char *err,
                          size_t errlen);
 
+/* Copies h (schema, rows, user_version) into dqlite's database, which
+ * must be empty: a replicated coordinator seeded from a single-node
+ * database or an export. In transactions of a few MB; user_version is
+ * set by the last, so a seed cut short is seen as one. */
+int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
+
 /* Starts recording h's changes (every table with a primary key). */
 int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
 

@@ -18,6 +18,7 @@
 #include <c10d/c10d.h>
 #include <check.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,75 @@ START_TEST(a_minority_refuses_writes)
 }
 END_TEST
 
+/* Runs a command; its stdout (and stderr) in out. Returns its status. */
+static int run_cmd(char *out, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int run_cmd(char *out, size_t len, const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, len - 1, p) : 0;
+    out[n] = '\0';
+    return p ? pclose(p) : -1;
+}
+
+/* A backup: --export copies the replicated database into a SQLite file
+ * while it runs; a new replicated coordinator seeded from that file
+ * (--seed) serves the same keys, and a seed is ignored once the
+ * replicated database holds anything. */
+START_TEST(an_export_seeds_a_new_cluster)
+{
+    char out[8192], file[512];
+    ck_assert_int_gt(replicas_leader(&rs, 20000), 0);
+    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set backup/a "
+                          "alpha && %s --coord '%s' add backup/n 41", C10D_CTL_BIN, rs.urls,
+                          C10D_CTL_BIN, rs.urls) == 0, "%s", out);
+    snprintf(file, sizeof file, "%s/export.db", rs.dir);
+    ck_assert_msg(run_cmd(out, sizeof out, "%s --export %s --peers %s", C10D_COORD_BIN, file,
+                          rs.peers) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "schema version") != NULL, "%s", out);
+    /* a second export to the same file is refused, the first kept */
+    ck_assert_int_ne(run_cmd(out, sizeof out, "%s --export %s --peers %s", C10D_COORD_BIN, file,
+                             rs.peers), 0);
+    ck_assert_msg(strstr(out, "must not exist") != NULL, "%s", out);
+
+    replica_set other;
+    replicas_init(&other, 3);
+    const char *seed[] = {"--seed", file, NULL};
+    for (int i = 1; i <= 3; i++)
+        replica_start(&other, i, seed);
+    int leader = replicas_leader(&other, 30000);
+    int got = run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get backup/a && "
+                      "%s --coord '%s' add backup/n 1", C10D_CTL_BIN, other.urls, C10D_CTL_BIN,
+                      other.urls);
+    int seeded = replica_log_count(&other, leader, "seeded from");
+    /* started again with the seed: ignored, the keys as they are now */
+    for (int i = 1; i <= 3; i++)
+        replica_stop(&other, i, SIGTERM);
+    for (int i = 1; i <= 3; i++)
+        replica_start(&other, i, seed);
+    char again[256];
+    int got_again = run_cmd(again, sizeof again, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get "
+                            "backup/n", C10D_CTL_BIN, other.urls);
+    int ignored = 0;
+    for (int i = 1; i <= 3; i++)
+        ignored += replica_log_count(&other, i, "ignored: the replicated database is not empty");
+    if (got || !seeded || got_again || !ignored)
+        replicas_dump_logs(&other);
+    replicas_cleanup(&other);
+    ck_assert_msg(got == 0, "%s", out);
+    ck_assert_msg(strstr(out, "alpha") && strstr(out, "42"), "%s", out);
+    ck_assert_int_eq(seeded, 1);
+    ck_assert_msg(got_again == 0 && strstr(again, "42"), "%s", again);
+    ck_assert_int_ge(ignored, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("replicas");
@@ -326,6 +396,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, a_job_rides_through_the_leader_s_death);
     tcase_add_test(tc, a_minority_refuses_writes);
+    tcase_add_test(tc, an_export_seeds_a_new_cluster);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

@@ -210,7 +210,7 @@ START_TEST(the_next_leader_loads_what_the_last_one_committed)
     ck_assert_int_eq(c10ds_dq_exec_sql(c10ds_mirror_dq(m1), "CREATE TABLE theirs (x)", NULL, 0,
                                        NULL, NULL), 0);
     c10ds_db a;
-    ck_assert_msg(c10ds_db_open_replicated(&a, m1, skip, lost, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_open_replicated(&a, m1, skip, NULL, lost, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(a.schema_version, C10D_TEST_SCHEMA_VERSION);
     ck_assert_int_eq(c10ds_db_begin(&a), 0);
     write_awkward_rows(a.h);
@@ -222,7 +222,7 @@ START_TEST(the_next_leader_loads_what_the_last_one_committed)
     ck_assert_msg(c10ds_mirror_new(&m2, node.addr, "c10d", 5000, err, sizeof err) == 0, "%s",
                   err);
     c10ds_db b;
-    ck_assert_msg(c10ds_db_open_replicated(&b, m2, skip, lost, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_open_replicated(&b, m2, skip, NULL, lost, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(b.schema_version, C10D_TEST_SCHEMA_VERSION);
     same_rows(a.h, b.h);
     sqlite3_stmt *st;

@@ -15,7 +15,7 @@ coord=$build/server/c10d-coord
 dir=$(mktemp -d /tmp/c10d-replica-bench.XXXXXX)
 cleanup() {
     for f in "$dir"/pid*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    for f in "$dir"/pid*; do wait "$(cat "$f")" 2>/dev/null || true; done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -29,9 +29,10 @@ start_replica() {
         --raft-latency-ms "$lat" 2>>"$dir/log$1" &
     echo $! >"$dir/pid$1"
 }
-# The replica whose engine last said it serves as the leader.
+# The running replica whose engine last said it serves as the leader.
 leader() {
     for i in 1 2 3; do
+        kill -0 "$(cat "$dir/pid$i")" 2>/dev/null || continue
         if grep "serving on" "$dir/log$i" 2>/dev/null | tail -1 | grep -q leading; then
             echo "$i"
             return
@@ -46,6 +47,7 @@ wait_for() { # seconds, command...
     return 1
 }
 serving() { [ "$(grep -c "serving on" "$dir/log$1" 2>/dev/null)" -ge "${2:-1}" ]; }
+has_leader() { [ -n "$(leader)" ]; }
 all_serving() { serving 1 && serving 2 && serving 3 && [ -n "$(leader)" ]; }
 voters() { [ "$(cat "$dir"/log* | grep -c "is a voter")" -ge 2 ]; }
 
@@ -85,7 +87,9 @@ for r in $(seq "$rounds"); do
     bench=$!
     wait_for 30 test -f "$dir/mark"
     kill -9 "$(cat "$dir/pid$was")"
+    wait "$(cat "$dir/pid$was")" 2>/dev/null || true
     wait "$bench" || { cat "$dir/failover.out"; echo "bench_failover failed"; exit 1; }
+    wait_for 10 has_leader
     echo "== failover $r: SIGKILL to replica $was (the leader); replica $(leader) leads now"
     sed 's/^/  /' "$dir/failover.out"
     n=$(grep -c "serving on" "$dir/log$was")

@@ -388,6 +388,38 @@ START_TEST(an_export_seeds_a_new_cluster)
 }
 END_TEST
 
+/* Replica 3 starts only after the others have served writes (and the
+ * schema's migrations ran on the leader, once): it catches up, becomes a
+ * voter, and holds everything: with replica 1 killed, replicas 2 and 3
+ * elect a leader that serves the writes made before 3 existed. (That
+ * migrations run once, on the leader: test_replica_mirror.c.) */
+START_TEST(a_late_replica_catches_up)
+{
+    replicas_init(&rs, 3);
+    replica_start(&rs, 1, NULL);
+    replica_start(&rs, 2, NULL);
+    char out[8192];
+    ck_assert_int_eq(replicas_leader(&rs, 30000), 1);
+    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set late/a "
+                          "early && %s --coord '%s' add late/n 7", C10D_CTL_BIN, rs.urls,
+                          C10D_CTL_BIN, rs.urls) == 0, "%s", out);
+    replica_start(&rs, 3, NULL);
+    long long until = test_now_ms() + 30000;
+    while (replica_log_count(&rs, 1, "replica 3 (") < 1 && test_now_ms() < until)
+        usleep(10000);
+    int voter = replica_log_count(&rs, 1, "replica 3 (");
+    replica_stop(&rs, 1, SIGKILL);
+    int got = run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get late/a && "
+                      "%s --coord '%s' add late/n 1", C10D_CTL_BIN, rs.urls, C10D_CTL_BIN,
+                      rs.urls);
+    if (!voter || got)
+        replicas_dump_logs(&rs);
+    replicas_cleanup(&rs);
+    ck_assert_msg(voter, "replica 3 never became a voter");
+    ck_assert_msg(got == 0 && strstr(out, "early") && strstr(out, "8"), "%s", out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("replicas");
@@ -398,5 +430,9 @@ int main(void)
     tcase_add_test(tc, a_minority_refuses_writes);
     tcase_add_test(tc, an_export_seeds_a_new_cluster);
     suite_add_tcase(s, tc);
+    TCase *late = tcase_create("late");
+    tcase_set_timeout(late, 120);
+    tcase_add_test(late, a_late_replica_catches_up);
+    suite_add_tcase(s, late);
     return c10d_run_suite(s);
 }

@@ -107,13 +107,17 @@ int main(int argc, char **argv)
     }
     snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
     snprintf(engine->tcpstore_url, sizeof engine->tcpstore_url, "%s", ts_url);
+    if (replica && c10ds_replica_publish(replica, url, err, sizeof err) != 0) {
+        c10ds_error("%s", err);
+        goto out;
+    }
     /* Read before the engine thread starts: it owns the store after. */
     long long num_keys = (long long)engine->store.num_keys;
     if (c10ds_engine_start(engine) != 0) {
         c10ds_error("cannot start the engine thread");
         goto out;
     }
-    if (replica && c10ds_replica_watch(replica, url, err, sizeof err) != 0) {
+    if (replica && c10ds_replica_watch(replica, err, sizeof err) != 0) {
         c10ds_error("%s", err);
         goto out;
     }

@@ -579,14 +579,17 @@ static void advertised(const c10ds_replica *r, const char *bound, char *out, siz
         snprintf(out, len, "%s", bound);
 }
 
-int c10ds_replica_watch(c10ds_replica *r, const char *bound_url, char *err, size_t errlen)
+int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, size_t errlen)
 {
-    if (r->leads) {
-        char url[512];
-        advertised(r, bound_url, url, sizeof url);
-        if (publish(r, url, err, errlen) != 0)
-            return -1;
-    }
+    if (!r->leads)
+        return 0;
+    char url[512];
+    advertised(r, bound_url, url, sizeof url);
+    return publish(r, url, err, errlen);
+}
+
+int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen)
+{
     pthread_t t;
     if (pthread_create(&t, NULL, watch_role, r) != 0)
         goto fail;

@@ -51,10 +51,13 @@ const char *c10ds_replica_describe(const c10ds_replica *r);
  * ENOTLEADER and the leader's URL. Returns 1 (answered). */
 int c10ds_replica_refuse(void *arg, c10ds_request *r);
 
-/* Once serving on bound_url: the leader publishes its client URL (for
- * the others' ENOTLEADER); then the threads start that watch who leads
- * (exiting the process when it changes) and, on the leader, add the
- * other replicas as voters. */
-int c10ds_replica_watch(c10ds_replica *r, const char *bound_url, char *err, size_t errlen);
+/* Once bound to bound_url, before the engine starts (the engine's
+ * connection to dqlite is then the only one writing: dqlite refuses a
+ * second writer with SQLITE_BUSY): the leader publishes its client URL,
+ * for the others' ENOTLEADER. */
+int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, size_t errlen);
+/* Starts the threads that watch who leads (exiting the process when it
+ * changes) and, on the leader, add the other replicas as voters. */
+int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen);
 
 #endif

@@ -72,27 +72,10 @@ static int rank_body(int rank, int n, void *arg)
     c10d_pg *pg = world_init_verify(sh->urls, sh->job, rank, n, 60000, C10D_VERIFY_SYNC);
     if (!pg)
         return 10;
-    for (long long i = 0; i < sh->stop_at; i++) {
-        float x[4];
-        for (int k = 0; k < 4; k++)
-            x[k] = (float)((rank + 1) * (i % 7 + 1) + k);
-        c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 4);
-        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK) {
-            fprintf(stderr, "rank %d, all_reduce %lld: %s\n", rank, i, c10d_errmsg());
-            return 11;
-        }
-        for (int k = 0; k < 4; k++) {
-            float want = (float)(n * (n + 1) / 2 * (i % 7 + 1) + n * k);
-            if (x[k] != want) {
-                fprintf(stderr, "rank %d, all_reduce %lld: [%d] = %g, not %g\n", rank, i, k,
-                        (double)x[k], (double)want);
-                return 12;
-            }
-        }
-        sh->progress[rank] = i + 1;
-    }
-    c10d_destroy(pg);
-    return 0;
+    int rc = world_allreduce_until(pg, rank, n, &sh->progress[rank], &sh->stop_at);
+    if (rc == 0)
+        c10d_destroy(pg);
+    return rc;
 }
 
 /* Adds 1 to "counter" and sets w/<i> = i, back to back, counting what was

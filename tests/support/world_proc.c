@@ -118,3 +118,28 @@ const char *world_job(const char *base)
     snprintf(buf, sizeof buf, "%s-%d-%d", base, (int)getpid(), ++counter);
     return buf;
 }
+
+int world_allreduce_until(c10d_pg *pg, int rank, int n, volatile long long *progress,
+                          volatile long long *stop_at)
+{
+    for (long long i = 0; i < *stop_at; i++) {
+        float x[4];
+        for (int k = 0; k < 4; k++)
+            x[k] = (float)((rank + 1) * (i % 7 + 1) + k);
+        c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 4);
+        if (c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL) != C10D_OK) {
+            fprintf(stderr, "rank %d, all_reduce %lld: %s\n", rank, i, c10d_errmsg());
+            return 11;
+        }
+        for (int k = 0; k < 4; k++) {
+            float want = (float)(n * (n + 1) / 2 * (i % 7 + 1) + n * k);
+            if (x[k] != want) {
+                fprintf(stderr, "rank %d, all_reduce %lld: [%d] = %g, not %g\n", rank, i, k,
+                        (double)x[k], (double)want);
+                return 12;
+            }
+        }
+        *progress = i + 1;
+    }
+    return 0;
+}

@@ -27,6 +27,13 @@ c10d_pg *world_init(const char *url, const char *job, int rank, int n, int timeo
 c10d_pg *world_init_verify(const char *url, const char *job, int rank, int n, int timeout_ms,
                            c10d_verify mode);
 
+/* Runs checked all_reduces on pg (4 floats, values that change with the
+ * step) until *stop_at, counting the completed ones in *progress: a job
+ * that tests time through a coordinator's restart or failover. Returns 0,
+ * 11 when one failed, 12 when one's result was wrong (said on stderr). */
+int world_allreduce_until(c10d_pg *pg, int rank, int n, volatile long long *progress,
+                          volatile long long *stop_at);
+
 /* A coordinator of its own for every test case: world_coord_start and
  * world_coord_stop are a Check checked fixture's setup and teardown (a
  * start that fails fails the case); the ranks, forked after, find it at

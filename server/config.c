@@ -103,7 +103,8 @@ static const char usage[] =
     "                            the leader's URL\n"
     "      --peers ID=IP:PORT,...  every replica and its dqlite address (raft and\n"
     "                            SQL; IPv4 literals): the same list on each.\n"
-    "                            Replica 1 starts the cluster; it adds the others\n"
+    "                            Replica 1 starts a new cluster; the leader adds\n"
+    "                            the others, and removes replicas no longer listed\n"
     "      --data-dir PATH       the replica's raft log and snapshots (default\n"
     "                            ./c10d-replica-ID)\n"
     "      --advertise-url URL   the URL clients are sent to while this replica\n"
@@ -248,7 +249,8 @@ static int parse_peers(c10ds_config *cfg, const char *arg)
         const char *colon = strrchr(addr, ':');
         unsigned a, b, c, d, port;
         char tail;
-        if (!eq || end != eq || id == 0 || !colon ||
+        if (!eq || !(p[0] >= '0' && p[0] <= '9') || end != eq || id == 0 || !colon ||
+            strspn(addr, "0123456789.:") != strlen(addr) ||
             sscanf(addr, "%u.%u.%u.%u:%u%c", &a, &b, &c, &d, &port, &tail) != 5 || a > 255 ||
             b > 255 || c > 255 || d > 255 || port == 0 || port > 65535) {
             fprintf(stderr, "c10d-coord: --peers: '%s' is not ID=IPv4:PORT (e.g. "
@@ -262,8 +264,9 @@ static int parse_peers(c10ds_config *cfg, const char *arg)
             return -1;
         }
         for (int i = 0; i < cfg->npeers; i++)
-            if (cfg->peers[i].id == id) {
-                fprintf(stderr, "c10d-coord: --peers: replica %llu is listed twice\n", id);
+            if (cfg->peers[i].id == id || !strcmp(cfg->peers[i].address, addr)) {
+                fprintf(stderr, "c10d-coord: --peers: %s is listed twice\n",
+                        cfg->peers[i].id == id ? "a replica's id" : "an address");
                 free(copy);
                 return -1;
             }
@@ -580,11 +583,17 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
                           : !cfg->npeers ? "--replica needs --peers, the list of every replica"
                           : !c10ds_config_peer(cfg, cfg->replica_id)
                               ? "--replica's ID is not in --peers"
-                          : !c10ds_config_peer(cfg, 1)
-                              ? "--peers must list replica 1: it starts the cluster"
                               : NULL;
         if (why) {
             fprintf(stderr, "c10d-coord: %s\n", why);
+            return -1;
+        }
+        const char *mine = strrchr(c10ds_config_peer(cfg, cfg->replica_id)->address, ':');
+        const char *lport = strrchr(listen, ':');
+        if (lport && !strcmp(lport, mine) && !strstr(listen, "ipc://")) {
+            fprintf(stderr, "c10d-coord: --listen %s takes the port of this replica's dqlite "
+                    "node in --peers (%s): give the clients another port\n", listen,
+                    c10ds_config_peer(cfg, cfg->replica_id)->address);
             return -1;
         }
         if (!cfg->data_dir) {

@@ -16,7 +16,7 @@
 /* Request and response types (the protocol's numbers). */
 enum { REQ_LEADER = 0, REQ_OPEN = 3, REQ_PREPARE = 4, REQ_EXEC = 5, REQ_QUERY = 6,
        REQ_FINALIZE = 7, REQ_EXEC_SQL = 8, REQ_QUERY_SQL = 9, REQ_ADD = 12, REQ_ASSIGN = 13,
-       REQ_CLUSTER = 16 };
+       REQ_REMOVE = 14, REQ_CLUSTER = 16, REQ_TRANSFER = 17 };
 enum { RES_FAILURE = 0, RES_SERVER = 1, RES_SERVERS = 3, RES_DB = 4, RES_STMT = 5,
        RES_RESULT = 6, RES_ROWS = 7, RES_EMPTY = 8 };
 
@@ -58,6 +58,16 @@ uint64_t c10ds_dq_code(const c10ds_dq *d)
 const char *c10ds_dq_errmsg(const c10ds_dq *d)
 {
     return d->msg;
+}
+
+/* Why a read or write failed: SO_RCVTIMEO and SO_SNDTIMEO end a blocked
+ * call with EAGAIN, which strerror calls "Resource temporarily
+ * unavailable". */
+static const char *io_why(void)
+{
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return "timed out (the node did not answer within the connection's timeout)";
+    return errno ? strerror(errno) : "the node closed the connection";
 }
 
 /* Moves all n bytes: sends them (writing) or receives them; -1 when the
@@ -241,8 +251,7 @@ static int recv_response(c10ds_dq *d)
 {
     uint8_t h[8];
     if (read_all(d->fd, h, 8) != 0)
-        return wire_error(d, "reading a response: %s",
-                          errno ? strerror(errno) : "the node closed the connection");
+        return wire_error(d, "reading a response: %s", io_why());
     uint64_t len = (uint64_t)get_u32(h) * 8;
     if (len > MAX_BODY)
         return wire_error(d, "a response of %llu bytes: not dqlite's protocol",
@@ -253,8 +262,7 @@ static int recv_response(c10ds_dq *d)
         return wire_error(d, "out of memory reading a %llu-byte response",
                           (unsigned long long)len);
     if (read_all(d->fd, d->in, len) != 0)
-        return wire_error(d, "reading a response: %s",
-                          errno ? strerror(errno) : "the node closed the connection");
+        return wire_error(d, "reading a response: %s", io_why());
     d->in_len = len;
     d->in_type = h[4];
     return 0;
@@ -291,7 +299,7 @@ static int roundtrip(c10ds_dq *d, uint8_t type, uint8_t want)
     h[4] = type;
     h[5] = h[6] = h[7] = 0;
     if (write_all(d->fd, d->out, d->out_len) != 0)
-        return wire_error(d, "sending a request: %s", strerror(errno));
+        return wire_error(d, "sending a request: %s", io_why());
     if (recv_response(d) != 0)
         return -1;
     if (d->in_type == RES_FAILURE) {
@@ -313,7 +321,17 @@ static int roundtrip(c10ds_dq *d, uint8_t type, uint8_t want)
 
 /* --- connecting --- */
 
-static int dial(const char *address, char *err, size_t errlen)
+/* Bounds every call on fd, connect included (Linux applies SO_SNDTIMEO
+ * to a blocking connect): a node on a host that does not answer fails
+ * in timeout_ms, not in the kernel's two minutes. */
+static void set_timeouts(int fd, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static int dial(const char *address, int timeout_ms, char *err, size_t errlen)
 {
     int fd;
     if (address[0] == '@') {
@@ -327,6 +345,8 @@ static int dial(const char *address, char *err, size_t errlen)
         }
         memcpy(u.sun_path + 1, address + 1, n); /* sun_path[0] = 0: abstract */
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0)
+            set_timeouts(fd, timeout_ms);
         if (fd >= 0 &&
             connect(fd, (struct sockaddr *)&u, (socklen_t)(sizeof(sa_family_t) + 1 + n)) == 0)
             return fd;
@@ -352,12 +372,15 @@ static int dial(const char *address, char *err, size_t errlen)
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int one = 1;
         /* small requests, answered one by one: no Nagle delay */
-        if (fd >= 0)
+        if (fd >= 0) {
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            set_timeouts(fd, timeout_ms);
+        }
         if (fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof in) == 0)
             return fd;
     }
-    snprintf(err, errlen, "cannot connect to dqlite node %s: %s", address, strerror(errno));
+    snprintf(err, errlen, "cannot connect to dqlite node %s: %s", address,
+             errno == EAGAIN || errno == EINPROGRESS ? "timed out" : strerror(errno));
     if (fd >= 0)
         close(fd);
     return -1;
@@ -367,13 +390,10 @@ int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms, char *
                      size_t errlen)
 {
     *out = NULL;
-    int fd = dial(address, err, errlen);
+    /* every call is bounded: a node that stops answering fails it */
+    int fd = dial(address, timeout_ms, err, errlen);
     if (fd < 0)
         return -1;
-    /* every call is bounded: a node that stops answering fails it */
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     uint8_t hello[8] = {PROTOCOL_VERSION, 0, 0, 0, 0, 0, 0, 0};
     c10ds_dq *d = calloc(1, sizeof *d);
     if (!d || write_all(fd, hello, sizeof hello) != 0) {
@@ -386,6 +406,12 @@ int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms, char *
     d->fd = fd;
     *out = d;
     return 0;
+}
+
+void c10ds_dq_interrupt(c10ds_dq *d)
+{
+    if (d)
+        shutdown(d->fd, SHUT_RDWR);
 }
 
 void c10ds_dq_close(c10ds_dq *d)
@@ -664,6 +690,25 @@ int c10ds_dq_add(c10ds_dq *d, uint64_t id, const char *address)
     put_u64(d, id);
     put_text(d, address);
     return roundtrip(d, REQ_ADD, RES_EMPTY);
+}
+
+/* REMOVE and TRANSFER: a node's id, answered EMPTY */
+static int about_node(c10ds_dq *d, int type, uint64_t id)
+{
+    if (begin(d, 8) != 0)
+        return -1;
+    put_u64(d, id);
+    return roundtrip(d, type, RES_EMPTY);
+}
+
+int c10ds_dq_remove(c10ds_dq *d, uint64_t id)
+{
+    return about_node(d, REQ_REMOVE, id);
+}
+
+int c10ds_dq_transfer(c10ds_dq *d, uint64_t id)
+{
+    return about_node(d, REQ_TRANSFER, id);
 }
 
 int c10ds_dq_assign(c10ds_dq *d, uint64_t id, uint64_t role)

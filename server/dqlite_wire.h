@@ -60,6 +60,9 @@ typedef struct c10ds_dq c10ds_dq;
 int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms, char *err,
                      size_t errlen);
 void c10ds_dq_close(c10ds_dq *d);
+/* Ends the call another thread is blocked in on d (it fails; d is then
+ * unusable): for stopping a thread that waits on a node. */
+void c10ds_dq_interrupt(c10ds_dq *d);
 
 /* The last FAILURE's code and message (or what went wrong on the wire). */
 uint64_t c10ds_dq_code(const c10ds_dq *d);
@@ -91,6 +94,11 @@ void c10ds_dq_rows_free(c10ds_dq_rows *rows);
  * a voter (role 0), standby (1) or spare (2) by assign. */
 int c10ds_dq_add(c10ds_dq *d, uint64_t id, const char *address);
 int c10ds_dq_assign(c10ds_dq *d, uint64_t id, uint64_t role);
+/* Takes node id out of the cluster (on the leader). */
+int c10ds_dq_remove(c10ds_dq *d, uint64_t id);
+/* Hands the leader's role to voter id (on the leader): the way a leader
+ * stops without the others waiting out an election timeout. */
+int c10ds_dq_transfer(c10ds_dq *d, uint64_t id);
 /* The cluster's nodes: *n of them, ids[] and roles[] (each may be NULL)
  * up to cap. */
 int c10ds_dq_cluster(c10ds_dq *d, uint64_t *ids, uint64_t *roles, size_t cap, size_t *n);

@@ -217,11 +217,6 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     const c10ds_op *op = oc > 0 && oc < (int)(sizeof e->ops / sizeof e->ops[0]) ? e->ops[oc] : NULL;
     if (ph == C10DS_FIRST) {
         atomic_fetch_add(&e->requests, 1);
-        if (e->refuse && e->refuse(e->refuse_arg, r)) {
-            r->txn_free = 1;
-            answered(e, r);
-            return;
-        }
         if (!op) {
             c10ds_fail(r, C10D_EPROTO, "unknown operation %d (is the client newer than this "
                        "coordinator, %s?)", oc, e->cfg->listen_url);
@@ -234,6 +229,13 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
                        c10ds_client_tag(client_of(r)), r->pb->token ? "wrong" : "no");
             c10ds_fail(r, C10D_EAUTH, "the coordinator requires a token (C10D_TOKEN) and the one "
                        "given %s", r->pb->token ? "does not match" : "is missing");
+            r->txn_free = 1;
+            answered(e, r);
+            return;
+        }
+        /* a replica that does not lead: after the token, so that only a
+         * client holding it learns where the leader is */
+        if (e->refuse && e->refuse(e->refuse_arg, r)) {
             r->txn_free = 1;
             answered(e, r);
             return;

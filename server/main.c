@@ -159,6 +159,10 @@ out:
                        C10DS_LISTENER_CLOSE_MS);
     }
     c10ds_engine_report_dropped(engine);
+    /* its threads read cfg: stopped before cfg goes; its mirror is the
+     * database's link to dqlite: freed after the engine's last commit */
+    c10ds_replica_free(replica);
+    db.mirror = NULL;
     if (closed) {
         c10ds_engine_free(engine);
     } else {

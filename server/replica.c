@@ -5,9 +5,11 @@
 #include "replica.h"
 
 #include "dqlite_wire.h"
+#include "c10d_time.h"
 #include "log.h"
 #include "replica_mirror.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -43,9 +45,15 @@ struct c10ds_replica {
     int leads;
     c10ds_mirror *mirror; /* leading: the working copy's link to dqlite */
     char describe[160];
-    pthread_mutex_t mu;   /* guards the two below (the engine reads them) */
+    pthread_mutex_t mu;   /* guards what follows (the engine and main read them) */
     uint64_t leader_id;   /* 0: none known */
     char leader_url[256]; /* "" unknown */
+    /* the threads (c10ds_replica_watch), and the node connection each
+     * may be blocked on, for c10ds_replica_stop */
+    int stopping;
+    pthread_t threads[2];
+    int nthreads;
+    c10ds_dq *blocked_on[2];
 };
 
 int c10ds_replica_is_engine(void)
@@ -130,6 +138,80 @@ static int wait_signal(const sigset_t *sigs, int ms)
     return sig > 0 ? sig : 0;
 }
 
+/* Replica 1 on an empty --data-dir starts a new cluster (dqlite 1.11.1
+ * bootstraps node 1 whenever it has no data). If the other replicas
+ * already form one, that would be a second cluster, empty, acknowledging
+ * writes the first never sees: refused, saying why. */
+static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why, size_t len)
+{
+    if (me->id != 1)
+        return 0;
+    DIR *dir = opendir(cfg->data_dir);
+    struct dirent *e;
+    int files = 0;
+    while (dir && (e = readdir(dir)) != NULL)
+        files += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (dir)
+        closedir(dir);
+    if (files)
+        return 0; /* its own raft state: it rejoins its cluster */
+    for (int i = 0; i < cfg->npeers; i++) {
+        const c10ds_peer *p = &cfg->peers[i];
+        c10ds_dq *d = NULL;
+        char err[256], addr[64];
+        uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2];
+        size_t n = 0;
+        if (p == me || c10ds_dq_connect(&d, p->address, 1000, err, sizeof err) != 0)
+            continue;
+        if (c10ds_dq_leader(d, &leader, addr, sizeof addr) != 0)
+            leader = 0;
+        if (!leader && c10ds_dq_cluster(d, ids, NULL, C10DS_MAX_REPLICAS * 2, &n) != 0)
+            n = 0;
+        c10ds_dq_close(d);
+        if (leader || n) {
+            snprintf(why, len, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
+                     "already belongs to a cluster%s: replica 1 would start a second one. If "
+                     "its data is lost, bring this host back under a new id, in place of 1 in "
+                     "--peers on every replica (docs/operations.md, \"Replicas\")",
+                     cfg->data_dir, (unsigned long long)p->id, p->address,
+                     leader ? " that has a leader" : "");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A leader about to stop hands its role to another voter, so that the
+ * clients wait for a transfer (a few heartbeats), not for an election
+ * timeout. Nothing when it does not lead. */
+static void hand_over(const c10ds_peer *me)
+{
+    c10ds_dq *d = NULL;
+    char err[256], addr[64];
+    uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
+    size_t n = 0;
+    int leads = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+                c10ds_dq_leader(d, &leader, addr, sizeof addr) == 0 && leader == me->id &&
+                c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2, &n) == 0;
+    c10ds_dq_close(d);
+    for (size_t i = 0; leads && i < n; i++) {
+        if (ids[i] == me->id || roles[i] != 0)
+            continue;
+        /* a fresh connection each: a failed call leaves one unusable */
+        int ok = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+                 c10ds_dq_transfer(d, ids[i]) == 0;
+        if (ok)
+            c10ds_info("handed the lead to replica %llu", (unsigned long long)ids[i]);
+        else
+            c10ds_debug("handing the lead to replica %llu: %s", (unsigned long long)ids[i],
+                        d ? c10ds_dq_errmsg(d) : err);
+        c10ds_dq_close(d);
+        d = NULL;
+        if (ok)
+            return;
+    }
+}
+
 int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
 {
     sigset_t sigs;
@@ -145,6 +227,11 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
     const c10ds_peer *me = c10ds_config_peer(cfg, cfg->replica_id);
     if (mkdir(cfg->data_dir, 0700) != 0 && errno != EEXIST) {
         c10ds_error("cannot create --data-dir %s: %s", cfg->data_dir, strerror(errno));
+        return 1;
+    }
+    char why[1024];
+    if (would_split(cfg, me, why, sizeof why)) {
+        c10ds_error("%s", why);
         return 1;
     }
     dqlite_node *node = NULL;
@@ -183,6 +270,16 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
             }
             if (code != C10DS_REPLICA_EXIT_ROLE) {
                 quick_exits = time(NULL) - started < 5 ? quick_exits + 1 : 0;
+                if (quick_exits >= 3) {
+                    /* Its node may lead: kept running, no other replica
+                     * would ever be elected to serve in its place. */
+                    c10ds_error("the engine process failed %d times in a row within 5 s of "
+                                "starting (its errors are above): stopping this replica so "
+                                "that another leads; fix the cause and start it again",
+                                quick_exits);
+                    status = 1;
+                    break;
+                }
                 c10ds_warn("the engine process exited (%d); starting it again%s", code,
                            quick_exits > 1 ? " after a pause" : "");
                 if (quick_exits > 1 &&
@@ -210,6 +307,7 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
             waitpid(child, &ws, 0);
         }
     }
+    hand_over(me);
     dqlite_node_stop(node);
     dqlite_node_destroy(node);
     if (status == 0)
@@ -217,6 +315,80 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
     return status;
 }
 #else
+/* Replica 1 on an empty --data-dir starts a new cluster (dqlite 1.11.1
+ * bootstraps node 1 whenever it has no data). If the other replicas
+ * already form one, that would be a second cluster, empty, acknowledging
+ * writes the first never sees: refused, saying why. */
+static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why, size_t len)
+{
+    if (me->id != 1)
+        return 0;
+    DIR *dir = opendir(cfg->data_dir);
+    struct dirent *e;
+    int files = 0;
+    while (dir && (e = readdir(dir)) != NULL)
+        files += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (dir)
+        closedir(dir);
+    if (files)
+        return 0; /* its own raft state: it rejoins its cluster */
+    for (int i = 0; i < cfg->npeers; i++) {
+        const c10ds_peer *p = &cfg->peers[i];
+        c10ds_dq *d = NULL;
+        char err[256], addr[64];
+        uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2];
+        size_t n = 0;
+        if (p == me || c10ds_dq_connect(&d, p->address, 1000, err, sizeof err) != 0)
+            continue;
+        if (c10ds_dq_leader(d, &leader, addr, sizeof addr) != 0)
+            leader = 0;
+        if (!leader && c10ds_dq_cluster(d, ids, NULL, C10DS_MAX_REPLICAS * 2, &n) != 0)
+            n = 0;
+        c10ds_dq_close(d);
+        if (leader || n) {
+            snprintf(why, len, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
+                     "already belongs to a cluster%s: replica 1 would start a second one. If "
+                     "its data is lost, bring this host back under a new id, in place of 1 in "
+                     "--peers on every replica (docs/operations.md, \"Replicas\")",
+                     cfg->data_dir, (unsigned long long)p->id, p->address,
+                     leader ? " that has a leader" : "");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A leader about to stop hands its role to another voter, so that the
+ * clients wait for a transfer (a few heartbeats), not for an election
+ * timeout. Nothing when it does not lead. */
+static void hand_over(const c10ds_peer *me)
+{
+    c10ds_dq *d = NULL;
+    char err[256], addr[64];
+    uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
+    size_t n = 0;
+    int leads = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+                c10ds_dq_leader(d, &leader, addr, sizeof addr) == 0 && leader == me->id &&
+                c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2, &n) == 0;
+    c10ds_dq_close(d);
+    for (size_t i = 0; leads && i < n; i++) {
+        if (ids[i] == me->id || roles[i] != 0)
+            continue;
+        /* a fresh connection each: a failed call leaves one unusable */
+        int ok = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+                 c10ds_dq_transfer(d, ids[i]) == 0;
+        if (ok)
+            c10ds_info("handed the lead to replica %llu", (unsigned long long)ids[i]);
+        else
+            c10ds_debug("handing the lead to replica %llu: %s", (unsigned long long)ids[i],
+                        d ? c10ds_dq_errmsg(d) : err);
+        c10ds_dq_close(d);
+        d = NULL;
+        if (ok)
+            return;
+    }
+}
+
 int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
 {
     (void)cfg;
@@ -436,6 +608,31 @@ int c10ds_replica_refuse(void *arg, c10ds_request *req)
     return 1;
 }
 
+/* The connection a thread is about to block on, so that stop can
+ * interrupt it; NULL once it is done with it. Returns 0 when stopping. */
+static int hold(c10ds_replica *r, int slot, c10ds_dq *d)
+{
+    pthread_mutex_lock(&r->mu);
+    r->blocked_on[slot] = d;
+    int go = !r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return go;
+}
+
+/* Sleeps ms unless stopping; returns 0 when stopping. */
+static int pause_ms(c10ds_replica *r, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 20) {
+        pthread_mutex_lock(&r->mu);
+        int stopping = r->stopping;
+        pthread_mutex_unlock(&r->mu);
+        if (stopping)
+            return 0;
+        sleep_ms(20);
+    }
+    return 1;
+}
+
 /* The client URL of replica id, from the table its leadership wrote;
  * asked of the leader's node (dqlite reads on the leader only). */
 static void find_url(c10ds_replica *r, uint64_t id, const char *address)
@@ -444,12 +641,13 @@ static void find_url(c10ds_replica *r, uint64_t id, const char *address)
     char err[256], url[256] = "";
     c10ds_dq_rows rows = {0};
     c10ds_dq_value v = {.type = C10DS_DQ_INTEGER, .i = (int64_t)id};
-    if (c10ds_dq_connect(&d, address, 2000, err, sizeof err) == 0 &&
+    if (c10ds_dq_connect(&d, address, 1000, err, sizeof err) == 0 && hold(r, 0, d) &&
         c10ds_dq_open(d, DB_NAME) == 0 &&
         c10ds_dq_query_sql(d, "SELECT client_url FROM " REPLICAS_TABLE " WHERE id = ?", &v, 1,
                            &rows) == 0 &&
         rows.nrows == 1 && rows.values[0].type == C10DS_DQ_TEXT)
         snprintf(url, sizeof url, "%s", (const char *)rows.values[0].p);
+    hold(r, 0, NULL);
     c10ds_dq_rows_free(&rows);
     c10ds_dq_close(d);
     pthread_mutex_lock(&r->mu);
@@ -458,29 +656,42 @@ static void find_url(c10ds_replica *r, uint64_t id, const char *address)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Asks the node who leads every WATCH_EVERY_MS. A leader that has not
+ * heard its node say so for an election timeout stops (its node may be
+ * stopped or cut off, and another elected: its reads would be stale); a
+ * replica that is told it was elected restarts to lead. */
 static void *watch_role(void *arg)
 {
     c10ds_replica *r = arg;
     c10ds_dq *d = NULL;
     char err[256], addr[64];
-    int failures = 0;
-    for (;; sleep_ms(WATCH_EVERY_MS)) {
+    /* an election timeout (15x the latency), at least a second */
+    int64_t patience = 15 * (int64_t)r->cfg->raft_latency_ms;
+    if (patience < 1000)
+        patience = 1000;
+    int call_ms = (int)(patience / 3);
+    int64_t confirmed = c10d_now_ms();
+    uint64_t asked_url_of = 0;
+    int64_t asked_url_at = 0;
+    while (pause_ms(r, WATCH_EVERY_MS)) {
         uint64_t id;
-        if (!d && c10ds_dq_connect(&d, r->me->address, 2000, err, sizeof err) != 0)
+        if (!d && c10ds_dq_connect(&d, r->me->address, call_ms, err, sizeof err) != 0)
             d = NULL;
-        if (!d || ask_leader(d, &id, addr, sizeof addr) != 0) {
+        if (!d || !hold(r, 0, d) || ask_leader(d, &id, addr, sizeof addr) != 0) {
+            hold(r, 0, NULL);
             c10ds_dq_close(d);
             d = NULL;
-            if (++failures * WATCH_EVERY_MS >= 5000) {
+            if (c10d_now_ms() - confirmed >= patience) {
                 if (r->leads)
-                    lost("its dqlite node does not answer");
+                    lost("its dqlite node has not answered for an election timeout");
                 c10ds_error("the replica's dqlite node does not answer: restarting");
                 fflush(stderr);
                 _exit(C10DS_REPLICA_EXIT_ROLE);
             }
             continue;
         }
-        failures = 0;
+        hold(r, 0, NULL);
+        confirmed = c10d_now_ms();
         if (r->leads && id != r->me->id) {
             char why[128];
             snprintf(why, sizeof why, "its node reports %s",
@@ -500,9 +711,16 @@ static void *watch_role(void *arg)
         if (changed)
             r->leader_url[0] = '\0';
         pthread_mutex_unlock(&r->mu);
-        if (id && (changed || unknown))
+        /* a leader's URL unknown (it has not written it yet): asked again
+         * each second, not at every look */
+        if (id && (changed || (unknown && (id != asked_url_of ||
+                                           c10d_now_ms() - asked_url_at >= 1000)))) {
+            asked_url_of = id;
+            asked_url_at = c10d_now_ms();
             find_url(r, id, addr);
+        }
     }
+    c10ds_dq_close(d);
     return NULL;
 }
 
@@ -513,18 +731,20 @@ static void *grow_membership(void *arg)
     c10ds_replica *r = arg;
     c10ds_dq *d = NULL;
     char err[256];
-    for (;; sleep_ms(MEMBERSHIP_EVERY_MS)) {
+    while (pause_ms(r, MEMBERSHIP_EVERY_MS)) {
         uint64_t ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
         size_t n = 0;
         if (!d && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err, sizeof err) != 0)
             d = NULL;
-        if (!d || c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2, &n) != 0) {
+        if (!d || !hold(r, 1, d) || c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2,
+                                                     &n) != 0) {
+            hold(r, 1, NULL);
             c10ds_dq_close(d);
             d = NULL;
             continue;
         }
-        int voters = 0;
-        for (int p = 0; p < r->cfg->npeers; p++) {
+        int voters = 0, failed = 0;
+        for (int p = 0; p < r->cfg->npeers && !failed; p++) {
             const c10ds_peer *peer = &r->cfg->peers[p];
             int found = -1;
             for (size_t i = 0; i < n; i++)
@@ -534,26 +754,49 @@ static void *grow_membership(void *arg)
                 voters++;
                 continue;
             }
+            /* ADD, then ASSIGN voter, which waits for it to catch up: an
+             * absent replica fails, and is tried again next time. A failed
+             * call leaves the connection unusable (a late answer would be
+             * read as the next call's): a new one next time. */
             if (found < 0 && c10ds_dq_add(d, peer->id, peer->address) != 0) {
                 c10ds_debug("adding replica %llu: %s", (unsigned long long)peer->id,
                             c10ds_dq_errmsg(d));
-                continue;
-            }
-            /* waits for it to catch up: an absent replica fails, and is
-             * tried again next time */
-            if (c10ds_dq_assign(d, peer->id, 0) == 0) {
+                failed = 1;
+            } else if (c10ds_dq_assign(d, peer->id, 0) != 0) {
+                c10ds_debug("making replica %llu a voter: %s", (unsigned long long)peer->id,
+                            c10ds_dq_errmsg(d));
+                failed = 1;
+            } else {
                 c10ds_info("replica %llu (%s) is a voter", (unsigned long long)peer->id,
                            peer->address);
                 voters++;
-            } else {
-                c10ds_debug("making replica %llu a voter: %s", (unsigned long long)peer->id,
-                            c10ds_dq_errmsg(d));
-                c10ds_dq_close(d);
-                d = NULL;
-                break;
             }
         }
-        if (voters == r->cfg->npeers)
+        /* --peers is the list of every replica: a node it no longer names
+         * (a host replaced under a new id) leaves the cluster, or it would
+         * count toward the majority for ever */
+        for (size_t i = 0; i < n && !failed; i++) {
+            if (ids[i] == r->me->id || c10ds_config_peer(r->cfg, ids[i]))
+                continue;
+            if (c10ds_dq_remove(d, ids[i]) == 0) {
+                c10ds_warn("replica %llu is not in --peers: removed from the cluster",
+                           (unsigned long long)ids[i]);
+            } else {
+                c10ds_debug("removing replica %llu: %s", (unsigned long long)ids[i],
+                            c10ds_dq_errmsg(d));
+                failed = 1;
+            }
+        }
+        hold(r, 1, NULL);
+        if (failed) {
+            c10ds_dq_close(d);
+            d = NULL;
+            continue;
+        }
+        int extra = 0;
+        for (size_t i = 0; i < n; i++)
+            extra += !c10ds_config_peer(r->cfg, ids[i]);
+        if (voters == r->cfg->npeers && !extra)
             break; /* all there: nothing more to do while this one leads */
     }
     c10ds_dq_close(d);
@@ -590,17 +833,32 @@ int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, si
 
 int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen)
 {
-    pthread_t t;
-    if (pthread_create(&t, NULL, watch_role, r) != 0)
+    if (pthread_create(&r->threads[r->nthreads], NULL, watch_role, r) != 0)
         goto fail;
-    pthread_detach(t);
+    r->nthreads++;
     if (r->leads) {
-        if (pthread_create(&t, NULL, grow_membership, r) != 0)
+        if (pthread_create(&r->threads[r->nthreads], NULL, grow_membership, r) != 0)
             goto fail;
-        pthread_detach(t);
+        r->nthreads++;
     }
     return 0;
 fail:
     snprintf(err, errlen, "cannot start the replica's threads");
     return -1;
+}
+
+void c10ds_replica_free(c10ds_replica *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = 1;
+    for (int i = 0; i < 2; i++)
+        c10ds_dq_interrupt(r->blocked_on[i]);
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < r->nthreads; i++)
+        pthread_join(r->threads[i], NULL);
+    c10ds_mirror_free(r->mirror);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
 }

@@ -59,5 +59,8 @@ int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, si
 /* Starts the threads that watch who leads (exiting the process when it
  * changes) and, on the leader, add the other replicas as voters. */
 int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen);
+/* Stops the threads (interrupting a call to the node) and frees r: after
+ * the engine has stopped, before the database is closed. */
+void c10ds_replica_free(c10ds_replica *r);
 
 #endif

@@ -274,7 +274,9 @@ START_TEST(a_minority_refuses_writes)
     kill(rs.pid[f1 - 1], SIGSTOP);
     kill(rs.pid[f2 - 1], SIGSTOP);
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
-    o.timeout_ms = o.connect_timeout_ms = 4000;
+    /* long enough for the leader's engine to notice and restart as a
+     * replica with no leader, under a sanitizer too */
+    o.timeout_ms = o.connect_timeout_ms = 8000;
     ck_assert_int_eq(c10d_store_connect(&s, rs.url[leader - 1], &o), C10D_OK);
     long long t0 = test_now_ms();
     c10d_status st = c10d_store_set(s, "minority/during", "1", 1);
@@ -291,7 +293,7 @@ START_TEST(a_minority_refuses_writes)
     ck_assert_int_ne(st, C10D_OK);
     /* what the replica itself says, not only that the client gave up */
     ck_assert_msg(strstr(msg, "no leader") && strstr(msg, "majority"), "unclear: %s", msg);
-    ck_assert_int_lt(took, 4000 + 3000);
+    ck_assert_int_lt(took, 8000 + 3000);
 
     /* together again: a leader, and writes are accepted */
     o.timeout_ms = o.connect_timeout_ms = 30000;
@@ -299,6 +301,36 @@ START_TEST(a_minority_refuses_writes)
     ck_assert_int_eq(c10d_store_set(s, "minority/after", "1", 1), C10D_OK);
     ck_assert_int_eq(read_int(s, "minority/before"), 1);
     c10d_store_close(s);
+}
+END_TEST
+
+/* A leader whose node stops answering (its supervisor stopped: a hung
+ * host, as the engine sees it) stops serving within about an election
+ * timeout: meanwhile the others elect a leader, and its reads would be
+ * stale. It used to go on for ~105 s. */
+START_TEST(a_leader_cut_off_from_its_node_stops_serving)
+{
+    int leader = replicas_leader(&rs, 20000);
+    ck_assert_int_gt(leader, 0);
+    kill(rs.pid[leader - 1], SIGSTOP);
+    long long t0 = test_now_ms(), took = -1;
+    while (test_now_ms() - t0 < 20000) {
+        if (replica_log_count(&rs, leader, "has not answered for an election timeout")) {
+            took = test_now_ms() - t0;
+            break;
+        }
+        usleep(10000);
+    }
+    int now = replicas_leader(&rs, 20000);
+    kill(rs.pid[leader - 1], SIGCONT);
+    fprintf(stderr, "a leader cut off from its node stopped serving after %lld ms; replica %d "
+            "leads\n", took, now);
+    if (took < 0)
+        replicas_dump_logs(&rs);
+    ck_assert_int_ge(took, 0);
+    ck_assert_int_lt(took, 5000); /* an election timeout is 0.75-1.5 s here */
+    ck_assert_int_ne(now, leader);
+    ck_assert_int_gt(now, 0);
 }
 END_TEST
 
@@ -374,7 +406,9 @@ END_TEST
 /* Replica 3 starts only after the others have served writes (and the
  * schema's migrations ran on the leader, once): it catches up, becomes a
  * voter, and holds everything: with replica 1 killed, replicas 2 and 3
- * elect a leader that serves the writes made before 3 existed. (That
+ * elect a leader that serves the writes made before 3 existed. Replica 1,
+ * started again on an empty --data-dir, is refused (dqlite would
+ * bootstrap a second, empty cluster). (That
  * migrations run once, on the leader: test_replica_mirror.c.) */
 START_TEST(a_late_replica_catches_up)
 {
@@ -392,14 +426,34 @@ START_TEST(a_late_replica_catches_up)
         usleep(10000);
     int voter = replica_log_count(&rs, 1, "replica 3 (");
     replica_stop(&rs, 1, SIGKILL);
+    /* replica 1 again, its data lost: it must not start a second cluster */
+    char wipe[512];
+    snprintf(wipe, sizeof wipe, "rm -rf '%s/data1'", rs.dir);
+    ck_assert_int_eq(system(wipe), 0);
     int got = run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get late/a && "
                       "%s --coord '%s' add late/n 1", C10D_CTL_BIN, rs.urls, C10D_CTL_BIN,
                       rs.urls);
-    if (!voter || got)
+    replica_start(&rs, 1, NULL);
+    int st = 0;
+    pid_t p1 = rs.pid[0];
+    for (long long t = test_now_ms() + 20000; test_now_ms() < t; usleep(10000))
+        if (waitpid(p1, &st, WNOHANG) == p1) {
+            rs.pid[0] = 0;
+            break;
+        }
+    int refused = rs.pid[0] == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+                  replica_log_count(&rs, 1, "would start a second one") == 1;
+    /* and the cluster of 2 and 3 still holds the writes */
+    char after[1024];
+    int got_after = run_cmd(after, sizeof after, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get "
+                            "late/n", C10D_CTL_BIN, rs.urls);
+    if (!voter || got || !refused || got_after)
         replicas_dump_logs(&rs);
     replicas_cleanup(&rs);
     ck_assert_msg(voter, "replica 3 never became a voter");
     ck_assert_msg(got == 0 && strstr(out, "early") && strstr(out, "8"), "%s", out);
+    ck_assert_msg(refused, "replica 1 on an empty --data-dir was not refused");
+    ck_assert_msg(got_after == 0 && strstr(after, "8"), "%s", after);
 }
 END_TEST
 
@@ -412,6 +466,7 @@ int main(void)
     tcase_add_test(tc, a_job_rides_through_the_leader_s_death);
     tcase_add_test(tc, a_minority_refuses_writes);
     tcase_add_test(tc, an_export_seeds_a_new_cluster);
+    tcase_add_test(tc, a_leader_cut_off_from_its_node_stops_serving);
     suite_add_tcase(s, tc);
     TCase *late = tcase_create("late");
     tcase_set_timeout(late, 120);

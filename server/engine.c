@@ -311,6 +311,13 @@ static void run_ready(c10ds_engine *e)
  * not yet run go back to the front of the queue for the next one. */
 #define BATCH_REPLY_BYTES (64u << 20)
 
+/* A leading replica sends a batch's writes to dqlite in one message, as
+ * SQL (blobs in hex, twice their size), and waits for it: 33 values of
+ * 16 MiB in one batch took over 10 s and 6 GB there, and starved Raft's
+ * heartbeats. Past this many bytes of keys and values set, a replica's
+ * batch ends (a single node's WAL takes any batch in stride). */
+#define BATCH_REPLICATED_BYTES (32u << 20)
+
 /* Puts rest (a list) back at the front of the queue. */
 static void requeue_front(c10ds_engine *e, c10ds_request *rest)
 {
@@ -331,9 +338,11 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     if (batch) /* not the timers' own rounds */
         atomic_fetch_add(&e->batches, 1);
     begin_txn(e);
+    uint64_t written_from = e->store.bytes_written;
     for (c10ds_request *r = batch, *n; r; r = n) {
         n = r->next;
-        if (e->outbox_bytes > BATCH_REPLY_BYTES) {
+        if (e->outbox_bytes > BATCH_REPLY_BYTES ||
+            (e->db->mirror && e->store.bytes_written - written_from > BATCH_REPLICATED_BYTES)) {
             requeue_front(e, r);
             break;
         }

@@ -181,6 +181,7 @@ c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, s
             return db_error(st, "set", key, err, errlen);
         st->num_keys++;
     }
+    st->bytes_written += strlen(key) + len;
     if (st->on_write)
         st->on_write(st->on_write_arg, key);
     return C10D_OK;

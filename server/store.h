@@ -17,6 +17,7 @@ typedef struct c10ds_store {
      * upper bound, [prefix, end) where it has none (store.c, bind_range). */
     sqlite3_stmt *st_count_range[2], *st_list_range[2], *st_delete_range[2];
     int64_t num_keys; /* cached: num_keys is O(1), as in TCPStore */
+    uint64_t bytes_written; /* keys and values set, ever (a batch's share bounds it, engine.c) */
     /* Called after every write to a key, so parked readers can be woken. */
     void (*on_write)(void *arg, const char *key);
     void *on_write_arg;

@@ -159,10 +159,6 @@ out:
                        C10DS_LISTENER_CLOSE_MS);
     }
     c10ds_engine_report_dropped(engine);
-    /* its threads read cfg: stopped before cfg goes; its mirror is the
-     * database's link to dqlite: freed after the engine's last commit */
-    c10ds_replica_free(replica);
-    db.mirror = NULL;
     if (closed) {
         c10ds_engine_free(engine);
     } else {
@@ -170,6 +166,10 @@ out:
          * of the database (fini) but leave the struct to process exit. */
         c10ds_engine_fini(engine);
     }
+    /* its threads read cfg: stopped before cfg goes; its mirror is the
+     * database's link to dqlite: freed after the engine's last commit */
+    c10ds_replica_free(replica);
+    db.mirror = NULL;
     c10ds_db_close(&db);
     if (status == 0)
         c10ds_info("stopped cleanly");

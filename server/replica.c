@@ -38,6 +38,7 @@
 #define DQ_TIMEOUT_MS 10000
 #define WATCH_EVERY_MS 100
 #define MEMBERSHIP_EVERY_MS 1000
+#define MEMBERSHIP_SETTLED_MS 10000
 
 struct c10ds_replica {
     const c10ds_config *cfg;
@@ -796,8 +797,10 @@ static void *grow_membership(void *arg)
         int extra = 0;
         for (size_t i = 0; i < n; i++)
             extra += !c10ds_config_peer(r->cfg, ids[i]);
-        if (voters == r->cfg->npeers && !extra)
-            break; /* all there: nothing more to do while this one leads */
+        /* all there: looked at again now and then (the thread lives as
+         * long as the lead: the process ends with _exit when it goes) */
+        if (voters == r->cfg->npeers && !extra && !pause_ms(r, MEMBERSHIP_SETTLED_MS))
+            break;
     }
     c10ds_dq_close(d);
     return NULL;

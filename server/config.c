@@ -507,6 +507,11 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             return 1;
         case 'V':
             printf("c10d-coord %s (protocol %d)\n", C10D_VERSION_STRING, C10D_PROTOCOL_VERSION);
+#ifdef C10DS_HAVE_DQLITE
+            printf("replicas (--replica): on, dqlite\n");
+#else
+            printf("replicas (--replica): off, built without dqlite (libdqlite-dev)\n");
+#endif
             return 1;
         default:
             fprintf(stderr, "Try 'c10d-coord --help'.\n");

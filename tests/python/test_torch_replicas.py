@@ -81,8 +81,8 @@ class Replicas:
 def replicas():
     if not os.access(COORD_BIN, os.X_OK):
         pytest.skip(f"{COORD_BIN} is not built")
-    probe = subprocess.run([COORD_BIN, "--help"], capture_output=True, text=True)
-    if "--replica" not in probe.stdout:
+    probe = subprocess.run([COORD_BIN, "--version"], capture_output=True, text=True)
+    if "replicas (--replica): on" not in probe.stdout:
         pytest.skip("c10d-coord was built without dqlite (libdqlite-dev)")
     r = Replicas()
     r.leader()

@@ -461,6 +461,36 @@ START_TEST(a_late_replica_catches_up)
 }
 END_TEST
 
+/* Wrong replica options are refused at once, exit 2, saying what is
+ * wrong (and a replica of a build without dqlite says so instead). */
+START_TEST(bad_replica_options_say_why)
+{
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"--replica 1", "--replica needs --peers"},
+        {"--peers 1=127.0.0.1:1", "go with --replica ID"},
+        {"--replica 2 --peers 1=127.0.0.1:1", "--replica's ID is not in --peers"},
+        {"--replica 1 --peers 1=127.0.0.1:1 --db x.db", "not in --db"},
+        {"--replica 1 --peers 1=localhost:1", "is not ID=IPv4:PORT"},
+        {"--replica 1 --peers 0=127.0.0.1:1", "is not ID=IPv4:PORT"},
+        {"--replica 1 --peers 1=127.0.0.1:1,2=127.0.0.1:1", "an address is listed twice"},
+        {"--replica 1 --peers 1=127.0.0.1:1,1=127.0.0.1:2", "a replica's id is listed twice"},
+        {"--replica 1 --peers 1=127.0.0.1:29500", "takes the port of this replica's dqlite"},
+        {"--export x.db", "--export needs --peers"},
+        {"--export x.db --replica 1 --peers 1=127.0.0.1:1", "not with --replica"},
+        {"--seed x.db", "go with --replica ID"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[2048];
+        int st = run_cmd(out, sizeof out, "%s %s", C10D_COORD_BIN, cases[i].args);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d: %s",
+                      cases[i].args, st, out);
+        ck_assert_msg(strstr(out, cases[i].says) != NULL, "%s said: %s", cases[i].args, out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("replicas");
@@ -472,6 +502,9 @@ int main(void)
     tcase_add_test(tc, an_export_seeds_a_new_cluster);
     tcase_add_test(tc, a_leader_cut_off_from_its_node_stops_serving);
     suite_add_tcase(s, tc);
+    TCase *usage = tcase_create("usage");
+    tcase_add_test(usage, bad_replica_options_say_why);
+    suite_add_tcase(s, usage);
     TCase *late = tcase_create("late");
     tcase_set_timeout(late, 120);
     tcase_add_test(late, a_late_replica_catches_up);

@@ -80,19 +80,33 @@ for r in $(seq "$rounds"); do
          "replicated $(sync_allreduce "$urls") us"
 done
 
-for r in $(seq "$rounds"); do
+# How the leader goes: SIGKILL to the replica (a host's death: an
+# election), SIGTERM (a stop: it hands the lead over), SIGKILL to its
+# engine process only (its node still leads: the engine restarts).
+engine_of() { pgrep -P "$(cat "$dir/pid$1")" | head -1; }
+failover() { # round how
+    local was how=$2
     was=$(leader)
     rm -f "$dir/mark"
-    "$build/tests/bench/bench_failover" "$urls" 8 "$dir/mark" >"$dir/failover.out" &
+    "$build/tests/bench/bench_failover" "$urls" 6 "$dir/mark" >"$dir/failover.out" &
     bench=$!
     wait_for 30 test -f "$dir/mark"
-    kill -9 "$(cat "$dir/pid$was")"
-    wait "$(cat "$dir/pid$was")" 2>/dev/null || true
+    n=$(grep -c "serving on" "$dir/log$was")
+    case $how in
+    kill) kill -9 "$(cat "$dir/pid$was")" ;;
+    term) kill -TERM "$(cat "$dir/pid$was")" ;;
+    engine) kill -9 "$(engine_of "$was")" ;;
+    esac
+    [ "$how" = engine ] || wait "$(cat "$dir/pid$was")" 2>/dev/null || true
     wait "$bench" || { cat "$dir/failover.out"; echo "bench_failover failed"; exit 1; }
     wait_for 10 has_leader
-    echo "== failover $r: SIGKILL to replica $was (the leader); replica $(leader) leads now"
+    echo "== failover $1 ($how): replica $was led; replica $(leader) leads now"
     sed 's/^/  /' "$dir/failover.out"
-    n=$(grep -c "serving on" "$dir/log$was")
-    start_replica "$was"
+    if [ "$how" != engine ]; then
+        start_replica "$was"
+    fi
     wait_for 30 serving "$was" $((n + 1))
+}
+for r in $(seq "$rounds"); do
+    for how in kill term engine; do failover "$r" "$how"; done
 done

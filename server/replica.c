@@ -658,7 +658,9 @@ static void *grow_membership(void *arg)
     c10ds_replica *r = arg;
     c10ds_dq *d = NULL;
     char err[256];
-    while (pause_ms(r, MEMBERSHIP_EVERY_MS)) {
+    /* at once, then every MEMBERSHIP_EVERY_MS: until the others are
+     * voters, the cluster does not survive its leader */
+    for (int first = 1; first || pause_ms(r, MEMBERSHIP_EVERY_MS); first = 0) {
         uint64_t ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
         size_t n = 0;
         if (!d && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err, sizeof err) != 0)

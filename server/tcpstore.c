@@ -314,9 +314,11 @@ static int list_read(const ts_fields *f, ts_list *l, ts_err *e)
     }
     ts_cursor k = {f->list, f->list_len, 0, 0, 0};
     for (size_t i = 0; i < (size_t)f->n; i++, l->n++) {
-        const uint8_t *x;
-        size_t xn;
-        take_bytes(&k, UINT64_MAX, &x, &xn); /* bounds checked by read_fields */
+        /* Bounds checked by read_fields; initialized all the same, since
+         * GCC 14 (Debian 13) cannot see that take_bytes sets them. */
+        const uint8_t *x = NULL;
+        size_t xn = 0;
+        take_bytes(&k, UINT64_MAX, &x, &xn);
         if (!(l->keys[i] = store_key(x, xn, e)))
             return -1;
         if (f->op == TS_MULTI_SET) {

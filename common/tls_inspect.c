@@ -15,6 +15,9 @@
 #include <mbedtls/ssl.h>
 #include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
+#if MBEDTLS_VERSION_MAJOR >= 3 && defined(MBEDTLS_PSA_CRYPTO_C)
+#include <psa/crypto.h>
+#endif
 
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +26,10 @@
  * runs once a connection already failed, to say why, so a server that
  * says nothing is answer enough soon. */
 #define PROBE_READ_MS 2000
+/* How long a completed TLS 1.3 handshake waits for the server to refuse
+ * the client's certificate: it does so in its first record, at once; a
+ * coordinator that took the client says nothing until asked. */
+#define REFUSAL_READ_MS 1000
 
 static void mbed_reason(int rc, char *out, size_t outlen)
 {
@@ -30,13 +37,24 @@ static void mbed_reason(int rc, char *out, size_t outlen)
 }
 
 /* mbed TLS 2 (Debian 12) and 3 (Debian 13). 3 wants a random generator
- * for key operations (blinding), and keeps the handshake's state private
+ * for key operations (blinding), keeps the handshake's state private
  * (readable through MBEDTLS_PRIVATE) and whether the server asked for a
- * client certificate out of reach: on 3 a refused client certificate is
- * reported by the handshake's own error. */
+ * client certificate out of reach, and speaks TLS 1.3, whose client ends
+ * its handshake before the server has looked at the client's certificate:
+ * there a refused client certificate is the server's first record (see
+ * refused_after_handshake). TLS 1.3 needs PSA crypto started, which NNG
+ * does only once it has made a TLS configuration of its own. */
 #if MBEDTLS_VERSION_MAJOR >= 3
 #define SSL_STATE(ssl) ((ssl).MBEDTLS_PRIVATE(state))
 #define SSL_ASKED_FOR_CERT(ssl) 0
+static int engine_init(void)
+{
+#if defined(MBEDTLS_PSA_CRYPTO_C)
+    return psa_crypto_init() == PSA_SUCCESS ? 0 : -1; /* idempotent */
+#else
+    return 0;
+#endif
+}
 static int parse_key(mbedtls_pk_context *key, const char *path, mbedtls_ctr_drbg_context *drbg)
 {
     return mbedtls_pk_parse_keyfile(key, path, NULL, mbedtls_ctr_drbg_random, drbg);
@@ -49,6 +67,10 @@ static int check_pair(mbedtls_pk_context *pub, mbedtls_pk_context *prv,
 #else
 #define SSL_STATE(ssl) ((ssl).state)
 #define SSL_ASKED_FOR_CERT(ssl) ((ssl).client_auth)
+static int engine_init(void)
+{
+    return 0;
+}
 static int parse_key(mbedtls_pk_context *key, const char *path, mbedtls_ctr_drbg_context *drbg)
 {
     (void)drbg;
@@ -135,7 +157,8 @@ int c10dc_tls_probe(const char *url)
     mbedtls_entropy_init(&entropy);
     mbedtls_ctr_drbg_init(&drbg);
     int tls = 0, rc;
-    if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) == 0 &&
+    if (engine_init() == 0 &&
+        mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) == 0 &&
         mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT) == 0) {
         mbedtls_ssl_conf_rng(&conf, mbedtls_ctr_drbg_random, &drbg);
@@ -160,6 +183,32 @@ int c10dc_tls_probe(const char *url)
     return tls;
 }
 
+/* After a handshake that completed: 0 if the server keeps the connection
+ * (says nothing for REFUSAL_READ_MS, or sends data), or the error its
+ * first record is. Under TLS 1.2 the server has refused a client
+ * certificate before the handshake ends, so this finds nothing more. */
+static int refused_after_handshake(mbedtls_ssl_context *ssl, mbedtls_ssl_config *conf)
+{
+#if MBEDTLS_VERSION_MAJOR < 3
+    (void)ssl;
+    (void)conf;
+    return 0;
+#else
+    if (mbedtls_ssl_get_version_number(ssl) != MBEDTLS_SSL_VERSION_TLS1_3)
+        return 0;
+    unsigned char b[1];
+    int rc;
+    mbedtls_ssl_conf_read_timeout(conf, REFUSAL_READ_MS);
+    do
+        rc = mbedtls_ssl_read(ssl, b, sizeof b);
+    while (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE ||
+           rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET);
+    if (rc > 0 || rc == MBEDTLS_ERR_SSL_TIMEOUT)
+        return 0;
+    return rc == 0 ? MBEDTLS_ERR_SSL_CONN_EOF : rc;
+#endif
+}
+
 int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_file,
                        const char *key_file, char *out, size_t outlen)
 {
@@ -182,7 +231,8 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
     mbedtls_entropy_init(&entropy);
     mbedtls_ctr_drbg_init(&drbg);
     int rc, ret = -1;
-    if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) != 0 ||
+    if (engine_init() != 0 ||
+        mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) != 0 ||
         !ca_file || mbedtls_x509_crt_parse_file(&ca, ca_file) != 0 ||
         mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT) != 0)
@@ -208,21 +258,25 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
            rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         ;
     uint32_t flags = mbedtls_ssl_get_verify_result(&ssl);
+    int bad_cert = flags && flags != (uint32_t)-1;
     /* How far the handshake got says who stopped it. */
     int server_spoke_tls = SSL_STATE(ssl) > MBEDTLS_SSL_SERVER_HELLO;
     int has_cert = cert_file && key_file;
-    if (flags && flags != (uint32_t)-1) {
+    int asked = SSL_ASKED_FOR_CERT(ssl);
+    if (rc == 0 && !bad_cert && (rc = refused_after_handshake(&ssl, &conf)) != 0)
+        asked = 1; /* TLS 1.3: only the client's certificate is left to refuse */
+    if (bad_cert) {
         verify_reasons(flags, out, outlen);
     } else if (rc != 0 && !server_spoke_tls) {
         snprintf(out, outlen, "the server does not answer in TLS (it closed the connection or "
                  "sent something else during the handshake): is it a plain tcp:// coordinator, "
                  "or not a coordinator?");
-    } else if (rc != 0 && SSL_ASKED_FOR_CERT(ssl) && !has_cert) {
+    } else if (rc != 0 && asked && !has_cert) {
         snprintf(out, outlen, "the coordinator requires a client certificate (it was started "
                  "with --tls-ca): set C10D_TLS_CERT and C10D_TLS_KEY (or the tls_cert and "
                  "tls_key options, c10d-ctl's --tls-cert and --tls-key) to a certificate its CA "
                  "signed and its key");
-    } else if (rc != 0 && SSL_ASKED_FOR_CERT(ssl)) {
+    } else if (rc != 0 && asked) {
         snprintf(out, outlen, "the coordinator refused this client's certificate %s: is it "
                  "signed by the CA the coordinator's --tls-ca names, and still valid?",
                  cert_file);
@@ -232,7 +286,7 @@ int c10dc_tls_diagnose(const char *url, const char *ca_file, const char *cert_fi
     } else {
         snprintf(out, outlen, "a second handshake succeeded (a passing failure?)");
     }
-    ret = rc == 0 && !(flags && flags != (uint32_t)-1) ? 1 : 0;
+    ret = rc == 0 && !bad_cert ? 1 : 0;
     mbedtls_ssl_close_notify(&ssl);
 out:
     mbedtls_net_free(&net);

@@ -320,8 +320,8 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
 {
     (void)cfg;
     (void)argv;
-    c10ds_error("--replica: this c10d-coord was built without dqlite (install libdqlite-dev "
-                "and libraft-dev, scripts/install-deps.sh, and build again)");
+    c10ds_error("--replica: this c10d-coord was built without dqlite (install libdqlite-dev, "
+                "scripts/install-deps.sh, and build again)");
     return 1;
 }
 #endif

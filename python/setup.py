@@ -40,8 +40,8 @@ build tree's c10d/version.h), both from project(VERSION) in CMakeLists.txt:
 one source of truth.
 
 CUDA tensors are built where torch has CUDA and its toolkit's headers are
-found (C10D_TORCH_CUDA=0: not), and C10D_TORCH_GROUP_NAME where torch's
-ProcessGroup.hpp makes the group's name virtual (2.x); both below.
+found (C10D_TORCH_CUDA=0: not), and C10D_TORCH_STORE_CLONE where torch's
+Store has clone() (2.x); both below.
 """
 import os
 import re
@@ -162,14 +162,11 @@ def header_has(name, text):
     return False
 
 
-# torch 2.x reads a group's name and description from its first registered
-# Backend; a ProcessGroup subclass such as ours has none, so both are kept
-# here where the methods are virtual (destroy_process_group(group) reads
-# the name: "ProcessGroup name not set" otherwise).
 macros = [("C10D_TORCH_CUDA", "1")] if cuda else []
-if header_has(os.path.join("torch", "csrc", "distributed", "c10d", "ProcessGroup.hpp"),
-              "virtual const std::string& getGroupName()"):
-    macros.append(("C10D_TORCH_GROUP_NAME", "1"))
+# torch 2.x's Store has clone() (a second handle on the same store).
+if header_has(os.path.join("torch", "csrc", "distributed", "c10d", "Store.hpp"),
+              "virtual c10::intrusive_ptr<Store> clone()"):
+    macros.append(("C10D_TORCH_STORE_CLONE", "1"))
 print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
       f"{'on (' + torch.version.cuda + ')' if cuda else 'off (CPU tensors only)'}")
 print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")
@@ -237,6 +234,9 @@ setup(
     cmdclass={"build_ext": build_ext},
     # A build tree's objects stay in it (scripts/build-torch.sh's place too),
     # so a pip build after build-torch.sh only links; -t overrides it.
-    options={"build_ext": {"build_temp": os.path.join(lib.where, "python-tmp")}}
+    # One per torch release: objects compiled against one torch's headers
+    # are never linked against another's (CI builds for two).
+    options={"build_ext": {"build_temp": os.path.join(
+        lib.where, "python-tmp-" + re.sub(r"[^0-9A-Za-z.]+", "_", torch.__version__))}}
     if lib.kind == "build tree" else {},
 )

@@ -24,7 +24,7 @@ _rdzv = sys.modules["torch.distributed.rendezvous"]
 
 from . import _C
 
-__all__ = ["join", "active_ranks", "monitored_barrier", "ProcessGroupCoord", "StoreCoord"]
+__all__ = ["join", "active_ranks", "monitored_barrier", "job", "ProcessGroupCoord", "StoreCoord"]
 
 ProcessGroupCoord = _C.ProcessGroupCoord
 
@@ -162,3 +162,10 @@ def active_ranks(process_group=None):
     """How many ranks contributed to this rank's last collective."""
     pg = process_group or dist.distributed_c10d._get_default_group()
     return _C.active_ranks(pg)
+
+
+def job(group=None):
+    """The job a coord group meets as on the coordinator (what c10d-ctl
+    status --job names): the world's, or "<job>.g<id>" for a subgroup."""
+    pg = group or dist.distributed_c10d._get_default_group()
+    return _C.coord_of(pg).job

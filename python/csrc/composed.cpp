@@ -23,6 +23,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::allreduce_sparse(at::Tensor &t
     TORCH_CHECK(o.reduceOp == c10d::ReduceOp::SUM,
                 "c10d_coord: sparse all_reduce supports SUM only (as gloo)");
     TORCH_CHECK(t.device().is_cpu(), "c10d_coord: sparse all_reduce takes CPU tensors");
+    in_order();
     int n = getSize();
     at::Tensor in = t.coalesce();
     int64_t nnz = in._nnz();
@@ -83,6 +84,7 @@ ProcessGroupCoord::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
                                        const c10d::AllgatherOptions &o)
 {
     int n = getSize();
+    in_order();
     TORCH_CHECK(!ins.empty(), "c10d_coord: allgather_coalesced takes one or more tensors");
     TORCH_CHECK((int)outs.size() == n, "c10d_coord: allgather_coalesced wants ", n,
                 " output lists (one per rank), got ", outs.size());
@@ -170,6 +172,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::alltoall(std::vector<at::Tenso
                                                            const c10d::AllToAllOptions &o)
 {
     int n = getSize();
+    in_order();
     TORCH_CHECK((int)outs.size() == n && (int)ins.size() == n, "c10d_coord: all_to_all wants ",
                 n, " tensors in and out");
     for (int i = 0; i < n; i++)
@@ -231,5 +234,66 @@ std::vector<at::Tensor> ProcessGroupCoord::exchange_padded(const char *what,
     }
     return got;
 }
+
+#ifdef C10D_TORCH_BACKEND
+// One queued call running one collective per tensor, in order (one Work).
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCoord::allgather_into_tensor_coalesced(std::vector<at::Tensor> &outs,
+                                                   std::vector<at::Tensor> &ins,
+                                                   const c10d::AllgatherOptions &o)
+{
+    TORCH_CHECK(outs.size() == ins.size(), "c10d_coord: all_gather_into_tensor (coalesced) wants "
+                "as many outputs as inputs, not ", outs.size(), " and ", ins.size());
+    auto vo = views(outs), vi = views(ins);
+    std::vector<std::pair<c10d_tensor *, c10d_tensor *>> t;
+    for (size_t i = 0; i < vo.size(); i++)
+        t.emplace_back(&vo[i].t, &vi[i].t);
+    return submit("all_gather_into_tensor (coalesced)", c10d::OpType::COALESCED, vo, vi, outs,
+                  o.timeout, queued(o), [=, pg = pg_](const c10d_coll_opts *co) {
+                      for (auto &x : t) {
+                          c10d_status st =
+                              c10d_all_gather_into_tensor(pg, x.first, x.second, co, nullptr);
+                          if (st != C10D_OK)
+                              return st;
+                      }
+                      return C10D_OK;
+                  });
+}
+
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCoord::reduce_scatter_tensor_coalesced(std::vector<at::Tensor> &outs,
+                                                   std::vector<at::Tensor> &ins,
+                                                   const c10d::ReduceScatterOptions &o)
+{
+    TORCH_CHECK(outs.size() == ins.size(), "c10d_coord: reduce_scatter_tensor (coalesced) wants "
+                "as many outputs as inputs, not ", outs.size(), " and ", ins.size());
+    auto vo = views(outs), vi = views(ins);
+    std::vector<std::pair<c10d_tensor *, c10d_tensor *>> t;
+    std::vector<c10d_reduce_op> op;
+    for (size_t i = 0; i < vo.size(); i++) {
+        t.emplace_back(&vo[i].t, &vi[i].t);
+        op.push_back(op_of(o.reduceOp, vo[i].is_bool));
+    }
+    return submit("reduce_scatter_tensor (coalesced)", c10d::OpType::COALESCED, vo, vi, outs,
+                  o.timeout, queued(o), [=, pg = pg_](const c10d_coll_opts *co) {
+                      for (size_t i = 0; i < t.size(); i++) {
+                          c10d_status st = c10d_reduce_scatter_tensor(pg, t[i].first, t[i].second,
+                                                                      op[i], co, nullptr);
+                          if (st != C10D_OK)
+                              return st;
+                      }
+                      return C10D_OK;
+                  });
+}
+
+// The calls made since startCoalescing were queued in order; the Work of
+// the block completes once they all have run.
+c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::endCoalescing()
+{
+    std::vector<View> none, none2;
+    return submit("coalesced", c10d::OpType::COALESCED, none, none2, {}, kNoTimeout, true,
+                  [](const c10d_coll_opts *) { return C10D_OK; });
+}
+#endif
 
 } // namespace c10d_coord

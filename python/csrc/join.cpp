@@ -12,8 +12,8 @@ namespace c10d_coord {
 void join_begin(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, bool throw_early,
                 bool divide_initial)
 {
-    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
-    TORCH_CHECK(p, "c10d_coord.join: the process group is not a 'coord' one");
+    auto *p = coord_of(pg, "join");
+    p->in_order(); /* the calls before the region reach the library before it */
     c10d_join_opts o = C10D_JOIN_OPTS_INIT;
     o.throw_on_early_termination = throw_early;
     o.divide_by_initial_world_size = divide_initial;
@@ -27,8 +27,8 @@ void join_begin(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, bool throw_ear
 
 int join_end(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 {
-    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
-    TORCH_CHECK(p, "c10d_coord.join: the process group is not a 'coord' one");
+    auto *p = coord_of(pg, "join");
+    p->in_order();
     int last = -1;
     c10d_status st;
     {
@@ -41,8 +41,8 @@ int join_end(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 
 int active_ranks(const c10::intrusive_ptr<c10d::ProcessGroup> &pg)
 {
-    auto *p = dynamic_cast<ProcessGroupCoord *>(pg.get());
-    TORCH_CHECK(p, "c10d_coord: the process group is not a 'coord' one");
+    auto *p = coord_of(pg, "active_ranks");
+    p->in_order(); /* "this rank's last collective" is the last one made */
     return c10d_active_ranks(p->pg());
 }
 

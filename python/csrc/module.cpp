@@ -8,7 +8,7 @@
 // time; the other files include only the parts of torch they use.
 //
 // One source for PyTorch 1.13 (Debian 12's) and 2.x: the differences are
-// few and marked TORCH_VERSION_MAJOR or C10D_TORCH_GROUP_NAME, and CUDA
+// few and marked C10D_TORCH_BACKEND (process_group.hpp), C10D_TORCH_STORE_CLONE, and CUDA
 // parts C10D_TORCH_CUDA (all set by python/setup.py, which lists this
 // extension's files).
 #include <torch/csrc/utils/pybind.h>
@@ -28,7 +28,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 #else
     m.attr("has_cuda") = false;
 #endif
-    py::class_<ProcessGroupCoord, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupCoord>>(
+    py::class_<ProcessGroupCoord, TorchBase, c10::intrusive_ptr<ProcessGroupCoord>>(
         m, "ProcessGroupCoord")
         .def(py::init<int, int, const std::string &, const std::string &, int>(),
              py::arg("rank"), py::arg("size"), py::arg("url") = "", py::arg("job") = "",
@@ -70,6 +70,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
           },
           py::arg("store"), py::arg("rank"), py::arg("size"));
     m.def("run_job", &run_job, py::arg("store"));
+    m.def("coord_of",
+          [](const c10::intrusive_ptr<c10d::ProcessGroup> &pg) {
+              return c10::intrusive_ptr<ProcessGroupCoord>::reclaim_copy(coord_of(pg, "group"));
+          },
+          py::arg("pg"), "The coord group behind torch's group (on torch 2.x, its Backend)");
     m.def("default_job", &default_job,
           "The job name the library uses when none is given (C10D_JOB, torchrun's run id, ...)");
     m.def("join_begin", &join_begin, py::arg("pg"), py::arg("throw_on_early_termination"),

@@ -15,9 +15,24 @@
 
 namespace c10d_coord {
 
+namespace {
+
+// Whether a call goes on the lane: torch 2.x says in a call's options
+// whether its caller waits at once (asyncOp false: a plain dist.all_reduce),
+// and such a call runs now, in order, costing no hand-off; 1.13 (and
+// options of 2.x's without the field) never says, so every call is queued.
+template <typename O, typename = void> struct has_async_op : std::false_type {};
+template <typename O>
+struct has_async_op<O, decltype((void)std::declval<const O &>().asyncOp)> : std::true_type {};
+template <typename O> bool queued(const O &o, std::true_type) { return o.asyncOp; }
+template <typename O> bool queued(const O &, std::false_type) { return true; }
+template <typename O> bool queued(const O &o) { return queued(o, has_async_op<O>{}); }
+
+} // namespace
+
 ProcessGroupCoord::ProcessGroupCoord(int rank, int size, const std::string &url,
                                      const std::string &job, int timeout_ms)
-    : c10d::ProcessGroup(rank, size), unfinished_(std::make_shared<Unfinished>())
+    : TorchBase(rank, size), unfinished_(std::make_shared<Unfinished>())
 {
     c10d_init_opts o = C10D_INIT_OPTS_INIT;
     o.coord_url = url.empty() ? nullptr : url.c_str();
@@ -37,43 +52,73 @@ ProcessGroupCoord::ProcessGroupCoord(int rank, int size, const std::string &url,
     }
     check("init_process_group", st);
     const char *a = std::getenv("C10D_TORCH_ASYNC");
-    async_ = a && *a && std::string(a) != "0";
-    if (async_)
-        finishers_.reset(new Finishers());
+    if (!(a && std::string(a) == "0"))
+        lane_ = Lane::start();
 }
 
 ProcessGroupCoord::~ProcessGroupCoord()
 {
     /* A then() callback can hold the last reference to its group (torch's
-     * PowerSGD hook does): the group then goes on a finisher, which can
-     * neither join itself nor give up the GIL it runs the callback
-     * under (taking it back fails once the interpreter exits). Another
-     * thread finishes the queue and leaves the group. */
-    if (finishers_ && finishers_->runs_here()) {
-        std::unique_ptr<Finishers> f = std::move(finishers_);
-        c10d_pg *pg = pg_;
-        std::thread([f = std::move(f), pg, un = unfinished_]() mutable {
-            f.reset();
+     * PowerSGD hook does): the group then goes on the thread that ran the
+     * call, which may be the lane's own, which can neither join itself nor
+     * give up the GIL it runs the callback under (taking it back fails
+     * once the interpreter exits). Another thread runs what is queued and
+     * leaves the group. */
+    if (lane_ && lane_->runs_here()) {
+        std::thread([lane = lane_, pg = pg_, un = unfinished_]() {
+            lane->close();
             if (pg)
                 c10d_destroy(pg);
             un->prune();
         }).detach();
         return;
     }
-    /* Every queued call finishes first. A finisher may need the GIL
-     * (dropping the last reference to a tensor made in Python, a
-     * Python then() callback): never wait for it while holding it. */
+    /* Every queued call finishes first. One may need the GIL (dropping
+     * the last reference to a tensor made in Python, a Python then()
+     * callback): never wait for it while holding it. */
+    auto leave = [this] {
+        if (lane_)
+            lane_->close();
+        if (pg_)
+            c10d_destroy(pg_);
+    };
     if (Py_IsInitialized() && PyGILState_Check()) {
         pybind11::gil_scoped_release nogil;
-        finishers_.reset();
-        if (pg_)
-            c10d_destroy(pg_);
+        leave();
     } else {
-        finishers_.reset();
-        if (pg_)
-            c10d_destroy(pg_);
+        leave();
     }
     unfinished_->prune(); /* every receive ended with the group */
+}
+
+void ProcessGroupCoord::in_order()
+{
+    if (!lane_)
+        return;
+    if (Py_IsInitialized() && PyGILState_Check()) {
+        pybind11::gil_scoped_release nogil;
+        lane_->drain();
+    } else {
+        lane_->drain();
+    }
+}
+
+ProcessGroupCoord *coord_of(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, const char *what)
+{
+    ProcessGroupCoord *p = nullptr;
+#ifdef C10D_TORCH_BACKEND
+    if (pg && pg->hasBackends()) {
+        try {
+            p = dynamic_cast<ProcessGroupCoord *>(pg->getBackend(c10::DeviceType::CPU).get());
+        } catch (const std::exception &) { /* no CPU backend */
+        }
+    }
+#else
+    p = dynamic_cast<ProcessGroupCoord *>(pg.get());
+#endif
+    TORCH_CHECK(p, "c10d_coord: ", what, ": the process group is not a 'coord' one (its "
+                "backend is ", pg ? pg->getBackendName() : std::string("none"), ")");
+    return p;
 }
 
 std::string ProcessGroupCoord::job() const
@@ -81,27 +126,25 @@ std::string ProcessGroupCoord::job() const
     return c10d_pg_job(pg_);
 }
 
-// Runs call (a C collective given its opts and a place for the work
-// handle) now, or queued with C10D_TORCH_ASYNC; wb are written back
-// and keep kept alive until it finished.
-template <typename F>
-c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::submit(const char *what, c10d::OpType op,
-                                                         std::vector<View> &wb,
-                                                         std::vector<View> &keep,
-                                                         std::vector<at::Tensor> out,
-                                                         std::chrono::milliseconds timeout, F call)
+// Queues call (a C collective, run sync with the opts it is given) on the
+// lane, or runs it now with C10D_TORCH_ASYNC=0; wb are written back and
+// keep kept alive until it finished.
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupCoord::submit(const char *what, c10d::OpType op, std::vector<View> &wb,
+                          std::vector<View> &keep, std::vector<at::Tensor> out,
+                          std::chrono::milliseconds timeout, bool queue,
+                          std::function<c10d_status(const c10d_coll_opts *)> call)
 {
     const at::Tensor *on = !wb.empty() ? &wb[0].user : !keep.empty() ? &keep[0].user : nullptr;
     c10d_coll_opts o = copts(timeout, on);
-    if (!async_) {
-        check(what, call(&o, nullptr));
+    if (!lane_ || !queue) {
+        in_order();
+        check(what, call(&o));
         write_back(wb);
         return done(op, std::move(out));
     }
-    o.async_op = 1;
-    c10d_work *w = nullptr;
-    check(what, call(&o, &w));
-    return finishers_->queue(what, op, w, std::move(wb), std::move(keep), std::move(out));
+    return lane_->queue(lane_, what, op, std::move(call), o, std::move(wb), std::move(keep),
+                        std::move(out));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::broadcast(std::vector<at::Tensor> &ts,
@@ -112,9 +155,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::broadcast(std::vector<at::Tens
     std::vector<View> none;
     c10d_tensor *t = &v[0].t;
     int root = (int)o.rootRank;
-    return submit("broadcast", c10d::OpType::BROADCAST, v, none, ts, o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_broadcast(pg_, t, root, co, w);
+    return submit("broadcast", c10d::OpType::BROADCAST, v, none, ts, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_broadcast(pg, t, root, co, nullptr);
                   });
 }
 
@@ -128,9 +171,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::allreduce(std::vector<at::Tens
     std::vector<View> none;
     c10d_tensor *t = &v[0].t;
     c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
-    return submit("allreduce", c10d::OpType::ALLREDUCE, v, none, ts, o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_all_reduce(pg_, t, op, co, w);
+    return submit("allreduce", c10d::OpType::ALLREDUCE, v, none, ts, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_all_reduce(pg, t, op, co, nullptr);
                   });
 }
 
@@ -138,14 +181,23 @@ c10::intrusive_ptr<c10d::Work>
 ProcessGroupCoord::allreduce_coalesced(std::vector<at::Tensor> &ts,
                                        const c10d::AllreduceCoalescedOptions &o)
 {
-    c10d_coll_opts co = copts(o.timeout, first(ts));
-    for (auto &t : ts) {
-        View v(t);
-        check("allreduce_coalesced",
-              c10d_all_reduce(pg_, &v.t, op_of(o.reduceOp, v.is_bool), &co, nullptr));
-        v.write_back();
+    auto v = views(ts);
+    std::vector<View> none;
+    std::vector<c10d_tensor *> t;
+    std::vector<c10d_reduce_op> op;
+    for (auto &x : v) {
+        t.push_back(&x.t);
+        op.push_back(op_of(o.reduceOp, x.is_bool));
     }
-    return done(c10d::OpType::ALLREDUCE_COALESCED, ts);
+    return submit("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, v, none, ts, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      for (size_t i = 0; i < t.size(); i++) {
+                          c10d_status st = c10d_all_reduce(pg, t[i], op[i], co, nullptr);
+                          if (st != C10D_OK)
+                              return st;
+                      }
+                      return C10D_OK;
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::reduce(std::vector<at::Tensor> &ts,
@@ -157,9 +209,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::reduce(std::vector<at::Tensor>
     c10d_tensor *t = &v[0].t;
     c10d_reduce_op op = op_of(o.reduceOp, v[0].is_bool);
     int root = (int)o.rootRank;
-    return submit("reduce", c10d::OpType::REDUCE, v, none, ts, o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_reduce(pg_, t, root, op, co, w);
+    return submit("reduce", c10d::OpType::REDUCE, v, none, ts, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_reduce(pg, t, root, op, co, nullptr);
                   });
 }
 
@@ -174,9 +226,9 @@ ProcessGroupCoord::allgather(std::vector<std::vector<at::Tensor>> &outs,
     auto out = views(outs[0]);
     auto r = raw(out);
     c10d_tensor *ti = &in[0].t;
-    return submit("allgather", c10d::OpType::ALLGATHER, out, in, outs[0], o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_all_gather(pg_, r.data(), ti, co, w);
+    return submit("allgather", c10d::OpType::ALLGATHER, out, in, outs[0], o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) mutable {
+                      return c10d_all_gather(pg, r.data(), ti, co, nullptr);
                   });
 }
 
@@ -188,9 +240,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::_allgather_base(at::Tensor &ou
     i.emplace_back(in);
     c10d_tensor *to = &o[0].t, *ti = &i[0].t;
     return submit("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, o, i, {out},
-                  opt.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_all_gather_into_tensor(pg_, to, ti, co, w);
+                  opt.timeout, queued(opt),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_all_gather_into_tensor(pg, to, ti, co, nullptr);
                   });
 }
 
@@ -221,11 +273,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::gather(std::vector<std::vector
     auto in = views(ins);
     std::vector<c10d_tensor> r;
     auto out = root_list(outs, getRank() == o.rootRank, getSize(), "gather", r);
-    c10d_coll_opts co = copts(o.timeout, first(ins));
-    check("gather", c10d_gather(pg_, r.empty() ? nullptr : r.data(), &in[0].t,
-                                (int)o.rootRank, &co, nullptr));
-    write_back(out);
-    return done(c10d::OpType::GATHER, outs.empty() ? std::vector<at::Tensor>() : outs[0]);
+    c10d_tensor *ti = &in[0].t;
+    int root = (int)o.rootRank;
+    /* written back: the root's list; kept: the input */
+    return submit("gather", c10d::OpType::GATHER, out, in,
+                  outs.empty() ? std::vector<at::Tensor>() : outs[0], o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) mutable {
+                      return c10d_gather(pg, r.empty() ? nullptr : r.data(), ti, root, co,
+                                         nullptr);
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -236,11 +292,13 @@ ProcessGroupCoord::scatter(std::vector<at::Tensor> &outs,
     auto out = views(outs);
     std::vector<c10d_tensor> r;
     auto in = root_list(ins, getRank() == o.rootRank, getSize(), "scatter", r);
-    c10d_coll_opts co = copts(o.timeout, first(outs));
-    check("scatter", c10d_scatter(pg_, &out[0].t, r.empty() ? nullptr : r.data(),
-                                  (int)o.rootRank, &co, nullptr));
-    write_back(out);
-    return done(c10d::OpType::SCATTER, outs);
+    c10d_tensor *to = &out[0].t;
+    int root = (int)o.rootRank;
+    return submit("scatter", c10d::OpType::SCATTER, out, in, outs, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) mutable {
+                      return c10d_scatter(pg, to, r.empty() ? nullptr : r.data(), root, co,
+                                          nullptr);
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -254,12 +312,12 @@ ProcessGroupCoord::reduce_scatter(std::vector<at::Tensor> &outs,
     auto out = views(outs);
     auto in = views(ins[0]);
     auto r = raw(in);
-    c10d_coll_opts co = copts(o.timeout, first(outs));
-    check("reduce_scatter", c10d_reduce_scatter(pg_, &out[0].t, r.data(),
-                                                op_of(o.reduceOp, out[0].is_bool), &co,
-                                                nullptr));
-    write_back(out);
-    return done(c10d::OpType::REDUCE_SCATTER, outs);
+    c10d_tensor *to = &out[0].t;
+    c10d_reduce_op op = op_of(o.reduceOp, out[0].is_bool);
+    return submit("reduce_scatter", c10d::OpType::REDUCE_SCATTER, out, in, outs, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) mutable {
+                      return c10d_reduce_scatter(pg, to, r.data(), op, co, nullptr);
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -272,9 +330,9 @@ ProcessGroupCoord::_reduce_scatter_base(at::Tensor &out, at::Tensor &in,
     c10d_tensor *to = &vo[0].t, *ti = &vi[0].t;
     c10d_reduce_op op = op_of(o.reduceOp, vo[0].is_bool);
     return submit("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, vo, vi, {out},
-                  o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_reduce_scatter_tensor(pg_, to, ti, op, co, w);
+                  o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_reduce_scatter_tensor(pg, to, ti, op, co, nullptr);
                   });
 }
 
@@ -283,13 +341,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::alltoall_base(at::Tensor &out,
                                                                 std::vector<int64_t> &in_splits,
                                                                 const c10d::AllToAllOptions &o)
 {
-    c10d_coll_opts co = copts(o.timeout, &in);
-    if (!out_splits.empty() || !in_splits.empty())
-        return alltoall_splits(out, in, out_splits, in_splits, co);
-    View vo(out), vi(in);
-    check("all_to_all_single", c10d_all_to_all_single(pg_, &vo.t, &vi.t, &co, nullptr));
-    vo.write_back();
-    return done(c10d::OpType::ALLTOALL_BASE, {out});
+    if (!out_splits.empty() || !in_splits.empty()) {
+        in_order();
+        return alltoall_splits(out, in, out_splits, in_splits, copts(o.timeout, &in));
+    }
+    std::vector<View> vo, vi;
+    vo.emplace_back(out);
+    vi.emplace_back(in);
+    c10d_tensor *to = &vo[0].t, *ti = &vi[0].t;
+    return submit("all_to_all_single", c10d::OpType::ALLTOALL_BASE, vo, vi, {out}, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_all_to_all_single(pg, to, ti, co, nullptr);
+                  });
 }
 
 void ProcessGroupCoord::monitoredBarrier(const c10d::BarrierOptions &o, bool wait_all_ranks)
@@ -298,6 +361,7 @@ void ProcessGroupCoord::monitoredBarrier(const c10d::BarrierOptions &o, bool wai
      * 0 gives up at once, as gloo's does (C's 0 is the default) */
     long long t = o.timeout.count();
     int ms = t < 0 || t > INT32_MAX ? C10D_TIMEOUT_DEFAULT : t == 0 ? 1 : (int)t;
+    in_order();
     c10d_status st = c10d_monitored_barrier(pg_, ms, wait_all_ranks);
     if (st == C10D_ETIMEDOUT && getRank() == 0) /* gloo's words first, then ours */
         std::rethrow_exception(backend_error(
@@ -311,6 +375,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::send(std::vector<at::Tensor> &
                                                        int tag)
 {
     one_tensor(ts, "send");
+    in_order();
     auto v = views(ts);
     c10d_coll_opts co = copts(kNoTimeout, first(ts));
     check("send", c10d_send(pg_, &v[0].t, dst, tag, &co, nullptr));
@@ -334,9 +399,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::recvAnysource(std::vector<at::
 c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::barrier(const c10d::BarrierOptions &o)
 {
     std::vector<View> none, none2;
-    return submit("barrier", c10d::OpType::BARRIER, none, none2, {}, o.timeout,
-                  [&](const c10d_coll_opts *co, c10d_work **w) {
-                      return c10d_barrier(pg_, co, w);
+    return submit("barrier", c10d::OpType::BARRIER, none, none2, {}, o.timeout, queued(o),
+                  [=, pg = pg_](const c10d_coll_opts *co) {
+                      return c10d_barrier(pg, co, nullptr);
                   });
 }
 
@@ -344,6 +409,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::barrier(const c10d::BarrierOpt
 c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::post_recv(const at::Tensor &t, int src, int tag,
                                                             bool any)
 {
+    in_order();
     unfinished_->prune();
     auto rw = c10::make_intrusive<RecvWork>(t, src, unfinished_);
     c10d_coll_opts co = copts(kNoTimeout, &t);

@@ -1,24 +1,36 @@
 // ProcessGroupCoord: torch's c10d::ProcessGroup over one c10d_pg of the C
 // library, which checks each call with the coordinator. Each call converts
-// torch's tensors (tensors.hpp) and runs the collective; the Work it
-// returns is done, or queued with C10D_TORCH_ASYNC=1 (work.hpp); receives
-// are posted (recv.hpp). torch's bindings release the GIL around these
+// torch's tensors (tensors.hpp) and queues the collective on the group's
+// Lane, returning at once with a Work that completes later, as gloo's does
+// (or, with C10D_TORCH_ASYNC=0, runs it and returns it done: work.hpp);
+// receives are posted (recv.hpp). torch's bindings release the GIL around these
 // methods; the constructor releases it itself (c10d_init blocks).
 //
-// One class for PyTorch 1.13 (Debian 12's) and 2.x: both take a
-// c10d::ProcessGroup subclass from a backend's creator (2.x uses it as it
-// is). The collectives the C library runs directly are in
+// One class for PyTorch 1.13 (Debian 12's) and 2.x. On 1.13 it is a
+// c10d::ProcessGroup, which a backend's creator returns. On 2.x it is a
+// c10d::Backend, which torch puts under a ProcessGroup of its own for the
+// CPU (and CUDA) device, as it does gloo: torch 2.x's ProcessGroup sends
+// much through its dispatcher to the device's Backend (2.13 renamed the
+// ProcessGroup methods: all_gather_single, ...; the Backend's kept their
+// names), and DeviceMesh, split_group, coalescing and the group's name
+// are torch's own there. The collectives the C library runs directly are in
 // process_group.cpp; those torch has and the library has not, composed of
 // the library's, in composed.cpp.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define C10D_TORCH_BACKEND 1
+#endif
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <c10d/c10d.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,10 +38,16 @@
 namespace c10d_coord {
 
 struct View;       /* tensors.hpp */
-class Finishers;   /* work.hpp */
+class Lane;        /* work.hpp */
 class Unfinished;  /* recv.hpp */
 
-class ProcessGroupCoord : public c10d::ProcessGroup {
+#ifdef C10D_TORCH_BACKEND
+using TorchBase = c10d::Backend;
+#else
+using TorchBase = c10d::ProcessGroup;
+#endif
+
+class ProcessGroupCoord : public TorchBase {
   public:
     // Joins the group (c10d_init): url "" is C10D_COORD's, job "" the
     // default job, timeout_ms 0 the library's default.
@@ -37,15 +55,11 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                       int timeout_ms);
     ~ProcessGroupCoord() override;
     const std::string getBackendName() const override { return "coord"; }
-#ifdef C10D_TORCH_GROUP_NAME
-    /* torch 2.x keeps these in a group's registered Backend; this group
-     * is its own backend (python/setup.py). */
-    const std::string &getGroupName() const override { return group_name_; }
-    void setGroupName(const std::string &name) override { group_name_ = name; }
-    const std::string &getGroupDesc() const override { return group_desc_; }
-    void setGroupDesc(const std::string &desc) override { group_desc_ = desc; }
-#endif
     c10d_pg *pg() const { return pg_; }
+    // Until every queued call of this group has run: before anything that
+    // is not queued, so calls reach the library in the order they were
+    // made (work.hpp, Lane).
+    void in_order();
     // The job this group is part of on the coordinator.
     std::string job() const;
 
@@ -93,14 +107,28 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                             std::vector<at::Tensor> &ins,
                                             const c10d::AllToAllOptions &o) override;
 
+#ifdef C10D_TORCH_BACKEND
+    // torch 2.x's: _coalescing_manager's fast path (one call per tensor,
+    // in order), and its device form, whose calls run as they come (each
+    // is complete when it returns, so the coalesced Work is too).
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+        const c10d::AllgatherOptions &o) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor> &outs, std::vector<at::Tensor> &ins,
+        const c10d::ReduceScatterOptions &o) override;
+    void startCoalescing() override {}
+    c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
+
   private:
     // process_group.cpp
     c10::intrusive_ptr<c10d::Work> post_recv(const at::Tensor &t, int src, int tag, bool any);
-    template <typename F>
     c10::intrusive_ptr<c10d::Work> submit(const char *what, c10d::OpType op,
                                           std::vector<View> &wb, std::vector<View> &keep,
                                           std::vector<at::Tensor> out,
-                                          std::chrono::milliseconds timeout, F call);
+                                          std::chrono::milliseconds timeout, bool queue,
+                                          std::function<c10d_status(const c10d_coll_opts *)> call);
     // composed.cpp
     c10::intrusive_ptr<c10d::Work> allreduce_sparse(at::Tensor &t,
                                                     const c10d::AllreduceOptions &o);
@@ -114,10 +142,12 @@ class ProcessGroupCoord : public c10d::ProcessGroup {
                                             const at::TensorOptions &to, const c10d_coll_opts &co);
 
     c10d_pg *pg_ = nullptr;
-    bool async_ = false;
-    std::string group_name_, group_desc_;
-    std::unique_ptr<Finishers> finishers_;
+    std::shared_ptr<Lane> lane_; /* null with C10D_TORCH_ASYNC=0 */
     std::shared_ptr<Unfinished> unfinished_;
 };
+
+// The coord group behind torch's group pg (on 2.x, its CPU Backend), or
+// an error saying pg is not a coord one; `what` names the caller.
+ProcessGroupCoord *coord_of(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, const char *what);
 
 } // namespace c10d_coord

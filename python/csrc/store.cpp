@@ -55,15 +55,17 @@ StoreCoord::StoreCoord(const std::string &url, std::chrono::milliseconds timeout
     : c10d::Store(timeout)
 {
     c10d_status st;
+    c10d_store *s = nullptr;
     {
         pybind11::gil_scoped_release nogil;
-        st = c10d_store_connect(&s_, url.c_str(), nullptr);
+        st = c10d_store_connect(&s, url.c_str(), nullptr);
     }
     c10d_coord::check("store", st);
+    s_.reset(s, c10d_store_close);
 }
 
 StoreCoord::StoreCoord(c10d_store *s, std::chrono::milliseconds timeout)
-    : c10d::Store(timeout), s_(s)
+    : c10d::Store(timeout), s_(s, c10d_store_close)
 {
 }
 
@@ -84,10 +86,16 @@ c10::intrusive_ptr<StoreCoord> StoreCoord::run(c10::intrusive_ptr<ProcessGroupCo
     return st;
 }
 
-StoreCoord::~StoreCoord()
+StoreCoord::~StoreCoord() = default;
+
+#ifdef C10D_TORCH_STORE_CLONE
+c10::intrusive_ptr<c10d::Store> StoreCoord::clone()
 {
-    c10d_store_close(s_);
+    auto c = c10::make_intrusive<StoreCoord>(*this);
+    c->world_.reset();
+    return c;
 }
+#endif
 
 c10::intrusive_ptr<ProcessGroupCoord> StoreCoord::take_world(int rank, int size)
 {
@@ -103,14 +111,14 @@ std::string StoreCoord::job() const
 
 void StoreCoord::set(const std::string &key, const std::vector<uint8_t> &value)
 {
-    c10d_coord::check("store set", c10d_store_set(s_, k(key), value.data(), value.size()));
+    c10d_coord::check("store set", c10d_store_set(s_.get(), k(key), value.data(), value.size()));
 }
 
 std::vector<uint8_t> StoreCoord::get(const std::string &key)
 {
     void *v = nullptr;
     size_t len = 0;
-    c10d_coord::check("store get", c10d_store_get(s_, k(key), &v, &len, ms(timeout_)));
+    c10d_coord::check("store get", c10d_store_get(s_.get(), k(key), &v, &len, ms(timeout_)));
     std::vector<uint8_t> out((uint8_t *)v, (uint8_t *)v + len);
     c10d_free(v);
     return out;
@@ -122,7 +130,7 @@ std::vector<uint8_t> StoreCoord::compareSet(const std::string &key,
 {
     void *cur = nullptr;
     size_t len = 0;
-    c10d_status st = c10d_store_compare_set(s_, k(key), expected.data(), expected.size(),
+    c10d_status st = c10d_store_compare_set(s_.get(), k(key), expected.data(), expected.size(),
                                             desired.data(), desired.size(), &cur, &len);
     if (st == C10D_ENOTFOUND) /* as TCPStore: a missing key answers `expected` */
         return expected;
@@ -135,14 +143,14 @@ std::vector<uint8_t> StoreCoord::compareSet(const std::string &key,
 int64_t StoreCoord::add(const std::string &key, int64_t value)
 {
     int64_t r = 0;
-    c10d_coord::check("store add", c10d_store_add(s_, k(key), value, &r));
+    c10d_coord::check("store add", c10d_store_add(s_.get(), k(key), value, &r));
     return r;
 }
 
 bool StoreCoord::deleteKey(const std::string &key)
 {
     int deleted = 0;
-    c10d_coord::check("store delete_key", c10d_store_delete_key(s_, k(key), &deleted));
+    c10d_coord::check("store delete_key", c10d_store_delete_key(s_.get(), k(key), &deleted));
     return deleted != 0;
 }
 
@@ -150,14 +158,14 @@ bool StoreCoord::check(const std::vector<std::string> &keys)
 {
     auto ks = cstrs(keys);
     int all = 0;
-    c10d_coord::check("store check", c10d_store_check(s_, ks.data(), ks.size(), &all));
+    c10d_coord::check("store check", c10d_store_check(s_.get(), ks.data(), ks.size(), &all));
     return all != 0;
 }
 
 int64_t StoreCoord::getNumKeys()
 {
     int64_t n = 0;
-    c10d_coord::check("store num_keys", c10d_store_num_keys(s_, &n));
+    c10d_coord::check("store num_keys", c10d_store_num_keys(s_.get(), &n));
     return n;
 }
 
@@ -169,7 +177,7 @@ void StoreCoord::wait(const std::vector<std::string> &keys)
 void StoreCoord::wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t)
 {
     auto ks = cstrs(keys);
-    c10d_coord::check("store wait", c10d_store_wait(s_, ks.data(), ks.size(), ms(t)));
+    c10d_coord::check("store wait", c10d_store_wait(s_.get(), ks.data(), ks.size(), ms(t)));
 }
 
 c10::intrusive_ptr<ProcessGroupCoord> formed_world(const c10::intrusive_ptr<c10d::Store> &store,

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ class StoreCoord : public c10d::Store {
     static c10::intrusive_ptr<StoreCoord> run(c10::intrusive_ptr<ProcessGroupCoord> world,
                                               std::chrono::milliseconds timeout);
     ~StoreCoord() override; /* after ProcessGroupCoord: it may drop the world */
-    c10d_store *raw_store() const { return s_; }
+    c10d_store *raw_store() const { return s_.get(); }
     // The run's world group, once: torch's default group is made from it.
     c10::intrusive_ptr<ProcessGroupCoord> take_world(int rank, int size);
     // The job whose run this store is ("" for a whole store).
@@ -49,9 +50,15 @@ class StoreCoord : public c10d::Store {
     int64_t getNumKeys() override;
     void wait(const std::vector<std::string> &keys) override;
     void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override;
+#ifdef C10D_TORCH_STORE_CLONE
+    // torch 2.x's: another StoreCoord on the same handle (the library's
+    // handles are safe to share between threads); a run's world group
+    // stays with the original.
+    c10::intrusive_ptr<c10d::Store> clone() override;
+#endif
 
   private:
-    c10d_store *s_ = nullptr;
+    std::shared_ptr<c10d_store> s_; /* shared with clones; closed by the last */
     c10::intrusive_ptr<ProcessGroupCoord> world_; /* a run's world group, until taken */
     std::string job_;                             /* a run's job */
 };

@@ -1,7 +1,7 @@
 // The Work a collective returns, when torch's c10d::Work is not the C
-// library's c10d_work: finished before it is returned (the default), or
-// queued on the group's lane in the C library and completed later by a
-// finisher thread (C10D_TORCH_ASYNC=1; docs/pytorch.md). Receives have
+// library's c10d_work: finished before it is returned (C10D_TORCH_ASYNC=0),
+// or queued on the group's Lane and completed later (the default, as
+// gloo's Work is; docs/pytorch.md, "Asynchronous calls"). Receives have
 // their own (recv.hpp): they are posted, not queued.
 #pragma once
 
@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -25,37 +26,73 @@ namespace c10d_coord {
 // DDP's comm hooks and then() chains run at once on the caller's thread.
 c10::intrusive_ptr<c10d::Work> done(c10d::OpType op, std::vector<at::Tensor> out);
 
-struct Pending; /* a queued call (work.cpp) */
+// A queued call: the C library's call (sync, on the group), what it writes
+// back after and keeps alive until then, and the future it completes.
+struct Pending {
+    std::function<c10d_status(const c10d_coll_opts *)> call;
+    c10d_coll_opts opts;
+    std::vector<View> wb, keep;
+    std::vector<at::Tensor> out;
+    c10::intrusive_ptr<c10::ivalue::Future> fut;
+    const char *what = "";
+    bool finished = false; /* under the Lane's lock */
+};
 
-// A group's finisher threads. A finisher waits for a queued call, writes
-// non-contiguous results back and completes the future. A future's then()
-// callbacks run on the thread that completes it, and one may issue a
-// collective and wait for its future (PowerSGD does): so no finisher is
-// ever the only one left. When none is idle, another starts (the pool only
-// grows to what nesting needs).
-class Finishers {
+// A group's calls in the order they were made, run one at a time, each
+// after the one before it has finished (the C library's order rule). The
+// lane's threads run them as they come, so a call returns at once and
+// overlaps what the caller does next (DDP's gradient all_reduces overlap
+// backward). Whoever waits for a call through its Work runs the calls
+// ahead of it and then it on its own thread, instead of waiting to be
+// woken: a call waited for at once (every plain dist.all_reduce) costs a
+// queue push over running it directly, not two thread hand-offs.
+//
+// A future's then() callbacks run on the thread that completes it, and
+// one may queue a call and wait for its future (PowerSGD's do, with
+// Future.wait, which cannot run anything): so a lane thread that is busy
+// is never the only one left to run what comes next. When a call is
+// queued and no lane thread is idle, another starts (the lane only grows
+// to what nesting needs; one thread otherwise).
+class Lane {
   public:
-    Finishers();
-    ~Finishers(); /* finishes what is queued */
-    // Whether the caller is one of this pool's threads (which it cannot join).
+    // A lane and its first thread; each thread holds the lane until it
+    // ends (close()).
+    static std::shared_ptr<Lane> start();
+    ~Lane();
+    // Queues a call; the Work returned completes when it has run (its
+    // errors come back as the library's message, prefixed with `what`).
+    c10::intrusive_ptr<c10d::Work> queue(std::shared_ptr<Lane> self, const char *what,
+                                         c10d::OpType op,
+                                         std::function<c10d_status(const c10d_coll_opts *)> call,
+                                         const c10d_coll_opts &opts, std::vector<View> wb,
+                                         std::vector<View> keep, std::vector<at::Tensor> out);
+    // Until p has run, running what is ahead of it here.
+    void wait_for(const std::shared_ptr<Pending> &p);
+    // Until every queued call has run: before a call that is not queued
+    // (a send, a posted receive, a join, a monitored barrier), so the
+    // group's calls still happen in the order they were made.
+    void drain();
+    // Runs what is queued, then ends the lane's threads.
+    void close();
+    // Whether the caller is one of the lane's threads (which cannot join
+    // itself).
     bool runs_here();
-    // Hands over w, a call made with async_op: wb are written back when it
-    // ends and keep kept alive until then. The Work returned completes then
-    // (its wait() and future block until it does; errors come back as the
-    // library's message, prefixed with `what`).
-    c10::intrusive_ptr<c10d::Work> queue(const char *what, c10d::OpType op, c10d_work *w,
-                                         std::vector<View> wb, std::vector<View> keep,
-                                         std::vector<at::Tensor> out);
 
   private:
-    void push(std::unique_ptr<Pending> p);
+    Lane() = default;
+    void spawn_locked(std::shared_ptr<Lane> self);
+    // Runs the head if none runs now: false when there was none to take.
+    // lane: the caller is a lane thread's loop.
+    bool run_head(std::unique_lock<std::mutex> &g, bool lane = false);
     void loop();
     std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<std::unique_ptr<Pending>> q_;
+    std::condition_variable cv_;       /* the lane's threads': work queued, or stop */
+    std::condition_variable finished_; /* a call finished */
+    std::deque<std::shared_ptr<Pending>> q_;
+    bool running_ = false, stop_ = false;
+    int idle_ = 0;    /* lane threads waiting for work */
+    int calling_ = 0; /* lane threads in a call (they come back; one in a callback may not) */
     std::vector<std::thread> threads_;
-    int idle_ = 0;
-    bool stop_ = false;
 };
 
 } // namespace c10d_coord

@@ -23,7 +23,7 @@ echo "build-torch: compiling python/c10d_coord against $build and torch $tv" \
 start=$SECONDS
 cd "$root/python"
 C10D_BUILD_DIR="$build" "$py" setup.py -q build_ext --inplace -b "$root/python" \
-    -t "$build/python-tmp" >"$log" 2>&1 ||
+    >"$log" 2>&1 ||
     { cat "$log" >&2; echo "build-torch: failed after $((SECONDS - start)) s" >&2; exit 1; }
 echo "build-torch: python/c10d_coord built in $((SECONDS - start)) s against $build" \
      "($(grep -m1 "^c10d_coord: torch" "$log" || true))"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything and runs every test: the Debian packages, a build with
 # warnings as errors, the test suite, the PyTorch tests (ours, a pip install
-# into a venv, PyTorch's own distributed suite), a bounded fuzzing
+# into a venv, PyTorch's own distributed suite) on Debian's torch and again
+# on torch 2.13 from PyPI in a venv, a bounded fuzzing
 # run of the coordinator; then the suite again under AddressSanitizer +
 # UndefinedBehaviorSanitizer with leak detection, built without NCCL.
 #   scripts/test.sh            both builds
@@ -41,6 +42,16 @@ if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
     /usr/bin/python3 tests/torch_suite/run.py
 else
     echo "== PyTorch is not installed: skipping PyTorch's own distributed tests"
+fi
+# The PyTorch users install today: torch 2.13.0 (CPU) in a venv, c10d_coord
+# pip-installed into it from this build tree (scripts/torch-venv.sh), the
+# same tests and PyTorch's own suite of that release (its CI lists under
+# tests/torch_suite/torch2.13/). C10D_NO_TORCH2=1 leaves it out.
+if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
+    echo "== torch 2.13 in a venv: pip install of c10d_coord, tests/python, PyTorch's own suite"
+    venv_py=$(bash scripts/torch-venv.sh build | tail -n 1)
+    C10D_PYTHONPATH= "$venv_py" -m pytest -q -rs tests/python
+    C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
 fi
 # The coordinator's decoder and handlers under libFuzzer, for a bounded
 # time from the committed corpus (C10D_FUZZ_SECONDS, default 60).

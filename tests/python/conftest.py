@@ -14,6 +14,19 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
 COORD_BIN = os.path.join(BUILD, "server", "c10d-coord")
+# Where the ranks import c10d_coord from: the checkout's in-place build
+# (scripts/build-torch.sh) unless C10D_PYTHONPATH says otherwise; set empty,
+# the package installed in the running Python (scripts/test.sh's torch 2.13
+# venv, pip-installed as users install it).
+PKG_PATH = os.environ.get("C10D_PYTHONPATH", os.path.join(ROOT, "python"))
+
+
+def with_pkg_path(env):
+    """env (a dict) with PYTHONPATH naming where c10d_coord comes from."""
+    env.pop("PYTHONPATH", None)
+    if PKG_PATH:
+        env["PYTHONPATH"] = PKG_PATH
+    return env
 
 
 def import_torch_and_c10d_coord():
@@ -23,7 +36,8 @@ def import_torch_and_c10d_coord():
     __tracebackhide__ = True
     torch = pytest.importorskip("torch", reason="PyTorch is not installed (python3-torch)")
     try:
-        sys.path.insert(0, os.path.join(ROOT, "python"))
+        if PKG_PATH:
+            sys.path.insert(0, PKG_PATH)
         import c10d_coord
     except ImportError as e:  # pragma: no cover
         pytest.skip(f"c10d_coord is not built ({e}): bash scripts/build-torch.sh",

@@ -71,6 +71,6 @@ if a.hold:
         time.sleep(0.05)
     dist.barrier()
 
-job = dist.distributed_c10d._get_default_group().job  # ProcessGroupCoord's
+job = c10d_coord.job()
 print(f"rank {rank}: ok, job {job}", flush=True)
 dist.destroy_process_group()

@@ -1,7 +1,7 @@
 """Every TCPStore operation of this torch's own client against a TCPStore
 server at 127.0.0.1:PORT, with TCPStore's answers asserted; prints "ok".
-scripts/check-tcpstore-torch2.sh runs it with torch 2.6 (in a Debian 13
-chroot) against the coordinator's --tcpstore-listen port.
+test_tcpstore.py runs it against the coordinator's --tcpstore-listen port
+with each torch CI tests (Debian's and 2.13's in a venv).
 Usage: tcpstore_ops.py PORT"""
 import sys
 from datetime import timedelta

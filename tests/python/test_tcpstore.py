@@ -454,9 +454,10 @@ def test_elastic_job_rerendezvouses_after_coordinator_and_agent_loss():
         assert c.stop() == 0, c.output()
 
 
-def test_the_ops_script_scripts_check_tcpstore_torch2_runs(coordinator):
-    """tests/python/tcpstore_ops.py, which scripts/check-tcpstore-torch2.sh
-    runs with torch 2.6, passes with this torch."""
+def test_every_op_of_this_torchs_own_client(coordinator):
+    """tests/python/tcpstore_ops.py: every operation of this torch's own
+    TCPStore client (1.13's, 2.13's in scripts/test.sh's venv) against the
+    coordinator, with TCPStore's answers."""
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python", "tcpstore_ops.py"),
                         str(coordinator.tcpstore_port)], capture_output=True, text=True,
                        timeout=120)

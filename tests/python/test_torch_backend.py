@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, import_torch_and_c10d_coord
+from conftest import BUILD, ROOT, import_torch_and_c10d_coord, with_pkg_path
 
 torch, c10d_coord = import_torch_and_c10d_coord()
 
@@ -25,8 +25,7 @@ def _the_sessions_coordinator(coordinator):
 
 
 def run(case, n=2, timeout=180, env=None, args=()):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    e = with_pkg_path(dict(os.environ))
     e.pop("MASTER_ADDR", None)
     e.update(env or {})
     p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", COORD, "--", sys.executable, WORKER,
@@ -178,18 +177,28 @@ def test_six_cases_without_our_join_raise(kase, mode):
     assert "raised as expected" in out, out
 
 
+def test_a_call_returns_before_its_peers_enter_it():
+    """The default: a call is queued and returns at once with a Work that
+    completes later, as gloo's does (rank 0's all_reduce is not completed
+    while rank 1, waiting on rank 0's word through the store, has not
+    called its own; calls that complete before they return never get
+    there)."""
+    rc, out = run("returns_at_once", timeout=120)
+    assert rc == 0, out
+    assert out.count("returned at once") == 2, out
+
+
 @pytest.mark.parametrize("case", ["powersgd", "collectives", "join", "desync"])
-def test_queued_calls(case):
-    """C10D_TORCH_ASYNC=1: calls are queued and completed by finisher
-    threads. PowerSGD waits on a collective's future inside a then()
-    callback: with one completion thread that deadlocks."""
-    rc, out = run(case, env={"C10D_TORCH_ASYNC": "1", "C10D_VERIFY": "async"})
+def test_calls_completed_before_return(case):
+    """C10D_TORCH_ASYNC=0: every call runs to completion before it returns
+    (the other tests run the default, queued calls)."""
+    rc, out = run(case, env={"C10D_TORCH_ASYNC": "0", "C10D_VERIFY": "async"})
     assert rc == 0, out
 
 
 def test_queued_call_drops_the_last_reference_to_its_group():
-    """A finisher thread that runs a then() callback holding the last
+    """The lane's thread that runs a then() callback holding the last
     reference to a group destroys the group there (torch's PowerSGD hook
     captures its group this way): the process must go on, not abort."""
-    rc, out = run("lastref", env={"C10D_TORCH_ASYNC": "1"})
+    rc, out = run("lastref")
     assert rc == 0, out

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, ROOT, import_torch_and_c10d_coord
+from conftest import BUILD, ROOT, import_torch_and_c10d_coord, with_pkg_path
 
 torch, c10d_coord = import_torch_and_c10d_coord()
 
@@ -19,14 +19,15 @@ RUN = os.path.join(BUILD, "client", "c10d-run")
 CTL = os.path.join(BUILD, "client", "c10d-ctl")
 JOB = os.path.join(ROOT, "tests", "python", "job.py")
 TRAIN_C = os.path.join(BUILD, "docs", "examples", "train_linear")
-TORCHRUN = shutil.which("torchrun", path="/usr/bin:" + os.environ.get("PATH", ""))
+# The running Python's torchrun (a venv's torch, not Debian's /usr/bin/torchrun).
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def env(coord=None, **extra):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("C10D_", "MASTER_", "TORCHELASTIC_")) and
          k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    e["PYTHONPATH"] = os.path.join(ROOT, "python")
+    with_pkg_path(e)
     if coord:
         e["C10D_COORD"] = coord.url
     e.update(extra)
@@ -185,13 +186,13 @@ def torch_tcpstore_works():
     return True
 
 
-TCPSTORE_WORKS = TORCHRUN is not None and torch_tcpstore_works()
+TCPSTORE_WORKS = torch_tcpstore_works()
 NO_TCPSTORE = ("torchrun's static rendezvous always makes a TCPStore with libuv, which this "
                "PyTorch was built without (USE_LIBUV is not read there: pytorch/pytorch#148283)")
 
 
 def torchrun(coord, rdzv, prog, *args, n=2, no_python=False, port=None, restarts=0):
-    cmd = [TORCHRUN, f"--nproc_per_node={n}", f"--max_restarts={restarts}"]
+    cmd = TORCHRUN + [f"--nproc_per_node={n}", f"--max_restarts={restarts}"]
     extra, rdzv_file = {}, None
     if rdzv == "standalone" and TCPSTORE_WORKS:
         cmd.append("--standalone")
@@ -233,7 +234,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
 @pytest.mark.parametrize("rdzv", ["standalone", "static"])
 def test_torchrun_runs_python_and_c_ranks(coordinator, rdzv):
     """torchrun with the coordinator named in the environment (C10D_COORD):
@@ -254,7 +254,6 @@ def test_torchrun_runs_python_and_c_ranks(coordinator, rdzv):
     assert "weights identical on 2 of 2 ranks" in c.stdout, c.stdout + c.stderr
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
 def test_torchrun_restarts_a_failed_job_as_a_new_run(coordinator):
     """torchrun --max_restarts: rank 1 dies in the first attempt, torchrun
     restarts both ranks under the same run id; the restarted ranks meet as
@@ -267,7 +266,6 @@ def test_torchrun_restarts_a_failed_job_as_a_new_run(coordinator):
     assert p.stdout.count(": ok, job ") == 2, out
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun is not installed (python3-torch)")
 def test_torchrun_without_a_coordinator_says_so_at_once():
     """No C10D_COORD under torchrun: MASTER_ADDR:MASTER_PORT is torchrun's
     TCPStore. Both kinds of rank say so at once instead of retrying it."""

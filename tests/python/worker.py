@@ -335,17 +335,18 @@ def case_named():
 
 
 def case_lastref():
-    """A then() callback holds the last reference to a group, and a
-    finisher thread (C10D_TORCH_ASYNC=1) runs it: the group is destroyed
-    on that thread. Its destructor stops the finishers, the one it runs on
-    among them (before, it joined itself: "Resource deadlock avoided")."""
+    """A then() callback holds the last reference to a group, and the
+    group's lane thread runs it (the call was queued and ran there while
+    the main thread went on): the group is destroyed on that thread. Its
+    destructor stops the lane, the thread it runs on (before, it joined
+    itself: "Resource deadlock avoided")."""
     import threading
     job = os.environ["C10D_JOB"]
     s = c10d_coord.StoreCoord(os.environ["C10D_COORD"])
     sub = dist.new_group(backend="coord")
     sub_job = [j["job"] for j in s.jobs() if j["job"].startswith(job + ".g")]
     t = torch.ones(4)
-    if rank == 1:  # rank 0's call completes on its finisher only after this
+    if rank == 1:  # rank 0's call completes on its lane thread only after this
         s.wait(["lastref-dropped"])
     work = dist.all_reduce(t, group=sub, async_op=True)
     ran = threading.Event()
@@ -683,6 +684,34 @@ def case_six(kase):
     fail(f"case {kase}: finished, but rank 1 has one step more")
 
 
+def case_returns_at_once():
+    """A call returns before its peers have entered it (the default): rank
+    0's async all_reduce is not completed while rank 1 has not called
+    its own, which rank 1 does only once rank 0 says so through the store
+    (with calls that complete before they return, rank 0 would never get
+    there). A plain call after it waits for both, in order."""
+    store = dist.distributed_c10d._get_default_store()
+    t = torch.tensor([float(rank + 1)])
+    if rank == 0:
+        w = dist.all_reduce(t, async_op=True)
+        if w.is_completed():
+            fail("all_reduce completed before rank 1 entered it")
+        u = torch.ones(1)
+        w2 = dist.all_reduce(u, async_op=True)  # queued behind the first
+        store.set("returned", "1")
+        w2.wait()
+        if not w.is_completed() or t.item() != 3.0 or u.item() != world:
+            fail(f"after wait: {t.item()}, {u.item()}")
+    else:
+        store.wait(["returned"])
+        dist.all_reduce(t)
+        u = torch.ones(1)
+        dist.all_reduce(u)
+        if t.item() != 3.0 or u.item() != world:
+            fail(f"rank 1: {t.item()}, {u.item()}")
+    print(f"rank {rank}: returned at once", flush=True)
+
+
 def main():
     case = sys.argv[1]
     kw = {"timeout": {"timeout": timedelta(seconds=2)},
@@ -695,7 +724,7 @@ def main():
      "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed, "coalesced": case_coalesced, "anysource": case_anysource,
      "batchtags": case_batchtags, "sparse": case_sparse, "posted": case_posted,
-     "six": lambda: case_six(sys.argv[2])}[case]()
+     "six": lambda: case_six(sys.argv[2]), "returns_at_once": case_returns_at_once}[case]()
     dist.destroy_process_group()
 
 

@@ -4,8 +4,9 @@ distributed/distributed_test.py, shipped with python3-torch: 279 tests) on
 c10d-coord's backend, on CPU, as torch's test_distributed_spawn.py runs it
 (suite.py), and prints what passed, failed and was skipped.
 
-    /usr/bin/python3 tests/torch_suite/run.py          # CI: ci-world2.txt at world 2,
-                                                       #     ci-world3.txt at world 3
+    /usr/bin/python3 tests/torch_suite/run.py          # CI: torch1.13/ci-world2.txt at
+                                                       # world 2, ci-world3.txt at 3
+    venv/bin/python tests/torch_suite/run.py           # the same for its torch (2.13)
     /usr/bin/python3 tests/torch_suite/run.py --all    # all 279 at world 2 (~10 min)
     ... --groups gloo    torch's own gloo groups (the reference figures)
     ... --world 3 -k barrier test_broadcast            # a pattern, names
@@ -32,9 +33,16 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD = os.environ.get("C10D_BUILD_DIR", os.path.join(ROOT, "build"))
+# Where the ranks import c10d_coord from (as suite.py decides).
+PKG_PATH = os.environ.get("C10D_PYTHONPATH", os.path.join(ROOT, "python"))
 
-# A world's CI selection: tests that pass on gloo here (and on coord).
-LISTS = {2: os.path.join(HERE, "ci-world2.txt"), 3: os.path.join(HERE, "ci-world3.txt")}
+# A world's CI selection for a torch release: the tests of that release's
+# suite that pass on gloo here (and so must on coord), in torch<X.Y>/.
+def ci_lists(version):
+    """{world: list file} for torch `version` ("2.13.0+cpu"), maybe empty."""
+    d = os.path.join(HERE, "torch" + ".".join(version.split(".")[:2]))
+    return {w: os.path.join(d, f"ci-world{w}.txt") for w in (2, 3)
+            if os.path.exists(os.path.join(d, f"ci-world{w}.txt"))}
 
 
 def read_list(path, with_init=False):
@@ -215,6 +223,11 @@ def main():
         return run_world(args)
 
     # What runs at which world size, and whether a list file says it must pass.
+    LISTS = ci_lists(torch_version())
+    if not (args.names or args.all or args.pattern) and not LISTS:
+        print(f"torch suite: no CI lists for torch {torch_version()} (tests/torch_suite/"
+              "torch<X.Y>/): nothing to run; name tests, -k or --all")
+        return 0
     worlds = args.world or ([2] if (args.names or args.all or args.pattern) else [2, 3])
     plan = []  # (world, init, names, must pass)
     for w in worlds:
@@ -249,8 +262,8 @@ def main():
     env.update(BACKEND="gloo", C10D_COORD=coord.url, TMPDIR=tmp,
                C10D_SUITE_GROUPS=args.groups,
                DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=str(args.timeout),
-               PYTHONPATH=os.pathsep.join([HERE, os.path.join(ROOT, "python")] +
-                                          [p for p in [env.get("PYTHONPATH")] if p]))
+               PYTHONPATH=os.pathsep.join([HERE] + [p for p in [PKG_PATH, env.get("PYTHONPATH")]
+                                                    if p]))
     print(f"torch suite: {args.groups} groups, init {args.init}:// (where a list says no "
           f"other), coordinator {coord.url}, "
           f"log {log_path}", flush=True)
@@ -311,10 +324,17 @@ def main():
     return 0 if ok else 1
 
 
+_version = None
+
+
 def torch_version():
+    global _version
+    if _version:
+        return _version
     p = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
                        capture_output=True, text=True)
-    return p.stdout.strip() or "?"
+    _version = p.stdout.strip() or "?"
+    return _version
 
 
 if __name__ == "__main__":

@@ -21,23 +21,34 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-for p in (os.path.join(ROOT, "python"), HERE):  # c10d_coord; the expecttest stand-in
+# c10d_coord: the checkout's in-place build, or with C10D_PYTHONPATH set
+# empty the running Python's installed package (a venv's).
+PKG_PATH = os.environ.get("C10D_PYTHONPATH", os.path.join(ROOT, "python"))
+for p in [PKG_PATH, HERE] if PKG_PATH else [HERE]:
     if p not in sys.path:
         sys.path.insert(0, p)
+try:
+    import expecttest  # noqa: F401 (torch's test utilities import it)
+except ImportError:  # Debian 12 packages none for its torch 1.13: a stand-in
+    sys.path.append(os.path.join(HERE, "torch1.13"))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.distributed_c10d as c10d  # noqa: E402
-import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
 
 GROUPS = os.environ.get("C10D_SUITE_GROUPS", "coord")
 INIT = os.environ.get("C10D_SUITE_INIT", "file")
 
 # torch 1.13's TestDistBackend._run turns DDP's ReplicatedTensor on, which
 # breaks under Python 3.11 for every backend (gloo's DDP tests included):
-# the suite runs without it.
-_set_replicated = replicated._set_ddp_with_replicated_tensor
-replicated._set_ddp_with_replicated_tensor = lambda value: _set_replicated(False)
+# the suite runs without it. (2.x has no ReplicatedTensor.)
+try:
+    import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
+except ImportError:
+    replicated = None
+if replicated is not None:
+    _set_replicated = replicated._set_ddp_with_replicated_tensor
+    replicated._set_ddp_with_replicated_tensor = lambda value: _set_replicated(False)
 
 if GROUPS == "coord":
     import c10d_coord  # noqa: F401,E402  (registers "coord" and coord://)

@@ -15,21 +15,6 @@
 
 namespace c10d_coord {
 
-namespace {
-
-// Whether a call goes on the lane: torch 2.x says in a call's options
-// whether its caller waits at once (asyncOp false: a plain dist.all_reduce),
-// and such a call runs now, in order, costing no hand-off; 1.13 (and
-// options of 2.x's without the field) never says, so every call is queued.
-template <typename O, typename = void> struct has_async_op : std::false_type {};
-template <typename O>
-struct has_async_op<O, decltype((void)std::declval<const O &>().asyncOp)> : std::true_type {};
-template <typename O> bool queued(const O &o, std::true_type) { return o.asyncOp; }
-template <typename O> bool queued(const O &, std::false_type) { return true; }
-template <typename O> bool queued(const O &o) { return queued(o, has_async_op<O>{}); }
-
-} // namespace
-
 ProcessGroupCoord::ProcessGroupCoord(int rank, int size, const std::string &url,
                                      const std::string &job, int timeout_ms)
     : TorchBase(rank, size), unfinished_(std::make_shared<Unfinished>())

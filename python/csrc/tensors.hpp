@@ -11,6 +11,8 @@
 #include <c10d/c10d.h>
 
 #include <chrono>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace c10d_coord {
@@ -44,6 +46,18 @@ void one_tensor(const std::vector<at::Tensor> &ts, const char *what);
 // A CUDA call is ordered after what torch's current stream on that device
 // has queued, as torch's NCCL backend does (`on`: the call's first tensor).
 c10d_coll_opts copts(std::chrono::milliseconds t, const at::Tensor *on = nullptr);
+
+// Whether a call goes on the group's lane (work.hpp): torch 2.x says in a
+// call's options whether its caller waits at once (asyncOp false: a plain
+// dist.all_reduce), and such a call runs now, in order, costing no
+// hand-off; torch 1.13 (and options of 2.x's without the field) never
+// says, so every call is queued.
+template <typename O, typename = void> struct has_async_op : std::false_type {};
+template <typename O>
+struct has_async_op<O, decltype((void)std::declval<const O &>().asyncOp)> : std::true_type {};
+template <typename O> bool queued(const O &o, std::true_type) { return o.asyncOp; }
+template <typename O> bool queued(const O &, std::false_type) { return true; }
+template <typename O> bool queued(const O &o) { return queued(o, has_async_op<O>{}); }
 
 // The first tensor of a list, or null: copts' `on`.
 const at::Tensor *first(const std::vector<at::Tensor> &ts);

@@ -125,6 +125,7 @@ std::shared_ptr<Lane> Lane::start()
 
 void Lane::spawn_locked(std::shared_ptr<Lane> self)
 {
+    idle_++; /* from now: a call queued before it waits is its to run */
     threads_.emplace_back([self]() mutable {
         self->loop();
         self.reset(); /* may be the last: ~Lane then runs here */
@@ -221,12 +222,12 @@ void Lane::loop()
 {
     std::unique_lock<std::mutex> g(mu_);
     for (;;) {
-        idle_++;
         cv_.wait(g, [this] { return (!q_.empty() && !running_) || (stop_ && q_.empty()); });
         idle_--;
         if (q_.empty())
             return; /* stopping, nothing left */
         run_head(g, true);
+        idle_++;
     }
 }
 

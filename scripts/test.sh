@@ -49,9 +49,16 @@ fi
 # tests/torch_suite/torch2.13/). C10D_NO_TORCH2=1 leaves it out.
 if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
     echo "== torch 2.13 in a venv: pip install of c10d_coord, tests/python, PyTorch's own suite"
-    venv_py=$(bash scripts/torch-venv.sh build | tail -n 1)
-    C10D_PYTHONPATH= "$venv_py" -m pytest -q -rs tests/python
-    C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
+    rc=0
+    venv_py=$(bash scripts/torch-venv.sh build | tail -n 1) || rc=$?
+    if [ $rc = 3 ]; then
+        echo "== no Python 3.11 for torch 2.13's wheel here: skipping the torch 2.13 run"
+    elif [ $rc != 0 ]; then
+        exit $rc
+    else
+        C10D_PYTHONPATH= "$venv_py" -m pytest -q -rs tests/python
+        C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
+    fi
 fi
 # The coordinator's decoder and handlers under libFuzzer, for a bounded
 # time from the committed corpus (C10D_FUZZ_SECONDS, default 60).

@@ -30,7 +30,8 @@ find_python() {
 }
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch, expecttest' 2>/dev/null; then
-    py=$(find_python) || { echo "torch-venv: no Python 3.11 here (set C10D_VENV_PYTHON)" >&2; exit 1; }
+    # Exit 3: no Python for it here (scripts/test.sh then says so and goes on).
+    py=$(find_python) || { echo "torch-venv: no Python 3.11 here (set C10D_VENV_PYTHON)" >&2; exit 3; }
     echo "torch-venv: making $venv with $py and $torch_pin (a minute or two)" >&2
     rm -rf "$venv"
     "$py" -m venv "$venv"

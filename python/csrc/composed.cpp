@@ -23,6 +23,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::allreduce_sparse(at::Tensor &t
     TORCH_CHECK(o.reduceOp == c10d::ReduceOp::SUM,
                 "c10d_coord: sparse all_reduce supports SUM only (as gloo)");
     TORCH_CHECK(t.device().is_cpu(), "c10d_coord: sparse all_reduce takes CPU tensors");
+    seq_++;
     in_order();
     int n = getSize();
     at::Tensor in = t.coalesce();
@@ -84,6 +85,7 @@ ProcessGroupCoord::allgather_coalesced(std::vector<std::vector<at::Tensor>> &out
                                        const c10d::AllgatherOptions &o)
 {
     int n = getSize();
+    seq_++;
     in_order();
     TORCH_CHECK(!ins.empty(), "c10d_coord: allgather_coalesced takes one or more tensors");
     TORCH_CHECK((int)outs.size() == n, "c10d_coord: allgather_coalesced wants ", n,
@@ -172,6 +174,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::alltoall(std::vector<at::Tenso
                                                            const c10d::AllToAllOptions &o)
 {
     int n = getSize();
+    seq_++;
     in_order();
     TORCH_CHECK((int)outs.size() == n && (int)ins.size() == n, "c10d_coord: all_to_all wants ",
                 n, " tensors in and out");

@@ -122,6 +122,7 @@ ProcessGroupCoord::submit(const char *what, c10d::OpType op, std::vector<View> &
 {
     const at::Tensor *on = !wb.empty() ? &wb[0].user : !keep.empty() ? &keep[0].user : nullptr;
     c10d_coll_opts o = copts(timeout, on);
+    seq_++;
     if (!lane_ || !queue) {
         in_order();
         check(what, call(&o));
@@ -327,6 +328,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCoord::alltoall_base(at::Tensor &out,
                                                                 const c10d::AllToAllOptions &o)
 {
     if (!out_splits.empty() || !in_splits.empty()) {
+        seq_++;
         in_order();
         return alltoall_splits(out, in, out_splits, in_splits, copts(o.timeout, &in));
     }

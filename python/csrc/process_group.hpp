@@ -29,6 +29,7 @@
 
 #include <c10d/c10d.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -108,6 +109,11 @@ class ProcessGroupCoord : public TorchBase {
                                             const c10d::AllToAllOptions &o) override;
 
 #ifdef C10D_TORCH_BACKEND
+    // torch 2.x's: the group's collective count, as gloo's, which torch's
+    // checking wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) puts in its
+    // fingerprints (the coordinator numbers collectives on its own).
+    void setSequenceNumberForGroup() override { seq_ = 0; }
+    uint64_t getSequenceNumberForGroup() override { return seq_; }
     // torch 2.x's: _coalescing_manager's fast path (one call per tensor,
     // in order), and its device form, whose calls run as they come (each
     // is complete when it returns, so the coalesced Work is too).
@@ -143,6 +149,7 @@ class ProcessGroupCoord : public TorchBase {
 
     c10d_pg *pg_ = nullptr;
     std::shared_ptr<Lane> lane_; /* null with C10D_TORCH_ASYNC=0 */
+    std::atomic<uint64_t> seq_{0}; /* collectives called (getSequenceNumberForGroup) */
     std::shared_ptr<Unfinished> unfinished_;
 };
 

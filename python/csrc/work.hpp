@@ -12,6 +12,7 @@
 
 #include <c10d/c10d.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -44,8 +45,11 @@ struct Pending {
 // overlaps what the caller does next (DDP's gradient all_reduces overlap
 // backward). Whoever waits for a call through its Work runs the calls
 // ahead of it and then it on its own thread, instead of waiting to be
-// woken: a call waited for at once (every plain dist.all_reduce) costs a
-// queue push over running it directly, not two thread hand-offs.
+// woken: a call waited for at once (async_op=True and wait()) costs a
+// queue push over running it directly, not two thread hand-offs. For that
+// an idle lane thread woken by a call gives its caller a moment (kGrace)
+// to come for it first; a burst of calls (DDP's buckets) is run back to
+// back without it.
 //
 // A future's then() callbacks run on the thread that completes it, and
 // one may queue a call and wait for its future (PowerSGD's do, with
@@ -90,6 +94,7 @@ class Lane {
     std::condition_variable finished_; /* a call finished */
     std::deque<std::shared_ptr<Pending>> q_;
     bool running_ = false, stop_ = false;
+    std::atomic<uint64_t> runs_{0}; /* calls taken to run, by anyone */
     int idle_ = 0;    /* lane threads waiting for work */
     int calling_ = 0; /* lane threads in a call (they come back; one in a callback may not) */
     std::vector<std::thread> threads_;

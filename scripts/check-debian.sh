@@ -16,7 +16,7 @@
 #     --asan   also the ASan+UBSan build and its ctest (build-RELEASE-asan)
 #     --torch  also PyTorch, the torch backend built against build-RELEASE
 #              (scripts/build-torch.sh) and its tests (pytest tests/python):
-#              on trixie, PyTorch 2.6 (what scripts/check-torch2.sh did)
+#              on trixie, PyTorch 2.6
 #     --full   instead, the whole `bash scripts/test.sh` (PyTorch, the pip
 #              install, PyTorch's own suite, fuzzing, ASan)
 #   C10D_MIRROR=URL   the Debian mirror, where this machine's sources name none

@@ -99,6 +99,18 @@ except RuntimeError as e:
 
 # FSDP2: a small model sharded over the mesh, trained a few steps on each
 # rank's own data; the final full weights are the test's to compare.
+# torch 2.6's fully_shard fails on a CPU mesh in its own all-gather, before
+# any collective ("'Stream' object has no attribute 'record_event'"), on
+# any backend: there the rest is checked without it.
+weights, loss = {}, None
+if tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 7):
+    refused["fully_shard on a CPU mesh (torch < 2.7)"] = "'Stream' object has no attribute " \
+        "'record_event'"
+    dist.destroy_process_group()
+    if rank == 0:
+        torch.save({"weights": weights, "refused": refused, "loss": loss}, out_path)
+    print(f"rank {rank}: modern API ok on {backend} (refused: {sorted(refused)})", flush=True)
+    sys.exit(0)
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
@@ -117,8 +129,9 @@ for step in range(5):
     opt.step()
     opt.zero_grad()
 weights = {k: v.full_tensor() for k, v in model.state_dict().items()}
+loss = loss.item()
 
 dist.destroy_process_group()
 if rank == 0:
-    torch.save({"weights": weights, "refused": refused, "loss": loss.item()}, out_path)
+    torch.save({"weights": weights, "refused": refused, "loss": loss}, out_path)
 print(f"rank {rank}: modern API ok on {backend} (refused: {sorted(refused)})", flush=True)

@@ -358,7 +358,7 @@ def case_lastref():
     work.wait()
     if not ran.wait(60) or t.tolist() != [float(world)] * 4:
         fail(f"the callback ran: {ran.is_set()}, all_reduce gave {t.tolist()}")
-    # the group's destructor ran on the finisher: this rank left its job
+    # the group's destructor ran on the lane thread: this rank left its job
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         left = [m for j in s.jobs() if j["job"] in sub_job for m in j["members"]

@@ -26,7 +26,12 @@ case "$codename" in
     bookworm)
         # dqlite 1.11 runs on the separate raft library; from 1.16 on
         # (trixie's 1.18) dqlite carries its own raft.
-        optional+=(libraft-dev) ;;
+        optional+=(libraft-dev)
+        # clang's sanitizer and libFuzzer runtimes, which clang only
+        # recommends (and recommends are not installed here)
+        pkgs+=(libclang-rt-14-dev) ;;
+    trixie)
+        pkgs+=(libclang-rt-19-dev) ;;
 esac
 if [ "${C10D_NO_TORCH:-0}" != 1 ]; then
     pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools ninja-build

@@ -4,6 +4,7 @@
  * backends serves a call (c10di_route). */
 #include "backends.h"
 #include "group.h"
+#include "program_plane.h"
 
 #include <stdio.h>
 
@@ -51,6 +52,11 @@ c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
         device = -1; /* the group's CUDA device, whichever it is */
     c->device = device;
     c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
+    if (c10di_program_serves(pg, kind)) { /* the program moves these (c10d_data_plane_set) */
+        c->be = &c10di_external_backend;
+        c->be_state = &pg->program->ext;
+        return C10D_OK;
+    }
     if (!(c10di_backend_serves(pg->backend) & 1u << kind)) {
         char dev[32];
         if (kind == C10DI_DEV_CPU)

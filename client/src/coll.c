@@ -81,22 +81,6 @@ static c10d_status check_same(const c10d_tensor *a, const c10d_tensor *b, const 
     return C10D_OK;
 }
 
-/* Fills in c's fingerprint and description, once it is numbered. */
-static void describe(c10di_coll *c, int64_t numel)
-{
-    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
-    int rooted = p2p || c->kind == C10DC_BROADCAST || c->kind == C10DC_REDUCE ||
-                 c->kind == C10DC_GATHER || c->kind == C10DC_SCATTER;
-    int reduces = c->kind == C10DC_ALL_REDUCE || c->kind == C10DC_REDUCE ||
-                  c->kind == C10DC_REDUCE_SCATTER;
-    c->fp = (c10dc_fp){(uint32_t)c->kind, (uint32_t)c->dtype, numel,
-                       rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP,
-                       c->device == C10D_CPU ? C10DC_DEV_CPU : C10DC_DEV_CUDA, 0};
-    char f[128];
-    snprintf(c->what, sizeof c->what, "#%s%llu %s", p2p ? "p" : "", (unsigned long long)c->seq,
-             c10dc_fp_format(&c->fp, f, sizeof f));
-}
-
 /* Routes, numbers, then runs c (c10di_work_call). Takes c->outs and
  * c->ins. `device` is the tensors' (or C10DI_GROUP_DEVICE). */
 static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int device,
@@ -132,7 +116,7 @@ static c10d_status dispatch(c10d_pg *pg, c10di_coll *c, int64_t numel, int devic
      * must not move the group's collective count. */
     uint64_t *count = c->kind == C10DC_SEND || c->kind == C10DC_RECV ? &pg->p2p_seq : &pg->seq;
     c->seq = ++*count;
-    describe(c, numel);
+    c10di_describe(c, numel);
     c->deadline_ms = c10d_now_ms() + c->timeout_ms;
     int give_back = 0;
     st = c10di_work_call(pg, c, work, &give_back); /* takes c->outs and c->ins */

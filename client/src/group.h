@@ -91,6 +91,11 @@ typedef struct c10di_world {
     /* Held while a batch is taken from the queue and sent, so that batches
      * reach the coordinator in the order they were queued. */
     pthread_mutex_t flush_mu;
+
+    /* Held while the watcher tells programs' data planes of findings
+     * (program_plane.c) and while a group leaves w->groups: a group is
+     * never freed under a callback. Taken before mu. */
+    pthread_mutex_t alert_cb_mu;
 } c10di_world;
 
 /* A group's join region, as this rank sees it (join.c). */
@@ -142,6 +147,10 @@ struct c10d_pg {
     int timeout_ms;
     c10d_backend backend;
     c10di_be_slot be[C10DI_DEV_KINDS]; /* its data planes, by kind of device */
+    /* The program's own data plane, where it set one (c10d_data_plane_set,
+     * program_plane.c): it serves the kinds of device it names in place
+     * of be[] */
+    struct c10di_program *program;
     atomic_int data_ready; /* be[] is connected: posted.c's progress thread may use it */
     uint64_t secret;    /* the group's data-plane admission secret, from the rendezvous (0: none) */
     uint64_t seq;       /* collectives issued on this group */

@@ -36,6 +36,8 @@ static int inband_capable(c10d_pg *pg)
      * do; for tests and comparisons). */
     if (c10di_env_long("C10D_JOIN_INBAND", 1) == 0)
         return 0;
+    if (pg->program) /* the program's data plane: its transfers are not ours to read */
+        return 0;
     unsigned serves = c10di_backend_serves(pg->backend);
     for (int k = 0; k < C10DI_DEV_KINDS; k++) {
         const c10di_be_slot *s = &pg->be[k];

@@ -7,6 +7,7 @@
 #include "lane.h"
 #include "liveness.h"
 #include "posted.h"
+#include "program_plane.h"
 #include "verify.h"
 #include "watch.h"
 #include "work.h"
@@ -41,6 +42,7 @@ static void world_unref(c10di_world *w)
     pthread_cond_destroy(&w->progress_cv);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->flush_mu);
+    pthread_mutex_destroy(&w->alert_cb_mu);
     pthread_spin_destroy(&w->rmu);
     c10di_conn_unref(w->conn);
     free(w);
@@ -62,6 +64,7 @@ static void pg_free(c10d_pg *pg)
 {
     if (!pg)
         return;
+    pthread_mutex_lock(&pg->w->alert_cb_mu); /* not while the watcher tells its program */
     pthread_mutex_lock(&pg->w->mu);
     for (c10d_pg **pp = &pg->w->groups; *pp; pp = &(*pp)->next_in_world)
         if (*pp == pg) {
@@ -69,8 +72,10 @@ static void pg_free(c10d_pg *pg)
             break;
         }
     pthread_mutex_unlock(&pg->w->mu);
+    pthread_mutex_unlock(&pg->w->alert_cb_mu);
     lane_end(pg);
     c10di_backends_close(pg);
+    c10di_program_free(pg);
     world_unref(pg->w);
     free(pg->ranks);
     free(pg->join.after);
@@ -241,6 +246,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     atomic_init(&w->refs, 1);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->flush_mu, NULL);
+    pthread_mutex_init(&w->alert_cb_mu, NULL);
     pthread_cond_init(&w->progress_cv, NULL);
     /* its length was checked above: the precision only tells the compiler */
     snprintf(w->job, sizeof w->job, "%.*s", C10D_MAX_JOB_BYTES, job && *job ? job : "default");
@@ -270,6 +276,7 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         free(w->lost_order);
         pthread_mutex_destroy(&w->mu);
         pthread_mutex_destroy(&w->flush_mu);
+        pthread_mutex_destroy(&w->alert_cb_mu);
         pthread_spin_destroy(&w->rmu);
         free(w);
         return st;
@@ -334,6 +341,8 @@ c10d_status c10d_new_group(c10d_pg **out, c10d_pg *parent, const int *ranks, int
     c10d_status st = rendezvous(pg, 0);
     if (st == C10D_OK)
         st = c10di_backends_split(parent, pg);
+    if (st == C10D_OK)
+        st = c10di_program_inherit(parent, pg);
     if (st != C10D_OK) {
         pg_free(pg);
         return st;

@@ -14,6 +14,21 @@
 
 /* --- the plan --- */
 
+void c10di_describe(c10di_coll *c, int64_t numel)
+{
+    int p2p = c->kind == C10DC_SEND || c->kind == C10DC_RECV;
+    int rooted = p2p || c->kind == C10DC_BROADCAST || c->kind == C10DC_REDUCE ||
+                 c->kind == C10DC_GATHER || c->kind == C10DC_SCATTER;
+    int reduces = c->kind == C10DC_ALL_REDUCE || c->kind == C10DC_REDUCE ||
+                  c->kind == C10DC_REDUCE_SCATTER;
+    c->fp = (c10dc_fp){(uint32_t)c->kind, (uint32_t)c->dtype, numel,
+                       rooted ? c->root : C10DC_NO_ROOT, reduces ? (uint32_t)c->op : C10DC_NO_OP,
+                       c->device == C10D_CPU ? C10DC_DEV_CPU : C10DC_DEV_CUDA, 0};
+    char f[128];
+    snprintf(c->what, sizeof c->what, "#%s%llu %s", p2p ? "p" : "", (unsigned long long)c->seq,
+             c10dc_fp_format(&c->fp, f, sizeof f));
+}
+
 /* How c is reported to the coordinator, given what the plan knows: the
  * group's verification mode and the join region. */
 static c10di_report how_reported(const c10di_coll *c, const c10di_plan *p)
@@ -131,6 +146,11 @@ static c10d_status enter(c10d_pg *pg, c10di_coll *c, int announce, c10di_outcome
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
 {
     return enter(pg, c, 0, o);
+}
+
+c10d_status c10di_call_open(c10d_pg *pg, c10di_coll *c, c10di_outcome *o)
+{
+    return enter(pg, c, 1, o);
 }
 
 c10d_status c10di_execute(c10d_pg *pg, c10di_coll *c)

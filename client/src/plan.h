@@ -7,6 +7,9 @@
 
 #include "group.h"
 
+/* Fills in c's fingerprint and its description ("#5 ALL_REDUCE
+ * float32[4] SUM"), once it is numbered; numel is one rank's block. */
+void c10di_describe(c10di_coll *c, int64_t numel);
 /* Computes c's plan (c->plan): what its stages need to know of the
  * group's verification mode and join region. */
 void c10di_plan_call(c10d_pg *pg, c10di_coll *c);
@@ -23,6 +26,9 @@ c10d_status c10di_report_sender(c10d_pg *pg, c10di_coll *c, int from, c10di_outc
  * posting) is ended by the caller (c10di_call_end); one posted ends
  * where its receive does (c10di_work_recv_done). */
 c10d_status c10di_call_enter(c10d_pg *pg, c10di_coll *c, c10di_outcome *o);
+/* As c10di_call_enter, for a call whose data plane is the program's
+ * (checked.c): the heartbeat names c from now until its end. */
+c10d_status c10di_call_open(c10d_pg *pg, c10di_coll *c, c10di_outcome *o);
 /* While blocked in c on pg (or before it runs): C10D_OK, or
  * C10D_EPEERLOST (a member of pg is gone) / C10D_EJOINED (a joined member
  * that c needs) / C10D_ETIMEDOUT (past c's deadline), with the message

@@ -9,6 +9,7 @@
 #include "watch.h"
 #include "join_internal.h"
 #include "liveness.h"
+#include "program_plane.h"
 #include "verify.h"
 
 #include "budgets.h"
@@ -186,6 +187,9 @@ static void *watch_main(void *arg)
                 c10di_verify_flush(w);
         }
         c10dpb__reply__free_unpacked(rep, NULL);
+        /* A program's data plane blocked in a call that can never
+         * complete hears of it now (and of its timeout). */
+        c10di_program_scan(w);
     }
     return NULL;
 }

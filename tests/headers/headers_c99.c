@@ -7,5 +7,8 @@ int c10d_headers_c99(void)
 {
     c10d_store_opts o = C10D_STORE_OPTS_INIT;
     c10d_join_opts jo = C10D_JOIN_OPTS_INIT;
-    return o.timeout_ms + (int)C10D_ETOOBIG + jo.divide_by_initial_world_size;
+    c10d_check_opts co = C10D_CHECK_OPTS_INIT;
+    c10d_data_plane dp = C10D_DATA_PLANE_INIT;
+    return o.timeout_ms + (int)C10D_ETOOBIG + jo.divide_by_initial_world_size + co.timeout_ms +
+           (int)dp.devices;
 }

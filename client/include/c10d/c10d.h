@@ -11,6 +11,7 @@
 #ifndef C10D_C10D_H
 #define C10D_C10D_H
 
+#include "checked.h"
 #include "coll.h"
 #include "common.h"
 #include "errors.h"

@@ -18,7 +18,10 @@ pkgs=(build-essential cmake pkg-config
       libnng-dev libmbedtls-dev
       libprotobuf-c-dev protobuf-c-compiler
       libsqlite3-dev sqlite3 check openssl
-      clang)  # libFuzzer for scripts/fuzz.sh
+      clang   # libFuzzer for scripts/fuzz.sh
+      # Open MPI (bookworm 4.1, trixie 5.0 on PRRTE): mpirun, mpicc and
+      # the headers, for the tests that run an MPI job next to the coordinator
+      openmpi-bin libopenmpi-dev)
 # Installed where the release's archive has them, left out where not:
 # c10d-coord builds without dqlite (single-node only, --replica refused).
 optional=(libdqlite-dev)  # replicas (docs/replication.md)

@@ -179,8 +179,9 @@ print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")
 # and, after a change, only those it touches. The headers are listed so a
 # source distribution carries them and a change to one rebuilds.
 SOURCES = ["module.cpp", "process_group.cpp", "composed.cpp", "work.cpp", "recv.cpp",
-           "store.cpp", "inspect.cpp", "join.cpp", "tensors.cpp", "errors.cpp"]
-HEADERS = ["process_group.hpp", "work.hpp", "recv.hpp", "store.hpp", "inspect.hpp", "join.hpp",
+           "store.cpp", "inspect.cpp", "join.cpp", "tensors.cpp", "errors.cpp",
+           "checked.cpp"]
+HEADERS = ["process_group.hpp", "checked.hpp", "work.hpp", "recv.hpp", "store.hpp", "inspect.hpp", "join.hpp",
            "tensors.hpp", "errors.hpp"]
 
 

@@ -48,10 +48,12 @@ c10d_status c10di_route(c10d_pg *pg, c10di_coll *c, int device, const char *fn)
 {
     if (device == C10DI_GROUP_DEVICE && c10di_backend_home(pg->backend) == C10DI_DEV_CPU)
         device = C10D_CPU;
+    /* The kind first: C10DI_ANY_CUDA becomes -1, which is also C10D_CPU's
+     * value (a CUDA backend reads a negative device as its own). */
+    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
     if (device == C10DI_ANY_CUDA)
         device = -1; /* the group's CUDA device, whichever it is */
     c->device = device;
-    c10di_dev_kind kind = device == C10D_CPU ? C10DI_DEV_CPU : C10DI_DEV_CUDA;
     if (c10di_program_serves(pg, kind)) { /* the program moves these (c10d_data_plane_set) */
         c->be = &c10di_external_backend;
         c->be_state = &pg->program->ext;

@@ -42,6 +42,11 @@
  * long, with verification on, for the coordinator's finding, which names
  * the cause better than what the peer's header shows. */
 #define C10DI_HOST_FINDING_GRACE_MS 1000
+/* A checked call that the program's data plane failed waits this long for
+ * the coordinator's account of why (a peer that died or left is declared
+ * within about a second), which names the cause where MPI's or gloo's
+ * "connection reset" does not. */
+#define C10DI_CHECKED_FINDING_GRACE_MS 1500
 /* A NCCL communicator's clean finalize may take this long to flush; past
  * it the communicator is aborted instead. */
 #define C10DI_NCCL_FINALIZE_BUDGET_MS 5000

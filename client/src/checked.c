@@ -10,11 +10,13 @@
 #include "liveness.h"
 #include "plan.h"
 
+#include "budgets.h"
 #include "c10d_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct c10d_checked {
     c10d_pg *pg;
@@ -32,10 +34,11 @@ static c10d_status check_args(const c10d_pg *pg, const c10d_check_opts *o)
 {
     const char *fn = "c10d_check_begin";
     c10d_coll_kind k = o->kind;
-    if ((unsigned)k > C10D_COLL_BARRIER)
+    if ((unsigned)k > C10D_COLL_MONITORED_BARRIER)
         return c10di_error(C10D_EINVAL, "%s: unknown kind %d", fn, (int)k);
     const char *name = c10dc_kind_name((uint32_t)k);
-    if (k != C10D_COLL_BARRIER && c10d_dtype_size(o->dtype) == 0)
+    int no_data = k == C10D_COLL_BARRIER || k == C10D_COLL_MONITORED_BARRIER;
+    if (!no_data && c10d_dtype_size(o->dtype) == 0)
         return c10di_error(C10D_EINVAL, "%s: %s with unknown dtype %d", fn, name, (int)o->dtype);
     if (o->count < 0)
         return c10di_error(C10D_EINVAL, "%s: %s of %lld elements", fn, name,
@@ -108,8 +111,9 @@ c10d_status c10d_check_begin(c10d_pg *pg, const c10d_check_opts *o, c10d_checked
     h->pg = pg;
     c10di_coll *c = &h->c;
     c->kind = (c10dc_kind)o->kind;
-    c->dtype = o->kind == C10D_COLL_BARRIER ? C10D_UINT8 : o->dtype;
-    c->count = o->kind == C10D_COLL_BARRIER ? 0 : (size_t)o->count;
+    int no_data = o->kind == C10D_COLL_BARRIER || o->kind == C10D_COLL_MONITORED_BARRIER;
+    c->dtype = no_data ? C10D_UINT8 : o->dtype;
+    c->count = no_data ? 0 : (size_t)o->count;
     c->op = o->op;
     c->root = o->root;
     c->tag = o->tag;
@@ -193,6 +197,12 @@ c10d_status c10d_check_end(c10d_checked *h, c10d_status outcome, const char *why
     char msg[1200];
     /* Finished late is finished: only what is known against the group counts now. */
     c10d_status found = failure(h, 0, msg, sizeof msg);
+    for (int64_t until = c10d_now_ms() + C10DI_CHECKED_FINDING_GRACE_MS;
+         found == C10D_OK && outcome != C10D_OK && c10d_now_ms() < until;) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL); /* the coordinator may yet say why it failed */
+        found = failure(h, 0, msg, sizeof msg);
+    }
     c10d_status st = found != C10D_OK ? found : outcome;
     if (found != C10D_OK)
         c10di_error(found, "%s", msg);

@@ -24,9 +24,124 @@ _rdzv = sys.modules["torch.distributed.rendezvous"]
 
 from . import _C
 
-__all__ = ["join", "active_ranks", "monitored_barrier", "job", "ProcessGroupCoord", "StoreCoord"]
+__all__ = ["join", "active_ranks", "monitored_barrier", "job", "data_plane", "Options",
+           "ProcessGroupCoord", "StoreCoord"]
 
 ProcessGroupCoord = _C.ProcessGroupCoord
+
+# The data planes a device may have: torch's own (under our checks) or ours.
+_PLANES = ("coord", "gloo", "nccl")
+
+
+class Options:
+    """The coord backend's options, for those who set them in code:
+
+        dist.init_process_group("coord", pg_options=c10d_coord.Options(
+            data_plane="cpu:gloo,cuda:nccl"))
+
+    data_plane: which backend moves each device's tensors, in torch's own
+    syntax ("cpu:gloo,cuda:nccl"; "gloo" alone: every device); "coord" is
+    ours. Unset: C10D_DATA_PLANE, else the default (docs/pytorch.md)."""
+
+    def __init__(self, data_plane=None):
+        self.data_plane = data_plane
+
+
+def _default_plane():
+    # CUDA: torch's nccl under our checks until our own NCCL path has run
+    # on a GPU; CPU: ours (docs/pytorch.md, "Which data plane").
+    return {"cpu": "coord", "cuda": "nccl"}
+
+
+def _parse_plane(text, where):
+    """{"cpu": ..., "cuda": ...} from torch's syntax, naming `where` in errors."""
+    plane = _default_plane()
+    text = (text or "").strip()
+    if not text:
+        return plane
+    if ":" not in text and "," not in text:
+        name = text.lower()
+        if name not in _PLANES:
+            raise ValueError(f"c10d_coord: {where}={text!r}: the data plane is one of "
+                             f"{', '.join(_PLANES)}, or per device: cpu:gloo,cuda:nccl")
+        return {"cpu": "gloo" if name == "nccl" else name, "cuda": name}
+    for part in text.split(","):
+        dev, sep, name = part.strip().partition(":")
+        dev, name = dev.strip().lower(), name.strip().lower()
+        if not sep or dev not in ("cpu", "cuda") or name not in _PLANES:
+            raise ValueError(f"c10d_coord: {where}={text!r}: want DEVICE:BACKEND pairs, "
+                             f"DEVICE cpu or cuda, BACKEND one of {', '.join(_PLANES)} "
+                             f"(e.g. cpu:gloo,cuda:nccl)")
+        if dev == "cpu" and name == "nccl":
+            raise ValueError(f"c10d_coord: {where}={text!r}: nccl moves CUDA tensors only")
+        plane[dev] = name
+    return plane
+
+
+def _chosen_plane(pg_options):
+    given = getattr(pg_options, "data_plane", None)
+    if given:
+        return _parse_plane(given, "Options.data_plane")
+    return _parse_plane(os.environ.get("C10D_DATA_PLANE", ""), "C10D_DATA_PLANE")
+
+
+def _inner(name, dev, store, rank, size, timeout):
+    """torch's own backend `name` for `dev`, over the group's store."""
+    from torch.distributed import PrefixStore
+    prefix = PrefixStore(f"c10d_coord/{dev}/{name}/", store)
+    if name == "gloo":
+        return dist.ProcessGroupGloo(prefix, rank, size, timeout)
+    if not dist.is_nccl_available():
+        return None
+    opts = dist.ProcessGroupNCCL.Options()
+    opts._timeout = timeout
+    return dist.ProcessGroupNCCL(prefix, rank, size, opts)
+
+
+def _wrapped(coord, opts, pg_options):
+    """coord, or torch's backends under coord's checks where the chosen
+    data plane is torch's (torch 2.x)."""
+    plane = _chosen_plane(pg_options)
+    chosen = bool(getattr(pg_options, "data_plane", None) or os.environ.get("C10D_DATA_PLANE"))
+    cuda = torch.cuda.is_available()
+    # Where there is no GPU no CUDA tensor comes: no CUDA data plane to make.
+    wanted = {d: n for d, n in plane.items() if n != "coord" and (d == "cpu" or cuda)}
+    if not wanted:
+        return coord
+    if not getattr(_C, "has_checked", False):
+        if not chosen:  # the default's nccl: torch 1.13 has only ours
+            return coord
+        raise RuntimeError(
+            f"c10d_coord: data plane {_plane_text(plane)}: torch's own backends under our "
+            f"checks need torch 2.x (this is {torch.__version__}); set C10D_DATA_PLANE=coord")
+    timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(minutes=30)
+    inner = {}
+    for dev, name in wanted.items():
+        b = _inner(name, dev, opts.store, opts.group_rank, opts.group_size, timeout)
+        if b is None:
+            if not chosen:
+                continue
+            raise RuntimeError(f"c10d_coord: data plane {dev}:{name}: this torch has no "
+                               f"{name} (built without it)")
+        inner[dev] = b
+    if not inner:
+        return coord
+    return _C.ProcessGroupChecked(coord, inner.get("cpu"), inner.get("cuda"))
+
+
+def _plane_text(plane):
+    return ",".join(f"{d}:{plane[d]}" for d in ("cpu", "cuda"))
+
+
+def data_plane(group=None):
+    """Which backend moves each device's tensors in a coord group, as
+    chosen: "cpu:gloo,cuda:nccl" ("coord": ours)."""
+    pg = group or dist.distributed_c10d._get_default_group()
+    try:
+        be = pg._get_backend(torch.device("cpu"))
+    except Exception:  # noqa: BLE001 (torch 1.13: no per-device backends)
+        return "cpu:coord,cuda:coord"
+    return getattr(be, "data_plane", "cpu:coord,cuda:coord")
 
 
 def _create(opts, pg_options=None):
@@ -41,7 +156,7 @@ def _create(opts, pg_options=None):
     if not opts.global_ranks_in_group:  # the default group
         world = _C.formed_world(opts.store, opts.group_rank, opts.group_size)
         if world is not None:
-            return world
+            return _wrapped(world, opts, pg_options)
     url = os.environ.get("C10D_COORD", "")
     if not url:
         raise RuntimeError(
@@ -56,7 +171,8 @@ def _create(opts, pg_options=None):
     job = _C.run_job(opts.store)
     if opts.global_ranks_in_group:
         job = f"{job or _C.default_job()}.g{opts.group_id}"
-    return _C.ProcessGroupCoord(opts.group_rank, opts.group_size, url, job, ms)
+    coord = _C.ProcessGroupCoord(opts.group_rank, opts.group_size, url, job, ms)
+    return _wrapped(coord, opts, pg_options)
 
 
 # torch 2.x asks which devices a backend serves (and warns without).

@@ -13,6 +13,7 @@
 // extension's files).
 #include <torch/csrc/utils/pybind.h>
 
+#include "checked.hpp"
 #include "inspect.hpp"
 #include "join.hpp"
 #include "process_group.hpp"
@@ -35,6 +36,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
              py::arg("timeout_ms") = 0)
         .def_property_readonly("job", &ProcessGroupCoord::job,
                                "The job this group is part of on the coordinator");
+#ifdef C10D_TORCH_BACKEND
+    m.attr("has_checked") = true;
+    py::class_<ProcessGroupChecked, c10d::Backend, c10::intrusive_ptr<ProcessGroupChecked>>(
+        m, "ProcessGroupChecked")
+        .def(py::init<c10::intrusive_ptr<ProcessGroupCoord>, c10::intrusive_ptr<c10d::Backend>,
+                      c10::intrusive_ptr<c10d::Backend>>(),
+             py::arg("coord"), py::arg("cpu") = nullptr, py::arg("cuda") = nullptr,
+             "torch's backends for cpu and cuda (None: the coord group's own) under the "
+             "coordinator's checks")
+        .def_property_readonly("data_plane", &ProcessGroupChecked::data_plane)
+        .def_property_readonly("coord", [](ProcessGroupChecked &g) {
+            return c10::intrusive_ptr<ProcessGroupCoord>::reclaim_copy(g.coord());
+        });
+#else
+    m.attr("has_checked") = false;
+#endif
     py::class_<StoreCoord, c10d::Store, c10::intrusive_ptr<StoreCoord>>(m, "StoreCoord")
         .def(py::init([](const std::string &url, int timeout_ms) {
                  return c10::make_intrusive<StoreCoord>(url,

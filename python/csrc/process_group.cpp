@@ -1,6 +1,7 @@
 // ProcessGroupCoord's life and the collectives the C library runs as torch
 // asks for them (process_group.hpp): one call each, run now or queued.
 #include "process_group.hpp"
+#include "checked.hpp"
 
 #include "errors.hpp"
 #include "recv.hpp"
@@ -50,7 +51,7 @@ ProcessGroupCoord::~ProcessGroupCoord()
      * once the interpreter exits). Another thread runs what is queued and
      * leaves the group. */
     if (lane_ && lane_->runs_here()) {
-        std::thread([lane = lane_, pg = pg_, un = unfinished_]() {
+        std::thread([lane = lane_, pg = pg_, un = unfinished_, held = held_]() {
             lane->close();
             if (pg)
                 c10d_destroy(pg);
@@ -76,6 +77,16 @@ ProcessGroupCoord::~ProcessGroupCoord()
     unfinished_->prune(); /* every receive ended with the group */
 }
 
+void without_gil(const std::function<void()> &f)
+{
+    if (Py_IsInitialized() && PyGILState_Check()) {
+        pybind11::gil_scoped_release nogil;
+        f();
+    } else {
+        f();
+    }
+}
+
 void ProcessGroupCoord::in_order()
 {
     if (!lane_)
@@ -94,7 +105,10 @@ ProcessGroupCoord *coord_of(const c10::intrusive_ptr<c10d::ProcessGroup> &pg, co
 #ifdef C10D_TORCH_BACKEND
     if (pg && pg->hasBackends()) {
         try {
-            p = dynamic_cast<ProcessGroupCoord *>(pg->getBackend(c10::DeviceType::CPU).get());
+            auto *be = pg->getBackend(c10::DeviceType::CPU).get();
+            p = dynamic_cast<ProcessGroupCoord *>(be);
+            if (auto *c = dynamic_cast<ProcessGroupChecked *>(be))
+                p = c->coord(); /* torch's backends under our checks */
         } catch (const std::exception &) { /* no CPU backend */
         }
     }

@@ -63,6 +63,9 @@ class ProcessGroupCoord : public TorchBase {
     void in_order();
     // The job this group is part of on the coordinator.
     std::string job() const;
+    // Keeps p until the group's c10d_pg is destroyed (what its callbacks
+    // reach: checked.hpp's Alarm).
+    void hold(std::shared_ptr<void> p) { held_.push_back(std::move(p)); }
 
     // The library's own (process_group.cpp).
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &ts,
@@ -151,7 +154,12 @@ class ProcessGroupCoord : public TorchBase {
     std::shared_ptr<Lane> lane_; /* null with C10D_TORCH_ASYNC=0 */
     std::atomic<uint64_t> seq_{0}; /* collectives called (getSequenceNumberForGroup) */
     std::shared_ptr<Unfinished> unfinished_;
+    std::vector<std::shared_ptr<void>> held_;
 };
+
+// Runs f without the GIL, if this thread holds it (f may wait for a
+// thread that needs it).
+void without_gil(const std::function<void()> &f);
 
 // The coord group behind torch's group pg (on 2.x, its CPU Backend), or
 // an error saying pg is not a coord one; `what` names the caller.

@@ -50,7 +50,14 @@ typedef enum {
     C10D_COLL_SEND = 8,
     C10D_COLL_RECV = 9,
     C10D_COLL_BARRIER = 10,
+    /* torch's monitored_barrier (the data plane names who is missing;
+     * its check does not wait for every member) */
+    C10D_COLL_MONITORED_BARRIER = 11,
 } c10d_coll_kind;
+
+/* c10d_check_opts.device in a shadow's call (c10d_shadow_fn): a CUDA
+ * buffer on the device the group's CUDA data plane uses. */
+#define C10D_ANY_CUDA (-2)
 
 #define C10D_CHECK_OPTS_VERSION 1
 
@@ -66,7 +73,8 @@ typedef struct c10d_check_opts {
                               send and recv: the peer (group rank) */
     c10d_reduce_op op;     /* all_reduce, reduce, reduce_scatter */
     int device;            /* C10D_CPU or a CUDA device index: which of the group's data
-                              planes moves it (c10d_data_plane.devices) */
+                              planes moves it (c10d_data_plane.devices); in a shadow's
+                              call, C10D_ANY_CUDA: the group's CUDA device */
     int tag;               /* send and recv */
     int timeout_ms;        /* how long the call may take; C10D_TIMEOUT_DEFAULT: the group's */
 } c10d_check_opts;

@@ -45,7 +45,9 @@ static c10d_status run_call(void *state, c10di_coll *c)
                            "shadow callback (c10d_data_plane.shadow), so it cannot take part "
                            "in the others' collectives", c->what);
     c10d_check_opts call;
-    c10di_external_describe(c, c->device, &call);
+    /* A CUDA shadow's device is the group's (c->device -1, as C10D_CPU) */
+    int device = c->fp.device == C10DC_DEV_CUDA && c->device < 0 ? C10D_ANY_CUDA : c->device;
+    c10di_external_describe(c, device, &call);
     c10d_status st = x->dp.shadow(x->dp.arg, x->pg, &call);
     if (st != C10D_OK)
         return c10di_error(st, "%s: the program's data plane failed to take part in it (%s)",

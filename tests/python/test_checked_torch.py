@@ -1,0 +1,94 @@
+"""torch's own gloo under the coordinator's checks (C10D_DATA_PLANE=cpu:gloo,
+docs/pytorch.md "Keep your backend, add the checks"): the backend "coord"
+checks each call, then issues it on a ProcessGroupGloo made over the run's
+store. The same worker cases as on our own data plane (worker.py), each a
+job on the session's coordinator: DDP's weights equal plain gloo's to the
+bit, the hang report's six cases (1, 4, 6 finish under c10d_coord.join();
+the others raise on every rank within 2 s naming the calls), a desync and
+a killed rank named, in SYNC, ASYNC and OFF. torch 2.x only."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BUILD, ROOT, import_torch_and_c10d_coord, with_pkg_path
+
+torch, c10d_coord = import_torch_and_c10d_coord()
+if int(torch.__version__.split(".")[0]) < 2:
+    pytest.skip(f"torch {torch.__version__}: torch's backends under our checks are torch 2.x's",
+                allow_module_level=True)
+
+RUN = os.path.join(BUILD, "client", "c10d-run")
+WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
+GLOO = {"C10D_DATA_PLANE": "cpu:gloo"}
+
+
+@pytest.fixture(autouse=True)
+def _the_sessions_coordinator(coordinator):
+    global COORD
+    COORD = coordinator.url
+
+
+def run(case, n=2, timeout=180, env=None, args=()):
+    e = with_pkg_path(dict(os.environ))
+    e.pop("MASTER_ADDR", None)
+    e.update(GLOO)
+    e.update(env or {})
+    p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", COORD, "--", sys.executable, WORKER,
+                        case, *args],
+                       env=e, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "off"])
+def test_ddp_over_checked_gloo_equals_plain_gloo_to_the_bit(mode):
+    rc, out = run("ddp", env={"C10D_VERIFY": mode})
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("case", ["collectives", "coalesced", "sparse", "ring"])
+def test_collectives_over_checked_gloo(case):
+    rc, out = run(case)
+    assert rc == 0, out
+
+
+def test_subgroups_over_checked_gloo():
+    rc, out = run("subgroups", n=4)
+    assert rc == 0, out
+
+
+def test_an_async_call_returns_before_its_peers_enter_it_under_async():
+    """ASYNC reports alongside: the call is gloo's at once. (SYNC checks
+    before gloo is entered: an async_op call returns once every rank has
+    entered it, docs/pytorch.md.)"""
+    rc, out = run("returns_at_once", env={"C10D_VERIFY": "async"})
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_desync_over_checked_gloo_raises_on_every_rank(mode):
+    rc, out = run("desync", env={"C10D_VERIFY": mode})
+    assert rc == 0, out
+    assert out.count("raised as expected") == 2, out
+
+
+def test_a_killed_rank_over_checked_gloo_is_named():
+    rc, out = run("killed")
+    assert rc == 128 + 9, out
+    assert "rank 0: raised as expected" in out, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kase", ["1", "4", "6"])
+def test_six_cases_that_join_finish_over_checked_gloo(kase, mode):
+    rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kase", ["2", "3", "5", "4t"])
+def test_six_cases_without_our_join_raise_over_checked_gloo(kase, mode):
+    rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
+    assert rc == 0, out
+    assert "raised as expected" in out, out

@@ -17,7 +17,9 @@ static c10d_status program_new(c10d_pg *pg, unsigned kinds, const c10d_data_plan
     p->ext.dp = *dp;
     p->ext.pg = pg;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_lock(&pg->w->mu); /* the watcher's scan reads it under mu */
     pg->program = p;
+    pthread_mutex_unlock(&pg->w->mu);
     return C10D_OK;
 }
 

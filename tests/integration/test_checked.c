@@ -14,6 +14,7 @@
 #include "check_main.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,7 +45,8 @@ static void plane_new(void)
     plane->rank0_rc = -1;
 }
 
-static volatile sig_atomic_t alerted;
+/* written by on_alert (a library thread) before alerted is set */
+static _Atomic int alerted;
 static char alert_report[1024];
 static c10d_status alert_st;
 
@@ -53,7 +55,7 @@ static void on_alert(void *arg, c10d_pg *pg, c10d_status st, const char *report)
     (void)arg, (void)pg;
     snprintf(alert_report, sizeof alert_report, "%s", report);
     alert_st = st;
-    alerted = 1;
+    atomic_store(&alerted, 1);
 }
 
 /* This rank's call number `step` of kind (a C10D_COLL_*): an all_reduce
@@ -80,7 +82,7 @@ static int plane_call(int rank, long step, int kind, float *v, c10d_checked *h)
                 return 0;
             }
         }
-        if (alerted || (h && c10d_check_state(h) != C10D_OK))
+        if (atomic_load(&alerted) || (h && c10d_check_state(h) != C10D_OK))
             return 1;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -179,7 +181,7 @@ static int correct_body(int rank, int n, void *arg)
     float v[4] = {0};
     if (plane_call(rank, 41, o.kind, v, h) != 0 || c10d_check_end(h, C10D_OK, NULL) != C10D_OK)
         return 17;
-    if (alerted)
+    if (atomic_load(&alerted))
         return 18;
     c10d_destroy(pg);
     return 0;
@@ -201,6 +203,63 @@ END_TEST
 START_TEST(async_correct_run_gets_the_data_planes_results)
 {
     run_correct(C10D_VERIFY_ASYNC);
+}
+END_TEST
+
+/* --- calls ended on another thread, as torch's backends end them --- */
+
+typedef struct {
+    int rank;
+    long step;
+    c10d_checked *h;
+    int rc;
+} ender;
+
+static void *end_on_thread(void *arg)
+{
+    ender *e = arg;
+    float v[4] = {1, 1, 1, 1};
+    e->rc = plane_call(e->rank, e->step, C10D_COLL_ALL_REDUCE, v, e->h) != 0 ||
+            c10d_check_end(e->h, C10D_OK, NULL) != C10D_OK || v[0] != 2;
+    return NULL;
+}
+
+static int threads_body(int rank, int n, void *arg)
+{
+    (void)n;
+    const scenario *sc = arg;
+    c10d_pg *pg = init_plane(sc->job, rank, sc->mode, NULL);
+    if (!pg)
+        return 10;
+    c10d_check_opts o = all_reduce_opts();
+    ender prev = {rank, 0, NULL, 0};
+    pthread_t t;
+    int running = 0;
+    for (long step = 1; step <= 30; step++) {
+        c10d_checked *h;
+        /* the next call begins while another thread ends the last */
+        if (c10d_check_begin(pg, &o, &h) != C10D_OK) {
+            fprintf(stderr, "rank %d: begin %ld: %s\n", rank, step, c10d_errmsg());
+            return 11;
+        }
+        if (running && (pthread_join(t, NULL) != 0 || prev.rc))
+            return 12;
+        prev = (ender){rank, step, h, 0};
+        if (pthread_create(&t, NULL, end_on_thread, &prev) != 0)
+            return 13;
+        running = 1;
+    }
+    if (pthread_join(t, NULL) != 0 || prev.rc)
+        return 14;
+    c10d_destroy(pg);
+    return 0;
+}
+
+START_TEST(calls_may_end_on_another_thread)
+{
+    plane_new();
+    scenario sc = {world_job("chk-threads"), (c10d_verify)_i};
+    ck_assert_int_eq(world_run(2, threads_body, &sc, 120, NULL), 0);
 }
 END_TEST
 
@@ -581,6 +640,8 @@ int main(void)
     tcase_set_timeout(tc, 150);
     tcase_add_test(tc, sync_correct_run_gets_the_data_planes_results);
     tcase_add_test(tc, async_correct_run_gets_the_data_planes_results);
+    tcase_add_loop_test(tc, calls_may_end_on_another_thread, C10D_VERIFY_ASYNC,
+                        C10D_VERIFY_SYNC + 1);
     tcase_add_test(tc, sync_barrier_against_all_reduce_is_named_before_the_data_plane);
     tcase_add_test(tc, async_barrier_against_all_reduce_is_named_inside_the_data_plane);
     tcase_add_loop_test(tc, a_rank_killed_inside_a_call_is_named, C10D_VERIFY_ASYNC,

@@ -32,4 +32,11 @@ if bash "$root/scripts/build-torch.sh" "$build"; then
         PYTHONPATH=$root/python "$build/client/c10d-run" -n 1 -- "$C10D_PYTHON" \
             "$root/tests/python/worker.py" cuda || true
     fi
+    # CUDA tensors on each data plane by name: torch's nccl under our
+    # checks (the default) and our own NCCL path (docs/pytorch.md).
+    for plane in cpu:gloo,cuda:nccl cpu:coord,cuda:coord; do
+        echo "gpu-check: worker.py cuda over C10D_DATA_PLANE=$plane"
+        C10D_DATA_PLANE=$plane PYTHONPATH=$root/python "$build/client/c10d-run" -n 1 -- \
+            "$C10D_PYTHON" "$root/tests/python/worker.py" cuda || true
+    done
 fi

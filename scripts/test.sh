@@ -58,6 +58,10 @@ if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
     else
         C10D_PYTHONPATH= "$venv_py" -m pytest -q -rs tests/python
         C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
+        # The same lists on coord over torch's own gloo, under our checks
+        # (docs/pytorch.md, "Keep your backend, add the checks").
+        echo "== PyTorch's own suite on coord over torch's gloo (C10D_DATA_PLANE=cpu:gloo)"
+        C10D_DATA_PLANE=cpu:gloo C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
     fi
 fi
 # The coordinator's decoder and handlers under libFuzzer, for a bounded

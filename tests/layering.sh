@@ -22,13 +22,13 @@ forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|group\.h|backend\.
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
 # the front end's own headers (every one of them: each declares one module's)
 front='group|group_seqs|plan|lane|work|posted|liveness|watch|verify|join_region|join_internal'
-front+='|backends|backend_ctx|monitored_barrier'
-forbid "client/src/host/* client/src/nccl/*" "(\.\./)?($front)\.h" \
+front+='|backends|backend_ctx|monitored_barrier|program_plane'
+forbid "client/src/host/* client/src/nccl/* client/src/external/*" "(\.\./)?($front)\.h" \
     "a backend sees its context (backend.h), never the process group or the world"
 # What a backend includes (backend.h, internal.h) must not bring the
 # connection with it: a backend reaches the coordinator through its
 # context's hooks and store only.
-forbid "client/src/host/* client/src/nccl/* client/src/backend.h client/src/internal.h" \
+forbid "client/src/host/* client/src/nccl/* client/src/external/* client/src/backend.h client/src/internal.h" \
     '(\.\./)?(conn|conn_stream|store_internal)\.h' \
     "a backend never sees the connection to the coordinator (conn.h) nor the store's insides"
 # The connection's state and lock are its own: outside its two files the

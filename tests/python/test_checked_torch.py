@@ -92,3 +92,14 @@ def test_six_cases_without_our_join_raise_over_checked_gloo(kase, mode):
     rc, out = run("six", env={"C10D_VERIFY": mode}, args=(kase,))
     assert rc == 0, out
     assert "raised as expected" in out, out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("which", ["group", "call"])
+def test_timeouts_over_checked_gloo(which, mode):
+    """The group's timeout and a call's: SYNC's check times out naming the
+    rank that did not come; under ASYNC the coordinator's stall report or
+    gloo's own timeout, whichever is first, names it."""
+    rc, out = run("timeout", env={"C10D_VERIFY": mode}, args=(which,))
+    assert rc == 0, out
+    assert f"{which} timeout raised" in out and "rank 1: raised as expected" in out, out

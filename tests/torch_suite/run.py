@@ -264,7 +264,9 @@ def main():
                DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=str(args.timeout),
                PYTHONPATH=os.pathsep.join([HERE] + [p for p in [PKG_PATH, env.get("PYTHONPATH")]
                                                     if p]))
-    print(f"torch suite: {args.groups} groups, init {args.init}:// (where a list says no "
+    plane = os.environ.get("C10D_DATA_PLANE")
+    groups = f"{args.groups} groups" + (f" over data plane {plane}" if plane else "")
+    print(f"torch suite: {groups}, init {args.init}:// (where a list says no "
           f"other), coordinator {coord.url}, "
           f"log {log_path}", flush=True)
     t_all = time.monotonic()

@@ -59,7 +59,15 @@ if GROUPS == "coord":
     _init_process_group, _new_group = c10d.init_process_group, c10d.new_group
 
     def init_process_group(backend, *args, **kwargs):
-        return _init_process_group(_ours(backend), *args, **kwargs)
+        r = _init_process_group(_ours(backend), *args, **kwargs)
+        # C10D_DATA_PLANE=cpu:gloo: coord over torch's gloo, or the run is void
+        want = os.environ.get("C10D_DATA_PLANE")
+        if want and _ours(backend) == "coord":
+            import c10d_coord
+            if not c10d_coord.data_plane().startswith(want):
+                raise RuntimeError(f"suite: the data plane is {c10d_coord.data_plane()}, "
+                                   f"not {want}")
+        return r
 
     def new_group(ranks=None, timeout=c10d.default_pg_timeout, backend=None, pg_options=None):
         return _new_group(ranks, timeout, _ours(backend), pg_options)

@@ -78,10 +78,22 @@ def _parse_plane(text, where):
     return plane
 
 
-def _chosen_plane(pg_options):
+# The default group's Options.data_plane: its subgroups' too, unless theirs say otherwise.
+_world_plane = None
+
+
+def _chosen_plane(pg_options, default_group):
+    """The data plane a group gets: its own Options', else the default
+    group's, else C10D_DATA_PLANE's, else the default."""
+    global _world_plane
     given = getattr(pg_options, "data_plane", None)
     if given:
-        return _parse_plane(given, "Options.data_plane")
+        plane = _parse_plane(given, "Options.data_plane")
+        if default_group:
+            _world_plane = given
+        return plane
+    if _world_plane and not default_group:
+        return _parse_plane(_world_plane, "the default group's Options.data_plane")
     return _parse_plane(os.environ.get("C10D_DATA_PLANE", ""), "C10D_DATA_PLANE")
 
 
@@ -101,8 +113,10 @@ def _inner(name, dev, store, rank, size, timeout):
 def _wrapped(coord, opts, pg_options):
     """coord, or torch's backends under coord's checks where the chosen
     data plane is torch's (torch 2.x)."""
-    plane = _chosen_plane(pg_options)
-    chosen = bool(getattr(pg_options, "data_plane", None) or os.environ.get("C10D_DATA_PLANE"))
+    default_group = not opts.global_ranks_in_group
+    plane = _chosen_plane(pg_options, default_group)
+    chosen = bool(getattr(pg_options, "data_plane", None) or _world_plane or
+                  os.environ.get("C10D_DATA_PLANE"))
     cuda = torch.cuda.is_available()
     # Where there is no GPU no CUDA tensor comes: no CUDA data plane to make.
     wanted = {d: n for d, n in plane.items() if n != "coord" and (d == "cpu" or cuda)}

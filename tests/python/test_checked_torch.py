@@ -103,3 +103,15 @@ def test_timeouts_over_checked_gloo(which, mode):
     rc, out = run("timeout", env={"C10D_VERIFY": mode}, args=(which,))
     assert rc == 0, out
     assert f"{which} timeout raised" in out and "rank 1: raised as expected" in out, out
+
+
+def test_the_data_plane_chosen_in_code_is_the_subgroups_too():
+    rc, out = run("options", env={"C10D_DATA_PLANE": ""})
+    assert rc == 0, out
+    assert out.count("options ok") == 2, out
+
+
+def test_a_bad_data_plane_is_refused_saying_what_is_wanted():
+    rc, out = run("collectives", env={"C10D_DATA_PLANE": "cpu:nccl"})
+    assert rc != 0
+    assert "nccl moves CUDA tensors only" in out, out

@@ -690,6 +690,20 @@ def case_six(kase):
     fail(f"case {kase}: finished, but rank 1 has one step more")
 
 
+def case_options():
+    """The data plane chosen in code (Options.data_plane, no
+    C10D_DATA_PLANE): the default group's is its subgroups' too."""
+    sub = dist.new_group(list(range(world)))
+    for g, name in ((None, "world"), (sub, "subgroup")):
+        if not c10d_coord.data_plane(g).startswith("cpu:gloo"):
+            fail(f"{name}: data plane {c10d_coord.data_plane(g)}")
+        t = torch.ones(3)
+        dist.all_reduce(t, group=g)
+        if t.tolist() != [float(world)] * 3:
+            fail(f"{name}: all_reduce {t.tolist()}")
+    print(f"rank {rank}: options ok", flush=True)
+
+
 def case_returns_at_once():
     """A call returns before its peers have entered it (the default): rank
     0's async all_reduce is not completed while rank 1 has not called
@@ -722,7 +736,8 @@ def main():
     case = sys.argv[1]
     kw = {"timeout": {"timeout": timedelta(seconds=2)},
           "batchtags": {"timeout": timedelta(seconds=20)},  # a stall fails, not hangs
-          "named": {"group_name": "main"}}.get(case, {})
+          "named": {"group_name": "main"},
+          "options": {"pg_options": c10d_coord.Options(data_plane="cpu:gloo")}}.get(case, {})
     dist.init_process_group("coord", **kw)  # env:// with C10D_COORD: the coordinator's store
     if dist.get_backend() != "coord":
         fail(f"backend {dist.get_backend()}")
@@ -733,7 +748,8 @@ def main():
      "collectives": case_collectives, "subgroups": case_subgroups, "alltoall": case_alltoall, "ring": case_ring, "lastref": case_lastref, "named": case_named, "cuda": case_cuda, "timeout": lambda: case_timeout(sys.argv[2]), "ops": case_ops, "join": case_join, "desync": case_desync,
      "killed": case_killed, "coalesced": case_coalesced, "anysource": case_anysource,
      "batchtags": case_batchtags, "sparse": case_sparse, "posted": case_posted,
-     "six": lambda: case_six(sys.argv[2]), "returns_at_once": case_returns_at_once}[case]()
+     "six": lambda: case_six(sys.argv[2]), "returns_at_once": case_returns_at_once,
+     "options": case_options}[case]()
     dist.destroy_process_group()
 
 

@@ -198,7 +198,8 @@ c10d_status c10d_check_end(c10d_checked *h, c10d_status outcome, const char *why
     /* Finished late is finished: only what is known against the group counts now. */
     c10d_status found = failure(h, 0, msg, sizeof msg);
     for (int64_t until = c10d_now_ms() + C10DI_CHECKED_FINDING_GRACE_MS;
-         found == C10D_OK && outcome != C10D_OK && c10d_now_ms() < until;) {
+         found == C10D_OK && outcome != C10D_OK && outcome != C10D_EINVAL &&
+         c10d_now_ms() < until;) {
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL); /* the coordinator may yet say why it failed */
         found = failure(h, 0, msg, sizeof msg);

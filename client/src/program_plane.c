@@ -60,8 +60,8 @@ void c10di_program_free(c10d_pg *pg)
     c10di_program *p = pg->program;
     if (!p)
         return;
-    /* Handles not ended are the program's to end; the group they name
-     * is gone, so they must not be (docs/checked.md). */
+    /* Handles still open are the program's: c10d/checked.h asks for
+     * every one to be ended before its group is destroyed. */
     pthread_mutex_destroy(&p->mu);
     free(p);
     pg->program = NULL;

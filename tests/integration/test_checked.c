@@ -181,6 +181,17 @@ static int correct_body(int rank, int n, void *arg)
     float v[4] = {0};
     if (plane_call(rank, 41, o.kind, v, h) != 0 || c10d_check_end(h, C10D_OK, NULL) != C10D_OK)
         return 17;
+    /* A call the data plane refused before it started (its arguments):
+     * the group goes on, and the next call is #43 on both ranks. */
+    if (c10d_check_begin(pg, &o, &h) != C10D_OK ||
+        c10d_check_end(h, C10D_EINVAL, "MPI_ERR_COUNT") != C10D_EINVAL ||
+        !contains(c10d_errmsg(), "MPI_ERR_COUNT", rank))
+        return 19;
+    if (c10d_check_begin(pg, &o, &h) != C10D_OK || c10d_check_seq(h) != 43 ||
+        plane_call(rank, 43, o.kind, v, h) != 0 || c10d_check_end(h, C10D_OK, NULL) != C10D_OK) {
+        fprintf(stderr, "rank %d: after a refusal: %s\n", rank, c10d_errmsg());
+        return 20;
+    }
     if (atomic_load(&alerted))
         return 18;
     c10d_destroy(pg);

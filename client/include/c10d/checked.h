@@ -88,9 +88,13 @@ typedef struct c10d_check_opts {
  * ranks called different collectives, or the same one differently),
  * C10D_EPEERLOST (a member died or left), or C10D_ETIMEDOUT (a stall the
  * coordinator saw, or the call's timeout passed); report names the ranks
- * and the calls. Once per group. It may call c10d_check_state, print,
- * abort the data plane (MPI_Abort, ncclCommAbort) or exit; it must not
- * destroy a group or wait for the data plane. */
+ * and the calls. Once per group (the thread inside the data plane may
+ * learn the same from c10d_check_state or c10d_check_end meanwhile). It
+ * may call c10d_check_state and c10d_check_end, print, abort the data
+ * plane (ncclCommAbort; MPI_Abort where MPI was initialised with
+ * MPI_THREAD_MULTIPLE) or leave with _exit (not exit: atexit handlers
+ * would run while another thread is inside MPI); it must not destroy a
+ * group or wait for the data plane. */
 typedef void (*c10d_alert_fn)(void *arg, c10d_pg *pg, c10d_status st, const char *report);
 
 /* A joined rank's part (c10d/join.h) in `call`, which the group's other
@@ -125,6 +129,8 @@ typedef struct c10d_data_plane {
  * (c10d_new_group) get the same. Errors: C10D_EINVAL (NULL, no devices,
  * a version this library does not know, already set), C10D_ENOMEM. */
 C10D_API c10d_status c10d_data_plane_set(c10d_pg *pg, const c10d_data_plane *dp);
+/* (End every handle of a group before c10d_destroy: a handle names its
+ * group, and one left open is neither ended nor freed.) */
 
 typedef struct c10d_checked c10d_checked;
 
@@ -148,10 +154,11 @@ C10D_API c10d_status c10d_check_begin(c10d_pg *pg, const c10d_check_opts *o,
  * or its timeout passed), with c10d_errmsg() set. From any thread. */
 C10D_API c10d_status c10d_check_state(const c10d_checked *h);
 
-/* The data plane finished call h: outcome C10D_OK (it completed) or the
- * failure the data plane reported (any other status; why, if not NULL,
- * says what failed, and pg becomes unusable, as after any data-plane
- * failure). Frees h. Returns C10D_OK, or what the coordinator found
+/* The data plane finished call h: outcome C10D_OK (it completed),
+ * C10D_EINVAL (the data plane refused it before it started, for its
+ * arguments: pg stays usable) or the failure the data plane reported (any
+ * other status; pg becomes unusable, as after any data-plane failure);
+ * why, if not NULL, says what failed. Frees h. Returns C10D_OK, or what the coordinator found
  * against the call (a desync seen alongside under ASYNC, the peer whose
  * death made MPI fail), else the outcome, with c10d_errmsg() set. From
  * any thread, once per handle. */

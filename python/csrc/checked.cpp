@@ -172,8 +172,9 @@ c10d_status on_shadow(void *arg, c10d_pg *, const c10d_check_opts *call)
 
 } // namespace
 
-std::exception_ptr Alarm::error() const
+std::exception_ptr Alarm::error()
 {
+    std::lock_guard<std::mutex> g(mu);
     return backend_error(c10d_coord::report("checked call", st, report.c_str()));
 }
 
@@ -425,7 +426,9 @@ ProcessGroupChecked::checked(const char *what, c10d::OpType op, const c10d_check
     try {
         inner = issue();
     } catch (const std::exception &e) {
-        (void)c10d_check_end(h, C10D_EBACKEND, e.what());
+        /* refused before it started (gloo's own argument checks): the
+         * group stays usable, as it does on gloo */
+        (void)c10d_check_end(h, C10D_EINVAL, e.what());
         throw;
     }
     auto w = c10::make_intrusive<CheckedWork>(std::move(inner), h, alarm_, op, what);
@@ -663,7 +666,8 @@ void ProcessGroupChecked::monitoredBarrier(const c10d::BarrierOptions &o, bool w
     try {
         cpu_->monitoredBarrier(o, wait_all_ranks);
     } catch (const std::exception &e) {
-        (void)c10d_check_end(h, C10D_EBACKEND, e.what());
+        /* gloo's report names the missing ranks; the group stays usable, as on gloo */
+        (void)c10d_check_end(h, C10D_EINVAL, e.what());
         throw;
     }
     (void)c10d_check_end(h, C10D_OK, nullptr);

@@ -45,7 +45,7 @@ struct Alarm : std::enable_shared_from_this<Alarm> {
     // cannot be aborted, and is abandoned rather than destroyed (its
     // threads would wait in the collective that never completes).
     std::vector<c10::weak_intrusive_ptr<c10d::Backend>> inner; /* the group's own */
-    std::exception_ptr error() const;
+    std::exception_ptr error(); /* the report, as torch raises it */
 };
 
 class CheckedWork : public c10d::Work {

@@ -149,6 +149,7 @@ size_t c10di_default_job(char *out, size_t outlen)
     const char *job = getenv("C10D_JOB");
     const char *run = getenv("TORCHELASTIC_RUN_ID");
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    const char *ns = getenv("PMIX_NAMESPACE");
     int n;
     if (job && *job) {
         n = snprintf(out, outlen, "%s", job);
@@ -164,6 +165,9 @@ size_t c10di_default_job(char *out, size_t outlen)
             host[sizeof host - 1] = '\0';
         n = snprintf(out, outlen, "torchrun-%s:%s", loopback(addr) ? host : addr,
                      port && *port ? port : "29500");
+    } else if (getenv("OMPI_COMM_WORLD_SIZE") && ns && *ns) {
+        /* Open MPI's mpirun: its PMIx namespace is this launch's alone */
+        n = snprintf(out, outlen, "mpirun-%s", ns);
     } else {
         n = snprintf(out, outlen, "default");
     }

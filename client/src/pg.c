@@ -179,6 +179,13 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     return st;
 }
 
+/* name where it is set, else the other launcher's (may be unset too). */
+static const char *launcher_var(const char *name, const char *other)
+{
+    const char *v = getenv(name);
+    return v && *v ? name : getenv(other) ? other : name;
+}
+
 c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
 {
     if (!out)
@@ -194,11 +201,15 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
         memcpy(&opts, o, o->version >= 2 ? sizeof opts : offsetof(c10d_init_opts, tls_cert));
     long env_rank = -1, env_size = 0, env_timeout = C10D_COLL_TIMEOUT_DEFAULT_MS, env_device = -1;
     c10d_verify verify;
-    if ((opts.rank < 0 && (st = c10di_env_int("RANK", -1, 0, INT_MAX, &env_rank))) ||
-        (opts.world_size <= 0 && (st = c10di_env_int("WORLD_SIZE", 0, 1, INT_MAX, &env_size))) ||
+    /* torchrun's and c10d-run's names, else Open MPI's mpirun's */
+    const char *rank_var = launcher_var("RANK", "OMPI_COMM_WORLD_RANK");
+    const char *size_var = launcher_var("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE");
+    const char *local_var = launcher_var("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK");
+    if ((opts.rank < 0 && (st = c10di_env_int(rank_var, -1, 0, INT_MAX, &env_rank))) ||
+        (opts.world_size <= 0 && (st = c10di_env_int(size_var, 0, 1, INT_MAX, &env_size))) ||
         (opts.timeout_ms == C10D_TIMEOUT_DEFAULT &&
          (st = c10di_env_int("C10D_TIMEOUT_MS", C10D_COLL_TIMEOUT_DEFAULT_MS, 1, INT_MAX, &env_timeout))) ||
-        (opts.device < 0 && (st = c10di_env_int("LOCAL_RANK", -1, 0, INT_MAX, &env_device))) ||
+        (opts.device < 0 && (st = c10di_env_int(local_var, -1, 0, INT_MAX, &env_device))) ||
         (st = c10di_verify_mode(opts.verify, &verify)))
         return c10di_error(st, "c10d_init: %s", c10d_errmsg());
     int rank = opts.rank >= 0 ? opts.rank : (int)env_rank;

@@ -135,14 +135,23 @@ int main(int argc, char **argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
     /* The coordinator's world is MPI's: the same ranks (C10D_COORD names
-     * the coordinator, C10D_JOB the job, C10D_VERIFY the mode). */
+     * the coordinator, C10D_JOB the job, C10D_VERIFY the mode). Under
+     * Open MPI's mpirun c10d_init reads them from the environment
+     * (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK); any other MPI says them. */
     c10d_init_opts io = C10D_INIT_OPTS_INIT;
-    io.rank = rank;
-    io.world_size = world;
+    if (!getenv("OMPI_COMM_WORLD_RANK")) {
+        io.rank = rank;
+        io.world_size = world;
+    }
     c10d_pg *pg;
     c10d_status st = c10d_init(&pg, &io);
     if (st != C10D_OK) {
         fprintf(stderr, "rank %d: c10d_init: %s\n", rank, c10d_errmsg());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (c10d_rank(pg) != rank || c10d_size(pg) != world) {
+        fprintf(stderr, "rank %d: the coordinator's world has me as rank %d of %d\n", rank,
+                c10d_rank(pg), c10d_size(pg));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     c10d_data_plane dp = C10D_DATA_PLANE_INIT; /* CPU buffers, moved by MPI */

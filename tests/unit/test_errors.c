@@ -256,6 +256,14 @@ START_TEST(job_name_comes_from_the_launcher)
     setenv("TORCHELASTIC_RUN_ID", "5f0c-uuid", 1); /* --standalone, or --rdzv_id */
     c10di_default_job(job, sizeof job);
     ck_assert_str_eq(job, "5f0c-uuid");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1); /* Open MPI's mpirun */
+    setenv("PMIX_NAMESPACE", "prterun-node1-4242@1", 1);
+    c10di_default_job(job, sizeof job);
+    ck_assert_str_eq(job, "mpirun-prterun-node1-4242@1");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMIX_NAMESPACE");
+    setenv("TORCHELASTIC_RUN_ID", "5f0c-uuid", 1);
     setenv("C10D_JOB", "resnet", 1); /* c10d-run, or the user */
     c10di_default_job(job, sizeof job);
     ck_assert_str_eq(job, "resnet");

@@ -47,17 +47,18 @@ typedef enum {
 typedef struct c10d_init_opts {
     unsigned int version;  /* C10D_INIT_OPTS_VERSION */
     const char *coord_url; /* NULL: C10D_COORD, or MASTER_ADDR + MASTER_PORT */
-    int rank;              /* -1: RANK */
-    int world_size;        /* 0: WORLD_SIZE */
+    int rank;              /* -1: RANK, else Open MPI's OMPI_COMM_WORLD_RANK */
+    int world_size;        /* 0: WORLD_SIZE, else OMPI_COMM_WORLD_SIZE */
     const char *job;       /* NULL: C10D_JOB, else torchrun's TORCHELASTIC_RUN_ID (its
                               static rendezvous's "none": "torchrun-MASTER_ADDR:MASTER_PORT",
-                              the host's name for a loopback address), else "default";
+                              the host's name for a loopback address), else under Open
+                              MPI's mpirun "mpirun-" + PMIX_NAMESPACE, else "default";
                               at most C10D_MAX_JOB_BYTES */
     c10d_backend backend;
     c10d_verify verify;
     int timeout_ms; /* rendezvous and collectives; C10D_TIMEOUT_DEFAULT: C10D_TIMEOUT_MS,
                        else 600000 */
-    int device;     /* CUDA device; -1: LOCAL_RANK */
+    int device;     /* CUDA device; -1: LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK */
     /* For a tls+tcp:// coordinator: the CA file (PEM) that signed its
      * certificate; NULL: C10D_TLS_CA. */
     const char *tls_ca;

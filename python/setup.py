@@ -167,6 +167,18 @@ macros = [("C10D_TORCH_CUDA", "1")] if cuda else []
 if header_has(os.path.join("torch", "csrc", "distributed", "c10d", "Store.hpp"),
               "virtual c10::intrusive_ptr<Store> clone()"):
     macros.append(("C10D_TORCH_STORE_CLONE", "1"))
+# What torch's Backend and gloo have (2.6 has none of these; 2.13 all).
+C10D_H = os.path.join("torch", "csrc", "distributed", "c10d")
+for macro, header, text in [
+        ("C10D_TORCH_BACKEND_ABORT", "Backend.hpp", "virtual void abort()"),
+        ("C10D_TORCH_BACKEND_SHUTDOWN", "Backend.hpp", "virtual void shutdown()"),
+        ("C10D_TORCH_BACKEND_SET_TIMEOUT", "Backend.hpp", "virtual void setTimeout("),
+        ("C10D_TORCH_BACKEND_SUPPORTS_COALESCING", "Backend.hpp",
+         "virtual bool supportsCoalescing()"),
+        ("C10D_TORCH_GLOO_ALLTOALL", "ProcessGroupGloo.hpp",
+         "c10::intrusive_ptr<Work> alltoall(")]:
+    if header_has(os.path.join(C10D_H, header), text):
+        macros.append((macro, "1"))
 print(f"c10d_coord: torch {torch.__version__}, CUDA tensors "
       f"{'on (' + torch.version.cuda + ')' if cuda else 'off (CPU tensors only)'}")
 print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")

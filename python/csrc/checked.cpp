@@ -5,6 +5,7 @@
 
 #include "errors.hpp"
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 
@@ -104,11 +105,6 @@ int64_t numel_of(const std::vector<at::Tensor> &ts)
     return n;
 }
 
-const at::Tensor *first_of(const std::vector<at::Tensor> &ts)
-{
-    return ts.empty() ? nullptr : &ts[0];
-}
-
 // gloo's groups cannot be aborted: one whose thread waits in a collective
 // that never completes is kept, never destroyed (its destructor would join
 // that thread), until the process exits.
@@ -147,14 +143,16 @@ void on_alert(void *arg, c10d_pg *, c10d_status st, const char *report)
         for (auto &w : ws)
             w->alarmed(e);
         for (auto &b : inner) {
+#ifdef C10D_TORCH_BACKEND_ABORT
             if (b->getBackendName() == "nccl") {
                 try {
                     b->abort();
                 } catch (const std::exception &) {
                 }
-            } else {
-                abandon(b);
+                continue;
             }
+#endif
+            abandon(b); /* gloo; and nccl too where torch's Backend has no abort (< 2.7) */
         }
     }).detach();
 }
@@ -287,6 +285,13 @@ void CheckedWork::finished(std::exception_ptr e, const c10::IValue *value)
 {
     if (!claim())
         return; /* the coordinator's report came first */
+    if (!e && after_) {
+        try {
+            after_();
+        } catch (...) {
+            e = std::current_exception();
+        }
+    }
     settle(end_check(e), value);
 }
 
@@ -335,6 +340,13 @@ bool CheckedWork::wait(std::chrono::milliseconds timeout)
             ok = inner_->wait(timeout);
         } catch (...) {
             e = std::current_exception();
+        }
+        if (!e && after_) {
+            try {
+                after_();
+            } catch (...) {
+                e = std::current_exception();
+            }
         }
         if (claim())
             settle(end_check(e), nullptr);
@@ -416,7 +428,8 @@ c10d::Backend *ProcessGroupChecked::inner_for(const at::Tensor &t) const
 
 c10::intrusive_ptr<c10d::Work>
 ProcessGroupChecked::checked(const char *what, c10d::OpType op, const c10d_check_opts &co,
-                             const std::function<c10::intrusive_ptr<c10d::Work>()> &issue)
+                             const std::function<c10::intrusive_ptr<c10d::Work>()> &issue,
+                             std::function<void()> after)
 {
     seq_++;
     coord_->in_order(); /* our own calls on the other device come first */
@@ -432,6 +445,8 @@ ProcessGroupChecked::checked(const char *what, c10d::OpType op, const c10d_check
         throw;
     }
     auto w = c10::make_intrusive<CheckedWork>(std::move(inner), h, alarm_, op, what);
+    if (after)
+        w->then_run(std::move(after));
     w->start(w);
     return w;
 }
@@ -650,6 +665,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChecked::alltoall(std::vector<at::Ten
     TORCH_CHECK(!ins.empty(), "c10d_coord: alltoall of no tensors");
     ROUTE(plane_device(ins[0]), coord_->alltoall(outs, ins, o));
     auto co = describe(C10D_COLL_ALL_TO_ALL, &ins[0], 0, 0, nullptr, o.timeout);
+#ifndef C10D_TORCH_GLOO_ALLTOALL
+    if (be->getBackendName() == "gloo") {
+        /* this torch's gloo has no list form: one flat all_to_all of the
+         * concatenated blocks, split by their sizes, copied out after */
+        std::vector<at::Tensor> flat_ins;
+        std::vector<int64_t> in_splits, out_splits;
+        for (auto &t : ins) {
+            flat_ins.push_back(t.reshape({-1}));
+            in_splits.push_back(t.numel());
+        }
+        int64_t total = 0;
+        for (auto &t : outs) {
+            out_splits.push_back(t.numel());
+            total += t.numel();
+        }
+        at::Tensor in = at::cat(flat_ins);
+        at::Tensor out = at::empty({total}, ins[0].options());
+        auto keep_outs = outs;
+        return checked(
+            "alltoall", c10d::OpType::ALLTOALL, co,
+            [&] { return be->alltoall_base(out, in, out_splits, in_splits, o); },
+            [out, keep_outs, out_splits] {
+                int64_t at = 0;
+                for (size_t i = 0; i < keep_outs.size(); i++) {
+                    keep_outs[i].copy_(out.narrow(0, at, out_splits[i]).view_as(keep_outs[i]));
+                    at += out_splits[i];
+                }
+            });
+    }
+#endif
     return checked("alltoall", c10d::OpType::ALLTOALL, co,
                    [&] { return be->alltoall(outs, ins, o); });
 }
@@ -715,10 +760,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChecked::barrier(const c10d::BarrierO
     return checked("barrier", c10d::OpType::BARRIER, co, [&] { return be->barrier(o); });
 }
 
+#ifdef C10D_TORCH_BACKEND_SUPPORTS_COALESCING
 bool ProcessGroupChecked::supportsCoalescing() const
 {
     return (cpu_ && cpu_->supportsCoalescing()) || (cuda_ && cuda_->supportsCoalescing());
 }
+#endif
 
 void ProcessGroupChecked::startCoalescing()
 {
@@ -739,6 +786,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChecked::endCoalescing()
     return coord_->endCoalescing();
 }
 
+#ifdef C10D_TORCH_BACKEND_SET_TIMEOUT
 void ProcessGroupChecked::setTimeout(std::chrono::milliseconds timeout)
 {
     if (cpu_)
@@ -746,14 +794,18 @@ void ProcessGroupChecked::setTimeout(std::chrono::milliseconds timeout)
     if (cuda_)
         cuda_->setTimeout(timeout);
 }
+#endif
 
+#ifdef C10D_TORCH_BACKEND_ABORT
 void ProcessGroupChecked::abort()
 {
     for (auto *b : {cpu_.get(), cuda_.get()})
         if (b)
             b->abort();
 }
+#endif
 
+#ifdef C10D_TORCH_BACKEND_SHUTDOWN
 void ProcessGroupChecked::shutdown()
 {
     {
@@ -765,6 +817,7 @@ void ProcessGroupChecked::shutdown()
         if (b)
             b->shutdown();
 }
+#endif
 
 c10d_status ProcessGroupChecked::shadow(const c10d_check_opts *call)
 {

@@ -69,6 +69,9 @@ class CheckedWork : public c10d::Work {
     // its error, or null), or the coordinator's report.
     void finished(std::exception_ptr e, const c10::IValue *value);
     void alarmed(std::exception_ptr e);
+    // Run once the inner work succeeded, before the call is done (a
+    // composed call's copy into the caller's tensors). Set before start.
+    void then_run(std::function<void()> f) { after_ = std::move(f); }
 
   private:
     bool claim();    // the one that ends the call: first caller only
@@ -84,6 +87,7 @@ class CheckedWork : public c10d::Work {
     std::condition_variable cv_;
     bool claimed_ = false, settled_ = false;
     std::exception_ptr err_;
+    std::function<void()> after_;
     bool listed_ = false; // under the alarm's mu
     std::list<c10::weak_intrusive_ptr<CheckedWork>>::iterator at_;
 };
@@ -149,12 +153,21 @@ class ProcessGroupChecked : public c10d::Backend {
 
     void setSequenceNumberForGroup() override { seq_ = 0; }
     uint64_t getSequenceNumberForGroup() override { return seq_; }
-    bool supportsCoalescing() const override;
     void startCoalescing() override;
     c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+    // (torch 2.6's Backend has none of these: setup.py's macros)
+#ifdef C10D_TORCH_BACKEND_SUPPORTS_COALESCING
+    bool supportsCoalescing() const override;
+#endif
+#ifdef C10D_TORCH_BACKEND_SET_TIMEOUT
     void setTimeout(std::chrono::milliseconds timeout) override;
+#endif
+#ifdef C10D_TORCH_BACKEND_ABORT
     void abort() override;
+#endif
+#ifdef C10D_TORCH_BACKEND_SHUTDOWN
     void shutdown() override;
+#endif
 
     // c10d_data_plane.shadow: a joined rank's part in a call of the
     // others', issued on the inner backend with identity contributions.
@@ -169,7 +182,8 @@ class ProcessGroupChecked : public c10d::Backend {
     // the inner work) and wraps what it returns.
     c10::intrusive_ptr<c10d::Work>
     checked(const char *what, c10d::OpType op, const c10d_check_opts &co,
-            const std::function<c10::intrusive_ptr<c10d::Work>()> &issue);
+            const std::function<c10::intrusive_ptr<c10d::Work>()> &issue,
+            std::function<void()> after = nullptr);
 
     c10::intrusive_ptr<ProcessGroupCoord> coord_;
     c10::intrusive_ptr<c10d::Backend> cpu_, cuda_;

@@ -500,10 +500,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChecked::reduce(std::vector<at::Tenso
 
 // A list of size() views of one flat buffer, in rank order: the flat
 // tensor they are views of (the seed PR's point: no copy into a list).
-static bool flat_of(const std::vector<at::Tensor> &list, const at::Tensor &block,
-                    at::Tensor *flat)
+// Only for nccl, whose flat collectives work in place: gloo's gather
+// through a buffer of their own and copy out (and its
+// _reduce_scatter_base reduces the whole input), so on gloo the flat
+// path saved nothing and cost more memory (docs/benchmarks.md).
+static bool flat_of(const c10d::Backend *be, const std::vector<at::Tensor> &list,
+                    const at::Tensor &block, at::Tensor *flat)
 {
-    if (list.empty() || !list[0].is_contiguous() || !block.is_contiguous())
+    if (be->getBackendName() != "nccl" || list.empty() || !list[0].is_contiguous() ||
+        !block.is_contiguous())
         return false;
     int64_t n = block.numel();
     auto base = list[0];
@@ -530,7 +535,7 @@ ProcessGroupChecked::allgather(std::vector<std::vector<at::Tensor>> &outs,
     ROUTE(plane_device(ins[0]), coord_->allgather(outs, ins, o));
     auto co = describe(C10D_COLL_ALL_GATHER, &ins[0], ins[0].numel(), 0, nullptr, o.timeout);
     at::Tensor flat;
-    if (flat_of(outs[0], ins[0], &flat)) {
+    if (flat_of(be, outs[0], ins[0], &flat)) {
         // keep the list's tensors alive with the call: the flat view borrows their storage
         auto keep = outs[0];
         return checked("allgather", c10d::OpType::ALLGATHER, co, [&, keep] {
@@ -610,7 +615,7 @@ ProcessGroupChecked::reduce_scatter(std::vector<at::Tensor> &outs,
     auto co = describe(C10D_COLL_REDUCE_SCATTER, &outs[0], outs[0].numel(), 0, &o.reduceOp,
                        o.timeout);
     at::Tensor flat;
-    if (flat_of(ins[0], outs[0], &flat)) {
+    if (flat_of(be, ins[0], outs[0], &flat)) {
         auto keep = ins[0];
         return checked("reduce_scatter", c10d::OpType::REDUCE_SCATTER, co, [&, keep] {
             at::Tensor out = outs[0];

@@ -186,6 +186,23 @@ c10d_status c10d_check_state(const c10d_checked *h)
     return st == C10D_OK ? C10D_OK : c10di_error(st, "%s", msg);
 }
 
+/* A data plane's failure whose cause the coordinator may yet name: not a
+ * refusal (C10D_EINVAL), nor one of the coordinator's own verdicts, which
+ * the program passes on when it aborted because of one (on_alert). */
+static int waits_for_why(c10d_status outcome)
+{
+    switch (outcome) {
+    case C10D_OK:
+    case C10D_EINVAL:
+    case C10D_EDESYNC:
+    case C10D_EPEERLOST:
+    case C10D_ETIMEDOUT:
+    case C10D_EJOINED:
+    case C10D_EABORTED: return 0;
+    default: return 1;
+    }
+}
+
 c10d_status c10d_check_end(c10d_checked *h, c10d_status outcome, const char *why)
 {
     if (!h)
@@ -198,8 +215,7 @@ c10d_status c10d_check_end(c10d_checked *h, c10d_status outcome, const char *why
     /* Finished late is finished: only what is known against the group counts now. */
     c10d_status found = failure(h, 0, msg, sizeof msg);
     for (int64_t until = c10d_now_ms() + C10DI_CHECKED_FINDING_GRACE_MS;
-         found == C10D_OK && outcome != C10D_OK && outcome != C10D_EINVAL &&
-         c10d_now_ms() < until;) {
+         found == C10D_OK && waits_for_why(outcome) && c10d_now_ms() < until;) {
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL); /* the coordinator may yet say why it failed */
         found = failure(h, 0, msg, sizeof msg);

@@ -116,12 +116,21 @@ void abandon(const c10::intrusive_ptr<c10d::Backend> &b)
     kept->push_back(b);
 }
 
+void tell(std::shared_ptr<Alarm> a, c10d_status st, const char *report);
+
 // c10d_data_plane.on_alert, on the C library's watcher thread: the calls
 // in flight fail with the report, on a thread of their own (their
 // futures' callbacks may be Python's, and must not run on the watcher).
-void on_alert(void *arg, c10d_pg *, c10d_status st, const char *report)
+void on_alert(void *arg, c10d_pg *, c10d_status st, const char *report) noexcept
 {
-    auto a = static_cast<Alarm *>(arg)->shared_from_this();
+    try {
+        tell(static_cast<Alarm *>(arg)->shared_from_this(), st, report);
+    } catch (...) { /* the calls fail anyway: their checks see the finding */
+    }
+}
+
+void tell(std::shared_ptr<Alarm> a, c10d_status st, const char *report)
+{
     {
         std::lock_guard<std::mutex> g(a->mu);
         a->st = st;
@@ -141,7 +150,7 @@ void on_alert(void *arg, c10d_pg *, c10d_status st, const char *report)
         }
         auto e = a->error();
         for (auto &w : ws)
-            w->alarmed(e);
+            w->alarmed(e, a->status());
         for (auto &b : inner) {
 #ifdef C10D_TORCH_BACKEND_ABORT
             if (b->getBackendName() == "nccl") {
@@ -170,6 +179,12 @@ c10d_status on_shadow(void *arg, c10d_pg *, const c10d_check_opts *call)
 
 } // namespace
 
+c10d_status Alarm::status()
+{
+    std::lock_guard<std::mutex> g(mu);
+    return st;
+}
+
 std::exception_ptr Alarm::error()
 {
     std::lock_guard<std::mutex> g(mu);
@@ -179,16 +194,24 @@ std::exception_ptr Alarm::error()
 // --- the work ---
 
 CheckedWork::CheckedWork(c10::intrusive_ptr<c10d::Work> inner, c10d_checked *h,
-                         std::shared_ptr<Alarm> alarm, c10d::OpType op, const char *what)
-    : c10d::Work(-1, op), inner_(std::move(inner)), h_(h), alarm_(std::move(alarm)), what_(what)
+                         std::shared_ptr<Alarm> alarm, c10::intrusive_ptr<ProcessGroupCoord> coord,
+                         c10d::OpType op, const char *what)
+    : c10d::Work(-1, op), inner_(std::move(inner)), h_(h), alarm_(std::move(alarm)),
+      coord_(std::move(coord)), what_(what)
 {
 }
 
-CheckedWork::~CheckedWork()
+CheckedWork::~CheckedWork() = default;
+
+// When the last strong reference goes (the alarm's list holds weak ones,
+// which keep the destructor from running until they are gone too).
+void CheckedWork::release_resources()
 {
     unlist();
-    if (h_) /* never ended: a p2p work freed before its wait */
+    if (h_) { /* never ended: a send or recv freed before its wait */
         (void)c10d_check_end(h_, C10D_OK, nullptr);
+        h_ = nullptr;
+    }
 }
 
 void CheckedWork::unlist()
@@ -202,6 +225,15 @@ void CheckedWork::unlist()
 
 void CheckedWork::start(const c10::intrusive_ptr<CheckedWork> &self)
 {
+    /* fut_ first: once listed, the coordinator's report may settle it */
+    c10::intrusive_ptr<c10::ivalue::Future> inner_fut;
+    try {
+        inner_fut = inner_->getFuture();
+    } catch (const std::exception &) { /* gloo's send and recv: ended in wait() */
+    }
+    if (inner_fut)
+        fut_ = c10::make_intrusive<c10::ivalue::Future>(inner_fut->elementType(),
+                                                         inner_fut->devices());
     bool found;
     {
         std::lock_guard<std::mutex> g(alarm_->mu);
@@ -210,14 +242,7 @@ void CheckedWork::start(const c10::intrusive_ptr<CheckedWork> &self)
         listed_ = true;
         found = alarm_->st != C10D_OK;
     }
-    c10::intrusive_ptr<c10::ivalue::Future> inner_fut;
-    try {
-        inner_fut = inner_->getFuture();
-    } catch (const std::exception &) { /* gloo's send and recv: ended in wait() */
-    }
     if (inner_fut) {
-        fut_ = c10::make_intrusive<c10::ivalue::Future>(inner_fut->elementType(),
-                                                         inner_fut->devices());
         inner_fut->addCallback([self](c10::ivalue::Future &f) {
             if (f.hasError()) {
                 self->finished(f.exception_ptr(), nullptr);
@@ -228,7 +253,7 @@ void CheckedWork::start(const c10::intrusive_ptr<CheckedWork> &self)
         });
     }
     if (found)
-        alarmed(alarm_->error());
+        alarmed(alarm_->error(), alarm_->status());
 }
 
 bool CheckedWork::claim()
@@ -240,7 +265,7 @@ bool CheckedWork::claim()
     return true;
 }
 
-std::exception_ptr CheckedWork::end_check(std::exception_ptr e)
+std::exception_ptr CheckedWork::end_check(std::exception_ptr e, c10d_status known)
 {
     unlist();
     std::string why;
@@ -255,7 +280,9 @@ std::exception_ptr CheckedWork::end_check(std::exception_ptr e)
     }
     c10d_checked *h = h_;
     h_ = nullptr;
-    c10d_status st = c10d_check_end(h, e ? C10D_EBACKEND : C10D_OK, e ? why.c_str() : nullptr);
+    /* known: the coordinator's verdict, which c10d_check_end does not wait for */
+    c10d_status outcome = !e ? C10D_OK : known != C10D_OK ? known : C10D_EBACKEND;
+    c10d_status st = c10d_check_end(h, outcome, e ? why.c_str() : nullptr);
     if (st == C10D_OK)
         return nullptr;
     // The inner backend's own error stands (its words: "Timed out ..."),
@@ -295,11 +322,11 @@ void CheckedWork::finished(std::exception_ptr e, const c10::IValue *value)
     settle(end_check(e), value);
 }
 
-void CheckedWork::alarmed(std::exception_ptr e)
+void CheckedWork::alarmed(std::exception_ptr e, c10d_status st)
 {
     if (!claim())
         return;
-    std::exception_ptr out = end_check(e);
+    std::exception_ptr out = end_check(e, st);
     settle(out ? out : e, nullptr);
     if (!fut_) /* a send or recv: its wait returns, failed */
         try {
@@ -444,7 +471,11 @@ ProcessGroupChecked::checked(const char *what, c10d::OpType op, const c10d_check
         (void)c10d_check_end(h, C10D_EINVAL, e.what());
         throw;
     }
-    auto w = c10::make_intrusive<CheckedWork>(std::move(inner), h, alarm_, op, what);
+    if (!inner) { /* queued under startCoalescing (nccl): endCoalescing's work is the one */
+        (void)c10d_check_end(h, C10D_OK, nullptr);
+        return inner;
+    }
+    auto w = c10::make_intrusive<CheckedWork>(std::move(inner), h, alarm_, coord_, op, what);
     if (after)
         w->then_run(std::move(after));
     w->start(w);
@@ -522,7 +553,10 @@ static bool flat_of(const c10d::Backend *be, const std::vector<at::Tensor> &list
             t.storage().data() != base.storage().data())
             return false;
     }
-    *flat = at::from_blob(p0, {(int64_t)list.size() * n}, base.options());
+    /* a view of the list's own storage, which it keeps alive (the caching
+     * allocator's: nccl records its stream on it) */
+    *flat = at::empty({0}, base.options())
+                .set_(base.storage(), base.storage_offset(), {(int64_t)list.size() * n}, {1});
     return true;
 }
 

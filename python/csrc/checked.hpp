@@ -46,13 +46,16 @@ struct Alarm : std::enable_shared_from_this<Alarm> {
     // threads would wait in the collective that never completes).
     std::vector<c10::weak_intrusive_ptr<c10d::Backend>> inner; /* the group's own */
     std::exception_ptr error(); /* the report, as torch raises it */
+    c10d_status status();
 };
 
 class CheckedWork : public c10d::Work {
   public:
     CheckedWork(c10::intrusive_ptr<c10d::Work> inner, c10d_checked *h,
-                std::shared_ptr<Alarm> alarm, c10d::OpType op, const char *what);
+                std::shared_ptr<Alarm> alarm, c10::intrusive_ptr<ProcessGroupCoord> coord,
+                c10d::OpType op, const char *what);
     ~CheckedWork() override;
+    void release_resources() override;
     // Attaches to the inner work's completion (or, where the inner work
     // has no future, to its wait).
     void start(const c10::intrusive_ptr<CheckedWork> &self);
@@ -68,7 +71,7 @@ class CheckedWork : public c10d::Work {
     // The first of the two ends the call: the inner work finished (e:
     // its error, or null), or the coordinator's report.
     void finished(std::exception_ptr e, const c10::IValue *value);
-    void alarmed(std::exception_ptr e);
+    void alarmed(std::exception_ptr e, c10d_status st);
     // Run once the inner work succeeded, before the call is done (a
     // composed call's copy into the caller's tensors). Set before start.
     void then_run(std::function<void()> f) { after_ = std::move(f); }
@@ -76,11 +79,13 @@ class CheckedWork : public c10d::Work {
   private:
     bool claim();    // the one that ends the call: first caller only
     void unlist();   // off the alarm's list
-    std::exception_ptr end_check(std::exception_ptr e); // c10d_check_end: what it failed with
+    // c10d_check_end (known: the coordinator's verdict, if that is why): what it failed with
+    std::exception_ptr end_check(std::exception_ptr e, c10d_status known = C10D_OK);
     void settle(std::exception_ptr e, const c10::IValue *value);
     c10::intrusive_ptr<c10d::Work> inner_;
     c10d_checked *h_;
     std::shared_ptr<Alarm> alarm_;
+    c10::intrusive_ptr<ProcessGroupCoord> coord_; // its c10d_pg outlives the handle
     const char *what_;
     c10::intrusive_ptr<c10::ivalue::Future> fut_; // null: the inner work has none
     mutable std::mutex mu_;

@@ -12,6 +12,7 @@ the coordinator's report, naming ranks and collectives, instead of hanging.
         for batch in my_batches: ...
     j.last_joiner
 """
+import atexit
 import os
 from contextlib import contextmanager
 from datetime import timedelta
@@ -140,7 +141,24 @@ def _wrapped(coord, opts, pg_options):
         inner[dev] = b
     if not inner:
         return coord
+    global _releases_hooked
+    if not _releases_hooked:
+        # torch's gloo frees a finished call on its own thread just after
+        # its waiter wakes; freed once the interpreter has begun to exit,
+        # a tensor's Python object aborts the process. Exit hooks run
+        # while it is whole.
+        atexit.register(_await_releases)
+        _releases_hooked = True
     return _C.ProcessGroupChecked(coord, inner.get("cpu"), inner.get("cuda"))
+
+
+_releases_hooked = False
+
+
+def _await_releases():
+    if not _C.await_releases():
+        print("c10d_coord: exiting with calls on torch's backends not yet ended: they may "
+              "abort the process as the interpreter goes", file=sys.stderr, flush=True)
 
 
 def _plane_text(plane):

@@ -4,6 +4,7 @@
 #ifdef C10D_TORCH_BACKEND
 
 #include "errors.hpp"
+#include "releases.hpp"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -212,6 +213,11 @@ void CheckedWork::release_resources()
         (void)c10d_check_end(h_, C10D_OK, nullptr);
         h_ = nullptr;
     }
+    /* Weak references (the alarm's list, an exit's) keep this object, not
+     * the inner work and its tensors. */
+    inner_.reset();
+    fut_.reset();
+    after_ = nullptr;
 }
 
 void CheckedWork::unlist()
@@ -243,13 +249,24 @@ void CheckedWork::start(const c10::intrusive_ptr<CheckedWork> &self)
         found = alarm_->st != C10D_OK;
     }
     if (inner_fut) {
-        inner_fut->addCallback([self](c10::ivalue::Future &f) {
-            if (f.hasError()) {
-                self->finished(f.exception_ptr(), nullptr);
-            } else {
-                c10::IValue v = f.value();
-                self->finished(nullptr, &v);
+        auto release = track_release(inner_, self);
+        release->given_up = [a = std::weak_ptr<Alarm>(alarm_)] {
+            auto s = a.lock();
+            return !s || s->status() != C10D_OK;
+        };
+        inner_fut->addCallback([self, release](c10::ivalue::Future &f) mutable {
+            release->stage.store(1, std::memory_order_release);
+            {
+                /* every reference this thread holds goes before stage 2 */
+                auto me = std::move(self);
+                if (f.hasError()) {
+                    me->finished(f.exception_ptr(), nullptr);
+                } else {
+                    c10::IValue v = f.value();
+                    me->finished(nullptr, &v);
+                }
             }
+            release->stage.store(2, std::memory_order_release);
         });
     }
     if (found)
@@ -292,20 +309,22 @@ std::exception_ptr CheckedWork::end_check(std::exception_ptr e, c10d_status know
     return backend_error(report(what_, st));
 }
 
+// The future first, then the waiters, as gloo's own works do: a waiter
+// that has woken finds the future's callbacks run.
 void CheckedWork::settle(std::exception_ptr e, const c10::IValue *value)
 {
+    if (fut_) {
+        if (e)
+            fut_->setError(e);
+        else
+            fut_->markCompleted(value ? *value : c10::IValue());
+    }
     {
         std::lock_guard<std::mutex> g(mu_);
         err_ = e;
         settled_ = true;
     }
     cv_.notify_all();
-    if (!fut_)
-        return;
-    if (e)
-        fut_->setError(e);
-    else
-        fut_->markCompleted(value ? *value : c10::IValue());
 }
 
 void CheckedWork::finished(std::exception_ptr e, const c10::IValue *value)
@@ -852,6 +871,8 @@ void ProcessGroupChecked::shutdown()
         if (alarm_->st != C10D_OK)
             return; /* abandoned: its threads may be inside a call that never ends */
     }
+    /* a finished call's last references, still on gloo's threads */
+    without_gil([] { (void)await_releases(kReleaseBudget); });
     for (auto *b : {cpu_.get(), cuda_.get()})
         if (b)
             b->shutdown();

@@ -17,6 +17,7 @@
 #include "inspect.hpp"
 #include "join.hpp"
 #include "process_group.hpp"
+#include "releases.hpp"
 #include "store.hpp"
 
 using namespace c10d_coord;
@@ -49,6 +50,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         .def_property_readonly("coord", [](ProcessGroupChecked &g) {
             return c10::intrusive_ptr<ProcessGroupCoord>::reclaim_copy(g.coord());
         });
+    m.def("await_releases",
+          [](int budget_ms) { return await_releases(std::chrono::milliseconds(budget_ms)); },
+          py::arg("budget_ms") = (int)kReleaseBudget.count(),
+          py::call_guard<py::gil_scoped_release>(),
+          "Waits until finished checked calls are released by torch's backends' threads "
+          "(at exit, before the interpreter goes): true if none is left");
 #else
     m.attr("has_checked") = false;
 #endif

@@ -47,6 +47,16 @@ def test_ddp_over_checked_gloo_equals_plain_gloo_to_the_bit(mode):
     assert rc == 0, out
 
 
+@pytest.mark.parametrize("how", ["wait", "left"])
+def test_exit_while_a_callback_runs_does_not_abort(how):
+    """gloo frees a finished call on its own thread after its waiter wakes;
+    the process ends cleanly however late that thread runs."""
+    for _ in range(3):
+        rc, out = run("exiting", args=(how,))
+        assert rc == 0 and out.count(f"exiting ({how})") == 2, out
+        assert "terminate called" not in out, out
+
+
 @pytest.mark.parametrize("case", ["collectives", "coalesced", "sparse", "ring"])
 def test_collectives_over_checked_gloo(case):
     rc, out = run(case)

@@ -704,6 +704,30 @@ def case_options():
     print(f"rank {rank}: options ok", flush=True)
 
 
+def case_exiting(how):
+    """The program ends while a finished call's then() callback still runs
+    on the data plane's thread (a Python one: it needs the GIL). Freed
+    or run after the interpreter has begun to exit, it would abort the
+    process ("terminate called without an active exception"). "wait":
+    wait() returns once the callbacks have run, as on gloo; "left": the
+    program leaves the group and exits, the call's work dropped unwaited."""
+    t = torch.ones(1 << 16)
+    w = dist.all_reduce(t, async_op=True)
+    ran = []
+
+    def slow(f):
+        time.sleep(0.3)
+        ran.append(f.value()[0][0].item())
+        return f.value()
+
+    w.get_future().then(slow)
+    if how == "wait":
+        w.wait()
+        if ran != [float(world)]:
+            fail(f"wait() returned before the future's callbacks ran: {ran}")
+    print(f"rank {rank}: exiting ({how})", flush=True)
+
+
 def case_returns_at_once():
     """A call returns before its peers have entered it (the default): rank
     0's async all_reduce is not completed while rank 1 has not called
@@ -749,7 +773,7 @@ def main():
      "killed": case_killed, "coalesced": case_coalesced, "anysource": case_anysource,
      "batchtags": case_batchtags, "sparse": case_sparse, "posted": case_posted,
      "six": lambda: case_six(sys.argv[2]), "returns_at_once": case_returns_at_once,
-     "options": case_options}[case]()
+     "options": case_options, "exiting": lambda: case_exiting(sys.argv[2])}[case]()
     dist.destroy_process_group()
 
 

@@ -12,14 +12,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash scripts/install-deps.sh
 jobs=$(nproc)
+# Each step's line says when it began (minutes into the run): where CI's
+# time goes.
+say() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
 run_suite() { # build-dir, extra cmake args...
     local dir=$1; shift
-    echo "== configure $dir $*"
+    say "configure $dir $*"
     cmake -S . -B "$dir" -DC10D_WERROR=ON "$@" >/dev/null
-    echo "== build $dir"
+    say "build $dir"
     cmake --build "$dir" -j "$jobs" >/dev/null
-    echo "== test $dir"
+    say "test $dir"
     (cd "$dir" && ctest --output-on-failure --timeout 600)
 }
 
@@ -27,32 +30,32 @@ run_suite build
 # The torch backend, with PyTorch's DDP, against the plain build (skipped,
 # saying why, where PyTorch is missing).
 bash scripts/build-torch.sh build
-echo "== test python/c10d_coord (pytest)"
+say "test python/c10d_coord (pytest)"
 /usr/bin/python3 -m pytest -q -rs tests/python
 # pip install of c10d_coord into fresh venvs (offline), from an installed
 # prefix and from this build tree, each running a 2-rank job from outside
 # the checkout (after build-torch.sh: the build-tree case reuses its objects).
-echo "== test pip install of c10d_coord (venv, offline, from a prefix and a build tree)"
+say "test pip install of c10d_coord (venv, offline, from a prefix and a build tree)"
 /usr/bin/python3 -m pytest -q -rs tests/install
 # PyTorch's own distributed suite (distributed_test.py, shipped with
 # python3-torch) on coord groups, one coordinator for all of it: the tests
 # that pass on gloo here, at world 2 and 3 (tests/torch_suite/ci-world*.txt).
 if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
-    echo "== test PyTorch's own distributed_test.py on coord groups (tests/torch_suite)"
+    say "test PyTorch's own distributed_test.py on coord groups (tests/torch_suite)"
     /usr/bin/python3 tests/torch_suite/run.py
 else
-    echo "== PyTorch is not installed: skipping PyTorch's own distributed tests"
+    say "PyTorch is not installed: skipping PyTorch's own distributed tests"
 fi
 # The PyTorch users install today: torch 2.13.0 (CPU) in a venv, c10d_coord
 # pip-installed into it from this build tree (scripts/torch-venv.sh), the
 # same tests and PyTorch's own suite of that release (its CI lists under
 # tests/torch_suite/torch2.13/). C10D_NO_TORCH2=1 leaves it out.
 if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
-    echo "== torch 2.13 in a venv: pip install of c10d_coord, tests/python, PyTorch's own suite"
+    say "torch 2.13 in a venv: pip install of c10d_coord, tests/python, PyTorch's own suite"
     rc=0
     venv_py=$(bash scripts/torch-venv.sh build | tail -n 1) || rc=$?
     if [ $rc = 3 ]; then
-        echo "== no Python 3.11 for torch 2.13's wheel here: skipping the torch 2.13 run"
+        say "no Python 3.11 for torch 2.13's wheel here: skipping the torch 2.13 run"
     elif [ $rc != 0 ]; then
         exit $rc
     else
@@ -60,7 +63,7 @@ if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
         C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
         # The same lists on coord over torch's own gloo, under our checks
         # (docs/pytorch.md, "Keep your backend, add the checks").
-        echo "== PyTorch's own suite on coord over torch's gloo (C10D_DATA_PLANE=cpu:gloo)"
+        say "PyTorch's own suite on coord over torch's gloo (C10D_DATA_PLANE=cpu:gloo)"
         C10D_DATA_PLANE=cpu:gloo C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
     fi
 fi
@@ -83,4 +86,4 @@ if [ "${C10D_TSAN:-0}" = 1 ]; then
         run_suite build-tsan -DC10D_SANITIZE=thread \
         -DCMAKE_BUILD_TYPE=Debug
 fi
-echo "== all tests passed"
+say "all tests passed"

@@ -1,6 +1,8 @@
 // The last references of finished calls (releases.hpp).
 #include "releases.hpp"
 
+#ifdef C10D_TORCH_BACKEND
+
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -80,3 +82,5 @@ bool await_releases(std::chrono::milliseconds budget)
 }
 
 } // namespace c10d_coord
+
+#endif

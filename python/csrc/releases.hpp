@@ -7,7 +7,12 @@
 // destructor, and the process aborts ("terminate called without an active
 // exception"). The backend's shutdown and an exit hook wait for these
 // releases, which take microseconds, while Python is still whole.
+// torch 2.x only (its Work.hpp), as the checked backend is.
 #pragma once
+
+#include "process_group.hpp" /* C10D_TORCH_BACKEND */
+
+#ifdef C10D_TORCH_BACKEND
 
 #include <atomic>
 #include <chrono>
@@ -49,3 +54,5 @@ std::shared_ptr<Release> track_release(const c10::intrusive_ptr<c10d::Work> &inn
 bool await_releases(std::chrono::milliseconds budget);
 
 } // namespace c10d_coord
+
+#endif

@@ -29,6 +29,22 @@ def with_pkg_path(env):
     return env
 
 
+RUN = os.path.join(BUILD, "client", "c10d-run")
+WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
+
+
+def run_worker(coord, case, n=2, timeout=180, env=None, args=()):
+    """One job of n ranks of worker.py's case on the coordinator at coord,
+    launched by c10d-run: (exit status, what the ranks printed)."""
+    e = with_pkg_path(dict(os.environ))
+    e.pop("MASTER_ADDR", None)
+    e.update(env or {})
+    p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", coord, "--", sys.executable, WORKER,
+                        case, *args],
+                       env=e, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
 def import_torch_and_c10d_coord():
     """torch and the built extension (python/c10d_coord), for a test module
     to call as it is imported: where either is missing, the whole module is

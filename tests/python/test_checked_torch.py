@@ -6,21 +6,16 @@ job on the session's coordinator: DDP's weights equal plain gloo's to the
 bit, the hang report's six cases (1, 4, 6 finish under c10d_coord.join();
 the others raise on every rank within 2 s naming the calls), a desync and
 a killed rank named, in SYNC, ASYNC and OFF. torch 2.x only."""
-import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, import_torch_and_c10d_coord, with_pkg_path
+from conftest import import_torch_and_c10d_coord, run_worker
 
 torch, c10d_coord = import_torch_and_c10d_coord()
 if int(torch.__version__.split(".")[0]) < 2:
     pytest.skip(f"torch {torch.__version__}: torch's backends under our checks are torch 2.x's",
                 allow_module_level=True)
 
-RUN = os.path.join(BUILD, "client", "c10d-run")
-WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
 GLOO = {"C10D_DATA_PLANE": "cpu:gloo"}
 
 
@@ -31,14 +26,7 @@ def _the_sessions_coordinator(coordinator):
 
 
 def run(case, n=2, timeout=180, env=None, args=()):
-    e = with_pkg_path(dict(os.environ))
-    e.pop("MASTER_ADDR", None)
-    e.update(GLOO)
-    e.update(env or {})
-    p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", COORD, "--", sys.executable, WORKER,
-                        case, *args],
-                       env=e, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    return run_worker(COORD, case, n, timeout, {**GLOO, **(env or {})}, args)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "off"])

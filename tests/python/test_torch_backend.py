@@ -5,17 +5,13 @@ coordinator (conftest.py), as users run job after job. Skipped, with the
 reason, where PyTorch or the built extension is missing; scripts/test.sh
 builds it first."""
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import BUILD, ROOT, import_torch_and_c10d_coord, with_pkg_path
+from conftest import import_torch_and_c10d_coord, run_worker
 
 torch, c10d_coord = import_torch_and_c10d_coord()
 
-RUN = os.path.join(BUILD, "client", "c10d-run")
-WORKER = os.path.join(ROOT, "tests", "python", "worker.py")
 
 
 @pytest.fixture(autouse=True)
@@ -25,13 +21,7 @@ def _the_sessions_coordinator(coordinator):
 
 
 def run(case, n=2, timeout=180, env=None, args=()):
-    e = with_pkg_path(dict(os.environ))
-    e.pop("MASTER_ADDR", None)
-    e.update(env or {})
-    p = subprocess.run([RUN, "-q", "-n", str(n), "--coord", COORD, "--", sys.executable, WORKER,
-                        case, *args],
-                       env=e, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    return run_worker(COORD, case, n, timeout, env, args)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "off"])

@@ -3,7 +3,7 @@
  * itself when bytes arrive, then read them through NNG on its own thread.
  * Waiting through NNG instead means NNG's poller thread is woken, reads,
  * and hands the bytes to a waiter or to a task thread for a callback: a
- * second thread switch for every message (issue 26). The client's reader
+ * second thread switch for every message. The client's reader
  * waits so (client/src/conn_stream.c), and so does the coordinator's
  * readiness loop (server/readiness.c).
  *

@@ -39,8 +39,8 @@ run() {
         tail -3
 }
 # The small limits, which the fuzzer reaches; then the defaults with four
-# 16 MiB values stored, which requests name thousands of times (issue 24:
-# one such request held the engine ~100 s; -timeout catches a stall).
+# 16 MiB values stored, which requests name thousands of times (one such
+# request once held the engine ~100 s; -timeout catches a stall).
 run small
 run big-values C10D_FUZZ_VALUES=big
 echo "fuzz: ok"

@@ -9,9 +9,16 @@
  *   readiness.c   the thread that tcp:// and ipc:// connections' read
  *                 loops wait on between requests (woken by the kernel)
  *
- * listener.c calls the other two; framing.c calls connection.c; nothing
- * calls back up: connection.c goes on with a paused read loop through the
- * hook listener.c hands it (c10ds_conn.read_resume). Everything runs in
+ * listener.c calls the other three; framing.c calls connection.c and
+ * hands an idle read loop to readiness.c; readiness.c, once a socket is
+ * readable, goes on with it by framing.c's c10ds_conn_recv_start,
+ * c10ds_conn_recv_done and c10ds_conn_read_resume; connection.c tells
+ * readiness.c to forget a closing socket (c10ds_readiness_forget) and goes
+ * on with a paused read loop through the hook listener.c hands it
+ * (c10ds_conn.read_resume). So framing.c, readiness.c and connection.c
+ * call one another: a circle that the network side's layering is to
+ * remove (a poller that calls back only what registered with it). The
+ * TCPStore dialect (tcpstore.c) calls into the same three. Everything runs in
  * NNG's aio callbacks or on the readiness loop's thread: no thread per
  * connection, and the engine never blocks on a client. */
 #ifndef C10DS_LISTENER_INTERNAL_H

@@ -1,5 +1,5 @@
 /* The readiness loop: one thread per listener that tcp:// and ipc://
- * connections' read loops wait on between requests (issue 26).
+ * connections' read loops wait on between requests.
  *
  * Read through NNG, a request costs the coordinator two thread wake-ups
  * before any of our code runs: NNG's poller thread, which reads it, and

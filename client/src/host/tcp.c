@@ -183,9 +183,9 @@ int c10di_tcp_linked(const c10di_host *h, int peer)
  * connections are taken from the listener without waiting, and their
  * hellos read as they come, beside every other wait: a silent one costs
  * a slot for at most HELLO_DEADLINE_MS, and when the slots are full the
- * oldest goes, so strangers never hold a peer's link up (issue 24: nine
- * silent connections delayed new_group by 45 s when each was read with a
- * 5 s wait of its own). All of it under link_mu. */
+ * oldest goes, so strangers never hold a peer's link up (nine silent
+ * connections delayed new_group by 45 s when each was read with a 5 s
+ * wait of its own). All of it under link_mu. */
 #define HELLO_DEADLINE_MS 2000
 
 _Static_assert(sizeof(hello_msg) == sizeof(((struct c10di_admitting *)0)->hello), "hello size");

@@ -4,6 +4,7 @@
 #include "version.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static const char usage[] =
+/* What --help prints around the options. */
+static const char usage_head[] =
     "Usage: c10d-coord [OPTIONS]\n"
     "\n"
     "The c10d coordinator: a durable key-value store (TCPStore's operations),\n"
@@ -22,147 +24,55 @@ static const char usage[] =
     "cluster) on the rank-0 host; ranks reach it with libc10dclient, operators\n"
     "with c10d-ctl.\n"
     "\n"
-    "Options:\n"
-    "  -l, --listen URL          address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
-    "                            also ipc:///path and tls+tcp://host:port; port 0\n"
-    "                            picks a free port)\n"
-    "      --tcpstore-listen [HOST:]PORT\n"
-    "                            also speak PyTorch TCPStore's protocol there,\n"
-    "                            for torchrun's c10d rendezvous and unmodified\n"
-    "                            TCPStore clients (keys under tcpstore/; off by\n"
-    "                            default; HOST defaults to 127.0.0.1: TCPStore\n"
-    "                            has no token or TLS, docs/pytorch.md)\n"
-    "      --tls-cert PATH       certificate (PEM) for a tls+tcp:// listener\n"
-    "      --tls-key PATH        its private key (PEM)\n"
-    "      --tls-ca PATH         require client certificates signed by this CA\n"
-    "                            (optional; clients always verify the server)\n"
-    "  -d, --db PATH             SQLite database file (default ./" C10DS_DEFAULT_DB ";\n"
-    "                            :memory: keeps nothing after exit)\n"
-    "      --token-file PATH     require this shared secret from every client\n"
-    "                            (default: $C10D_TOKEN, if set; set but empty\n"
-    "                            is refused)\n"
-    "      --max-key-bytes N     longest key accepted (default 4096)\n"
-    "      --max-value-bytes N   largest value accepted (default 16777216)\n"
-    "      --max-message-bytes N largest request accepted on the wire\n"
-    "                            (default max-value-bytes + 1 MiB)\n"
-    "      --max-multi-keys N    most keys in one multi_get/multi_set/wait (default 4096)\n"
-    "      --max-world-size N    most ranks in one job (default 65536)\n"
-    "      --max-connection-buffer N  bytes of replies queued for one client that\n"
-    "                            does not read them before it is cut off\n"
-    "                            (default 64 MiB)\n"
-    "      --max-pending-bytes N  bytes of unfinished requests held for all\n"
-    "                            connections together; a connection that would\n"
-    "                            go over is closed (default 256 MiB, at least\n"
-    "                            max-message-bytes)\n"
-    "      --frame-timeout MS    a connection that sends part of a request and\n"
-    "                            then nothing for this long is closed (default\n"
-    "                            " STR(C10DS_DEFAULT_FRAME_TIMEOUT_MS) ")\n"
-    "      --max-decode-bytes N  memory one request may take to decode, counted\n"
-    "                            on the wire before it is unpacked (default\n"
-    "                            2 x max-message-bytes, at least that)\n"
-    "      --max-reply-bytes N   bytes of unsent replies, all connections\n"
-    "                            together; a reply beyond is replaced by\n"
-    "                            ETOOBIG (default 256 MiB, at least\n"
-    "                            max-message-bytes)\n"
-    "      --max-parked N        requests parked at once (gets and waits for\n"
-    "                            missing keys, rendezvous, watches); more get\n"
-    "                            ETOOBIG (default 262144)\n"
-    "      --max-connections N   client connections open at once; one more is\n"
-    "                            closed as soon as it is accepted (default: the\n"
-    "                            file descriptor limit, ulimit -n, less 64)\n"
-    "      --drain-timeout MS    on SIGTERM, how long requests already queued\n"
-    "                            are still answered; the rest are dropped, and\n"
-    "                            their clients resend them (default "
-    STR(C10DS_DEFAULT_DRAIN_TIMEOUT_MS) ")\n"
-    "      --dedup-window S      how long a client's applied add/append/\n"
-    "                            compare_set/delete are remembered after its last\n"
-    "                            request, so a retry is applied once (default 600;\n"
-    "                            its last 65,536 are kept while it is active)\n"
-    "      --heartbeat-timeout MS  a rank whose heartbeats stop this long is\n"
-    "                            declared dead (default "
-    STR(C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS) "); a rank whose\n"
-    "                            connection closes is declared dead at once\n"
-    "      --retention S         how long a finished run's records (members,\n"
-    "                            groups, findings, traces; what c10d-ctl status,\n"
-    "                            desync and trace show) are kept after it is over\n"
-    "                            (default 86400, a day; 0: reclaimed at once). Its\n"
-    "                            store keys go as soon as it is over\n"
-    "      --busy-poll-us US     while requests come back to back, look for the\n"
-    "                            next this long before sleeping, yielding the\n"
-    "                            CPU between looks: it spares the wake-up of a\n"
-    "                            sleeping thread (30-40 us on a VM); an idle\n"
-    "                            coordinator stops looking within ~150 us\n"
-    "                            (default "
-    STR(C10DS_DEFAULT_BUSY_POLL_US) "; 0: never)\n"
-    "      --ready-file PATH     write the URL actually bound once serving\n"
-    "\n"
-    "Replicas (docs/replication.md; instead of --db):\n"
-    "      --replica ID          run as replica ID of a replicated coordinator:\n"
-    "                            its state in dqlite (raft), one replica leads\n"
-    "                            and serves, the others answer ENOTLEADER with\n"
-    "                            the leader's URL\n"
-    "      --peers ID=IP:PORT,...  every replica and its dqlite address (raft and\n"
-    "                            SQL; IPv4 literals): the same list on each.\n"
-    "                            Replica 1 starts a new cluster; the leader adds\n"
-    "                            the others, and removes replicas no longer listed\n"
-    "      --data-dir PATH       the replica's raft log and snapshots (default\n"
-    "                            ./c10d-replica-ID)\n"
-    "      --advertise-url URL   the URL clients are sent to while this replica\n"
-    "                            leads (default: --listen, with 0.0.0.0 replaced\n"
-    "                            by this replica's IP from --peers)\n"
-    "      --raft-latency-ms MS  the network's round trip as raft should plan\n"
-    "                            for: heartbeats every 1.5x, an election after\n"
-    "                            15x without one (default "
-    STR(C10DS_DEFAULT_RAFT_LATENCY_MS) ")\n"
-    "      --seed PATH           a new replicated coordinator (its replicated\n"
-    "                            database empty) starts from this database: a\n"
-    "                            single-node one, or an --export (ignored once\n"
-    "                            it holds anything)\n"
-    "      --export PATH --peers ...  copy the replicated database, from the\n"
-    "                            replica that leads, into a new SQLite file (a\n"
-    "                            backup; c10d-coord --db PATH serves it), and exit\n"
-    "      --log-level LEVEL     error, warn, info (default) or debug\n"
-    "  -h, --help                show this help\n"
-    "  -V, --version             show versions\n"
+    "Options:\n";
+static const char usage_tail[] =
     "\n"
     "Environment: C10D_TOKEN (shared secret), C10D_LOG_LEVEL, C10D_NO_READINESS=1\n"
     "(read connections in NNG's callbacks, not on the readiness thread).\n"
     "Exit status: 0 after SIGTERM/SIGINT (clean shutdown), 1 on a startup error\n"
     "(port in use, database locked by another coordinator, ...), 2 on bad usage.\n";
 
-enum {
-    OPT_TOKEN_FILE = 256,
-    OPT_MAX_KEY,
-    OPT_MAX_VALUE,
-    OPT_MAX_MSG,
-    OPT_MAX_MULTI,
-    OPT_MAX_WORLD,
-    OPT_CONN_BUFFER,
-    OPT_MAX_PENDING,
-    OPT_FRAME_TIMEOUT,
-    OPT_MAX_DECODE,
-    OPT_MAX_REPLY,
-    OPT_MAX_PARKED,
-    OPT_MAX_CONNS,
-    OPT_DRAIN_TIMEOUT,
-    OPT_TLS_CERT,
-    OPT_TLS_KEY,
-    OPT_TLS_CA,
-    OPT_TCPSTORE,
-    OPT_DEDUP,
-    OPT_HEARTBEAT,
-    OPT_RETENTION,
-    OPT_READY,
-    OPT_BUSY_POLL,
-    OPT_LOG,
-    OPT_REPLICA,
-    OPT_PEERS,
-    OPT_DATA_DIR,
-    OPT_ADVERTISE,
-    OPT_RAFT_LATENCY,
-    OPT_SEED,
-    OPT_EXPORT,
-};
+/* What the command line says beyond c10ds_config's fields, until the
+ * checks across options at the end (NULL: not given). */
+typedef struct parse_state {
+    const char *listen, *db, *token_file;
+} parse_state;
+
+/* How an option takes its argument. */
+typedef enum {
+    TAKE_TEXT,    /* a copy into a char * field */
+    TAKE_KEPT,    /* argv's own string, into a parse_state field */
+    TAKE_NUMBER,  /* a decimal in [min, max] into an unsigned or int field */
+    TAKE_OWN,     /* its own function (own) */
+    TAKE_HEADING, /* no option: a heading in --help (help) */
+} take_kind;
+
+/* 0 to go on, 1 to exit 0 (--help, --version), -1 on a usage error (said). */
+typedef int (*take_fn)(c10ds_config *cfg, parse_state *st, const char *arg);
+
+/* One option: its names, its text in --help and how it is taken, each
+ * written once. help's lines are "\n"-separated; one that starts with
+ * "\n" begins below the option's name (a long name and argument). */
+typedef struct opt_spec {
+    const char *name;
+    char letter;     /* its short form, or 0 */
+    const char *arg; /* its argument's name in --help; NULL: it takes none */
+    const char *help;
+    take_kind take;
+    size_t at;       /* TEXT, NUMBER: the field's offset in c10ds_config; KEPT: in parse_state */
+    size_t width;    /* NUMBER: the field's size, 4 or 8 */
+    uint64_t min, max;
+    uint64_t def;    /* NUMBER: its default; 0: none, or one made from others after parsing */
+    take_fn own;
+} opt_spec;
+
+#define TEXT(field) TAKE_TEXT, offsetof(c10ds_config, field), 0, 0, 0, 0, NULL
+#define NUMBER(field, lo, hi, def)                                                                 \
+    TAKE_NUMBER, offsetof(c10ds_config, field), sizeof(((c10ds_config *)0)->field), (lo), (hi),    \
+        (def), NULL
+#define KEPT(field) TAKE_KEPT, offsetof(parse_state, field), 0, 0, 0, 0, NULL
+#define OWN(fn) TAKE_OWN, 0, 0, 0, 0, 0, (fn)
+#define HEADING TAKE_HEADING, 0, 0, 0, 0, 0, NULL
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -286,63 +196,306 @@ const c10ds_peer *c10ds_config_peer(const c10ds_config *cfg, uint64_t id)
     return NULL;
 }
 
+/* The options' own takers. */
+static int take_tcpstore(c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    (void)st;
+    free(cfg->tcpstore_url);
+    return (cfg->tcpstore_url = tcpstore_url(arg)) ? 0 : -1;
+}
+
+static int take_peers(c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    (void)st;
+    return parse_peers(cfg, arg);
+}
+
+static int take_log_level(c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    (void)st;
+    if ((cfg->log_level = c10ds_log_parse_level(arg)) < 0) {
+        fprintf(stderr, "c10d-coord: --log-level wants error, warn, info or debug\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int take_help(c10ds_config *cfg, parse_state *st, const char *arg);
+
+static int take_version(c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    (void)cfg, (void)st, (void)arg;
+    printf("c10d-coord %s (protocol %d)\n", C10D_VERSION_STRING, C10D_PROTOCOL_VERSION);
+#ifdef C10DS_HAVE_DQLITE
+    printf("replicas (--replica): on, dqlite\n");
+#else
+    printf("replicas (--replica): off, built without dqlite (libdqlite-dev)\n");
+#endif
+    return 1;
+}
+
+/* Every option, in --help's order. Numbers' ranges are the checks; their
+ * defaults are set in c10ds_config_parse and printed from config.h. */
+static const opt_spec options[] = {
+    {"listen", 'l', "URL",
+     "address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
+     "also ipc:///path and tls+tcp://host:port; port 0\n"
+     "picks a free port)",
+     KEPT(listen)},
+    {"tcpstore-listen", 0, "[HOST:]PORT",
+     "\nalso speak PyTorch TCPStore's protocol there,\n"
+     "for torchrun's c10d rendezvous and unmodified\n"
+     "TCPStore clients (keys under tcpstore/; off by\n"
+     "default; HOST defaults to 127.0.0.1: TCPStore\n"
+     "has no token or TLS, docs/pytorch.md)",
+     OWN(take_tcpstore)},
+    {"tls-cert", 0, "PATH", "certificate (PEM) for a tls+tcp:// listener", TEXT(tls_cert)},
+    {"tls-key", 0, "PATH", "its private key (PEM)", TEXT(tls_key)},
+    {"tls-ca", 0, "PATH",
+     "require client certificates signed by this CA\n"
+     "(optional; clients always verify the server)",
+     TEXT(tls_ca)},
+    {"db", 'd', "PATH",
+     "SQLite database file (default ./" C10DS_DEFAULT_DB ";\n"
+     ":memory: keeps nothing after exit)",
+     KEPT(db)},
+    {"token-file", 0, "PATH",
+     "require this shared secret from every client\n"
+     "(default: $C10D_TOKEN, if set; set but empty\n"
+     "is refused)",
+     KEPT(token_file)},
+    {"max-key-bytes", 0, "N", "longest key accepted (default 4096)",
+     NUMBER(max_key_bytes, 1, 1u << 20, 4096)},
+    {"max-value-bytes", 0, "N", "largest value accepted (default 16777216)",
+     NUMBER(max_value_bytes, 1, 1u << 30, 16u << 20)},
+    {"max-message-bytes", 0, "N",
+     "largest request accepted on the wire\n"
+     "(default max-value-bytes + 1 MiB)",
+     NUMBER(max_message_bytes, 1024, 2u << 30, 0)},
+    {"max-multi-keys", 0, "N", "most keys in one multi_get/multi_set/wait (default 4096)",
+     NUMBER(max_multi_keys, 1, 1u << 20, 4096)},
+    {"max-world-size", 0, "N", "most ranks in one job (default 65536)",
+     NUMBER(max_world_size, 1, 1u << 24, 65536)},
+    {"max-connection-buffer", 0, "N",
+     "bytes of replies queued for one client that\n"
+     "does not read them before it is cut off\n"
+     "(default 64 MiB)",
+     NUMBER(max_conn_buffer, 1u << 16, 1ull << 40, 64u << 20)},
+    {"max-pending-bytes", 0, "N",
+     "bytes of unfinished requests held for all\n"
+     "connections together; a connection that would\n"
+     "go over is closed (default 256 MiB, at least\n"
+     "max-message-bytes)",
+     NUMBER(max_pending_bytes, 1u << 16, 1ull << 40, 0)},
+    {"frame-timeout", 0, "MS",
+     "a connection that sends part of a request and\n"
+     "then nothing for this long is closed (default\n" STR(C10DS_DEFAULT_FRAME_TIMEOUT_MS) ")",
+     NUMBER(frame_timeout_ms, 100, C10DS_MAX_TIMEOUT_OPTION_MS,
+            C10DS_DEFAULT_FRAME_TIMEOUT_MS)},
+    {"max-decode-bytes", 0, "N",
+     "memory one request may take to decode, counted\n"
+     "on the wire before it is unpacked (default\n"
+     "2 x max-message-bytes, at least that)",
+     NUMBER(max_decode_bytes, 1u << 16, 1ull << 40, 0)},
+    {"max-reply-bytes", 0, "N",
+     "bytes of unsent replies, all connections\n"
+     "together; a reply beyond is replaced by\n"
+     "ETOOBIG (default 256 MiB, at least\n"
+     "max-message-bytes)",
+     NUMBER(max_reply_bytes, 1u << 16, 1ull << 40, 0)},
+    {"max-parked", 0, "N",
+     "requests parked at once (gets and waits for\n"
+     "missing keys, rendezvous, watches); more get\n"
+     "ETOOBIG (default 262144)",
+     NUMBER(max_parked, 1, 1ull << 32, 262144)},
+    {"max-connections", 0, "N",
+     "client connections open at once; one more is\n"
+     "closed as soon as it is accepted (default: the\n"
+     "file descriptor limit, ulimit -n, less 64)",
+     NUMBER(max_connections, 1, 1u << 24, 0)},
+    {"drain-timeout", 0, "MS",
+     "on SIGTERM, how long requests already queued\n"
+     "are still answered; the rest are dropped, and\n"
+     "their clients resend them (default " STR(C10DS_DEFAULT_DRAIN_TIMEOUT_MS) ")",
+     NUMBER(drain_timeout_ms, 0, C10DS_MAX_TIMEOUT_OPTION_MS,
+            C10DS_DEFAULT_DRAIN_TIMEOUT_MS)},
+    {"dedup-window", 0, "S",
+     "how long a client's applied add/append/\n"
+     "compare_set/delete are remembered after its last\n"
+     "request, so a retry is applied once (default 600;\n"
+     "its last 65,536 are kept while it is active)",
+     NUMBER(dedup_window_s, 1, 86400 * 7, 600)},
+    {"heartbeat-timeout", 0, "MS",
+     "a rank whose heartbeats stop this long is\n"
+     "declared dead (default " STR(C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS) "); a rank whose\n"
+     "connection closes is declared dead at once",
+     NUMBER(heartbeat_timeout_ms, 200, C10DS_MAX_TIMEOUT_OPTION_MS,
+            C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS)},
+    {"retention", 0, "S",
+     "how long a finished run's records (members,\n"
+     "groups, findings, traces; what c10d-ctl status,\n"
+     "desync and trace show) are kept after it is over\n"
+     "(default " STR(C10DS_DEFAULT_RETENTION_S) ", a day; 0: reclaimed at once). Its\n"
+     "store keys go as soon as it is over",
+     NUMBER(retention_s, 0, 86400ull * 3650, C10DS_DEFAULT_RETENTION_S)},
+    {"busy-poll-us", 0, "US",
+     "while requests come back to back, look for the\n"
+     "next this long before sleeping, yielding the\n"
+     "CPU between looks: it spares the wake-up of a\n"
+     "sleeping thread (30-40 us on a VM); an idle\n"
+     "coordinator stops looking within ~150 us\n"
+     "(default " STR(C10DS_DEFAULT_BUSY_POLL_US) "; 0: never)",
+     NUMBER(busy_poll_us, 0, 10000, C10DS_DEFAULT_BUSY_POLL_US)},
+    {"ready-file", 0, "PATH", "write the URL actually bound once serving", TEXT(ready_file)},
+    {"log-level", 0, "LEVEL", "error, warn, info (default) or debug", OWN(take_log_level)},
+    {"help", 'h', NULL, "show this help", OWN(take_help)},
+    {"version", 'V', NULL, "show versions", OWN(take_version)},
+    {NULL, 0, NULL, "Replicas (docs/replication.md; instead of --db):", HEADING},
+    {"replica", 0, "ID",
+     "run as replica ID of a replicated coordinator:\n"
+     "its state in dqlite (raft), one replica leads\n"
+     "and serves, the others answer ENOTLEADER with\n"
+     "the leader's URL",
+     NUMBER(replica_id, 1, UINT32_MAX, 0)},
+    {"peers", 0, "ID=IP:PORT,...",
+     "every replica and its dqlite address (raft and\n"
+     "SQL; IPv4 literals): the same list on each.\n"
+     "Replica 1 starts a new cluster; the leader adds\n"
+     "the others, and removes replicas no longer listed",
+     OWN(take_peers)},
+    {"data-dir", 0, "PATH",
+     "the replica's raft log and snapshots (default\n"
+     "./c10d-replica-ID)",
+     TEXT(data_dir)},
+    {"advertise-url", 0, "URL",
+     "the URL clients are sent to while this replica\n"
+     "leads (default: --listen, with 0.0.0.0 replaced\n"
+     "by this replica's IP from --peers)",
+     TEXT(advertise_url)},
+    {"raft-latency-ms", 0, "MS",
+     "the network's round trip as raft should plan\n"
+     "for: heartbeats every 1.5x, an election after\n"
+     "15x without one (default " STR(C10DS_DEFAULT_RAFT_LATENCY_MS) ")",
+     NUMBER(raft_latency_ms, 1, 10000, C10DS_DEFAULT_RAFT_LATENCY_MS)},
+    {"seed", 0, "PATH",
+     "a new replicated coordinator (its replicated\n"
+     "database empty) starts from this database: a\n"
+     "single-node one, or an --export (ignored once\n"
+     "it holds anything)",
+     TEXT(seed_path)},
+    {"export", 0, "PATH --peers ...",
+     "copy the replicated database, from the\n"
+     "replica that leads, into a new SQLite file (a\n"
+     "backup; c10d-coord --db PATH serves it), and exit",
+     TEXT(export_path)},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+/* Where an option's help begins (at least two spaces after its name),
+ * and the column of its lines below. */
+#define HELP_COLUMN 28
+
+static void print_help(FILE *f)
+{
+    fputs(usage_head, f);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_spec *o = &options[i];
+        if (o->take == TAKE_HEADING) {
+            fprintf(f, "\n%s\n", o->help);
+            continue;
+        }
+        char left[96];
+        int n = o->letter ? snprintf(left, sizeof left, "  -%c, --%s", o->letter, o->name)
+                          : snprintf(left, sizeof left, "      --%s", o->name);
+        if (o->arg)
+            n += snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+        const char *h = o->help;
+        if (*h == '\n') /* the help goes below the name */
+            fprintf(f, "%s\n%*s", left, HELP_COLUMN, ""), h++;
+        else
+            fprintf(f, "%-*s", n + 2 <= HELP_COLUMN ? HELP_COLUMN : n + 2, left);
+        for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+            fprintf(f, "%.*s\n%*s", (int)(nl - h), h, HELP_COLUMN, "");
+        fprintf(f, "%s\n", h);
+    }
+    fputs(usage_tail, f);
+}
+
+static int take_help(c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    (void)cfg, (void)st, (void)arg;
+    print_help(stdout);
+    return 1;
+}
+
+/* A number into its field: the ranges keep int fields within INT_MAX and
+ * 4-byte ones within 32 bits. */
+static void store_number(const opt_spec *o, c10ds_config *cfg, uint64_t v)
+{
+    char *field = (char *)cfg + o->at;
+    if (o->width == 4) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(field, &v32, sizeof v32);
+    } else {
+        memcpy(field, &v, sizeof v);
+    }
+}
+
+/* One option's argument into cfg: 0, 1 (exit 0) or -1 (said why). */
+static int take(const opt_spec *o, c10ds_config *cfg, parse_state *st, const char *arg)
+{
+    char *field = (char *)cfg + o->at;
+    switch (o->take) {
+    case TAKE_TEXT: {
+        char **p = (char **)(void *)field;
+        free(*p);
+        *p = strdup(arg);
+        return 0;
+    }
+    case TAKE_NUMBER: {
+        uint64_t v;
+        if (parse_u64(o->name, arg, o->min, o->max, &v))
+            return -1;
+        store_number(o, cfg, v);
+        return 0;
+    }
+    case TAKE_KEPT: {
+        const char *kept = arg;
+        memcpy((char *)st + o->at, &kept, sizeof kept);
+        return 0;
+    }
+    case TAKE_OWN: return o->own(cfg, st, arg);
+    case TAKE_HEADING: break;
+    }
+    return -1;
+}
+
 int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"listen", required_argument, 0, 'l'},
-        {"db", required_argument, 0, 'd'},
-        {"token-file", required_argument, 0, OPT_TOKEN_FILE},
-        {"max-key-bytes", required_argument, 0, OPT_MAX_KEY},
-        {"max-value-bytes", required_argument, 0, OPT_MAX_VALUE},
-        {"max-message-bytes", required_argument, 0, OPT_MAX_MSG},
-        {"max-multi-keys", required_argument, 0, OPT_MAX_MULTI},
-        {"max-world-size", required_argument, 0, OPT_MAX_WORLD},
-        {"max-connection-buffer", required_argument, 0, OPT_CONN_BUFFER},
-        {"max-pending-bytes", required_argument, 0, OPT_MAX_PENDING},
-        {"frame-timeout", required_argument, 0, OPT_FRAME_TIMEOUT},
-        {"max-decode-bytes", required_argument, 0, OPT_MAX_DECODE},
-        {"max-reply-bytes", required_argument, 0, OPT_MAX_REPLY},
-        {"max-parked", required_argument, 0, OPT_MAX_PARKED},
-        {"max-connections", required_argument, 0, OPT_MAX_CONNS},
-        {"drain-timeout", required_argument, 0, OPT_DRAIN_TIMEOUT},
-        {"tls-cert", required_argument, 0, OPT_TLS_CERT},
-        {"tls-key", required_argument, 0, OPT_TLS_KEY},
-        {"tls-ca", required_argument, 0, OPT_TLS_CA},
-        {"tcpstore-listen", required_argument, 0, OPT_TCPSTORE},
-        {"dedup-window", required_argument, 0, OPT_DEDUP},
-        {"heartbeat-timeout", required_argument, 0, OPT_HEARTBEAT},
-        {"retention", required_argument, 0, OPT_RETENTION},
-        {"ready-file", required_argument, 0, OPT_READY},
-        {"busy-poll-us", required_argument, 0, OPT_BUSY_POLL},
-        {"log-level", required_argument, 0, OPT_LOG},
-        {"replica", required_argument, 0, OPT_REPLICA},
-        {"peers", required_argument, 0, OPT_PEERS},
-        {"data-dir", required_argument, 0, OPT_DATA_DIR},
-        {"advertise-url", required_argument, 0, OPT_ADVERTISE},
-        {"raft-latency-ms", required_argument, 0, OPT_RAFT_LATENCY},
-        {"seed", required_argument, 0, OPT_SEED},
-        {"export", required_argument, 0, OPT_EXPORT},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
-    };
+    struct option longopts[N_OPTIONS + 1];
+    char shortopts[2 * N_OPTIONS + 1];
+    size_t nl = 0, ns = 0;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const opt_spec *o = &options[i];
+        if (o->take == TAKE_HEADING)
+            continue;
+        /* getopt_long returns the letter, or 256 + the option's index */
+        longopts[nl++] = (struct option){o->name, o->arg ? required_argument : no_argument, 0,
+                                         o->letter ? o->letter : 256 + (int)i};
+        if (o->letter) {
+            shortopts[ns++] = o->letter;
+            if (o->arg)
+                shortopts[ns++] = ':';
+        }
+    }
+    longopts[nl] = (struct option){0, 0, 0, 0};
+    shortopts[ns] = '\0';
     memset(cfg, 0, sizeof *cfg);
-    cfg->max_key_bytes = 4096;
-    cfg->max_value_bytes = 16u << 20;
-    cfg->max_multi_keys = 4096;
-    cfg->max_world_size = 65536;
-    cfg->max_conn_buffer = 64u << 20;
-    cfg->frame_timeout_ms = C10DS_DEFAULT_FRAME_TIMEOUT_MS;
-    cfg->max_parked = 262144;
-    cfg->drain_timeout_ms = C10DS_DEFAULT_DRAIN_TIMEOUT_MS;
-    cfg->dedup_window_s = 600;
-    cfg->heartbeat_timeout_ms = C10DS_DEFAULT_HEARTBEAT_TIMEOUT_MS;
-    cfg->busy_poll_us = C10DS_DEFAULT_BUSY_POLL_US;
-    cfg->retention_s = C10DS_DEFAULT_RETENTION_S;
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (options[i].take == TAKE_NUMBER)
+            store_number(&options[i], cfg, options[i].def);
     cfg->log_level = C10DS_LOG_INFO;
-    cfg->raft_latency_ms = C10DS_DEFAULT_RAFT_LATENCY_MS;
-    int db_given = 0;
-    const char *listen = C10DS_DEFAULT_LISTEN, *db = C10DS_DEFAULT_DB, *token_file = NULL;
+    parse_state st = {NULL, NULL, NULL};
     const char *env_log = getenv("C10D_LOG_LEVEL");
     if (env_log && *env_log) {
         if ((cfg->log_level = c10ds_log_parse_level(env_log)) < 0) {
@@ -351,173 +504,26 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
             return -1;
         }
     }
-    uint64_t v;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "l:d:hV", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'l':
-            listen = optarg;
-            break;
-        case 'd':
-            db = optarg;
-            db_given = 1;
-            break;
-        case OPT_REPLICA:
-            if (parse_u64("replica", optarg, 1, UINT32_MAX, &cfg->replica_id))
-                return -1;
-            break;
-        case OPT_PEERS:
-            if (parse_peers(cfg, optarg) != 0)
-                return -1;
-            break;
-        case OPT_DATA_DIR:
-            free(cfg->data_dir);
-            cfg->data_dir = strdup(optarg);
-            break;
-        case OPT_ADVERTISE:
-            free(cfg->advertise_url);
-            cfg->advertise_url = strdup(optarg);
-            break;
-        case OPT_SEED:
-            free(cfg->seed_path);
-            cfg->seed_path = strdup(optarg);
-            break;
-        case OPT_EXPORT:
-            free(cfg->export_path);
-            cfg->export_path = strdup(optarg);
-            break;
-        case OPT_RAFT_LATENCY:
-            if (parse_u64("raft-latency-ms", optarg, 1, 10000, &v))
-                return -1;
-            cfg->raft_latency_ms = (int)v;
-            break;
-        case OPT_TCPSTORE:
-            free(cfg->tcpstore_url);
-            if (!(cfg->tcpstore_url = tcpstore_url(optarg)))
-                return -1;
-            break;
-        case OPT_TOKEN_FILE:
-            token_file = optarg;
-            break;
-        case OPT_MAX_KEY:
-            if (parse_u64("max-key-bytes", optarg, 1, 1u << 20, &cfg->max_key_bytes))
-                return -1;
-            break;
-        case OPT_MAX_VALUE:
-            if (parse_u64("max-value-bytes", optarg, 1, 1u << 30, &cfg->max_value_bytes))
-                return -1;
-            break;
-        case OPT_MAX_MSG:
-            if (parse_u64("max-message-bytes", optarg, 1024, 2u << 30, &cfg->max_message_bytes))
-                return -1;
-            break;
-        case OPT_MAX_MULTI:
-            if (parse_u64("max-multi-keys", optarg, 1, 1u << 20, &v))
-                return -1;
-            cfg->max_multi_keys = (uint32_t)v;
-            break;
-        case OPT_MAX_WORLD:
-            if (parse_u64("max-world-size", optarg, 1, 1u << 24, &v))
-                return -1;
-            cfg->max_world_size = (uint32_t)v;
-            break;
-        case OPT_CONN_BUFFER:
-            if (parse_u64("max-connection-buffer", optarg, 1u << 16, 1ull << 40,
-                          &cfg->max_conn_buffer))
-                return -1;
-            break;
-        case OPT_MAX_PENDING:
-            if (parse_u64("max-pending-bytes", optarg, 1u << 16, 1ull << 40,
-                          &cfg->max_pending_bytes))
-                return -1;
-            break;
-        case OPT_BUSY_POLL:
-            if (parse_u64("busy-poll-us", optarg, 0, 10000, &v))
-                return -1;
-            cfg->busy_poll_us = (int)v;
-            break;
-        case OPT_FRAME_TIMEOUT:
-            if (parse_u64("frame-timeout", optarg, 100, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
-                return -1;
-            cfg->frame_timeout_ms = (int)v;
-            break;
-        case OPT_MAX_DECODE:
-            if (parse_u64("max-decode-bytes", optarg, 1u << 16, 1ull << 40,
-                          &cfg->max_decode_bytes))
-                return -1;
-            break;
-        case OPT_MAX_REPLY:
-            if (parse_u64("max-reply-bytes", optarg, 1u << 16, 1ull << 40,
-                          &cfg->max_reply_bytes))
-                return -1;
-            break;
-        case OPT_MAX_PARKED:
-            if (parse_u64("max-parked", optarg, 1, 1ull << 32, &cfg->max_parked))
-                return -1;
-            break;
-        case OPT_MAX_CONNS:
-            if (parse_u64("max-connections", optarg, 1, 1u << 24, &v))
-                return -1;
-            cfg->max_connections = (uint32_t)v;
-            break;
-        case OPT_DRAIN_TIMEOUT:
-            if (parse_u64("drain-timeout", optarg, 0, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
-                return -1;
-            cfg->drain_timeout_ms = (int)v;
-            break;
-        case OPT_TLS_CERT:
-            free(cfg->tls_cert);
-            cfg->tls_cert = strdup(optarg);
-            break;
-        case OPT_TLS_KEY:
-            free(cfg->tls_key);
-            cfg->tls_key = strdup(optarg);
-            break;
-        case OPT_TLS_CA:
-            free(cfg->tls_ca);
-            cfg->tls_ca = strdup(optarg);
-            break;
-        case OPT_HEARTBEAT:
-            if (parse_u64("heartbeat-timeout", optarg, 200, C10DS_MAX_TIMEOUT_OPTION_MS, &v))
-                return -1;
-            cfg->heartbeat_timeout_ms = (int)v;
-            break;
-        case OPT_RETENTION:
-            if (parse_u64("retention", optarg, 0, 86400ull * 3650, &v))
-                return -1;
-            cfg->retention_s = (int64_t)v;
-            break;
-        case OPT_DEDUP:
-            if (parse_u64("dedup-window", optarg, 1, 86400 * 7, &v))
-                return -1;
-            cfg->dedup_window_s = (int)v;
-            break;
-        case OPT_READY:
-            cfg->ready_file = strdup(optarg);
-            break;
-        case OPT_LOG:
-            if ((cfg->log_level = c10ds_log_parse_level(optarg)) < 0) {
-                fprintf(stderr, "c10d-coord: --log-level wants error, warn, info or debug\n");
-                return -1;
-            }
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 1;
-        case 'V':
-            printf("c10d-coord %s (protocol %d)\n", C10D_VERSION_STRING, C10D_PROTOCOL_VERSION);
-#ifdef C10DS_HAVE_DQLITE
-            printf("replicas (--replica): on, dqlite\n");
-#else
-            printf("replicas (--replica): off, built without dqlite (libdqlite-dev)\n");
-#endif
-            return 1;
-        default:
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        const opt_spec *o = NULL;
+        if (c >= 256 && (size_t)(c - 256) < N_OPTIONS)
+            o = &options[c - 256];
+        for (size_t i = 0; !o && c != '?' && i < N_OPTIONS; i++)
+            if (options[i].letter == c)
+                o = &options[i];
+        if (!o) {
             fprintf(stderr, "Try 'c10d-coord --help'.\n");
             return -1;
         }
+        int rv = take(o, cfg, &st, optarg);
+        if (rv != 0)
+            return rv;
     }
+    const char *listen = st.listen ? st.listen : C10DS_DEFAULT_LISTEN;
+    const char *db = st.db ? st.db : C10DS_DEFAULT_DB, *token_file = st.token_file;
+    int db_given = st.db != NULL;
     if (optind < argc) {
         fprintf(stderr, "c10d-coord: unexpected argument '%s'\nTry 'c10d-coord --help'.\n",
                 argv[optind]);

@@ -60,3 +60,15 @@ long c10dc_url_port(const char *url)
     long port = strtol(p, &end, 10);
     return end == p || *end || port < 1 || port > 65535 ? -1 : port;
 }
+
+int c10dc_url_list_next(const char **list, const char **elem, size_t *len)
+{
+    const char *p = *list;
+    if (!p)
+        return 0;
+    const char *comma = strchr(p, ',');
+    *elem = p;
+    *len = comma ? (size_t)(comma - p) : strlen(p);
+    *list = comma ? comma + 1 : NULL;
+    return 1;
+}

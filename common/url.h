@@ -1,6 +1,7 @@
-/* Coordinator URLs (tcp://host:port, tls+tcp://host:port, ipc:///path):
- * the one reading of their parts, for the client's check of the URL it is
- * given, the TLS configuration and diagnosis, and the host backend's
+/* Coordinator URLs (tcp://host:port, tls+tcp://host:port, ipc:///path)
+ * and lists of them (a replicated coordinator's, comma-separated): the one
+ * reading of their parts, for the client's check of the URL it is given,
+ * its dialler, the TLS configuration and diagnosis, and the host backend's
  * choice of the address peers dial. */
 #ifndef C10D_COMMON_URL_H
 #define C10D_COMMON_URL_H
@@ -24,5 +25,11 @@ void c10dc_url_host(const char *url, char *out, size_t outlen);
  * none or it is not one: NNG takes tcp://host:70000 and every dial then
  * fails, which a client would read as "no coordinator". */
 long c10dc_url_port(const char *url);
+
+/* A URL list's elements one at a time: *list at the list's start (or
+ * NULL). Each call gives the next element (*elem, *len: not
+ * NUL-terminated) and moves *list past it; 0 once there is none. An empty
+ * element ("a,,b") is given as one of length 0. */
+int c10dc_url_list_next(const char **list, const char **elem, size_t *len);
 
 #endif

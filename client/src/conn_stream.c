@@ -69,6 +69,7 @@
 #include "stream_fd.h"
 #include "tls.h"
 #include "tls_inspect.h"
+#include "url.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -1030,18 +1031,17 @@ c10d_status c10di_conn_stream_dialer(c10di_conn *c)
 {
     /* c10di_resolve_url checked each URL, and that all are TLS or none */
     c->rx_async = c10dc_url_is_tls(c->url_list);
-    for (const char *p = c->url_list;;) {
-        const char *comma = strchr(p, ',');
+    const char *p = c->url_list, *elem;
+    size_t len;
+    while (c10dc_url_list_next(&p, &elem, &len)) {
         char url[C10DI_URL_MAX];
-        snprintf(url, sizeof url, "%.*s", (int)(comma ? comma - p : (long)strlen(p)), p);
+        snprintf(url, sizeof url, "%.*s", (int)len, elem);
         c10d_status st = add_url(c, url);
         if (st != C10D_OK)
             return st;
         c->n_urls++;
-        if (!comma)
-            return C10D_OK;
-        p = comma + 1;
     }
+    return C10D_OK;
 }
 
 const char *c10di_conn_current_url(c10di_conn *c)

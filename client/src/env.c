@@ -83,10 +83,10 @@ static c10d_status resolve_list(const char *url, char *out, size_t outlen)
     size_t used = 0;
     int n = 0, tls = 0;
     *out = '\0';
-    for (const char *p = url;; n++) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        c10d_status st = c10di_url_element(p, len, one, sizeof one);
+    const char *p = url, *elem;
+    size_t len;
+    for (; c10dc_url_list_next(&p, &elem, &len); n++) {
+        c10d_status st = c10di_url_element(elem, len, one, sizeof one);
         if (st != C10D_OK)
             return st;
         if (n == C10DI_URL_LIST_MAX)
@@ -105,10 +105,8 @@ static c10d_status resolve_list(const char *url, char *out, size_t outlen)
             out[used++] = ',';
         memcpy(out + used, one, k + 1);
         used += k;
-        if (!comma)
-            return C10D_OK;
-        p = comma + 1;
     }
+    return C10D_OK;
 }
 
 c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)

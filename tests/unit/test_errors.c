@@ -340,6 +340,21 @@ START_TEST(url_parts_and_port_are_read_in_one_place)
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "the port must be a number from 1 to 65535"));
     ck_assert_int_eq(c10di_resolve_url("node1", url, sizeof url), C10D_EINVAL);
     ck_assert_int_eq(c10di_resolve_url("ipc:///tmp/x", url, sizeof url), C10D_OK);
+    /* a list's elements, the empty ones too, and nothing after the last */
+    const char *list = "tcp://a:1,,ipc:///b", *elem;
+    size_t len;
+    ck_assert(c10dc_url_list_next(&list, &elem, &len));
+    ck_assert_int_eq((int)len, 9);
+    ck_assert(!strncmp(elem, "tcp://a:1", len));
+    ck_assert(c10dc_url_list_next(&list, &elem, &len));
+    ck_assert_int_eq((int)len, 0);
+    ck_assert(c10dc_url_list_next(&list, &elem, &len));
+    ck_assert_str_eq(elem, "ipc:///b");
+    ck_assert(!c10dc_url_list_next(&list, &elem, &len));
+    list = "";
+    ck_assert(c10dc_url_list_next(&list, &elem, &len));
+    ck_assert_int_eq((int)len, 0);
+    ck_assert(!c10dc_url_list_next(&list, &elem, &len));
 }
 END_TEST
 

@@ -34,7 +34,10 @@ static void local_addr(const char *coord_url, char *out, size_t cap)
     /* A replicated coordinator's list: its first replica's host will do
      * (the route out of this host to any of them). */
     char name[256], port[16], first[512];
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(coord_url, ","), coord_url);
+    const char *list = coord_url, *elem = "";
+    size_t len = 0;
+    (void)c10dc_url_list_next(&list, &elem, &len);
+    snprintf(first, sizeof first, "%.*s", (int)len, elem);
     if (!c10dc_url_is_tcp(first) ||
         c10dc_url_split(first, name, sizeof name, port, sizeof port) != 0)
         return;

@@ -13,23 +13,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char g_err[1024]; /* engine thread only */
+/* What store.c says went wrong: one buffer per request being answered
+ * (a static one was shared by every engine of a process). */
+#define STORE_ERR_MAX 1024
 
-static c10ds_outcome answer_status(c10ds_request *r, c10d_status s)
+static c10ds_outcome answer_status(c10ds_request *r, c10d_status s, const char *err)
 {
     if (s != C10D_OK)
-        return c10ds_fail(r, s, "%s", g_err);
+        return c10ds_fail(r, s, "%s", err);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     return c10ds_reply(r, &rep);
 }
 
 static c10ds_outcome op_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreSet *m = r->pb->set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
-    return answer_status(r, c10ds_store_set(&e->store, m->key, m->value.data, m->value.len, g_err,
-                                            sizeof g_err));
+    return answer_status(r, c10ds_store_set(&e->store, m->key, m->value.data, m->value.len, err,
+                                            sizeof err), err);
 }
 
 /* Formats "key: a" or "keys: a, b, c" for the keys of `keys` still
@@ -244,6 +247,7 @@ static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreMultiSet *m = r->pb->multi_set;
     if (m->n_kvs == 0)
         return c10ds_fail(r, C10D_EINVAL, "multi_set with no keys");
@@ -259,26 +263,27 @@ static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase
     sqlite3_exec(e->db->h, "SAVEPOINT multi_set", NULL, NULL, NULL);
     for (size_t i = 0; i < m->n_kvs; i++) {
         c10d_status s = c10ds_store_set(&e->store, m->kvs[i]->key, m->kvs[i]->value.data,
-                                        m->kvs[i]->value.len, g_err, sizeof g_err);
+                                        m->kvs[i]->value.len, err, sizeof err);
         if (s != C10D_OK) {
             sqlite3_exec(e->db->h, "ROLLBACK TO multi_set; RELEASE multi_set", NULL, NULL, NULL);
             c10ds_store_recount(&e->store);
-            return answer_status(r, s);
+            return answer_status(r, s, err);
         }
     }
     sqlite3_exec(e->db->h, "RELEASE multi_set", NULL, NULL, NULL);
-    return answer_status(r, C10D_OK);
+    return answer_status(r, C10D_OK, err);
 }
 
 static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreAdd *m = r->pb->add;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;
     int64_t v = 0;
-    c10d_status s = c10ds_store_add(&e->store, m->key, m->delta, &v, g_err, sizeof g_err);
+    c10d_status s = c10ds_store_add(&e->store, m->key, m->delta, &v, err, sizeof err);
     if (s != C10D_OK)
-        return answer_status(r, s);
+        return answer_status(r, s, err);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_NUMBER;
     rep.number = v;
@@ -287,6 +292,7 @@ static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 
 static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreCompareSet *m = r->pb->compare_set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->desired.len))
         return C10DS_DONE;
@@ -294,9 +300,9 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
     size_t clen = 0;
     c10d_status s =
         c10ds_store_compare_set(&e->store, m->key, m->expected.data, m->expected.len,
-                                m->desired.data, m->desired.len, &cur, &clen, g_err, sizeof g_err);
+                                m->desired.data, m->desired.len, &cur, &clen, err, sizeof err);
     if (s != C10D_OK)
-        return answer_status(r, s);
+        return answer_status(r, s, err);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_VALUE;
     rep.value.data = cur;
@@ -308,22 +314,24 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
 
 static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreAppend *m = r->pb->append;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
     return answer_status(r, c10ds_store_append(&e->store, m->key, m->value.data, m->value.len,
-                                               e->cfg->max_value_bytes, g_err, sizeof g_err));
+                                               e->cfg->max_value_bytes, err, sizeof err), err);
 }
 
 static c10ds_outcome op_delete(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
+    char err[STORE_ERR_MAX] = "";
     C10dpb__StoreDelete *m = r->pb->delete_key;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;
     int deleted = 0;
-    c10d_status s = c10ds_store_delete(&e->store, m->key, &deleted, g_err, sizeof g_err);
+    c10d_status s = c10ds_store_delete(&e->store, m->key, &deleted, err, sizeof err);
     if (s != C10D_OK)
-        return answer_status(r, s);
+        return answer_status(r, s, err);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_FLAG;
     rep.flag = deleted;

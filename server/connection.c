@@ -42,7 +42,8 @@ static void free_conns(c10ds_conn *dead)
         free(c->rbuf);
         free(c->out);
         free(c->fly);
-        c10ds_ts_free(c->ts);
+        if (c->codec && c->codec->close)
+            c->codec->close(c->codec_state);
         free(c);
     }
 }
@@ -401,10 +402,12 @@ static void queue_reply(c10ds_conn *c, uint64_t request_id, int framed, const vo
 
 void c10ds_conn_queue(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
 {
-    if (c->ts)
-        c10ds_ts_reply(c, request_id, body, len);
-    else
-        queue_reply(c, request_id, 1, body, len);
+    c->codec->reply(c, request_id, body, len);
+}
+
+void c10ds_conn_queue_framed(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
+{
+    queue_reply(c, request_id, 1, body, len);
 }
 
 void c10ds_conn_queue_raw(c10ds_conn *c, const void *bytes, size_t len)

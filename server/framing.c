@@ -315,7 +315,7 @@ void c10ds_conn_recv_start(c10ds_conn *c)
 static void read_on(c10ds_conn *c)
 {
     for (;;) {
-        int rc = c->ts ? c10ds_ts_parse(c) : parse(c);
+        int rc = c->codec->parse(c);
         if (rc < 0 || account(c) != 0) {
             c10ds_conn_close(c, NULL);
             c10ds_conn_unref(c); /* the read loop's reference */
@@ -341,6 +341,34 @@ void c10ds_conn_read_resume(c10ds_conn *c)
 {
     read_on(c);
 }
+
+/* c's socket is readable (the readiness loop says): its next request,
+ * read on the loop's thread. */
+static void read_ready(c10ds_conn *c)
+{
+    /* The read loop was handed over under c->mu (c10ds_readiness_arm), by
+     * whichever thread ran it last; taking it here orders what that thread
+     * wrote before what this one reads, as the kernel did through epoll
+     * (which ThreadSanitizer does not see). */
+    nng_mtx_lock(c->mu);
+    nng_mtx_unlock(c->mu);
+    c->turn_requests = 0;
+    nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
+    nng_aio_set_iov(c->ready_aio, 1, &iov);
+    nng_stream_recv(c->s, c->ready_aio);
+    /* Bytes are waiting, so NNG read them inside the call; should it have
+     * queued the receive after all (they went), take it back. */
+    nng_aio_cancel(c->ready_aio);
+    nng_aio_wait(c->ready_aio);
+    int rv = nng_aio_result(c->ready_aio);
+    if (rv == NNG_ECANCELED) {
+        c10ds_conn_recv_start(c); /* nothing read: wait again */
+        return;
+    }
+    c10ds_conn_recv_done(c, rv, nng_aio_count(c->ready_aio));
+}
+
+const c10ds_ready_ops c10ds_framing_ready_ops = {read_ready, c10ds_conn_read_resume};
 
 void c10ds_conn_recv_cb(void *arg)
 {
@@ -375,3 +403,9 @@ void c10ds_conn_recv_done(c10ds_conn *c, int rv, size_t n)
     }
     c10ds_conn_unref(c); /* the read loop's reference */
 }
+
+const c10ds_codec c10ds_codec_c10d = {
+    .name = "c10d",
+    .parse = parse,
+    .reply = c10ds_conn_queue_framed,
+};

@@ -110,6 +110,12 @@ static void remote_address(nng_stream *s, char *out, size_t outlen)
     }
 }
 
+/* The codec of a listener's dialect. */
+static const c10ds_codec *codec_of(c10ds_dialect d)
+{
+    return d == C10DS_DIALECT_TCPSTORE ? &c10ds_codec_tcpstore : &c10ds_codec_c10d;
+}
+
 static void accept_cb(void *arg)
 {
     c10ds_listener *l = arg;
@@ -158,7 +164,7 @@ static void accept_cb(void *arg)
         nng_aio_alloc(&c->resume_aio, c10ds_conn_resume_cb, c) != 0 ||
         (!c10dc_url_is_tls(l->url) && nng_aio_alloc(&c->now_aio, NULL, NULL) != 0) ||
         (l->ready && nng_aio_alloc(&c->ready_aio, NULL, NULL) != 0) ||
-        (l->dialect == C10DS_DIALECT_TCPSTORE && !(c->ts = c10ds_ts_new())) ||
+        (c->codec = codec_of(l->dialect), c->codec->open && !(c->codec_state = c->codec->open())) ||
         !(c->rbuf = malloc(C10DS_RBUF_MIN))) {
         c10ds_error("out of memory for a new connection; refused");
         if (c) {
@@ -167,7 +173,8 @@ static void accept_cb(void *arg)
             nng_aio_free(c->now_aio);
             nng_aio_free(c->resume_aio);
             nng_aio_free(c->ready_aio);
-            c10ds_ts_free(c->ts);
+            if (c->codec_state)
+                c->codec->close(c->codec_state);
             if (c->mu)
                 nng_mtx_free(c->mu);
             free(c);
@@ -279,7 +286,7 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     warn_if_over_nofile(cfg);
     const char *no_loop = getenv("C10D_NO_READINESS");
     if (!c10dc_url_is_tls(url) && !(no_loop && *no_loop && strcmp(no_loop, "0") != 0))
-        l->ready = c10ds_readiness_start(l);
+        l->ready = c10ds_readiness_start(l, &c10ds_framing_ready_ops);
     nng_stream_listener_accept(l->lst, l->accept_aio);
     return l;
 fail:

@@ -9,16 +9,15 @@
  *   readiness.c   the thread that tcp:// and ipc:// connections' read
  *                 loops wait on between requests (woken by the kernel)
  *
- * listener.c calls the other three; framing.c calls connection.c and
- * hands an idle read loop to readiness.c; readiness.c, once a socket is
- * readable, goes on with it by framing.c's c10ds_conn_recv_start,
- * c10ds_conn_recv_done and c10ds_conn_read_resume; connection.c tells
- * readiness.c to forget a closing socket (c10ds_readiness_forget) and goes
- * on with a paused read loop through the hook listener.c hands it
- * (c10ds_conn.read_resume). So framing.c, readiness.c and connection.c
- * call one another: a circle that the network side's layering is to
- * remove (a poller that calls back only what registered with it). The
- * TCPStore dialect (tcpstore.c) calls into the same three. Everything runs in
+ * Layered, each calling only down by name: listener.c accepts and gives
+ * each connection its dialect's codec (c10ds_codec: ours in framing.c,
+ * TCPStore's in tcpstore.c) and starts the readiness loop with the read
+ * loop's callbacks (c10ds_ready_ops); framing.c's read loop calls the
+ * codec's parse through the table, the reply queue (connection.c) its
+ * reply and close; the codecs call the read loop's services (framing.c)
+ * and the reply queue; readiness.c calls back only what it was started
+ * with; connection.c goes on with a paused read loop through the hook
+ * listener.c hands it (c10ds_conn.read_resume). Everything runs in
  * NNG's aio callbacks or on the readiness loop's thread: no thread per
  * connection, and the engine never blocks on a client. */
 #ifndef C10DS_LISTENER_INTERNAL_H
@@ -55,8 +54,27 @@
 #define C10DS_SMALL_REPLY 4096u
 
 typedef struct c10ds_ts c10ds_ts;
+typedef struct c10ds_conn c10ds_conn;
 
-typedef struct c10ds_conn {
+/* A wire dialect: how a connection's bytes become the engine's requests
+ * and its replies become bytes. Each connection gets its listener's
+ * (listener.c); the read loop (framing.c) and the reply queue
+ * (connection.c) call it only through this table, so a dialect is one
+ * file that fills one in: ours (framing.c), TCPStore's (tcpstore.c). */
+typedef struct c10ds_codec {
+    const char *name;
+    /* A new connection's state (NULL: out of memory); freed with it. */
+    void *(*open)(void);
+    void (*close)(void *state);
+    /* The whole requests in c's read buffer handed on. -1: close c (said
+     * why); 1: paused for unsent replies; 2: its turn on the readiness
+     * loop is over; 0: wants more bytes. */
+    int (*parse)(c10ds_conn *c);
+    /* The engine's reply to one of c's requests, queued as bytes. */
+    void (*reply)(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
+} c10ds_codec;
+
+struct c10ds_conn {
     struct c10ds_conn *next;  /* in the listener's list (live or dead) */
     c10ds_listener *l;
     nng_stream *s;
@@ -105,8 +123,9 @@ typedef struct c10ds_conn {
      * and a failed TLS handshake is logged after the client gave up. */
     char peer[128];
     int inflight;       /* requests with the engine (mu) */
-    c10ds_ts *ts;       /* a TCPStore client's (tcpstore.c); NULL: ours */
-} c10ds_conn;
+    const c10ds_codec *codec; /* its listener's dialect */
+    void *codec_state;        /* the codec's own (open), or NULL */
+};
 
 struct c10ds_listener {
     char *url;
@@ -200,12 +219,27 @@ int c10ds_conn_room_for(c10ds_conn *c, size_t whole);
  * reference. */
 void c10ds_conn_recv_done(c10ds_conn *c, int rv, size_t n);
 
-/* --- readiness.c --- */
+/* Our own dialect: length-prefixed frames of protobuf (protocol.md). */
+extern const c10ds_codec c10ds_codec_c10d;
+
+/* --- readiness.c: a poller that calls back what registered with it --- */
+
+/* What the readiness loop calls for a connection, on its own thread. */
+typedef struct c10ds_ready_ops {
+    /* c's socket is readable: its next request read on this thread, and
+     * its read loop gone on with (carries the read loop's reference) */
+    void (*readable)(c10ds_conn *c);
+    /* c's deferred turn came (c10ds_readiness_defer): its read loop goes
+     * on with the frames left in its buffer */
+    void (*turn)(c10ds_conn *c);
+} c10ds_ready_ops;
+/* framing.c's: the read loop waits on the readiness loop between requests. */
+extern const c10ds_ready_ops c10ds_framing_ready_ops;
 
 typedef struct c10ds_readiness c10ds_readiness;
-/* The loop's thread for l's connections; NULL if it cannot be had (they
- * are then read through NNG's callbacks). */
-c10ds_readiness *c10ds_readiness_start(c10ds_listener *l);
+/* The loop's thread for l's connections, calling ops; NULL if it cannot be
+ * had (they are then read through NNG's callbacks). */
+c10ds_readiness *c10ds_readiness_start(c10ds_listener *l, const c10ds_ready_ops *ops);
 /* Stops and joins it; no connection may be waiting on it any more. */
 void c10ds_readiness_stop(c10ds_readiness *r);
 /* c's read loop waits for its next request on the readiness loop, which
@@ -224,15 +258,13 @@ void c10ds_readiness_defer(c10ds_conn *c);
 
 /* --- tcpstore.c: PyTorch TCPStore's protocol (--tcpstore-listen) --- */
 
-/* A TCPStore connection's state: its queries with the engine, in order. */
-c10ds_ts *c10ds_ts_new(void);
-void c10ds_ts_free(c10ds_ts *ts);
-/* Like framing.c's parse: turns the whole queries in c's read buffer into
- * requests. -1: close c (said why); 1: paused for unsent replies; 2: its
- * turn on the readiness loop is over; 0: wants more bytes. */
-int c10ds_ts_parse(c10ds_conn *c);
-/* The engine's reply to one of c's queries, as TCPStore says it, in the
- * order the queries came. */
-void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
+/* Its state per connection: the queries with the engine, in order; its
+ * replies go as TCPStore says them, in the order the queries came. */
+extern const c10ds_codec c10ds_codec_tcpstore;
+
+/* --- connection.c, for the codecs --- */
+
+/* A reply in our own framing (a frame header, then body). */
+void c10ds_conn_queue_framed(c10ds_conn *c, uint64_t request_id, const void *body, size_t len);
 
 #endif

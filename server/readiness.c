@@ -53,6 +53,7 @@
 
 struct c10ds_readiness {
     c10ds_listener *l;
+    const c10ds_ready_ops *ops;
     c10dc_busy_poll bp; /* the loop's thread's own */
     int epfd;
     int stop_fd; /* an eventfd: written to stop the thread */
@@ -75,31 +76,6 @@ void c10ds_readiness_defer(c10ds_conn *c)
     c->next_turn = NULL;
     *r->turns_tail = c;
     r->turns_tail = &c->next_turn;
-}
-
-/* c's socket is readable: its next request, read on this thread. */
-static void on_readable(c10ds_conn *c)
-{
-    /* The read loop was handed over under c->mu (c10ds_readiness_arm), by
-     * whichever thread ran it last; taking it here orders what that thread
-     * wrote before what this one reads, as the kernel did through epoll
-     * (which ThreadSanitizer does not see). */
-    nng_mtx_lock(c->mu);
-    nng_mtx_unlock(c->mu);
-    c->turn_requests = 0;
-    nng_iov iov = {c->rbuf + c->rlen, c->rcap - c->rlen};
-    nng_aio_set_iov(c->ready_aio, 1, &iov);
-    nng_stream_recv(c->s, c->ready_aio);
-    /* Bytes are waiting, so NNG read them inside the call; should it have
-     * queued the receive after all (they went), take it back. */
-    nng_aio_cancel(c->ready_aio);
-    nng_aio_wait(c->ready_aio);
-    int rv = nng_aio_result(c->ready_aio);
-    if (rv == NNG_ECANCELED) {
-        c10ds_conn_recv_start(c); /* nothing read: wait again */
-        return;
-    }
-    c10ds_conn_recv_done(c, rv, nng_aio_count(c->ready_aio));
 }
 
 /* The next events: at once when connections have a turn waiting; else
@@ -161,12 +137,12 @@ static void loop(void *arg)
         for (c10ds_conn *c = turns, *next; c; c = next) {
             next = c->next_turn;
             c->turn_requests = 0;
-            c10ds_conn_read_resume(c);
+            r->ops->turn(c);
         }
         int stop = 0;
         for (int i = 0; i < n; i++) {
             if (ev[i].data.ptr)
-                on_readable(ev[i].data.ptr);
+                r->ops->readable(ev[i].data.ptr);
             else
                 stop = 1;
         }
@@ -177,12 +153,13 @@ static void loop(void *arg)
     }
 }
 
-c10ds_readiness *c10ds_readiness_start(c10ds_listener *l)
+c10ds_readiness *c10ds_readiness_start(c10ds_listener *l, const c10ds_ready_ops *ops)
 {
     c10ds_readiness *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
     r->l = l;
+    r->ops = ops;
     c10dc_busy_poll_init(&r->bp, l->cfg->busy_poll_us);
     r->turns_tail = &r->turns;
     r->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -107,7 +107,7 @@ struct c10ds_ts {
     ts_query *head, *tail; /* in the order they came */
 };
 
-c10ds_ts *c10ds_ts_new(void)
+static void *ts_open(void)
 {
     c10ds_ts *ts = calloc(1, sizeof *ts);
     if (ts)
@@ -115,8 +115,9 @@ c10ds_ts *c10ds_ts_new(void)
     return ts;
 }
 
-void c10ds_ts_free(c10ds_ts *ts)
+static void ts_close(void *state)
 {
+    c10ds_ts *ts = state;
     if (!ts)
         return;
     for (ts_query *q = ts->head, *n; q; q = n) {
@@ -584,7 +585,7 @@ static void flush_locked(c10ds_conn *c, c10ds_ts *ts)
  * CANCEL_WAIT): in its turn. */
 static int answer_here(c10ds_conn *c, ts_op op, const void *b, size_t n, ts_err *e)
 {
-    c10ds_ts *ts = c->ts;
+    c10ds_ts *ts = c->codec_state;
     pthread_mutex_lock(&ts->mu);
     ts_query *q = enqueue_locked(ts, op);
     int ok = 0;
@@ -600,9 +601,9 @@ static int answer_here(c10ds_conn *c, ts_op op, const void *b, size_t n, ts_err 
     return ok ? 0 : -1;
 }
 
-void c10ds_ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
+static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
 {
-    c10ds_ts *ts = c->ts;
+    c10ds_ts *ts = c->codec_state;
     C10dpb__Reply *rep = c10dpb__reply__unpack(NULL, len, body);
     ts_err e = {""};
     int close_it = 0;
@@ -669,7 +670,7 @@ static void submit_cancels(c10ds_conn *c, c10ds_request *cancels)
  * engine told to let go of it). Either way WAIT_CANCELED follows. */
 static int cancel_wait(c10ds_conn *c, ts_err *e)
 {
-    c10ds_ts *ts = c->ts;
+    c10ds_ts *ts = c->codec_state;
     c10ds_request *cancels = NULL;
     uint8_t byte = WAIT_CANCELED;
     pthread_mutex_lock(&ts->mu);
@@ -682,7 +683,7 @@ static int cancel_wait(c10ds_conn *c, ts_err *e)
 
 static int run_query(c10ds_conn *c, const ts_fields *f, ts_err *e)
 {
-    c10ds_ts *ts = c->ts;
+    c10ds_ts *ts = c->codec_state;
     switch (f->op) {
     case TS_VALIDATE:
         if (f->u32 != TS_MAGIC) {
@@ -759,9 +760,9 @@ static int detect(const uint8_t *b, size_t n)
     return magic == TS_MAGIC ? 2 : 1;
 }
 
-int c10ds_ts_parse(c10ds_conn *c)
+static int ts_parse(c10ds_conn *c)
 {
-    c10ds_ts *ts = c->ts;
+    c10ds_ts *ts = c->codec_state;
     const c10ds_config *cfg = c->l->cfg;
     size_t off = 0, want = 0;
     int rc = 0;
@@ -820,3 +821,11 @@ int c10ds_ts_parse(c10ds_conn *c)
     }
     return rc;
 }
+
+const c10ds_codec c10ds_codec_tcpstore = {
+    .name = "tcpstore",
+    .open = ts_open,
+    .close = ts_close,
+    .parse = ts_parse,
+    .reply = ts_reply,
+};

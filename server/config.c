@@ -66,10 +66,18 @@ typedef struct opt_spec {
     take_fn own;
 } opt_spec;
 
-#define TEXT(field) TAKE_TEXT, offsetof(c10ds_config, field), 0, 0, 0, 0, NULL
+/* Each field's kind, checked as the table compiles: a TEXT field is a
+ * char * (comparing pointers of two types is an error), a NUMBER field 4
+ * or 8 bytes wide (an array of negative size is). */
+#define FIELD(field) (((c10ds_config *)0)->field)
+#define TEXT(field)                                                                                \
+    TAKE_TEXT, offsetof(c10ds_config, field) + 0 * sizeof(&FIELD(field) == (char **)0), 0, 0, 0,  \
+        0, NULL
 #define NUMBER(field, lo, hi, def)                                                                 \
-    TAKE_NUMBER, offsetof(c10ds_config, field), sizeof(((c10ds_config *)0)->field), (lo), (hi),    \
-        (def), NULL
+    TAKE_NUMBER, offsetof(c10ds_config, field),                                                    \
+        sizeof(FIELD(field)) +                                                                     \
+            0 * sizeof(char[sizeof(FIELD(field)) == 4 || sizeof(FIELD(field)) == 8 ? 1 : -1]),     \
+        (lo), (hi), (def), NULL
 #define KEPT(field) TAKE_KEPT, offsetof(parse_state, field), 0, 0, 0, 0, NULL
 #define OWN(fn) TAKE_OWN, 0, 0, 0, 0, 0, (fn)
 #define HEADING TAKE_HEADING, 0, 0, 0, 0, 0, NULL
@@ -234,8 +242,10 @@ static int take_version(c10ds_config *cfg, parse_state *st, const char *arg)
     return 1;
 }
 
-/* Every option, in --help's order. Numbers' ranges are the checks; their
- * defaults are set in c10ds_config_parse and printed from config.h. */
+/* Every option, in --help's order. A number's range is its check and
+ * `def` its default (0: none, or one made from others once all are
+ * parsed); --help's text says each default, from config.h's macros where
+ * they are named. */
 static const opt_spec options[] = {
     {"listen", 'l', "URL",
      "address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
@@ -433,7 +443,7 @@ static int take_help(c10ds_config *cfg, parse_state *st, const char *arg)
 static void store_number(const opt_spec *o, c10ds_config *cfg, uint64_t v)
 {
     char *field = (char *)cfg + o->at;
-    if (o->width == 4) {
+    if (o->width == 4) { /* NUMBER allows 4 and 8 only */
         uint32_t v32 = (uint32_t)v;
         memcpy(field, &v32, sizeof v32);
     } else {

@@ -42,7 +42,7 @@ static void free_conns(c10ds_conn *dead)
         free(c->rbuf);
         free(c->out);
         free(c->fly);
-        if (c->codec && c->codec->close)
+        if (c->codec_state)
             c->codec->close(c->codec_state);
         free(c);
     }

@@ -53,7 +53,6 @@
  * error that says why a large one did not is one of them. */
 #define C10DS_SMALL_REPLY 4096u
 
-typedef struct c10ds_ts c10ds_ts;
 typedef struct c10ds_conn c10ds_conn;
 
 /* A wire dialect: how a connection's bytes become the engine's requests
@@ -63,7 +62,8 @@ typedef struct c10ds_conn c10ds_conn;
  * file that fills one in: ours (framing.c), TCPStore's (tcpstore.c). */
 typedef struct c10ds_codec {
     const char *name;
-    /* A new connection's state (NULL: out of memory); freed with it. */
+    /* A new connection's state (NULL: out of memory), freed by close with
+     * the connection; both NULL for a codec that keeps none. */
     void *(*open)(void);
     void (*close)(void *state);
     /* The whole requests in c's read buffer handed on. -1: close c (said

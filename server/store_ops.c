@@ -27,7 +27,8 @@ static c10ds_outcome answer_status(c10ds_request *r, c10d_status s, const char *
 
 static c10ds_outcome op_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreSet *m = r->pb->set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
@@ -247,7 +248,8 @@ static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreMultiSet *m = r->pb->multi_set;
     if (m->n_kvs == 0)
         return c10ds_fail(r, C10D_EINVAL, "multi_set with no keys");
@@ -276,7 +278,8 @@ static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase
 
 static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreAdd *m = r->pb->add;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;
@@ -292,7 +295,8 @@ static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 
 static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreCompareSet *m = r->pb->compare_set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->desired.len))
         return C10DS_DONE;
@@ -314,7 +318,8 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
 
 static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreAppend *m = r->pb->append;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
@@ -324,7 +329,8 @@ static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
 
 static c10ds_outcome op_delete(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX] = "";
+    char err[STORE_ERR_MAX];
+    err[0] = '\0';
     C10dpb__StoreDelete *m = r->pb->delete_key;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;

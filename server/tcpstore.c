@@ -100,12 +100,12 @@ typedef struct ts_query {
     size_t out_len;
 } ts_query;
 
-struct c10ds_ts {
+typedef struct c10ds_ts {
     pthread_mutex_t mu; /* the list: the read loop adds, the engine answers */
     int dialect;        /* 0 until the first query; 1 or 2 (the numberings above) */
     uint64_t next_id;
     ts_query *head, *tail; /* in the order they came */
-};
+} c10ds_ts;
 
 static void *ts_open(void)
 {

@@ -68,9 +68,10 @@ forbid "client/src/liveness.c client/src/liveness.h" '(\.\./)?(plan|verify|join_
 # The coordinator's network side (server/listener_internal.h): the
 # readiness loop calls back only the callbacks it was started with, and the
 # read loop and the reply queue reach a dialect only through its codec.
-forbid_name server/readiness.c '\bc10ds_conn_(recv_start|recv_done|read_resume|submit)\(' \
+forbid_name server/readiness.c '\bc10ds_conn_[a-z_]+\(' \
     "the readiness loop calls the read loop only through its c10ds_ready_ops"
-forbid_name "server/framing.c server/connection.c" '\bc10ds_ts_|\bts_(parse|reply|open|close)\(' \
+forbid_name "server/framing.c server/connection.c" \
+    '\bc10ds_ts_|\bts_(parse|reply|open|close)\(|\bc10ds_codec_tcpstore\b' \
     "the read loop and the reply queue reach TCPStore's dialect only through its codec"
 if [ "$bad" = 0 ]; then
     echo "layering: every include is where docs/architecture.md allows it"

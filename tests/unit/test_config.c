@@ -3,10 +3,14 @@
  * naming the option and the range, defaults hold when nothing is said,
  * and the checks across options refuse what cannot run. */
 #include "config.h"
+#include "log.h"
 
 #include "check_main.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -75,6 +79,15 @@ START_TEST(defaults_hold_when_nothing_is_said)
     ck_assert_int_eq(cfg.retention_s, C10DS_DEFAULT_RETENTION_S);
     ck_assert_int_eq(cfg.raft_latency_ms, C10DS_DEFAULT_RAFT_LATENCY_MS);
     ck_assert_uint_eq(cfg.max_parked, 262144);
+    ck_assert_uint_eq(cfg.max_multi_keys, 4096);
+    ck_assert_uint_eq(cfg.max_world_size, 65536);
+    ck_assert_uint_eq(cfg.max_conn_buffer, 64u << 20);
+    ck_assert_int_eq(cfg.drain_timeout_ms, C10DS_DEFAULT_DRAIN_TIMEOUT_MS);
+    ck_assert_int_eq(cfg.dedup_window_s, 600);
+    ck_assert_uint_eq(cfg.max_pending_bytes, 256u << 20);
+    ck_assert_uint_eq(cfg.max_reply_bytes, 256u << 20);
+    ck_assert_int_eq(cfg.log_level, C10DS_LOG_INFO);
+    ck_assert_ptr_null(cfg.token);
     ck_assert_uint_gt(cfg.max_connections, 0);
     ck_assert_ptr_null(cfg.tcpstore_url);
     ck_assert_uint_eq(cfg.replica_id, 0);
@@ -117,6 +130,7 @@ START_TEST(every_option_taken_lands_in_its_field)
     ck_assert_int_eq(cfg.busy_poll_us, 0);
     ck_assert_str_eq(cfg.ready_file, "/tmp/x");
     ck_assert_int_eq(cfg.raft_latency_ms, 7);
+    ck_assert_int_eq(cfg.log_level, C10DS_LOG_DEBUG);
     c10ds_config_free(&cfg);
 }
 END_TEST
@@ -165,6 +179,128 @@ START_TEST(help_and_version_list_what_the_parser_takes)
 }
 END_TEST
 
+/* Each number alone, at the top of its range (past 32 bits where its
+ * field is 8 bytes): it lands whole in its own field and leaves every
+ * other field as it was. */
+START_TEST(each_number_alone_lands_whole_and_touches_nothing_else)
+{
+    static const struct {
+        const char *name, *arg;
+        size_t at, width;
+        uint64_t want;
+    } cases[] = {
+#define AT(f) offsetof(c10ds_config, f), sizeof(((c10ds_config *)0)->f)
+        {"max-key-bytes", "65536", AT(max_key_bytes), 65536}, /* the message holds one */
+        {"max-multi-keys", "1048576", AT(max_multi_keys), 1048576},
+        {"max-world-size", "16777216", AT(max_world_size), 16777216},
+        {"max-connection-buffer", "1099511627776", AT(max_conn_buffer), 1ull << 40},
+        {"max-pending-bytes", "1099511627776", AT(max_pending_bytes), 1ull << 40},
+        {"max-decode-bytes", "1099511627776", AT(max_decode_bytes), 1ull << 40},
+        {"max-reply-bytes", "1099511627776", AT(max_reply_bytes), 1ull << 40},
+        {"max-parked", "4294967296", AT(max_parked), 1ull << 32},
+        {"max-connections", "16777216", AT(max_connections), 16777216},
+        {"frame-timeout", "3600000", AT(frame_timeout_ms), 3600000},
+        {"drain-timeout", "3600000", AT(drain_timeout_ms), 3600000},
+        {"dedup-window", "604800", AT(dedup_window_s), 604800},
+        {"heartbeat-timeout", "3600000", AT(heartbeat_timeout_ms), 3600000},
+        {"retention", "315360000", AT(retention_s), 315360000},
+        {"busy-poll-us", "10000", AT(busy_poll_us), 10000},
+        {"raft-latency-ms", "10000", AT(raft_latency_ms), 10000},
+#undef AT
+    };
+    c10ds_config base;
+    const char *none[] = {NULL};
+    ck_assert_int_eq(parse(&base, none), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", cases[i].name);
+        const char *args[] = {flag, cases[i].arg, NULL};
+        c10ds_config cfg;
+        ck_assert_msg(parse(&cfg, args) == 0, "--%s %s refused", cases[i].name, cases[i].arg);
+        uint64_t got = 0;
+        if (cases[i].width == 4) {
+            uint32_t v;
+            memcpy(&v, (char *)&cfg + cases[i].at, sizeof v);
+            got = v;
+        } else {
+            memcpy(&got, (char *)&cfg + cases[i].at, sizeof got);
+        }
+        ck_assert_msg(got == cases[i].want, "--%s %s gave %llu", cases[i].name, cases[i].arg,
+                      (unsigned long long)got);
+        /* the fields a large value raises to fit it, and the pointers, aside,
+         * every other byte is the default's */
+        static const struct {
+            size_t at, len;
+        } fields[] = {
+#define F(f) {offsetof(c10ds_config, f), sizeof(((c10ds_config *)0)->f)}
+            F(max_key_bytes), F(max_value_bytes), F(max_multi_keys), F(max_world_size),
+            F(frame_timeout_ms), F(max_parked), F(drain_timeout_ms), F(dedup_window_s),
+            F(heartbeat_timeout_ms), F(busy_poll_us), F(retention_s), F(log_level),
+            F(replica_id), F(raft_latency_ms),
+#undef F
+        };
+        for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+            if (fields[k].at != cases[i].at)
+                ck_assert_msg(!memcmp((char *)&cfg + fields[k].at, (char *)&base + fields[k].at,
+                                      fields[k].len),
+                              "--%s changed the field at offset %zu", cases[i].name,
+                              fields[k].at);
+        c10ds_config_free(&cfg);
+    }
+    c10ds_config_free(&base);
+}
+END_TEST
+
+/* A replica's command line: every replica option in its field; and the
+ * checks that tie --db, --replica, --peers and --export together. */
+START_TEST(a_replica_takes_its_options_and_refuses_a_db)
+{
+    const char *args[] = {"--replica", "2", "--peers", "1=10.0.0.1:29600,2=10.0.0.2:29600",
+                          "--data-dir", "/tmp/r2", "--advertise-url", "tcp://10.0.0.2:29500",
+                          "--seed", "/tmp/seed.db", "--raft-latency-ms", "20", NULL};
+    c10ds_config cfg;
+    ck_assert_int_eq(parse(&cfg, args), 0);
+    ck_assert_uint_eq(cfg.replica_id, 2);
+    ck_assert_int_eq(cfg.npeers, 2);
+    ck_assert_str_eq(cfg.peers[1].address, "10.0.0.2:29600");
+    ck_assert_str_eq(cfg.data_dir, "/tmp/r2");
+    ck_assert_str_eq(cfg.advertise_url, "tcp://10.0.0.2:29500");
+    ck_assert_str_eq(cfg.seed_path, "/tmp/seed.db");
+    ck_assert_int_eq(cfg.raft_latency_ms, 20);
+    ck_assert_str_eq(cfg.db_path, ":memory:"); /* the leader's working copy */
+    c10ds_config_free(&cfg);
+    const char *no_dir[] = {"--replica", "1", "--peers", "1=10.0.0.1:29600", NULL};
+    ck_assert_int_eq(parse(&cfg, no_dir), 0);
+    ck_assert_str_eq(cfg.data_dir, "c10d-replica-1");
+    c10ds_config_free(&cfg);
+    const char *exp[] = {"--export", "/tmp/e.db", "--peers", "1=10.0.0.1:29600", NULL};
+    ck_assert_int_eq(parse(&cfg, exp), 0);
+    ck_assert_str_eq(cfg.export_path, "/tmp/e.db");
+    c10ds_config_free(&cfg);
+}
+END_TEST
+
+/* A token file's secret, its trailing newline cut. */
+START_TEST(a_token_file_and_tls_paths_are_taken)
+{
+    char path[] = "/tmp/c10d-test-token-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "s3cret\n", 7), 7);
+    close(fd);
+    const char *args[] = {"--token-file", path, "--listen", "tls+tcp://127.0.0.1:0", "--tls-cert",
+                          "c.pem", "--tls-key", "k.pem", "--tls-ca", "ca.pem", NULL};
+    c10ds_config cfg;
+    ck_assert_int_eq(parse(&cfg, args), 0);
+    unlink(path);
+    ck_assert_str_eq(cfg.token, "s3cret");
+    ck_assert_str_eq(cfg.tls_cert, "c.pem");
+    ck_assert_str_eq(cfg.tls_key, "k.pem");
+    ck_assert_str_eq(cfg.tls_ca, "ca.pem");
+    c10ds_config_free(&cfg);
+}
+END_TEST
+
 START_TEST(numbers_outside_their_range_are_refused_by_name)
 {
     static const struct {
@@ -195,25 +331,34 @@ END_TEST
 
 START_TEST(what_cannot_run_is_refused)
 {
-    static const char *const cases[][5] = {
-        {"--bogus", NULL},
-        {"stray", NULL},
-        {"--listen", "tls+tcp://127.0.0.1:0", NULL},
-        {"--tls-cert", "c.pem", NULL},
-        {"--max-message-bytes", "1024", NULL},
-        {"--peers", "1=10.0.0.1:29600", NULL},
-        {"--replica", "2", "--peers", "1=10.0.0.1:29600", NULL},
-        {"--peers", "1=host:29600", "--replica", "1", NULL},
-        {"--log-level", "loud", NULL},
-        {"--tcpstore-listen", "port", NULL},
+    static const struct {
+        const char *args[7];
+        const char *why;
+    } cases[] = {
+        {{"--bogus", NULL}, "Try 'c10d-coord --help'"},
+        {{"stray", NULL}, "unexpected argument 'stray'"},
+        {{"--listen", "tls+tcp://127.0.0.1:0", NULL}, "needs --tls-cert and --tls-key"},
+        {{"--tls-cert", "c.pem", NULL}, "need a tls+tcp:// --listen"},
+        {{"--max-message-bytes", "1024", NULL}, "must leave room for the largest key"},
+        {{"--peers", "1=10.0.0.1:29600", NULL}, "go with --replica ID"},
+        {{"--replica", "2", "--peers", "1=10.0.0.1:29600", NULL}, "is not in --peers"},
+        {{"--peers", "1=host:29600", "--replica", "1", NULL}, "is not ID=IPv4:PORT"},
+        {{"--replica", "1", "--peers", "1=10.0.0.1:29600", "-d", "x.db", NULL},
+         "--replica keeps its state in dqlite, not in --db"},
+        {{"--export", "e.db", "--peers", "1=10.0.0.1:29600", "-d", "x.db", NULL},
+         "--export writes PATH, not --db"},
+        {{"--export", "e.db", "--replica", "1", NULL}, "--export runs on its own"},
+        {{"--export", "e.db", NULL}, "--export needs --peers"},
+        {{"--log-level", "loud", NULL}, "--log-level wants error, warn, info or debug"},
+        {{"--tcpstore-listen", "port", NULL}, "want PORT or HOST:PORT"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         c10ds_config cfg;
         char err[1024];
-        ck_assert_msg(parse_capturing(&cfg, cases[i], 2, err, sizeof err) == -1,
-                      "case %zu (%s) was taken", i, cases[i][0]);
-        ck_assert_msg(strstr(err, "c10d-coord") || strstr(err, "Try"), "case %zu said '%s'", i,
-                      err);
+        ck_assert_msg(parse_capturing(&cfg, cases[i].args, 2, err, sizeof err) == -1,
+                      "case %zu (%s) was taken", i, cases[i].args[0]);
+        ck_assert_msg(strstr(err, cases[i].why) != NULL, "case %zu: want '%s', said '%s'", i,
+                      cases[i].why, err);
         c10ds_config_free(&cfg);
     }
 }
@@ -234,11 +379,17 @@ END_TEST
 
 int main(void)
 {
+    /* the settings the parser also reads from the environment */
+    unsetenv("C10D_TOKEN");
+    unsetenv("C10D_LOG_LEVEL");
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("command line");
     tcase_add_test(tc, defaults_hold_when_nothing_is_said);
     tcase_add_test(tc, every_option_taken_lands_in_its_field);
     tcase_add_test(tc, help_and_version_list_what_the_parser_takes);
+    tcase_add_test(tc, each_number_alone_lands_whole_and_touches_nothing_else);
+    tcase_add_test(tc, a_replica_takes_its_options_and_refuses_a_db);
+    tcase_add_test(tc, a_token_file_and_tls_paths_are_taken);
     tcase_add_test(tc, numbers_outside_their_range_are_refused_by_name);
     tcase_add_test(tc, what_cannot_run_is_refused);
     tcase_add_test(tc, a_path_given_twice_keeps_the_last);

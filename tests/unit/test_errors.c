@@ -355,6 +355,15 @@ START_TEST(url_parts_and_port_are_read_in_one_place)
     ck_assert(c10dc_url_list_next(&list, &elem, &len));
     ck_assert_int_eq((int)len, 0);
     ck_assert(!c10dc_url_list_next(&list, &elem, &len));
+    /* a comma at either end leaves an empty element there */
+    list = "a,";
+    ck_assert(c10dc_url_list_next(&list, &elem, &len) && len == 1);
+    ck_assert(c10dc_url_list_next(&list, &elem, &len) && len == 0);
+    ck_assert(!c10dc_url_list_next(&list, &elem, &len));
+    list = ",a";
+    ck_assert(c10dc_url_list_next(&list, &elem, &len) && len == 0);
+    ck_assert(c10dc_url_list_next(&list, &elem, &len) && len == 1 && *elem == 'a');
+    ck_assert(!c10dc_url_list_next(&list, &elem, &len));
 }
 END_TEST
 

@@ -10,7 +10,7 @@
  *     negative values and "0 means the default" exist only at the edges,
  *     converted once there (the public API's C10D_TIMEOUT_DEFAULT and
  *     C10D_NO_WAIT by c10di_timeout, client/src/errors.c; the wire's
- *     absent or 0 by c10ds_wire_ms, server/request.h).
+ *     absent or 0 by c10ds_wire_ms, server/engine/request.h).
  *   - a deadline is an int64_t absolute time on the monotonic clock,
  *     c10d_now_ms() + a duration.
  * NNG's nng_duration is another convention (-1 is forever, -2 the

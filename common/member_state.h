@@ -2,7 +2,7 @@
  * coordinator and the library. The numbers are proto's MemberState
  * (c10d.proto) and the public c10d_member_state (c10d/jobs.h): each side
  * checks its own enum against these at compile time. The words are what
- * SQLite's members.state holds (server/groups.c converts there, and only
+ * SQLite's members.state holds (server/groups/groups.c converts there, and only
  * there), what c10d_member_state_name() returns and what c10d-ctl prints. */
 #ifndef C10DC_MEMBER_STATE_H
 #define C10DC_MEMBER_STATE_H

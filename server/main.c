@@ -1,11 +1,11 @@
 /* c10d-coord: parse options, open the database, start the engine and the
  * listener, wait for SIGTERM/SIGINT, shut down cleanly. */
 #include "config.h"
-#include "db.h"
-#include "engine.h"
-#include "listener.h"
+#include "db/db.h"
+#include "engine/engine.h"
+#include "net/listener.h"
 #include "log.h"
-#include "replica.h"
+#include "replica/replica.h"
 #include "version.h"
 
 #include <errno.h>

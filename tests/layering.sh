@@ -16,31 +16,42 @@ forbid() {
         bad=1
     fi
 }
-forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|engine\.h|internal\.h|group\.h' \
+forbid "common/*.c common/*.h" '(\.\./)?(server|client)/.*|(engine/)?engine\.h|internal\.h|(group/)?group\.h' \
     "common/ includes nothing of the server or the client"
-forbid "server/*.c server/*.h" '(\.\./)*client/.*|internal\.h|group\.h|backend\.h|conn_stream\.h' \
+server_files="server/*.[ch] server/*/*.[ch]"
+forbid "$server_files" '(\.\./)*client/.*|internal\.h|(conn|coll|group|backend|host|nccl|external)/[a-z_]+\.h' \
     "the coordinator includes nothing of the client library (the public headers' codes and limits only)"
-# the front end's own headers (every one of them: each declares one module's)
-front='group|group_seqs|plan|lane|work|posted|liveness|watch|verify|join_region|join_internal'
-front+='|backends|backend_ctx|monitored_barrier|program_plane'
-forbid "client/src/host/* client/src/nccl/* client/src/external/*" "(\.\./)?($front)\.h" \
-    "a backend sees its context (backend.h), never the process group or the world"
+# The coordinator's folders (server/README.md): the network side is above
+# every subsystem, and the database beneath them all.
+forbid "server/store/* server/groups/* server/verify/* server/join/* server/db/* server/replica/* server/engine/*" \
+    'net/[a-z_]+\.h' \
+    "nothing beneath the network side includes it (server/net/): requests reach the engine decoded"
+forbid "server/db/*" '(engine|store|groups|verify|join|net)/[a-z_]+\.h' \
+    "the database (server/db/) is beneath the engine and every subsystem"
+forbid "server/store/*" '(groups|verify|join)/[a-z_]+\.h' \
+    "the store knows no jobs, groups, verification or join"
+forbid "server/verify/* server/groups/*" 'join/[a-z_]+\.h' \
+    "verification and membership never call into join, which builds on them and hears them (events.h)"
+# the front end's own folders (every header in them declares one module's)
+forbid "client/src/host/* client/src/nccl/* client/src/external/*" \
+    '(\.\./)?((group|coll|join|conn|store)/[a-z_]+|backend/backends|backend/backend_ctx)\.h' \
+    "a backend sees its context (backend/backend.h), never the process group or the world"
 # What a backend includes (backend.h, internal.h) must not bring the
 # connection with it: a backend reaches the coordinator through its
 # context's hooks and store only.
-forbid "client/src/host/* client/src/nccl/* client/src/external/* client/src/backend.h client/src/internal.h" \
-    '(\.\./)?(conn|conn_stream|store_internal)\.h' \
-    "a backend never sees the connection to the coordinator (conn.h) nor the store's insides"
-# The connection's state and lock are its own: outside its two files the
+forbid "client/src/host/* client/src/nccl/* client/src/external/* client/src/backend/backend.h client/src/internal.h" \
+    '(\.\./)?(conn/[a-z_]+|store/store_internal)\.h' \
+    "a backend never sees the connection to the coordinator (conn/) nor the store's insides"
+# The connection's state and lock are its own: outside client/src/conn/ the
 # library has conn.h, the connection's narrow face; and calls inside it go
 # one way, conn.c -> conn_stream.c.
-forbid "$(ls client/src/*.[ch] | grep -vE '^client/src/conn(_stream)?\.c$')" \
-    '(\.\./)?conn_stream\.h' \
-    "only the connection's files (conn.c, conn_stream.c) see its state (conn_stream.h)"
-forbid "client/src/conn_stream.c client/src/conn_stream.h" '(\.\./)?conn\.h' \
+forbid "$(ls client/src/*.[ch] client/src/*/*.[ch] | grep -v '^client/src/conn/')" \
+    '(\.\./)?conn/conn_stream\.h' \
+    "only the connection's files (client/src/conn/) see its state (conn_stream.h)"
+forbid "client/src/conn/conn_stream.c client/src/conn/conn_stream.h" '(\.\./)?conn/conn\.h' \
     "the connection's stream is beneath conn.c, which it never calls (conn.h)"
 forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp python/csrc/*.hpp examples/*.c" \
-    '(\.\./)*(src|client/src)/.*|internal\.h|group\.h|backend\.h|fingerprint\.h|c10d\.pb-c\.h' \
+    '(\.\./)*(src|client/src)/.*|internal\.h|(group|coll|conn|backend|host|nccl|external)/[a-z_]+\.h|fingerprint\.h|c10d\.pb-c\.h' \
     "tools and the torch backend use the public API only (<c10d/c10d.h>)"
 # $1: files, $2: an extended regex of names they must not use, $3: why
 forbid_name() {
@@ -53,26 +64,45 @@ forbid_name() {
         bad=1
     fi
 }
-forbid_name "client/src/host/* client/src/nccl/* client/src/backend.h client/src/internal.h" \
+forbid_name "client/src/host/* client/src/nccl/* client/src/backend/backend.h client/src/internal.h" \
     '\bc10di_(conn|call)' "a backend never names the connection to the coordinator"
-forbid_name client/src/conn_stream.c \
+forbid_name client/src/conn/conn_stream.c \
     '\bc10di_(call|call_once|call_drop|conn_open|conn_ref|conn_unref|conn_url|conn_limits|conn_epoch)\(' \
     "the connection's stream (conn_stream.c) calls nothing of conn.c"
 # A call's stages below plan.c return what they found (c10di_outcome);
 # the call's end records it (liveness.c): they call nothing of liveness,
 # and plan.c's stages never call back up into plan.c.
-forbid "client/src/verify.c client/src/join_region.c" '(\.\./)?(liveness|plan)\.h' \
+forbid "client/src/coll/verify.c client/src/join/join_region.c" '(\.\./)?(group/liveness|coll/plan)\.h' \
     "verification and join's region return their findings to the call (plan.c), never record them"
-forbid "client/src/liveness.c client/src/liveness.h" '(\.\./)?(plan|verify|join_region|work|posted)\.h' \
+forbid "client/src/group/liveness.c client/src/group/liveness.h" \
+    '(\.\./)?(coll/plan|coll/verify|join/join_region|coll/work|coll/posted)\.h' \
     "liveness is beneath the call's stages: it calls none of them"
-# The coordinator's network side (server/listener_internal.h): the
+# The coordinator's network side (server/net/listener_internal.h): the
 # readiness loop calls back only the callbacks it was started with, and the
 # read loop and the reply queue reach a dialect only through its codec.
-forbid_name server/readiness.c '\bc10ds_conn_[a-z_]+\(' \
+forbid_name server/net/readiness.c '\bc10ds_conn_[a-z_]+\(' \
     "the readiness loop calls the read loop only through its c10ds_ready_ops"
-forbid_name "server/framing.c server/connection.c" \
+forbid_name "server/net/framing.c server/net/connection.c" \
     '\bc10ds_ts_|\bts_(parse|reply|open|close)\(|\bc10ds_codec_tcpstore\b' \
     "the read loop and the reply queue reach TCPStore's dialect only through its codec"
+# Every file a rule names must exist: a rule about a file that moved would
+# pass by checking nothing.
+for f in server/net/readiness.c server/net/framing.c server/net/connection.c \
+         client/src/conn/conn_stream.c client/src/coll/verify.c client/src/join/join_region.c \
+         client/src/group/liveness.c client/src/backend/backend.h client/src/internal.h; do
+    if [ ! -f "$f" ]; then
+        echo "layering: $f, named by a rule here, does not exist (moved? update the rule)"
+        bad=1
+    fi
+done
+for d in server/net server/engine server/db server/store server/groups server/verify server/join \
+         server/replica client/src/conn client/src/coll client/src/group client/src/join \
+         client/src/store client/src/backend client/src/host client/src/nccl client/src/external; do
+    if ! ls "$d"/*.[ch] >/dev/null 2>&1; then
+        echo "layering: $d, named by a rule here, holds no source (moved? update the rule)"
+        bad=1
+    fi
+done
 if [ "$bad" = 0 ]; then
     echo "layering: every include is where docs/architecture.md allows it"
 fi

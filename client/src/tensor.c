@@ -1,7 +1,7 @@
 /* Tensor and dtype helpers of the public API. */
 #include <c10d/tensor.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 #include <string.h>
 

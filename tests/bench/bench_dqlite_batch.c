@@ -5,7 +5,7 @@
  *
  * Starts NODES dqlite nodes (1 or 3) in this process on abstract sockets,
  * and runs BATCHES batches of ADDS_A_BATCH adds through the wire client
- * (server/dqlite_wire.c), each add the statements the engine runs today
+ * (server/replica/dqlite_wire.c), each add the statements the engine runs today
  * for it (store.c, reqlog.c): the record looked up, the value's size and
  * value read, the value written, the record inserted and the client's
  * older ones trimmed; a batch is BEGIN ... COMMIT, one raft entry. The
@@ -18,7 +18,7 @@
  * on an embedded SQLite file in WAL mode (synchronous=NORMAL, as the
  * coordinator runs it) for scale. */
 #include "dqlite_nodes.h"
-#include "dqlite_wire.h"
+#include "replica/dqlite_wire.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  *   set              a write with no record (a set is idempotent)
  *
  *   bench_engine [N] */
-#include "engine.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
 

@@ -14,7 +14,7 @@
  * of separate buffers (the flatten-and-copy path) at 1 GiB total.
  * Without a GPU it says why and exits 0. */
 #include "gpu_api.h"
-#include "backends.h"
+#include "backend/backends.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,7 @@
  * switches of each thread, by name, so each hop can be told apart.
  *   bench_rtt [N] [ROUNDS] */
 #include "coord_proc.h"
-#include "conn.h"
+#include "conn/conn.h"
 #include "internal.h"
 #include "tls.h"
 #include "tls_certs.h"

@@ -12,10 +12,10 @@
  *                 (how many, the longest)
  *
  *   bench_runs [KEYS_AFTER]   (default 1000000) */
-#include "engine.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
-#include "store.h"
+#include "store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,10 +17,10 @@
  *
  * Built with clang by scripts/fuzz.sh (-DC10D_FUZZ=ON); the corpus is
  * tests/fuzz/corpus, seeded by make_seeds.c. */
-#include "engine.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
-#include "request.h"
-#include "store.h"
+#include "engine/request.h"
+#include "store/store.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -17,7 +17,7 @@
  * there is no GPU), and both halves choose a backend and set up ranks
  * alike (init_with). */
 #include "coord_proc.h"
-#include "backends.h"
+#include "backend/backends.h"
 #include "world_proc.h"
 #ifdef C10D_HAVE_NCCL
 #include "gpu_api.h"

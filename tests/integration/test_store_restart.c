@@ -197,7 +197,7 @@ static int records_in(const char *db)
  * through kill -9 and restarts every add is applied once, and the log
  * keeps a record or so per add in flight, not one per add ever made.
  * (It also found a send queued on the connection a restart had just
- * closed hanging until its call's deadline: client/src/conn_stream.c,
+ * closed hanging until its call's deadline: client/src/conn/conn_stream.c,
  * send_frame; 1 run in 30 under load before.) */
 START_TEST(adds_in_flight_together_are_applied_once_through_restarts)
 {

@@ -256,7 +256,7 @@ END_TEST
 
 /* Sends queued ahead of their recvs on two tags, matched in order per
  * (sender, receiver, tag): the coordinator looks at the first unmatched
- * entry of a tag only (server/verify_ops.c). The hundred pairs match; the
+ * entry of a tag only (server/verify/verify_ops.c). The hundred pairs match; the
  * last, a float32 send received as int32, is named with its tag. */
 static int p2p_stream_body(int rank, int n, void *arg)
 {

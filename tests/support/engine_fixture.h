@@ -5,8 +5,8 @@
 #define C10D_TEST_ENGINE_FIXTURE_H
 
 #include "config.h"
-#include "db.h"
-#include "engine.h"
+#include "db/db.h"
+#include "engine/engine.h"
 
 #include <stdint.h>
 

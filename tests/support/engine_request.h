@@ -3,7 +3,7 @@
 #ifndef C10D_TEST_ENGINE_REQUEST_H
 #define C10D_TEST_ENGINE_REQUEST_H
 
-#include "request.h"
+#include "engine/request.h"
 
 #include <stdint.h>
 

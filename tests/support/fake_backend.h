@@ -1,5 +1,5 @@
 /* A data plane played in process: fake_backend.c defines the library's
- * CPU backend (c10di_host_backend, client/src/backend.h) for
+ * CPU backend (c10di_host_backend, client/src/backend/backend.h) for
  * c10dclient_frontend, the front end linked without its host backend and
  * its connection (the link seam, client/CMakeLists.txt). It moves no
  * bytes: it records every call it is given, and completes it at once or,
@@ -9,7 +9,7 @@
 #ifndef C10D_TEST_FAKE_BACKEND_H
 #define C10D_TEST_FAKE_BACKEND_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* One call, as the backend was given it. */
 typedef struct fake_call {

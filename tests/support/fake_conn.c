@@ -1,10 +1,10 @@
-/* The connection to the coordinator (client/src/conn.h), played in
+/* The connection to the coordinator (client/src/conn/conn.h), played in
  * process: see fake_conn.h. Requests are answered on the caller's thread;
  * a parked one (a rendezvous, a watch) waits on the coordinator's
  * condition variable as the real one waits in its engine. */
 #include "fake_conn.h"
 
-#include "conn.h"
+#include "conn/conn.h"
 #include "internal.h"
 
 #include "c10d_time.h"

@@ -1,5 +1,5 @@
 /* A coordinator played in process, behind the client library's connection
- * (client/src/conn.h): fake_conn.c implements conn.h's functions and is
+ * (client/src/conn/conn.h): fake_conn.c implements conn.h's functions and is
  * linked instead of conn.c and conn_stream.c into c10dclient_frontend, the
  * front end without its connection and its host backend (the link seam,
  * client/CMakeLists.txt). Every request is recorded, in order, and

@@ -1,4 +1,4 @@
-/* The host backend driven through its context alone (client/src/backend.h):
+/* The host backend driven through its context alone (client/src/backend/backend.h):
  * two ranks, one thread each, no coordinator and no process group. The
  * context's hooks stand in for the front end: endpoints come from the
  * test, and the liveness check says what the test wants. If a backend

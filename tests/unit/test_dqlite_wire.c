@@ -1,11 +1,11 @@
-/* The dqlite wire client (server/dqlite_wire.c) against real dqlite nodes
+/* The dqlite wire client (server/replica/dqlite_wire.c) against real dqlite nodes
  * (libdqlite, Debian's 1.11.1), started in this process on abstract unix
  * sockets: a node's one database, statements with every parameter type,
  * a query whose rows take many messages, a transaction, the FAILURE
  * codes, and three nodes: who leads, joining voters, and a follower's
  * "not leader". docs/replication.md says what it is for. */
 #include "dqlite_nodes.h"
-#include "dqlite_wire.h"
+#include "replica/dqlite_wire.h"
 
 #include "check_main.h"
 

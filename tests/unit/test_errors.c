@@ -1,7 +1,7 @@
 /* Client basics: the error list, per-thread error detail, environment
  * handling, NULL-safety, the host backend's reduction kernels. */
 #include "internal.h"
-#include "store_internal.h"
+#include "store/store_internal.h"
 #include "url.h"
 #include "host/reduce.h"
 

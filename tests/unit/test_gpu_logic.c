@@ -6,7 +6,7 @@
  * loads NCCL afresh under its own environment. */
 #include "fingerprint.h"
 #include "layout.h"
-#include "backends.h"
+#include "backend/backends.h"
 #ifdef C10D_HAVE_NCCL
 #include "nccl_backend.h"
 #endif

@@ -1,9 +1,9 @@
-/* The coordinator's join rule (server/join.c), without a network: who
+/* The coordinator's join rule (server/join/join.c), without a network: who
  * shadows what, how many ranks contribute, when a collective may be
  * released (what each active rank entered and knows), which collectives a
  * joined rank cannot take part in, the last joiner, the released runs. */
-#include "db.h"
-#include "join.h"
+#include "db/db.h"
+#include "join/join.h"
 
 #include "check_main.h"
 

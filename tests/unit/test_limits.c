@@ -6,11 +6,11 @@
  *
  * One file of ~550 lines on purpose: every case is a finding of issue 12
  * against the same engine fixture, and a reader checks them as a list. */
-#include "engine.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
-#include "request.h"
-#include "verify.h"
+#include "engine/request.h"
+#include "verify/verify.h"
 
 #include <c10d/pg.h>
 

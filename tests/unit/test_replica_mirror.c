@@ -1,13 +1,13 @@
 /* The leading replica's working copy and its mirror in dqlite
- * (server/replica_mirror.c): a batch's changes, as the script sent to
+ * (server/replica/replica_mirror.c): a batch's changes, as the script sent to
  * dqlite, rebuild the same rows byte for byte and type for type on the
  * real schema; and through a real dqlite node, a replicated database
  * written by one working copy is what the next one loads. */
-#include "db.h"
-#include "dqlite_wire.h"
+#include "db/db.h"
+#include "replica/dqlite_wire.h"
 #include "dqlite_nodes.h"
-#include "replica_mirror.h"
-#include "schema.h"
+#include "replica/replica_mirror.h"
+#include "db/schema.h"
 
 #include "check_main.h"
 

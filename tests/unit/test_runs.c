@@ -1,17 +1,17 @@
-/* Runs (server/runs.c) in the engine, on a real SQLite file, without the
+/* Runs (server/groups/runs.c) in the engine, on a real SQLite file, without the
  * network: a run ends with its last alive member and its store keys go
  * then (only its own); an arrival never joins a run that is over; its
  * records go after the retention, a bounded number of rows a sweep, with
  * what the engine keeps in memory for it; a job's row goes with its last
  * run; a rank with no holder in a running generation is refused. */
-#include "engine.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
-#include "events.h"
-#include "liveness_ops.h"
-#include "request.h"
-#include "runs.h"
-#include "store.h"
+#include "engine/events.h"
+#include "groups/liveness_ops.h"
+#include "engine/request.h"
+#include "groups/runs.h"
+#include "store/store.h"
 
 #include "c10d_time.h"
 
@@ -704,7 +704,7 @@ START_TEST(every_table_keyed_by_job_and_generation_is_reclaimed)
         for (size_t i = 0; i < listed; i++)
             found |= !strcmp(per_run_tables[i], t);
         ck_assert_msg(found, "table %s is keyed by (job, generation) but runs.c never deletes its "
-                      "rows: add it to C10DS_PER_RUN_TABLES (server/runs.h)", t);
+                      "rows: add it to C10DS_PER_RUN_TABLES (server/groups/runs.h)", t);
         n++;
     }
     sqlite3_finalize(s);

@@ -1,9 +1,9 @@
 /* The database: created at the newest schema, migrated from older ones
  * with data kept, newer ones refused, one coordinator per file. */
-#include "db.h"
-#include "groups.h"
-#include "schema.h"
-#include "store.h"
+#include "db/db.h"
+#include "groups/groups.h"
+#include "db/schema.h"
+#include "store/store.h"
 
 #include "check_main.h"
 
@@ -315,7 +315,7 @@ END_TEST
 /* Schema 14: a rendezvous arrival's columns are renamed from "joined"
  * (members.joined_ms, groups.joined) with every row kept; members.state
  * stays the words schema 3 stored, read as MemberState at the database
- * edge (server/groups.c), and its CHECK still refuses any other. */
+ * edge (server/groups/groups.c), and its CHECK still refuses any other. */
 START_TEST(version_13_arrivals_renamed_states_read_as_enum)
 {
     c10ds_db db;

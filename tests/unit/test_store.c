@@ -1,14 +1,14 @@
 /* The store's semantics (store.c), the parked-request index (waiters.c)
  * and the engine's batch (engine.c): dedup, parking, wake-ups, expiry,
  * limits — on a real SQLite database, without the network. */
-#include "db.h"
-#include "engine.h"
+#include "db/db.h"
+#include "engine/engine.h"
 #include "engine_fixture.h"
 #include "engine_request.h"
-#include "reqlog.h"
-#include "request.h"
-#include "store.h"
-#include "waiters.h"
+#include "engine/reqlog.h"
+#include "engine/request.h"
+#include "store/store.h"
+#include "engine/waiters.h"
 
 #include "check_main.h"
 

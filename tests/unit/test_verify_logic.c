@@ -1,9 +1,9 @@
-/* The verification state machine (server/verify_runs.c) alone: no engine,
+/* The verification state machine (server/verify/verify_runs.c) alone: no engine,
  * no SQLite, no network. Members enter runs of collectives; the first
  * report of each seq is the reference; what differs is a desync naming
  * the field; the slowest member's progress releases memory and parked
  * SYNC reports. The sink here records what the machine says. */
-#include "verify.h"
+#include "verify/verify.h"
 
 #include <c10d/tensor.h>
 

@@ -5,7 +5,7 @@
 #ifndef C10DI_EXTERNAL_H
 #define C10DI_EXTERNAL_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* Its state: the program's callbacks, and the public handle they are
  * given (opaque here). */

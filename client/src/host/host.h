@@ -4,7 +4,7 @@
 #ifndef C10DI_HOST_H
 #define C10DI_HOST_H
 
-#include "../backend.h"
+#include "backend/backend.h"
 
 #include <poll.h>
 #include <stdatomic.h>

@@ -1,6 +1,6 @@
 /* A build without CUDA/NCCL headers: no NCCL backend, and a clear answer
  * to anyone who asks for it. */
-#include "backend.h"
+#include "backend/backend.h"
 
 static c10d_status absent_available(void)
 {

@@ -10,7 +10,7 @@
 #define C10DI_NCCL_BACKEND_H
 
 #include "gpu_api.h"
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef struct c10di_nccl c10di_nccl;
 

@@ -1,7 +1,6 @@
 /* The distinct keys of a request that names keys (check, wait,
- * multi_get): a key named many times is looked up and read once. A 45 KB
- * request naming one key 4,096 times used to cost 4,096 lookups (issue
- * 24). */
+ * multi_get): a key named many times is looked up and read once, so a
+ * 45 KB request naming one key 4,096 times costs one lookup, not 4,096. */
 #ifndef C10DS_KEY_SET_H
 #define C10DS_KEY_SET_H
 

@@ -1,4 +1,4 @@
-/* The coordinator's accepting under pressure (issue 24, finding 6): more
+/* The coordinator's accepting under pressure: more
  * connections than it has file descriptors, and more than
  * --max-connections. Attackers are plain sockets that connect and hold;
  * the coordinator's CPU time is its own (/proc/<pid>/stat). */

@@ -602,7 +602,7 @@ END_TEST
 /* Two hosts, interleaved: ranks 0, 2, 4 on one, 1, 3, 5 on the other
  * (C10D_HOST_NAME). Shared memory within a host, TCP across; each rank's
  * segment holds its two local peers' rings only, in slots that both sides
- * must work out alike (issue 12, finding 19). */
+ * must work out alike. */
 static int battery_two_hosts(int rank, int n, void *arg)
 {
     setenv("C10D_HOST_NAME", rank % 2 ? "host-b" : "host-a", 1);

@@ -1,5 +1,5 @@
 /* What an operator reads of a real c10d-coord: its log names clients
- * without their ids (issue 24, finding 9); a damaged database is refused
+ * without their ids; a damaged database is refused
  * with one message and one piece of advice, whatever the damage; every
  * binary answers --version (finding 10). */
 #include "coord_proc.h"

@@ -89,7 +89,7 @@ START_TEST(set_get_add_del_keys)
 }
 END_TEST
 
-/* A replicated coordinator's replicas as a --coord list (issue 28): a
+/* A replicated coordinator's replicas as a --coord list: a
  * dead one listed first is passed over; a list with a bad URL is a usage
  * error naming it. */
 START_TEST(coord_takes_a_list_of_replicas)

@@ -2,7 +2,7 @@
 # deploy/ssh-job.sh end to end, its ssh a stand-in that records its
 # arguments and runs the command here: a real coordinator with a token,
 # two ranks of the training example that need the token to take part, and
-# the token never on a command line (issue 24, finding 10: `ps` showed it).
+# the token never on a command line: `ps` would show it.
 set -uo pipefail
 src=$1 bindir_coord=$2 bindir_ctl=$3 train=$4
 out=$(mktemp -d)

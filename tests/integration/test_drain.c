@@ -1,4 +1,4 @@
-/* SIGTERM with a long queue (issue 24, finding 7): a million queued gets
+/* SIGTERM with a long queue: a million queued gets
  * kept a stopping coordinator running for more than 6 s. Queued requests
  * now run for --drain-timeout at most; the rest are dropped, counted by
  * operation in the log, and the database keeps everything acknowledged.

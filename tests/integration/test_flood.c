@@ -1,4 +1,4 @@
-/* The coordinator under floods (issue 24, findings 4, 6, 7): requests that
+/* The coordinator under floods: requests that
  * would decode to hundreds of MB, clients that never read their replies,
  * parked requests by the million, headers that promise huge frames, more
  * connections than file descriptors, and a SIGTERM with a long queue.

@@ -45,7 +45,7 @@ grep -q "EPEERLOST.*rank 2 (host .*, pid [0-9]*) died" "$out/bad.err" ||
     fail "the peers did not name rank 2"
 
 # SIGTERM (and SIGINT) to the launcher reaches the ranks; it exits 128+N,
-# and its temporary directory goes with it (issue 24, finding 9).
+# and its temporary directory goes with it.
 ranks() { pgrep -P "$lp" -fc "^sleep 30$"; }
 mkdir -p "$out/sigtmp"
 for sig in TERM INT; do
@@ -83,7 +83,7 @@ TMPDIR=$out/tmp "$run" -n 1 --db /nonexistent/dir/x.db -- true >/dev/null 2>"$ou
 grep -q "/nonexistent/dir/x.db" "$out/db.err" || fail "a bad --db: the reason does not name it"
 [ -z "$(ls -A "$out/tmp")" ] || fail "a bad --db left $(ls "$out/tmp") behind"
 # Finding 29: the coordinator the launcher started goes with it, even when
-# the launcher is killed with SIGKILL; issue 24, finding 9: so do its
+# the launcher is killed with SIGKILL: so do its
 # ranks, and the next launcher removes the temporary directory it left.
 TMPDIR=$out/tmp "$run" -n 2 -- sleep 30 >/dev/null 2>"$out/k9.err" &
 lp=$!

@@ -1,4 +1,4 @@
-/* The coordinator stalls; its ranks are not to blame (issue 24, 2).
+/* The coordinator stalls; its ranks are not to blame.
  *
  * A real stall: the coordinator process is stopped (SIGSTOP, as a paused
  * VM, a swapping host or a debugger stops it) for twice

@@ -1,4 +1,4 @@
-/* The coordinator's readiness loop (server/net/readiness.c, issue 26): a
+/* The coordinator's readiness loop (server/net/readiness.c): a
  * request wakes one coordinator thread, which reads it and runs it; the
  * requests of connections that woke it together share one batch (one
  * commit); and a coordinator told not to (C10D_NO_READINESS, the NNG

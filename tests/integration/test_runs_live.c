@@ -1,4 +1,4 @@
-/* No generation starts under alive ranks (issue 24, 3), end to end: a
+/* No generation starts under alive ranks, end to end: a
  * real coordinator, real ranks. A rank whose holder in the running
  * generation died or left comes back (a restart, an intruder that took its
  * number, a process that initialises again after c10d_destroy) while other

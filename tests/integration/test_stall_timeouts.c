@@ -1,5 +1,5 @@
-/* The coordinator stalls; no timeout it keeps counts that against a rank
- * (issue 24, 2). The coordinator process is stopped (SIGSTOP) for longer
+/* The coordinator stalls; no timeout it keeps counts that against a rank.
+ * The coordinator process is stopped (SIGSTOP) for longer
  * than a timeout it keeps while its ranks are healthy, and a rank's next
  * message follows an answer of the coordinator's, as it does when a rank
  * was waiting for it (a store get, a SYNC check, the report before):

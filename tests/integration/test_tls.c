@@ -361,7 +361,7 @@ START_TEST(a_tls_listener_needs_a_certificate)
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
     ck_assert(coord_log_contains(&c2, "cannot"));
     /* A valid key that is not the certificate's: NNG took it, and the
-     * coordinator "served" while every handshake failed (issue 24). */
+     * coordinator "served" while every handshake failed. */
     const char *other[] = {"--tls-cert", certs.cert, "--tls-key", certs.other_key, NULL};
     ck_assert_int_eq(coord_start(&c2, "tls+tcp://127.0.0.1:0", other, &status), -1);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);

@@ -1,5 +1,5 @@
 /* The verification state machine, pure: no engine, no SQLite, no network
- * (tests/unit/test_verify_logic.c drives it alone). A group's members
+ * (tests/unit/server/test_verify_runs.c drives it alone). A group's members
  * enter runs of collectives; the first report of each seq is the
  * reference the others are compared with; what it finds (a desync, the
  * slowest member moving on) goes to the caller's sink, which is where

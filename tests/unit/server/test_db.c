@@ -1,5 +1,6 @@
-/* The database: created at the newest schema, migrated from older ones
- * with data kept, newer ones refused, one coordinator per file. */
+/* The database (server/db/db.c): created at the newest schema, migrated
+ * from older ones with data kept, newer ones refused, one coordinator per
+ * file. */
 #include "db/db.h"
 #include "groups/groups.h"
 #include "db/schema.h"
@@ -425,7 +426,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("schema");
+    Suite *s = suite_create("db");
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, migrations_are_numbered_without_gaps);

@@ -213,7 +213,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("join_logic");
+    Suite *s = suite_create("join");
     TCase *tc = tcase_create("rule");
     tcase_add_test(tc, who_shadows_and_who_contributes);
     tcase_add_test(tc, a_rank_must_know_every_join_before_a_collective);

@@ -154,7 +154,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("verify_logic");
+    Suite *s = suite_create("verify_runs");
     TCase *tc = tcase_create("runs");
     tcase_add_test(tc, members_that_agree_leave_no_runs_behind);
     tcase_add_test(tc, a_member_that_differs_is_a_desync_naming_the_field);

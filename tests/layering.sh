@@ -85,9 +85,18 @@ forbid_name server/net/readiness.c '\bc10ds_conn_[a-z_]+\(' \
 forbid_name "server/net/framing.c server/net/connection.c" \
     '\bc10ds_ts_|\bts_(parse|reply|open|close)\(|\bc10ds_codec_tcpstore\b' \
     "the read loop and the reply queue reach TCPStore's dialect only through its codec"
+# TCPStore's wire is read and written apart from any connection (so that
+# it is tested alone), and nothing packs a request only to unpack it, or
+# unpacks a reply the engine made: the engine takes decoded requests and
+# answers through each dialect's reply sink.
+forbid_name server/net/tcpstore_wire.c '\bc10ds_(conn|engine|readiness|listener)_[a-z_]+\(' \
+    "TCPStore's wire (tcpstore_wire.c) knows no connection and no engine"
+forbid_name "server/*.c server/*/*.c" '\bc10dpb__(request__pack|reply__unpack)\(' \
+    "the coordinator decodes requests and encodes replies, never the other way round"
 # Every file a rule names must exist: a rule about a file that moved would
 # pass by checking nothing.
 for f in server/net/readiness.c server/net/framing.c server/net/connection.c \
+         server/net/tcpstore_wire.c \
          client/src/conn/conn_stream.c client/src/coll/verify.c client/src/join/join_region.c \
          client/src/group/liveness.c client/src/backend/backend.h client/src/internal.h; do
     if [ ! -f "$f" ]; then

@@ -1,5 +1,5 @@
-/* What a handler answers with: a request made and freed, its reply packed
- * (c10ds_reply, c10ds_fail with a worded detail), parking it on a key
+/* What a handler answers with: a request made and freed, its reply put in
+ * the client's dialect (c10ds_reply, c10ds_fail with a worded detail), parking it on a key
  * until that key is written or its deadline passes, and the checks of a
  * key and a value against the coordinator's limits. The engine sends the
  * replies after its batch commits (engine.c). */
@@ -34,33 +34,41 @@ void c10ds_request_free(c10ds_request *r)
         return;
     if (r->pb)
         c10dpb__request__free_unpacked(r->pb, NULL);
+    if (r->sink && r->sink->free)
+        r->sink->free(r->sink_arg);
     if (r->release)
         r->release(r->slot);
     free(r->reply);
     free(r);
 }
 
+/* rep as r's client reads it, into r->reply. */
+static int encode(c10ds_request *r, const C10dpb__Reply *rep)
+{
+    free(r->reply);
+    r->reply = NULL;
+    r->reply_len = 0;
+    if (r->sink)
+        return r->sink->encode(r->sink_arg, rep, &r->reply, &r->reply_len);
+    size_t n = c10dpb__reply__get_packed_size(rep);
+    if (!(r->reply = malloc(n ? n : 1)))
+        return -1;
+    c10dpb__reply__pack(rep, r->reply);
+    r->reply_len = n;
+    return 0;
+}
+
 c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep)
 {
     rep->request_id = r->pb ? r->pb->request_id : 0;
-    size_t n = c10dpb__reply__get_packed_size(rep);
-    free(r->reply);
-    r->reply = malloc(n ? n : 1);
-    if (!r->reply) {
-        /* Keep an answer even now: a reply with only the status fits in a
-         * few bytes on the stack-free path below. */
+    if (encode(r, rep) != 0) {
+        /* Keep an answer even now: one with only the status is a few
+         * bytes; if even those cannot be had, the client times out. */
         C10dpb__Reply oom = C10DPB__REPLY__INIT;
         oom.request_id = rep->request_id;
         oom.status = C10D_ENOMEM;
-        n = c10dpb__reply__get_packed_size(&oom);
-        if (!(r->reply = malloc(n)))
-            return C10DS_DONE; /* nothing can be sent; the client times out */
-        rep = &oom;
-        c10dpb__reply__pack(rep, r->reply);
-    } else {
-        c10dpb__reply__pack(rep, r->reply);
+        encode(r, &oom);
     }
-    r->reply_len = n;
     return C10DS_DONE;
 }
 

@@ -15,11 +15,30 @@
 typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_request c10ds_request;
 
+/* How a request's answer becomes bytes: the reply sink of the dialect it
+ * came in (net/). A request without one is answered in our own protocol,
+ * a packed Reply; TCPStore's requests are answered in TCPStore's bytes,
+ * written straight from the Reply a handler made (no pack and unpack in
+ * between). The engine stores and sends those bytes as they are; the
+ * request log keeps only our own protocol's (TCPStore's requests name no
+ * client, so none is deduplicated). */
+typedef struct c10ds_reply_sink {
+    /* rep in the dialect's bytes, malloc'd into *out; -1: out of memory */
+    int (*encode)(void *arg, const C10dpb__Reply *rep, void **out, size_t *len);
+    /* frees arg with the request (NULL: nothing to free) */
+    void (*free)(void *arg);
+} c10ds_reply_sink;
+
 struct c10ds_request {
     C10dpb__Request *pb;  /* the decoded request (owned) */
     void *slot;           /* the listener's handle to reply through */
     void (*release)(void *slot); /* called when the request is freed */
-    void *reply;          /* the packed reply, once answered (malloc'd) */
+    const c10ds_reply_sink *sink; /* NULL: our own protocol */
+    void *sink_arg;               /* what sink->encode is given (owned) */
+    /* The listener vouches for it: no token is asked (TCPStore's port,
+     * which has none, is open by choice: docs/tcpstore.md). */
+    int vouched;
+    void *reply;          /* the answer as the client's dialect says it (malloc'd) */
     size_t reply_len;
     int64_t received_ms;  /* monotonic */
     int64_t deadline_ms;  /* monotonic; parked requests time out then */
@@ -53,7 +72,8 @@ typedef enum { C10DS_DONE, C10DS_PARKED } c10ds_outcome;
 
 c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot);
 void c10ds_request_free(c10ds_request *r);
-/* Answers r with rep (request_id is filled in; status is rep->status). */
+/* Answers r with rep (request_id is filled in; status is rep->status), in
+ * r's dialect (r->sink). */
 c10ds_outcome c10ds_reply(c10ds_request *r, C10dpb__Reply *rep);
 c10ds_outcome c10ds_fail(c10ds_request *r, c10d_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,6 +1,5 @@
-/* A connection's read loop: the byte stream cut into frames
- * (common/frame.h: a u32 length, the u64 request id, the protobuf), each
- * decoded and handed to the engine. An undecodable frame gets a
+/* A connection's read loop: the byte stream cut into frames and each
+ * decoded (c10d_wire.c) and handed to the engine. An undecodable frame gets a
  * protocol-error reply, one that would decode too large ETOOBIG; a frame
  * over --max-message-bytes, a request not whole within --frame-timeout,
  * or unfinished requests over --max-pending-bytes (all connections
@@ -13,9 +12,10 @@
 #include "config.h"
 #include "engine/engine.h"
 #include "engine/request.h"
+#include "failure.h"
 
 #include "c10d.pb-c.h"
-#include "net/decode_budget.h"
+#include "net/c10d_wire.h"
 #include "frame.h"
 #include "log.h"
 #include "tls.h"
@@ -46,73 +46,50 @@ static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, cons
     }
 }
 
-/* Refuses, before unpacking, a request whose unpacking would take more
- * than --max-decode-bytes (a frame of empty repeated keys grew ~19x), or
- * whose strings hold a NUL (protobuf-c would cut them there: a set of
- * "a\0b" overwrote "a"). Returns -1 when it was refused. */
-static int refused_before_decoding(c10ds_conn *c, uint64_t frame_id, const uint8_t *body,
-                                   size_t len)
+int c10ds_conn_hand_on(c10ds_conn *c, C10dpb__Request *pb, const c10ds_reply_sink *sink,
+                       void *sink_arg, int vouched)
 {
-    c10ds_decode_cost cost;
-    uint64_t budget = c->l->cfg->max_decode_bytes;
-    int over = c10ds_decode_cost_check(&c10dpb__request__descriptor, body, len, budget, &cost);
-    char detail[512];
-    if (!over && cost.nul_field) {
-        snprintf(detail, sizeof detail, "field '%s' of the request holds a NUL byte: keys, job "
-                 "and group names are C strings on c10d-coord (it would be cut at the NUL, and "
-                 "another key written)", cost.nul_field);
-        reply_error(c, frame_id, C10D_EINVAL, detail);
-        return -1;
-    }
-    if (!over)
-        return 0;
-    snprintf(detail, sizeof detail, "request of %zu bytes would take more than %llu bytes to "
-             "decode (--max-decode-bytes; field '%s' repeats at least %zu times); send fewer "
-             "keys at once",
-             len, (unsigned long long)budget, cost.field, cost.repeats);
-    c10ds_warn("connection %u: %s", c->id, detail);
-    reply_error(c, frame_id, C10D_ETOOBIG, detail);
-    return -1;
-}
-
-void c10ds_conn_submit(c10ds_conn *c, uint64_t frame_id, const uint8_t *body, size_t len)
-{
-    c10ds_listener *l = c->l;
-    if (refused_before_decoding(c, frame_id, body, len) != 0)
-        return;
-    C10dpb__Request *pb = c10dpb__request__unpack(NULL, len, body);
-    if (!pb) {
-        c10ds_warn("undecodable request of %zu bytes on connection %u; answered with a "
-                   "protocol error", len, c->id);
-        reply_error(c, frame_id, C10D_EPROTO, "the coordinator could not decode this request "
-                    "(not a c10d protocol message, or truncated)");
-        return;
-    }
-    if (pb->op_case == C10DPB__REQUEST__OP__NOT_SET) {
-        c10dpb__request__free_unpacked(pb, NULL);
-        reply_error(c, frame_id, C10D_EPROTO, "request names no operation (is the client newer "
-                    "than the coordinator?)");
-        return;
-    }
-    /* The protobuf's id is the one the engine deduplicates by; the
-     * frame's is the one the client routes by: they must agree. */
-    pb->request_id = frame_id;
     c->turn_requests++;
     c10ds_request *r = c10ds_request_new(pb, c);
     if (!r) {
-        reply_error(c, frame_id, C10D_ENOMEM, "coordinator out of memory");
         c10dpb__request__free_unpacked(pb, NULL);
-        return;
+        if (sink && sink->free)
+            sink->free(sink_arg);
+        return c10ds_failed(C10D_ENOMEM, "coordinator out of memory");
     }
+    r->sink = sink;
+    r->sink_arg = sink_arg;
+    r->vouched = vouched;
     r->pipe = c->id;
     r->release = release_slot;
     atomic_fetch_add(&c->refs, 1);
     c10ds_conn_request_sent(c);
-    if (c10ds_engine_submit(l->engine, r) != 0) {
+    if (c10ds_engine_submit(c->l->engine, r) != 0) {
         /* Shutting down: leave it unanswered; the client resends it to the
          * next coordinator. */
         c10ds_request_free(r);
     }
+    return 0;
+}
+
+/* One frame's request decoded and handed to the engine; refusals are
+ * answered. */
+static void submit(c10ds_conn *c, const c10ds_frame *f)
+{
+    c10ds_decode_refusal why;
+    c10d_status st;
+    C10dpb__Request *pb = c10ds_c10d_decode(f, c->l->cfg->max_decode_bytes, &why, &st);
+    if (!pb) {
+        if (why == C10DS_DECODE_OVER_BUDGET)
+            c10ds_warn("connection %u: %s", c->id, c10ds_failure());
+        else if (why == C10DS_DECODE_GARBLED)
+            c10ds_warn("undecodable request of %zu bytes on connection %u; answered with a "
+                       "protocol error", f->body_len, c->id);
+        reply_error(c, f->id, st, c10ds_failure());
+        return;
+    }
+    if (c10ds_conn_hand_on(c, pb, NULL, NULL, 0) != 0)
+        reply_error(c, f->id, C10D_ENOMEM, "coordinator out of memory");
 }
 
 /* Whether c has more unsent replies than it may have and still be read. */
@@ -151,19 +128,6 @@ static int listener_closing(c10ds_listener *l)
     return closing;
 }
 
-/* A TLS client's first bytes on this plain listener: a handshake record
- * (0x16, version 3.x, a length) holding a client hello (type 1, then
- * version 3.x at byte 9). Read as a frame, its first four bytes promise
- * some 16.8 MB, and the client waited 30 s for an answer to a hello the
- * coordinator was still "receiving". Only the first bytes of a connection
- * are looked at. */
-static int tls_client_hello(const c10ds_conn *c)
-{
-    const uint8_t *b = c->rbuf;
-    return !c->framed && c->rlen >= 11 && b[0] == 0x16 && b[1] == 3 && b[2] <= 4 && b[5] == 1 &&
-           b[9] == 3 && b[10] <= 4;
-}
-
 /* Decodes the complete frames in rbuf. Returns -1 when the client sent
  * something that is not a frame, or one over the limit; 1 when it stopped
  * because c's unsent replies are over C10DS_READ_PAUSE_BYTES (the frames
@@ -172,22 +136,24 @@ static int tls_client_hello(const c10ds_conn *c)
 static int parse(c10ds_conn *c)
 {
     size_t off = 0;
-    uint64_t max = c->l->cfg->max_message_bytes;
     int rc = 0;
-    if (tls_client_hello(c)) {
+    /* Only the first bytes of a connection are looked at. */
+    if (!c->framed && c10ds_tls_client_hello(c->rbuf, c->rlen)) {
         c10ds_warn("connection %u from %s began a TLS handshake, and this listener is plain "
                    "(%s): closing it (the client dials tls+tcp://; dial tcp://, or start the "
                    "coordinator on tls+tcp://)", c->id, c->peer, c->l->url);
         return -1;
     }
-    while (c->rlen - off >= C10DC_FRAME_HDR) {
-        uint32_t n = c10dc_get_u32(c->rbuf + off);
-        if (n < 8 || n - 8 > max) {
-            c10ds_warn("connection %u sent a frame of %u bytes (limit %llu, "
-                       "--max-message-bytes): closing it", c->id, n, (unsigned long long)max);
+    for (;;) {
+        c10ds_frame f;
+        size_t used;
+        c10ds_frame_result got =
+            c10ds_frame_cut(c->rbuf + off, c->rlen - off, c->l->cfg->max_message_bytes, &f, &used);
+        if (got == C10DS_FRAME_BAD) {
+            c10ds_warn("connection %u sent %s: closing it", c->id, c10ds_failure());
             return -1;
         }
-        if (c->rlen - off < 4 + (size_t)n)
+        if (got == C10DS_FRAME_SHORT)
             break;
         if (c10ds_readiness_turn_over(c)) {
             rc = 2;
@@ -199,10 +165,9 @@ static int parse(c10ds_conn *c)
             rc = 1;
             break;
         }
-        c10ds_conn_submit(c, c10dc_get_u64(c->rbuf + off + 4), c->rbuf + off + C10DC_FRAME_HDR,
-                          n - 8);
+        submit(c, &f);
         c->framed = 1;
-        off += 4 + (size_t)n;
+        off += used;
     }
     c10ds_conn_consumed(c, off);
     if (rc == 0 && make_room(c) != 0)

@@ -4,10 +4,13 @@
  *   listener.c    the NNG stream listener: accepting, start and close
  *   connection.c  a connection's life (references, closing, the reaper
  *                 that frees it) and its reply queue
- *   framing.c     a connection's read loop: the stream cut into frames,
- *                 the limits on them, each request decoded for the engine
+ *   framing.c     a connection's read loop, our own dialect's codec, and
+ *                 the hand-off of a decoded request to the engine
  *   readiness.c   the thread that tcp:// and ipc:// connections' read
  *                 loops wait on between requests (woken by the kernel)
+ *   tcpstore.c    TCPStore's dialect's codec
+ * and beneath them, knowing no connection, each dialect's wire
+ * (c10d_wire.h, tcpstore_wire.h) and decode_budget.h.
  *
  * Layered, each calling only down by name: listener.c accepts and gives
  * each connection its dialect's codec (c10ds_codec: ours in framing.c,
@@ -25,6 +28,9 @@
 
 #include "net/listener.h"
 
+#include "c10d.pb-c.h"
+#include "engine/request.h"
+
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
 #include <stdatomic.h>
@@ -35,19 +41,19 @@
 #define C10DS_RBUF_MIN (64u * 1024)
 /* A connection with more unsent replies than this is not read from until
  * they are down to half: a client that does not read its replies cannot
- * make the coordinator produce more (16 such clients took 1.57 GB). A
+ * make the coordinator produce more (else its replies grow without bound
+ * in the coordinator's memory, a GB for a handful of clients). A
  * client that reads keeps well under it; one reply larger is sent whole. */
 #define C10DS_READ_PAUSE_BYTES (1u << 20)
 /* Requests of one connection handed to the engine and not yet done with
  * (answered, or parked and then answered): past it the connection is not
- * read from until they are down to half. Unread replies alone did not
+ * read from until they are down to half. Unread replies alone do not
  * bound a client that sends faster than the engine answers: its requests
- * piled up in the engine's queue before any reply existed (8 clients
- * sending gets without reading took the coordinator to 14.9 GB). It also
- * bounds how long one client's backlog delays others' requests, which
- * queue behind it (8 x 1024 gets of 1 MiB held a normal get over 10 s
- * under ASan). A rank has a handful in flight (its watch, a SYNC check,
- * a wait per thread). */
+ * pile up in the engine's queue before any reply exists. It also bounds
+ * how long one client's backlog delays others' requests, which queue
+ * behind it (8 x 1024 gets of 1 MiB would hold a normal get for seconds).
+ * A rank has a handful in flight (its watch, a SYNC check, a wait per
+ * thread). */
 #define C10DS_CONN_INFLIGHT_MAX 128
 /* Replies this small always go out, even over --max-reply-bytes: an
  * error that says why a large one did not is one of them. */
@@ -199,9 +205,12 @@ void c10ds_conn_recv_cb(void *arg);
  * already read, then the next receive. Carries the read loop's reference.
  * connection.c calls it only through c->read_resume. */
 void c10ds_conn_read_resume(c10ds_conn *c);
-/* Decodes one request body (a frame's protobuf) and hands it to the
- * engine as request id; refusals are answered. */
-void c10ds_conn_submit(c10ds_conn *c, uint64_t id, const uint8_t *body, size_t len);
+/* Hands a decoded request of c's to the engine (owning pb and sink_arg
+ * from here on, whatever it returns): answered through sink (NULL: our
+ * own protocol), asked for no token if vouched. -1: out of memory
+ * (recorded: failure.h), nothing handed on. */
+int c10ds_conn_hand_on(c10ds_conn *c, C10dpb__Request *pb, const c10ds_reply_sink *sink,
+                       void *sink_arg, int vouched);
 /* Whether c has more unsent replies than it may have and still be read. */
 int c10ds_conn_backlogged(c10ds_conn *c);
 /* Whether c was closed. The parse loops stop there: requests read after

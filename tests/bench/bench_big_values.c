@@ -1,6 +1,6 @@
 /* bench_big_values: a normal client's get latency while other clients
  * flood the coordinator with requests naming one 16 MiB value many times
- * (issue 24: a 45 KB check naming it 4,096 times held the engine ~100 s).
+ * (a 45 KB check naming it 4,096 times once held the engine ~100 s).
  *
  *   bench_big_values [-n NAMED] [-s SECONDS] [-c FLOODERS] [--coord URL]
  *

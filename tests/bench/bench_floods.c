@@ -1,4 +1,4 @@
-/* A normal client's get latency while each flood of issue 24 runs against
+/* A normal client's get latency while each flood runs against
  * a real coordinator, one after the other, beside none:
  *
  *   bench_floods [PROBES]
@@ -13,13 +13,13 @@
  * Printed per flood: the probe's median and worst latency, its errors,
  * the flood's requests and refusals, and the coordinator's RSS after it.
  * A probe gives up after 5 s (an error), and a flood's probing after 30 s
- * (a coordinator from before issue 24 answers nothing for minutes under
- * some of them).
+ * (a coordinator without the limits on them answers nothing for minutes
+ * under some of them).
  *
  * C10D_TEST_COORD_BIN=path runs the floods against another c10d-coord
  * binary (an older build, for a before/after in one run). C10D_FLOODS=
  * "0,1,3" runs only those of the table (0 is none): the unread-replies
- * flood took a coordinator from before issue 24 past 14 GB. */
+ * flood took a coordinator without those limits past 14 GB. */
 #include "coord_proc.h"
 #include "raw_client.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A replicated coordinator (three replicas on loopback, --replica) beside
-# the single-node one, in the same run (issue 28): store operations at 1
+# the single-node one, in the same run: store operations at 1
 # and 8 clients, what SYNC verification costs an all_reduce, and the
 # failover a store writer sees when the leader is killed with SIGKILL.
 # Usage: tests/bench/run_replica_bench.sh [BUILD_DIR] [OPS] [ROUNDS]

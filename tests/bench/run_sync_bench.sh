@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SYNC's cost against the control plane's floors, side by side (issue 26).
+# SYNC's cost against the control plane's floors, side by side.
 # Each round runs bench_rtt (raw TCP, NNG's stream ping-pong, our control
 # round trip), then bench_coll at world 2 under C10D_VERIFY=off and sync,
 # and prints what SYNC adds to a 4 B all_reduce, in control round trips

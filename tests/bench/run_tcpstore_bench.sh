@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # c10d-coord's TCPStore port (--tcpstore-listen) against PyTorch's own
 # TCPStore server, driven by TCPStore's own client, alternating in one run,
-# at 1 and 8 clients (issue 27). Needs python3-torch.
+# at 1 and 8 clients. Needs python3-torch.
 # Usage: tests/bench/run_tcpstore_bench.sh [BUILD_DIR] [OPS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)

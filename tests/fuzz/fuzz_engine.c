@@ -1,5 +1,5 @@
 /* libFuzzer target: the coordinator's request decoder and every handler,
- * in-process against the engine and a real SQLite database (issue 12).
+ * in-process against the engine and a real SQLite database.
  *
  * An input is a batch of requests, each a 2-byte little-endian length and
  * that many bytes of a protobuf Request (what a frame carries), plus, per
@@ -9,7 +9,7 @@
  * was parked on it, so memory stays bounded across runs. Each reply must
  * decode. The coordinator must neither crash, leak, nor hang.
  *
- * With C10D_FUZZ_VALUES=big (scripts/fuzz.sh's second run, issue 24) the
+ * With C10D_FUZZ_VALUES=big (scripts/fuzz.sh's second run) the
  * limits are the coordinator's defaults, and big/0 .. big/3 hold 16 MiB
  * each before every input (an input may delete them): requests naming
  * large values, many times over, must not hold the engine (libFuzzer's

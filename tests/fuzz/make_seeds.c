@@ -295,7 +295,7 @@ static void join_region(const char *job)
     put(&r, 1, 101);
 }
 
-/* Issue 24: requests naming large values (big/0 .. big/3, 16 MiB each
+/* Requests naming large values (big/0 .. big/3, 16 MiB each
  * under C10D_FUZZ_VALUES=big), one key many times over. */
 #define NAMED 4096
 

@@ -17,8 +17,8 @@ if nm -D --defined-only "$libdir/libc10dclient.so" | awk '{print $3}' | grep -v 
 fi
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 "${CC:-cc}" -Wall -Werror -o "$prefix/prog" "$here/user_prog.c" $(pkg-config --cflags --libs c10dclient)
-# No LD_LIBRARY_PATH: the run path comes with pkg-config's flags (issue 12,
-# finding 30) and with CMake's imported target.
+# No LD_LIBRARY_PATH: the run path comes with pkg-config's flags and with
+# CMake's imported target.
 "$prefix/prog" | grep -q "c10d 0\." || { echo "FAIL: pkg-config build (run path?)"; exit 1; }
 mkdir "$prefix/cm"
 cmake -S "$here" -B "$prefix/cm" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null

@@ -1,4 +1,4 @@
-"""c10d_coord installed with pip as a user installs it (issue 23), offline,
+"""c10d_coord installed with pip as a user installs it, offline,
 into fresh venvs made with --system-site-packages (torch is Debian's), and
 used from outside the checkout: no PYTHONPATH, the working directory a
 temporary one, the launcher and coordinator those of an installed prefix.

@@ -583,7 +583,7 @@ START_TEST(world_3_over_tcp)
 }
 END_TEST
 
-/* Issue 12, finding 14: the host data plane over IPv6. The coordinator
+/* The host data plane over IPv6. The coordinator
  * listens on [::1], so the address each rank advertises (the one it
  * reaches the coordinator from) is IPv6, and its TCP links are too. */
 START_TEST(world_3_over_tcp_on_ipv6)

@@ -143,7 +143,7 @@ START_TEST(a_call_refused_after_numbering_gives_its_number_back)
 }
 END_TEST
 
-/* Issue 14, one timeout convention: C10D_NO_WAIT on a work handle says
+/* One timeout convention: C10D_NO_WAIT on a work handle says
  * how it stands now. Rank 0's async all_reduce cannot finish before rank 1
  * calls it, and rank 1 calls it only once rank 0 has looked (a shared
  * flag): the look must say "still running"; then it completes. A

@@ -214,7 +214,7 @@ static double switches_a_trip(c10d_store *s, int trips)
     return (double)(nng_thread_switches(getpid()) - before) / trips;
 }
 
-/* Issue 26: the caller waiting for its reply sleeps in poll(2) on the
+/* The caller waiting for its reply sleeps in poll(2) on the
  * connection's socket, the kernel wakes it when the reply arrives, and it
  * reads the reply itself: NNG's threads stay asleep. Waiting through NNG,
  * NNG's poller thread woke for every reply, read it and woke the caller

@@ -205,7 +205,7 @@ START_TEST(exit_codes_for_scripts)
 }
 END_TEST
 
-/* Issue 12, findings 21 and 23: options after the command, as docs/api.md
+/* Options after the command, as docs/api.md
  * writes them; values checked; a coordinator's EINVAL is not "bad usage";
  * JSON always valid, usage errors included. */
 START_TEST(options_anywhere_values_checked_json_always)
@@ -251,7 +251,7 @@ START_TEST(options_anywhere_values_checked_json_always)
 }
 END_TEST
 
-/* Issue 24, finding 9: a command's arguments are checked before any
+/* A command's arguments are checked before any
  * coordinator is asked, so a bad one is bad usage (2), not "unreachable"
  * (4) after the timeout; finding 10: so is a URL that cannot be one. */
 START_TEST(bad_arguments_are_usage_errors_with_no_coordinator)

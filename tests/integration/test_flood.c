@@ -304,7 +304,7 @@ static int64_t replies_waited(c10d_store *s)
     return n;
 }
 
-/* Issue 26: a reply went out by an NNG callback on a task thread, woken
+/* A reply went out by an NNG callback on a task thread, woken
  * for it (a thread switch and NNG's one task-queue lock, contended by all
  * its threads, on every reply). It is now written by the thread that
  * answered it when the socket takes it, as it always does for a client

@@ -66,7 +66,7 @@ for sig in TERM INT; do
     [ -z "$(ls -A "$out/sigtmp")" ] || fail "SIG$sig left $(ls "$out/sigtmp") behind"
 done
 
-# Issue 12, finding 20: bad values are refused; a coordinator that does not
+# Bad values are refused; a coordinator that does not
 # start says why and leaves no temporary directory.
 "$run" -n 2 --grace abc -- true >/dev/null 2>"$out/grace.err"
 [ $? = 2 ] || fail "--grace abc was accepted"
@@ -141,7 +141,7 @@ while True:
         "$out/hangup.err" || fail "a server that hangs up was not said to be another server"
 fi
 
-# Issue 24, finding 9: a --coord that is no URL and a --job longer than
+# A --coord that is no URL and a --job longer than
 # C10D_MAX_JOB_BYTES are refused at once, not warned about and retried.
 "$run" -n 1 --coord tcp://bogus -- true >/dev/null 2>"$out/bogus.err"
 [ $? = 2 ] || fail "--coord tcp://bogus was not refused as bad usage"

@@ -283,7 +283,7 @@ START_TEST(restarted_job_starts_a_new_generation)
 }
 END_TEST
 
-/* Issue 12, finding 18: the final collective of each destroyed group went
+/* The final collective of each destroyed group went
  * into a 2,048-byte string, cut short at ~140 groups: peers of the groups
  * left out failed with a false EPEERLOST when the rank left. 250 groups:
  * every one is in what the coordinator stored (a GroupSeq each in the

@@ -67,7 +67,7 @@ START_TEST(oversized_values_are_refused_and_the_coordinator_carries_on)
 }
 END_TEST
 
-/* Issue 12, finding 9: forty connections each holding 16 MiB of an
+/* Forty connections each holding 16 MiB of an
  * unfinished frame took 645 MB, for ever. A frame left unfinished is cut
  * off after --frame-timeout; unfinished frames together are capped by
  * --max-pending-bytes; everyone else is served. */
@@ -182,7 +182,7 @@ START_TEST(token_is_required_when_configured)
     o.token = "wrong";
     ck_assert_int_eq(c10d_store_connect(&s, coord.url, &o), C10D_EAUTH);
     ck_assert_ptr_nonnull(strstr(c10d_errmsg(), "does not match"));
-    /* Issue 12, finding 11: each refusal was a log line (6,000 refused
+    /* Each refusal was a log line (6,000 refused
      * tokens, 6,084 lines). Warnings of one kind are limited to 10 a
      * second, the rest counted. */
     long long t0 = test_now_ms();
@@ -251,7 +251,7 @@ START_TEST(a_key_with_a_nul_byte_is_refused)
 }
 END_TEST
 
-/* Issue 24, finding 1: a 45 KB check, wait or multi_get naming one key
+/* A 45 KB check, wait or multi_get naming one key
  * 4,096 times, with 16 MiB stored under it, held the engine ~100 s: each
  * existence check read the whole value, and every lookup passing the
  * value's row read it too. Now existence reads no value, a key named

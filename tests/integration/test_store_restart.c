@@ -254,7 +254,7 @@ START_TEST(second_coordinator_on_the_same_database_is_refused)
 }
 END_TEST
 
-/* Issue 12, finding 1: the lock was keyed on the path, so a hard link or
+/* The lock was keyed on the path, so a hard link or
  * a symlink to a live database started a second coordinator on the same
  * file (2,000 writes through each corrupted it). */
 START_TEST(second_coordinator_through_a_link_is_refused)
@@ -298,7 +298,7 @@ START_TEST(sigterm_is_a_clean_shutdown)
 }
 END_TEST
 
-/* Issue 12, finding 3: a damaged database started silently ("-1 keys"),
+/* A damaged database started silently ("-1 keys"),
  * then answered existing keys "no such key". It must be refused at start
  * with a message that says the file is damaged. */
 START_TEST(a_damaged_database_is_refused_at_start)

@@ -1,4 +1,4 @@
-"""c10d-coord --tcpstore-listen (issue 27): PyTorch's own TCPStore client,
+"""c10d-coord --tcpstore-listen: PyTorch's own TCPStore client,
 torchrun's c10d rendezvous and raw byte sequences of torch 2.2+'s protocol
 against the coordinator's TCPStore port. The session's coordinator serves
 them beside the other tests' jobs; the kill -9 cases start their own.

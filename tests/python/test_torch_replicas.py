@@ -1,5 +1,5 @@
-"""The PyTorch package and c10d-run on a replicated coordinator (issue 28,
-docs/replication.md): three real `c10d-coord --replica` processes on
+"""The PyTorch package and c10d-run on a replicated coordinator
+(docs/replication.md): three real `c10d-coord --replica` processes on
 loopback; torch ranks name all three (coord://H1:P1,H2:P2,H3:P3 or
 C10D_COORD=LIST under c10d-run), are sent to the leader, and a job that
 formed before the leader was killed with SIGKILL finishes after it."""

@@ -1,6 +1,6 @@
 /* A 16 MiB value among 1,000 one-byte ones, and SQLite's largest
  * allocation: whether a statement read the big value (the store's and the
- * engine's unit suites, issue 24). */
+ * engine's unit suites). */
 #ifndef C10D_TEST_BIG_VALUE_H
 #define C10D_TEST_BIG_VALUE_H
 

@@ -225,7 +225,7 @@ START_TEST(a_url_list_is_resolved_and_checked_url_by_url)
 }
 END_TEST
 
-/* Issue 12, finding 28: a malformed setting became the default in
+/* A malformed setting became the default in
  * silence (C10D_TIMEOUT_MS=12x, C10D_VERIFY=bogus became SYNC). Finding
  * 10: a long C10D_JOB was cut to 127 bytes. Each is refused at once,
  * naming the variable, before anything is sent. */

@@ -43,7 +43,7 @@ START_TEST(status_numbers_never_change)
 }
 END_TEST
 
-/* Option structs carry a version (issue 14): one not made with its _INIT
+/* Option structs carry a version: one not made with its _INIT
  * macro, or from a newer header, is refused before anything else. */
 START_TEST(option_structs_are_checked_for_their_version)
 {
@@ -138,7 +138,7 @@ START_TEST(null_handles_are_safe)
 }
 END_TEST
 
-/* Issue 14: one timeout convention (c10d/common.h) for arguments and
+/* One timeout convention (c10d/common.h) for arguments and
  * option fields alike: > 0 ms, C10D_TIMEOUT_DEFAULT, C10D_NO_WAIT where
  * not waiting means something; anything else is refused by name. */
 START_TEST(timeouts_follow_one_convention)

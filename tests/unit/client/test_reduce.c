@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Issue 12, finding 16: integer reductions. AVG of uint8 over 256 ranks
+/* Integer reductions. AVG of uint8 over 256 ranks
  * divided by (uint8_t)256 == 0 (SIGFPE); int8 AVG from 128 ranks divided
  * by -128; int32/int64 SUM and PROD overflowed, undefined behaviour (this
  * suite runs under UBSan too). They wrap as NCCL's do. */

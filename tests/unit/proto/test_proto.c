@@ -80,7 +80,7 @@ START_TEST(field_numbers_are_an_abi)
     lr.has_state = 1;
     lr.state = C10DPB__MEMBER_STATE__MEMBER_DEAD;
     /* first=1 8, last=2 103, state=6 MEMBER_DEAD (3; field 3, the state
-     * as text before issue 25, is reserved) */
+     * as text in an earlier version, is reserved) */
     assert_packs_to(&lr.base, "080810673003");
 
     C10dpb__Reply rep = C10DPB__REPLY__INIT;

@@ -259,7 +259,7 @@ START_TEST(version_10_old_layout_keys_of_runs_over_go)
 END_TEST
 
 /* Schema 13: kv leaves WITHOUT ROWID, so that a value is not inside its
- * key's index (issue 24). Every key and value comes through byte for
+ * key's index. Every key and value comes through byte for
  * byte: empty, binary with NULs, over a page (overflow pages), with its
  * updated_ms. */
 START_TEST(version_12_store_keeps_every_key_and_value)

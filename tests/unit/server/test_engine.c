@@ -192,7 +192,7 @@ static c10ds_request *keys_req(uint64_t id, C10dpb__Request__OpCase op, char **k
     return engine_request(&pb, 1, id);
 }
 
-/* Issue 24: check, wait and multi_get naming one 16 MiB value 4,096
+/* Check, wait and multi_get naming one 16 MiB value 4,096
  * times read it 4,096 times (~100 s of the engine). Existence reads no
  * value; multi_get refuses by the sizes before reading; a key named again
  * is read once and answered in every place it was named. */

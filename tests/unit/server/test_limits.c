@@ -1,10 +1,10 @@
-/* What one request must not do to the coordinator (issue 12's findings),
+/* What one request must not do to the coordinator,
  * on the engine and a real SQLite database, without the network: crash it
  * (a group_join naming members without the caller), hold it (a world of
  * twenty million), blow up a reply (multi_get of one key many times), or
  * make a reply lie about what was stored (a write that fails mid-batch).
  *
- * One file of ~550 lines on purpose: every case is a finding of issue 12
+ * One file of ~550 lines on purpose: every case is a finding of one review
  * against the same engine fixture, and a reader checks them as a list. */
 #include "engine/engine.h"
 #include "engine_fixture.h"
@@ -335,7 +335,7 @@ static int vgroups_of(const char *job)
     return n;
 }
 
-/* Issue 13: memory flat across generations. Each restart of a job made
+/* Memory flat across generations. Each restart of a job made
  * verification state for its new generation and kept the old ones' (with
  * every rank's trace) for the coordinator's life. */
 START_TEST(a_restarted_job_leaves_no_verification_state_behind)

@@ -148,7 +148,7 @@ START_TEST(prefix_ranges_are_exact)
     out[0] = '\0';
     ck_assert_int_eq(c10ds_store_list(&st, "", 2, collect, out, &more), 2);
     ck_assert_int_eq(more, 1);
-    /* Issue 12, finding 22: a prefix over 8 KiB lost its upper bound and
+    /* A prefix over 8 KiB lost its upper bound and
      * counted every key after it ("b/1" here). */
     char *longp = malloc(10001);
     memset(longp, 'a', 10000);
@@ -215,7 +215,7 @@ START_TEST(a_prefix_reads_only_its_own_range)
 }
 END_TEST
 
-/* Issue 24: kv was WITHOUT ROWID, the value inside the key's index, and
+/* The kv table was WITHOUT ROWID, the value inside the key's index, and
  * SQLite reads a whole overflowing row to compare a key with it: one 16
  * MiB value made the lookups of its neighbours read it (20-30 ms each),
  * and an existence check read it too. Now only what returns the value

@@ -61,6 +61,11 @@ if [ "${C10D_NO_TORCH2:-0}" != 1 ]; then
     else
         C10D_PYTHONPATH= "$venv_py" -m pytest -q -rs tests/python
         C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py
+        # The lists' ranks are forked from the runner (a second a test); a
+        # few spawned, as torch's own runner starts them, keep that path
+        # proven (docs/pytorch.md, "PyTorch's own test suite").
+        C10D_PYTHONPATH= "$venv_py" tests/torch_suite/run.py --start spawn \
+            test_DistributedDataParallelCPU test_all_reduce_sum test_barrier
         # The same lists on coord over torch's own gloo, under our checks
         # (docs/pytorch.md, "Keep your backend, add the checks").
         say "PyTorch's own suite on coord over torch's gloo (C10D_DATA_PLANE=cpu:gloo)"

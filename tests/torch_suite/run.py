@@ -2,7 +2,9 @@
 """Runs PyTorch's own distributed test suite (torch/testing/_internal/
 distributed/distributed_test.py, shipped with python3-torch: 279 tests) on
 c10d-coord's backend, on CPU, as torch's test_distributed_spawn.py runs it
-(suite.py), and prints what passed, failed and was skipped.
+(suite.py), and prints what passed, failed and was skipped. Each test's
+ranks are forked from the runner (--start spawn: spawned, as torch's
+test_distributed_spawn.py does; the tests are the same, only slower).
 
     /usr/bin/python3 tests/torch_suite/run.py          # CI: torch1.13/ci-world2.txt at
                                                        # world 2, ci-world3.txt at 3
@@ -207,6 +209,11 @@ def main():
                     help="init_method: the coordinator's store, coord://HOST:PORT (default: "
                          "each test's run has its own), or torch's per-test file://; a list "
                          "file's init=... for one test wins")
+    ap.add_argument("--start", choices=["fork", "spawn"], default="fork",
+                    help="how each test's ranks start: forked from the runner, which "
+                         "imported torch once (default; a test takes a second, not the "
+                         "5-7 s of importing torch twice), or spawned, importing it anew, "
+                         "as torch's test_distributed_spawn.py starts them")
     ap.add_argument("--timeout", type=int, default=150,
                     help="seconds a test may take before its ranks are killed (default 150)")
     ap.add_argument("--log", help="the ranks' output and each failure's full text "
@@ -260,14 +267,14 @@ def main():
     # go with the run's directory.
     inits = {"file": f"file://{tmp}/", "coord": "coord://" + coord.url.split("://", 1)[1]}
     env.update(BACKEND="gloo", C10D_COORD=coord.url, TMPDIR=tmp,
-               C10D_SUITE_GROUPS=args.groups,
+               C10D_SUITE_GROUPS=args.groups, C10D_SUITE_START=args.start,
                DISTRIBUTED_TESTS_DEFAULT_TIMEOUT=str(args.timeout),
                PYTHONPATH=os.pathsep.join([HERE] + [p for p in [PKG_PATH, env.get("PYTHONPATH")]
                                                     if p]))
     plane = os.environ.get("C10D_DATA_PLANE")
     groups = f"{args.groups} groups" + (f" over data plane {plane}" if plane else "")
     print(f"torch suite: {groups}, init {args.init}:// (where a list says no "
-          f"other), coordinator {coord.url}, "
+          f"other), ranks by {args.start}, coordinator {coord.url}, "
           f"log {log_path}", flush=True)
     t_all = time.monotonic()
     summary, ok = [], True

@@ -14,6 +14,9 @@ everything they need is decided here from the environment:
   C10D_SUITE_INIT         file: torch's own per-test file:// rendezvous;
                           coord: the coordinator's store (coord://HOST:PORT)
   C10D_COORD              the coordinator every test's ranks meet on
+  C10D_SUITE_START        spawn: each test's ranks spawned, as torch's
+                          test_distributed_spawn.py does; fork: forked from
+                          the runner, which imported torch once
 """
 import itertools
 import os
@@ -38,6 +41,7 @@ import torch.distributed.distributed_c10d as c10d  # noqa: E402
 
 GROUPS = os.environ.get("C10D_SUITE_GROUPS", "coord")
 INIT = os.environ.get("C10D_SUITE_INIT", "file")
+START = os.environ.get("C10D_SUITE_START", "spawn")
 
 # torch 1.13's TestDistBackend._run turns DDP's ReplicatedTensor on, which
 # breaks under Python 3.11 for every backend (gloo's DDP tests included):
@@ -77,6 +81,7 @@ if GROUPS == "coord":
     dist.init_process_group = c10d.init_process_group = init_process_group
     dist.new_group = c10d.new_group = new_group
 
+import torch.testing._internal.distributed.distributed_test as distributed_test  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
@@ -93,8 +98,19 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         # Each test is a run of its own on the one coordinator, as jobs
         # launched one after another by c10d-run are (run-<pid>).
         os.environ["C10D_JOB"] = f"torch-suite-{os.getpid()}-{next(_runs)}"
-        self._spawn_processes()
+        if START == "fork":
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
+        else:
+            self._spawn_processes()
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
+
+    @classmethod
+    def _run(cls, rank, test_name, file_name, pipe, **kwargs):
+        # A spawned rank imports distributed_test after setUp named this
+        # test's own file in INIT_METHOD; a forked one inherited the
+        # module as the runner imported it, before any setUp.
+        distributed_test.INIT_METHOD = os.environ.get("INIT_METHOD", "env://")
+        super()._run(rank, test_name, file_name, pipe, **kwargs)
 
     @property
     def init_method(self):

@@ -12,9 +12,11 @@ static void record(const char *fmt, va_list ap, const char *tail)
     /* formatted aside first: an argument may be detail itself */
     char buf[C10DS_FAILURE_MAX];
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    if (tail && n >= 0 && (size_t)n < sizeof buf)
+    if (n < 0) /* an encoding error: buf's content is not defined */
+        n = snprintf(buf, sizeof buf, "(a detail that could not be formatted)");
+    if (tail && (size_t)n < sizeof buf)
         snprintf(buf + n, sizeof buf - (size_t)n, ": %s", tail);
-    memcpy(detail, buf, sizeof buf);
+    memcpy(detail, buf, strlen(buf) + 1);
 }
 
 c10d_status c10ds_failed(c10d_status st, const char *fmt, ...)

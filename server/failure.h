@@ -16,8 +16,9 @@
 
 #include <sqlite3.h>
 
-/* How long a recorded detail may be; longer ones are cut. */
-#define C10DS_FAILURE_MAX 512
+/* How long a recorded detail may be; longer ones are cut. As the
+ * client's: a message naming a database path or a --data-dir fits. */
+#define C10DS_FAILURE_MAX 2048
 
 /* Records the detail for c10ds_failure() on this thread; returns st
  * (C10D_ERROR is -1, so `return c10ds_failed(C10D_ERROR, ...)` is also an

@@ -3,6 +3,7 @@
 #include "config.h"
 #include "db/db.h"
 #include "engine/engine.h"
+#include "failure.h"
 #include "net/listener.h"
 #include "log.h"
 #include "replica/replica.h"
@@ -65,15 +66,15 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char err[2048], url[256], ts_url[256] = "";
+    char url[256], ts_url[256] = "";
     c10ds_db db;
     c10ds_engine *engine = NULL;
     c10ds_listener *listener = NULL, *ts_listener = NULL;
     c10ds_replica *replica = NULL;
     int status = 1;
-    if (cfg.replica_id ? c10ds_replica_open(&replica, &cfg, &db, err, sizeof err)
-                       : c10ds_db_open(&db, cfg.db_path, err, sizeof err)) {
-        c10ds_error("%s", err);
+    if (cfg.replica_id ? c10ds_replica_open(&replica, &cfg, &db)
+                       : c10ds_db_open(&db, cfg.db_path)) {
+        c10ds_error("%s", c10ds_failure());
         c10ds_config_free(&cfg);
         return 1;
     }
@@ -84,8 +85,8 @@ int main(int argc, char **argv)
         free(db.path);
         db.path = strdup(what);
     }
-    if (!(engine = c10ds_engine_new(&cfg, &db, c10ds_listener_send, NULL, err, sizeof err))) {
-        c10ds_error("%s", err);
+    if (!(engine = c10ds_engine_new(&cfg, &db, c10ds_listener_send, NULL))) {
+        c10ds_error("%s", c10ds_failure());
         goto out;
     }
     if (replica && !c10ds_replica_leads(replica)) {
@@ -93,22 +94,22 @@ int main(int argc, char **argv)
         engine->refuse_arg = replica;
     }
     if (!(listener = c10ds_listener_new(&cfg, engine, cfg.listen_url, C10DS_DIALECT_C10D, url,
-                                        sizeof url, err, sizeof err))) {
-        c10ds_error("%s", err);
+                                        sizeof url))) {
+        c10ds_error("%s", c10ds_failure());
         goto out;
     }
     /* TCPStore's protocol has no way to say "ask the leader": only the
      * leading replica speaks it */
     if (cfg.tcpstore_url && (!replica || c10ds_replica_leads(replica)) &&
         !(ts_listener = c10ds_listener_new(&cfg, engine, cfg.tcpstore_url, C10DS_DIALECT_TCPSTORE,
-                                           ts_url, sizeof ts_url, err, sizeof err))) {
-        c10ds_error("--tcpstore-listen: %s", err);
+                                           ts_url, sizeof ts_url))) {
+        c10ds_error("--tcpstore-listen: %s", c10ds_failure());
         goto out;
     }
     snprintf(engine->listen_url, sizeof engine->listen_url, "%s", url);
     snprintf(engine->tcpstore_url, sizeof engine->tcpstore_url, "%s", ts_url);
-    if (replica && c10ds_replica_publish(replica, url, err, sizeof err) != 0) {
-        c10ds_error("%s", err);
+    if (replica && c10ds_replica_publish(replica, url) != 0) {
+        c10ds_error("%s", c10ds_failure());
         goto out;
     }
     /* Read before the engine thread starts: it owns the store after. */
@@ -117,8 +118,8 @@ int main(int argc, char **argv)
         c10ds_error("cannot start the engine thread");
         goto out;
     }
-    if (replica && c10ds_replica_watch(replica, err, sizeof err) != 0) {
-        c10ds_error("%s", err);
+    if (replica && c10ds_replica_watch(replica) != 0) {
+        c10ds_error("%s", c10ds_failure());
         goto out;
     }
     c10ds_info("c10d-coord %s serving on %s, database %s (schema %d, %lld keys, sqlite %s, "

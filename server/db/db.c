@@ -1,6 +1,7 @@
 #include "db/db.h"
 
 #include "config.h"
+#include "failure.h"
 #include "log.h"
 #include "replica/replica_mirror.h"
 #include "db/schema.h"
@@ -21,24 +22,23 @@
  * lets several processes write, which is exactly what must not happen.
  * The path is resolved first (a symlink finds the holder's lock file);
  * a hard link is caught by take_file_lock. */
-static int take_lock(const char *path, int *fd_out, char *err, size_t errlen)
+static int take_lock(const char *path, int *fd_out)
 {
     char lock_path[PATH_MAX + 8], real[PATH_MAX];
     snprintf(lock_path, sizeof lock_path, "%s.lock", realpath(path, real) ? real : path);
     int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open lock file %s: %s", lock_path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return c10ds_failed(C10D_ERROR, "cannot open lock file %s: %s", lock_path,
+                            strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char holder[256] = "";
         ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
         holder[n > 0 ? n : 0] = '\0';
         holder[strcspn(holder, "\n")] = '\0';
-        snprintf(err, errlen,
-                 "database %s is in use by another c10d-coord (%s); stop it first or use "
-                 "another --db",
-                 path, holder[0] ? holder : "holder unknown");
+        c10ds_failed(C10D_ERROR,
+                     "database %s is in use by another c10d-coord (%s); stop it first or use "
+                     "another --db",
+                     path, holder[0] ? holder : "holder unknown");
         close(fd);
         return -1;
     }
@@ -57,20 +57,18 @@ static int take_lock(const char *path, int *fd_out, char *err, size_t errlen)
  * own WAL, "<name>-wal"). On Linux flock and SQLite's POSIX locks do not
  * meet; the descriptor stays open until after sqlite3_close, since
  * closing a descriptor of the file would drop SQLite's POSIX locks. */
-static int take_file_lock(const char *path, int *fd_out, char *err, size_t errlen)
+static int take_file_lock(const char *path, int *fd_out)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open database %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return c10ds_failed(C10D_ERROR, "cannot open database %s: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         struct stat sb;
         fstat(fd, &sb);
-        snprintf(err, errlen, "database %s is in use by another c10d-coord through another path "
-                 "to the same file (device %llu, inode %llu: a hard link or a bind mount); "
-                 "stop it first or use another --db", path, (unsigned long long)sb.st_dev,
-                 (unsigned long long)sb.st_ino);
+        c10ds_failed(C10D_ERROR, "database %s is in use by another c10d-coord through another "
+                     "path to the same file (device %llu, inode %llu: a hard link or a bind "
+                     "mount); stop it first or use another --db", path,
+                     (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino);
         close(fd);
         return -1;
     }
@@ -78,11 +76,13 @@ static int take_file_lock(const char *path, int *fd_out, char *err, size_t errle
     return 0;
 }
 
-static int exec(sqlite3 *h, const char *sql, char *err, size_t errlen)
+/* Runs sql; on failure records SQLite's message alone (the callers add
+ * what they were doing). */
+static int exec(sqlite3 *h, const char *sql)
 {
     char *msg = NULL;
     if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        snprintf(err, errlen, "%s", msg ? msg : sqlite3_errmsg(h));
+        c10ds_failed(C10D_ERROR, "%s", msg ? msg : sqlite3_errmsg(h));
         sqlite3_free(msg);
         return -1;
     }
@@ -92,21 +92,20 @@ static int exec(sqlite3 *h, const char *sql, char *err, size_t errlen)
 /* SQLite's quick_check (every page and index entry, not the index
  * contents against their tables; linear in the file's size). A damaged
  * file must not be served: it answers existing keys "no such key" and
- * fails writes. The first problem found goes into err. */
-static int check_intact(sqlite3 *h, char *err, size_t errlen)
+ * fails writes. The first problem found is the detail recorded. */
+static int check_intact(sqlite3 *h)
 {
     sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &s, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "%s", sqlite3_errmsg(h));
-        return -1;
-    }
+    if (sqlite3_prepare_v2(h, "PRAGMA quick_check(1)", -1, &s, NULL) != SQLITE_OK)
+        return c10ds_failed(C10D_ERROR, "%s", sqlite3_errmsg(h));
     int rc = sqlite3_step(s), ok = 0;
     if (rc == SQLITE_ROW) {
         const char *r = (const char *)sqlite3_column_text(s, 0);
         ok = r && strcmp(r, "ok") == 0;
-        snprintf(err, errlen, "%s", r ? r : "no answer from quick_check");
+        if (!ok)
+            c10ds_failed(C10D_ERROR, "%s", r ? r : "no answer from quick_check");
     } else {
-        snprintf(err, errlen, "%s", sqlite3_errmsg(h));
+        c10ds_failed(C10D_ERROR, "%s", sqlite3_errmsg(h));
     }
     sqlite3_finalize(s);
     return ok ? 0 : -1;
@@ -126,38 +125,30 @@ static int user_version(sqlite3 *h)
 
 /* Migrates h; a leading replica migrates the replicated copy first, each
  * step in a transaction of its own on both. */
-static int migrate(sqlite3 *h, c10ds_mirror *mirror, int *version, char *err, size_t errlen)
+static int migrate(sqlite3 *h, c10ds_mirror *mirror, int *version)
 {
     int v = user_version(h);
-    if (v < 0) {
-        snprintf(err, errlen, "cannot read the schema version: %s", sqlite3_errmsg(h));
-        return -1;
-    }
-    if (v > c10ds_migration_count) {
-        snprintf(err, errlen,
-                 "database schema version %d is newer than this c10d-coord knows (%d); "
-                 "run a newer c10d-coord",
-                 v, c10ds_migration_count);
-        return -1;
-    }
+    if (v < 0)
+        return c10ds_failed_db(h, C10D_ERROR, "cannot read the schema version");
+    if (v > c10ds_migration_count)
+        return c10ds_failed(C10D_ERROR,
+                            "database schema version %d is newer than this c10d-coord knows "
+                            "(%d); run a newer c10d-coord",
+                            v, c10ds_migration_count);
     for (int i = v; i < c10ds_migration_count; i++) {
         const c10ds_migration *m = &c10ds_migrations[i];
-        char sql[128], why[512];
-        if (mirror && c10ds_mirror_migrate(mirror, m->sql, m->version, why, sizeof why) != 0) {
-            snprintf(err, errlen, "migration %s failed: %s", m->name, why);
-            return -1;
-        }
-        if (exec(h, "BEGIN IMMEDIATE", why, sizeof why) != 0 ||
-            exec(h, m->sql, why, sizeof why) != 0) {
+        char sql[128];
+        if (mirror && c10ds_mirror_migrate(mirror, m->sql, m->version) != 0)
+            return c10ds_failed(C10D_ERROR, "migration %s failed: %s", m->name, c10ds_failure());
+        if (exec(h, "BEGIN IMMEDIATE") != 0 || exec(h, m->sql) != 0) {
             sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-            snprintf(err, errlen, "migration %s failed: %s", m->name, why);
-            return -1;
+            return c10ds_failed(C10D_ERROR, "migration %s failed: %s", m->name, c10ds_failure());
         }
         snprintf(sql, sizeof sql, "PRAGMA user_version = %d; COMMIT", m->version);
-        if (exec(h, sql, why, sizeof why) != 0) {
+        if (exec(h, sql) != 0) {
             sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
-            snprintf(err, errlen, "migration %s failed to commit: %s", m->name, why);
-            return -1;
+            return c10ds_failed(C10D_ERROR, "migration %s failed to commit: %s", m->name,
+                                c10ds_failure());
         }
         if (v > 0) /* an existing database upgraded: worth a line */
             c10ds_info("database migrated to schema version %d (%s)", m->version, m->name);
@@ -166,9 +157,9 @@ static int migrate(sqlite3 *h, c10ds_mirror *mirror, int *version, char *err, si
     return 0;
 }
 
-int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
+int c10ds_db_migrate(sqlite3 *h, int *version)
 {
-    return migrate(h, NULL, version, err, errlen);
+    return migrate(h, NULL, version);
 }
 
 /* Says that the database at path is damaged, with why (SQLite's words,
@@ -176,14 +167,16 @@ int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen)
  * Garbage over the header reads "file is not a database" when WAL mode is
  * set, a damaged first page "malformed" there too, a later page only in
  * quick_check; an operator needs the same advice for all three. */
-static void report_damaged(const char *path, const char *why, char *err, size_t errlen)
+static int report_damaged(const char *path, const char *why)
 {
-    int n = snprintf(err, errlen, "database %s is damaged (%s): restore it from a backup or "
-                     "move it aside and start on a new one (docs/operations.md, \"A damaged "
-                     "database\")", path, why);
-    for (int i = 0; i < n && (size_t)i < errlen; i++)
-        if (err[i] == '\n')
-            err[i] = ' ';
+    char msg[C10DS_FAILURE_MAX];
+    snprintf(msg, sizeof msg, "database %s is damaged (%s): restore it from a backup or move "
+             "it aside and start on a new one (docs/operations.md, \"A damaged database\")",
+             path, why);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    return c10ds_failed(C10D_ERROR, "%s", msg);
 }
 
 /* Whether SQLite's last error on h was one of a damaged file. */
@@ -193,41 +186,38 @@ static int damaged(sqlite3 *h)
     return rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT;
 }
 
-int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen)
+int c10ds_db_open(c10ds_db *db, const char *path)
 {
     memset(db, 0, sizeof *db);
     db->lock_fd = db->file_fd = -1;
     int memory = strcmp(path, ":memory:") == 0;
-    if (!memory && (take_lock(path, &db->lock_fd, err, errlen) != 0 ||
-                    take_file_lock(path, &db->file_fd, err, errlen) != 0)) {
+    if (!memory && (take_lock(path, &db->lock_fd) != 0 ||
+                    take_file_lock(path, &db->file_fd) != 0)) {
         c10ds_db_close(db);
         return -1;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open database %s: %s", path,
-                 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        c10ds_failed_db(db->h, C10D_ERROR, "cannot open database %s", path);
         goto fail;
     }
     sqlite3_busy_timeout(db->h, C10DS_DB_BUSY_TIMEOUT_MS);
-    char why[512];
     /* WAL + NORMAL: commits are atomic and survive a process crash; the
      * fsync happens at checkpoint time, off the commit path. */
     if (exec(db->h, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY",
-             why, sizeof why) != 0) {
+                    "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY") != 0) {
         if (damaged(db->h))
-            report_damaged(path, why, err, errlen);
+            report_damaged(path, c10ds_failure());
         else
-            snprintf(err, errlen, "cannot configure database %s: %s", path, why);
+            c10ds_failed(C10D_ERROR, "cannot configure database %s: %s", path, c10ds_failure());
         goto fail;
     }
-    if (check_intact(db->h, why, sizeof why) != 0) {
-        report_damaged(path, why, err, errlen);
+    if (check_intact(db->h) != 0) {
+        report_damaged(path, c10ds_failure());
         goto fail;
     }
-    if (c10ds_db_migrate(db->h, &db->schema_version, why, sizeof why) != 0) {
-        snprintf(err, errlen, "database %s: %s", path, why);
+    if (c10ds_db_migrate(db->h, &db->schema_version) != 0) {
+        c10ds_failed(C10D_ERROR, "database %s: %s", path, c10ds_failure());
         goto fail;
     }
     db->path = strdup(path);
@@ -252,19 +242,21 @@ static int count_tables(sqlite3 *h)
 
 /* An empty replicated database starts from path's content (a single-node
  * database or an export), copied into h and then into dqlite. */
-static int seed_from(sqlite3 *h, c10ds_mirror *m, const char *path, char *err, size_t errlen)
+static int seed_from(sqlite3 *h, c10ds_mirror *m, const char *path)
 {
     sqlite3 *src = NULL;
-    char why[512];
     if (sqlite3_open_v2(path, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        snprintf(err, errlen, "--seed %s: %s", path, src ? sqlite3_errmsg(src) : "out of memory");
+        c10ds_failed_db(src, C10D_ERROR, "--seed %s", path);
         sqlite3_close(src);
         return -1;
     }
-    int v = user_version(src);
-    if (check_intact(src, why, sizeof why) != 0 || v <= 0) {
-        snprintf(err, errlen, "--seed %s: %s", path,
-                 strcmp(why, "ok") ? why : "not a c10d-coord database (no schema version)");
+    int v = user_version(src), intact = check_intact(src) == 0;
+    if (!intact || v <= 0) {
+        if (intact) /* but no schema of ours */
+            c10ds_failed(C10D_ERROR, "--seed %s: not a c10d-coord database (no schema version)",
+                         path);
+        else
+            c10ds_failed(C10D_ERROR, "--seed %s: %s", path, c10ds_failure());
         sqlite3_close(src);
         return -1;
     }
@@ -272,53 +264,47 @@ static int seed_from(sqlite3 *h, c10ds_mirror *m, const char *path, char *err, s
     int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
     sqlite3_backup_finish(b);
     if (rc != SQLITE_DONE) {
-        snprintf(err, errlen, "--seed %s: copying it: %s", path, sqlite3_errmsg(h));
+        c10ds_failed_db(h, C10D_ERROR, "--seed %s: copying it", path);
         sqlite3_close(src);
         return -1;
     }
     sqlite3_close(src);
-    if (c10ds_mirror_seed(m, h, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--seed %s: %s", path, why);
-        return -1;
-    }
+    if (c10ds_mirror_seed(m, h) != 0)
+        return c10ds_failed(C10D_ERROR, "--seed %s: %s", path, c10ds_failure());
     c10ds_info("the replicated database was seeded from %s (schema version %d)", path, v);
     return 0;
 }
 
 int c10ds_db_open_replicated(c10ds_db *db, c10ds_mirror *m, const char *const *skip,
-                             const char *seed, void (*on_lost)(const char *why), char *err,
-                             size_t errlen)
+                             const char *seed, void (*on_lost)(const char *why))
 {
     memset(db, 0, sizeof *db);
     db->lock_fd = db->file_fd = -1;
-    char why[512];
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     /* In memory: durability is the replicated log's (dqlite's raft), and
      * this copy is rebuilt from it each time a replica starts to lead. */
     if (sqlite3_open_v2(":memory:", &db->h, flags, NULL) != SQLITE_OK ||
-        exec(db->h, "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY", why, sizeof why) != 0) {
-        snprintf(err, errlen, "cannot open the working copy: %s",
-                 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        exec(db->h, "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY") != 0) {
+        c10ds_failed_db(db->h, C10D_ERROR, "cannot open the working copy");
         goto fail;
     }
-    if (c10ds_mirror_load(m, db->h, skip, why, sizeof why) != 0) {
-        snprintf(err, errlen, "replicated database: %s", why);
+    if (c10ds_mirror_load(m, db->h, skip) != 0) {
+        c10ds_failed(C10D_ERROR, "replicated database: %s", c10ds_failure());
         goto fail;
     }
     int empty = user_version(db->h) == 0, tables = count_tables(db->h);
     if (empty && tables > 0) {
-        snprintf(err, errlen, "the replicated database holds %d tables but no schema version: "
-                 "a --seed cut short? Stop every replica, remove their --data-dir, and start "
-                 "again", tables);
+        c10ds_failed(C10D_ERROR, "the replicated database holds %d tables but no schema "
+                     "version: a --seed cut short? Stop every replica, remove their "
+                     "--data-dir, and start again", tables);
         goto fail;
     }
     if (seed && !empty)
         c10ds_warn("--seed %s ignored: the replicated database is not empty", seed);
-    if (seed && empty && seed_from(db->h, m, seed, err, errlen) != 0)
+    if (seed && empty && seed_from(db->h, m, seed) != 0)
         goto fail;
-    if (migrate(db->h, m, &db->schema_version, why, sizeof why) != 0 ||
-        c10ds_mirror_track(m, db->h, why, sizeof why) != 0) {
-        snprintf(err, errlen, "replicated database: %s", why);
+    if (migrate(db->h, m, &db->schema_version) != 0 || c10ds_mirror_track(m, db->h) != 0) {
+        c10ds_failed(C10D_ERROR, "replicated database: %s", c10ds_failure());
         goto fail;
     }
     db->path = strdup(":memory:");
@@ -357,16 +343,18 @@ int c10ds_db_begin(c10ds_db *db)
 
 int c10ds_db_commit(c10ds_db *db)
 {
-    char why[512];
-    if (db->mirror && c10ds_mirror_commit(db->mirror, why, sizeof why) != 0) {
+    if (db->mirror && c10ds_mirror_commit(db->mirror) != 0) {
         /* Not answered, not kept: the batch's clients send it again to
          * whichever replica leads next, which has it or not as a whole. */
         c10ds_db_rollback(db);
-        db->on_lost(why);
+        db->on_lost(c10ds_failure());
     }
     if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
         return 0;
-    c10ds_error("commit failed: %s", sqlite3_errmsg(db->h));
+    /* SQLite's words, recorded before the rollback (which replaces them
+     * with its own): the engine quotes them to every request of the batch */
+    c10ds_failed(C10D_ERROR, "%s", sqlite3_errmsg(db->h));
+    c10ds_error("commit failed: %s", c10ds_failure());
     c10ds_db_rollback(db);
     return -1;
 }

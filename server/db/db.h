@@ -24,25 +24,26 @@ typedef struct c10ds_db {
 } c10ds_db;
 
 /* Opens (creating if needed) and migrates the database at path. On failure
- * returns -1 with a message for people in err. */
-int c10ds_db_open(c10ds_db *db, const char *path, char *err, size_t errlen);
+ * returns -1, the message for people in c10ds_failure() (failure.h). */
+int c10ds_db_open(c10ds_db *db, const char *path);
 void c10ds_db_close(c10ds_db *db);
 
 /* A leading replica's database: in memory, built from the replicated one
  * (m), migrated on both, then every commit replicated first. Tables
  * named in skip are the replicas' own, left in dqlite. An empty
  * replicated database is first seeded from seed (a database file) when
- * given. */
+ * given. -1 on failure (c10ds_failure() says why). */
 int c10ds_db_open_replicated(c10ds_db *db, struct c10ds_mirror *m, const char *const *skip,
-                             const char *seed, void (*on_lost)(const char *why), char *err,
-                             size_t errlen);
+                             const char *seed, void (*on_lost)(const char *why));
 
 /* Brings the schema to the newest version, one migration per transaction.
- * Refuses a database newer than this program. Exposed for the tests. */
-int c10ds_db_migrate(sqlite3 *h, int *version, char *err, size_t errlen);
+ * Refuses a database newer than this program. Exposed for the tests.
+ * -1 on failure (c10ds_failure() says why). */
+int c10ds_db_migrate(sqlite3 *h, int *version);
 
 int c10ds_db_begin(c10ds_db *db);
-/* Commits; on failure rolls back and returns -1 (sqlite3_errmsg says why). */
+/* Commits; on failure logs, rolls back and returns -1, SQLite's message
+ * for the commit (as it was before the rollback) in c10ds_failure(). */
 int c10ds_db_commit(c10ds_db *db);
 /* Copies the WAL into the database file and truncates the WAL to zero
  * bytes (outside a transaction). SQLite's own checkpoints start at 4 MB

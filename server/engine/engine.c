@@ -22,6 +22,7 @@
 #include "engine/waiters.h"
 
 #include "c10d_time.h"
+#include "failure.h"
 #include "log.h"
 #include "recorded_ops.h"
 
@@ -65,11 +66,11 @@ static int register_ops(c10ds_engine *e, const c10ds_op *table)
 }
 
 c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,
-                               void *send_arg, char *err, size_t errlen)
+                               void *send_arg)
 {
     c10ds_engine *e = calloc(1, sizeof *e);
     if (!e) {
-        snprintf(err, errlen, "out of memory");
+        c10ds_failed(C10D_ERROR, "out of memory");
         return NULL;
     }
     e->cfg = cfg;
@@ -90,7 +91,7 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
         register_ops(e, c10ds_trace_ops) != 0 ||
         register_ops(e, c10ds_health_ops) != 0 || register_ops(e, c10ds_join_ops) != 0 ||
         c10ds_join_init(&e->join, db) != 0 || c10ds_runs_init(&e->runs, db) != 0) {
-        snprintf(err, errlen, "cannot prepare the database statements (see above)");
+        c10ds_failed(C10D_ERROR, "cannot prepare the database statements (see above)");
         c10ds_engine_free(e);
         return NULL;
     }
@@ -282,10 +283,12 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
     answered(e, r);
 }
 
+/* Called at once after c10ds_db_commit failed: why is SQLite's word for
+ * the commit, as recorded before its rollback (db.h). */
 static void fail_batch_on_commit_error(c10ds_engine *e)
 {
-    char why[512];
-    snprintf(why, sizeof why, "%s", sqlite3_errmsg(e->db->h));
+    char why[C10DS_FAILURE_MAX];
+    snprintf(why, sizeof why, "%s", c10ds_failure());
     for (c10ds_request *r = e->outbox; r; r = r->next)
         c10ds_fail(r, C10D_ERROR, "the coordinator could not commit to its database (%s); "
                    "nothing from this request was stored", why);

@@ -114,8 +114,9 @@ struct c10ds_engine {
     void *refuse_arg;
 };
 
+/* NULL on failure, why in c10ds_failure() (failure.h). */
 c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send_fn send,
-                               void *send_arg, char *err, size_t errlen);
+                               void *send_arg);
 int c10ds_engine_start(c10ds_engine *e);
 /* Hands r to the engine (thread-safe). An idle engine runs it at once on
  * the calling thread (and whatever arrives meanwhile); a busy one queues

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "engine/engine.h"
+#include "failure.h"
 
 #include "log.h"
 #include "stream_fd.h"
@@ -237,12 +238,12 @@ static void bound_url(c10ds_listener *l, const char *url, char *out, size_t outl
 
 c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine,
                                    const char *url, c10ds_dialect dialect, char *url_out,
-                                   size_t url_len, char *err, size_t errlen)
+                                   size_t url_len)
 {
     c10ds_listener *l = calloc(1, sizeof *l);
     int rv;
     if (!l || nng_mtx_alloc(&l->mu) != 0 || !(l->url = strdup(url))) {
-        snprintf(err, errlen, "out of memory");
+        c10ds_failed(C10D_ERROR, "out of memory");
         if (l && l->mu)
             nng_mtx_free(l->mu);
         free(l);
@@ -254,32 +255,35 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     if (nng_cv_alloc(&l->cv, l->mu) != 0 || nng_aio_alloc(&l->accept_aio, accept_cb, l) != 0 ||
         nng_aio_alloc(&l->backoff_aio, backoff_cb, l) != 0 ||
         nng_thread_create(&l->reaper, c10ds_conn_reaper, l) != 0) {
-        snprintf(err, errlen, "out of memory");
+        c10ds_failed(C10D_ERROR, "out of memory");
         goto fail;
     }
     if ((rv = nng_stream_listener_alloc(&l->lst, url)) != 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s (tcp://host:port, ipc:///path or "
-                 "tls+tcp://host:port)", url, nng_strerror(rv));
+        c10ds_failed(C10D_ERROR, "cannot listen on %s: %s (tcp://host:port, ipc:///path or "
+                     "tls+tcp://host:port)", url, nng_strerror(rv));
         goto fail;
     }
     nng_stream_listener_set_bool(l->lst, NNG_OPT_TCP_NODELAY, true);
     if (c10dc_url_is_tls(url)) {
         nng_tls_config *tls;
-        if (c10dc_tls_server(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca, err, errlen) != 0)
+        char why[C10DS_FAILURE_MAX]; /* common/ (the client's too) says why in a buffer */
+        if (c10dc_tls_server(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca, why,
+                             sizeof why) != 0) {
+            c10ds_failed(C10D_ERROR, "%s", why);
             goto fail;
+        }
         rv = nng_stream_listener_set_ptr(l->lst, NNG_OPT_TLS_CONFIG, tls);
         nng_tls_config_free(tls); /* the listener holds its own reference */
         if (rv != 0) {
-            snprintf(err, errlen, "cannot use TLS on %s: %s", url,
-                     nng_strerror(rv));
+            c10ds_failed(C10D_ERROR, "cannot use TLS on %s: %s", url, nng_strerror(rv));
             goto fail;
         }
     }
     if ((rv = nng_stream_listener_listen(l->lst)) != 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s%s", url, nng_strerror(rv),
-                 rv == NNG_EADDRINUSE ? " (another coordinator, or another program, has this "
-                                        "port; pick another with --listen)"
-                                      : "");
+        c10ds_failed(C10D_ERROR, "cannot listen on %s: %s%s", url, nng_strerror(rv),
+                     rv == NNG_EADDRINUSE ? " (another coordinator, or another program, has "
+                                            "this port; pick another with --listen)"
+                                          : "");
         goto fail;
     }
     bound_url(l, url, url_out, url_len);

@@ -21,10 +21,11 @@ typedef struct c10ds_listener c10ds_listener;
 typedef enum { C10DS_DIALECT_C10D, C10DS_DIALECT_TCPSTORE } c10ds_dialect;
 
 /* Listens on url and starts receiving. url_out receives the URL actually
- * bound (port 0 resolved). */
+ * bound (port 0 resolved). NULL on failure, why in c10ds_failure()
+ * (failure.h). */
 c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine,
                                    const char *url, c10ds_dialect dialect, char *url_out,
-                                   size_t url_len, char *err, size_t errlen);
+                                   size_t url_len);
 /* The engine's c10ds_send_fn. */
 void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void *reply,
                          size_t len);

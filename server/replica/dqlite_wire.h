@@ -10,8 +10,9 @@
  * bytes), not from dqlite's code. One request at a time per connection,
  * blocking, each call bounded by the connection's timeout. Returns: 0 on
  * success; C10DS_DQ_FAILED when the node answered FAILURE (its code, e.g.
- * C10DS_DQ_NOT_LEADER, and message: c10ds_dq_code, c10ds_dq_errmsg); -1
- * when the connection failed (it is then unusable: close it). */
+ * C10DS_DQ_NOT_LEADER, in c10ds_dq_code, its message recorded for
+ * c10ds_failure(), failure.h); -1 when the connection failed (it is then
+ * unusable: close it; what went wrong is c10ds_failure()'s). */
 #ifndef C10DS_DQLITE_WIRE_H
 #define C10DS_DQLITE_WIRE_H
 
@@ -56,17 +57,16 @@ typedef struct c10ds_dq_rows {
 
 typedef struct c10ds_dq c10ds_dq;
 
-/* Connects and sends the handshake. *err (errlen) says why not. */
-int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms, char *err,
-                     size_t errlen);
+/* Connects and sends the handshake; -1 (c10ds_failure() says why) if not. */
+int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms);
 void c10ds_dq_close(c10ds_dq *d);
 /* Ends the call another thread is blocked in on d (it fails; d is then
  * unusable): for stopping a thread that waits on a node. */
 void c10ds_dq_interrupt(c10ds_dq *d);
 
-/* The last FAILURE's code and message (or what went wrong on the wire). */
+/* The last FAILURE's code: 0 after a success, or when what went wrong
+ * was on the wire. */
 uint64_t c10ds_dq_code(const c10ds_dq *d);
-const char *c10ds_dq_errmsg(const c10ds_dq *d);
 
 /* Who leads: id 0 and "" when this node does not know (or is no voter). */
 int c10ds_dq_leader(c10ds_dq *d, uint64_t *id, char *address, size_t len);

@@ -2,12 +2,13 @@
  * abstract unix socket or IPv4 TCP) with every call bounded by the
  * connection's timeout, the handshake, and one request's exchange: the
  * 8-byte header framed and sent, the response read whole, a FAILURE
- * taken into the connection's code and message. Apart from
- * dqlite_wire.c, which builds each request's body and decodes each
- * response's: this file is the socket, that one the messages, and
+ * taken into the connection's code and its message recorded (failure.h).
+ * Apart from dqlite_wire.c, which builds each request's body and decodes
+ * each response's: this file is the socket, that one the messages, and
  * neither needs the other's details beyond dqlite_wire_internal.h. */
 #include "replica/dqlite_wire.h"
 
+#include "failure.h"
 #include "replica/dqlite_wire_internal.h"
 
 #include <arpa/inet.h>
@@ -31,22 +32,18 @@
 
 int c10ds_dq_wire_error(c10ds_dq *d, const char *fmt, ...)
 {
+    char msg[C10DS_FAILURE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     d->code = 0;
-    return -1;
+    return c10ds_failed(C10D_ERROR, "%s", msg);
 }
 
 uint64_t c10ds_dq_code(const c10ds_dq *d)
 {
     return d->code;
-}
-
-const char *c10ds_dq_errmsg(const c10ds_dq *d)
-{
-    return d->msg;
 }
 
 /* Why a read or write failed: SO_RCVTIMEO and SO_SNDTIMEO end a blocked
@@ -134,14 +131,13 @@ int c10ds_dq_roundtrip(c10ds_dq *d, uint8_t type, uint8_t want)
         size_t off = 8;
         const char *m = c10ds_dq_get_text(d->in, d->in_len, &off);
         d->code = c10ds_dq_get_u64(d->in);
-        snprintf(d->msg, sizeof d->msg, "%s", m ? m : "(no message)");
+        c10ds_failed(C10D_ERROR, "%s", m ? m : "(no message)");
         return C10DS_DQ_FAILED;
     }
     if (d->in_type != want)
         return c10ds_dq_wire_error(d, "response type %u to request type %u (wanted %u)",
                                    d->in_type, type, want);
     d->code = 0;
-    d->msg[0] = '\0';
     return 0;
 }
 
@@ -157,7 +153,7 @@ static void set_timeouts(int fd, int timeout_ms)
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-static int dial(const char *address, int timeout_ms, char *err, size_t errlen)
+static int dial(const char *address, int timeout_ms)
 {
     int fd;
     if (address[0] == '@') {
@@ -165,10 +161,8 @@ static int dial(const char *address, int timeout_ms, char *err, size_t errlen)
         memset(&u, 0, sizeof u);
         u.sun_family = AF_UNIX;
         size_t n = strlen(address + 1);
-        if (n + 1 > sizeof u.sun_path) {
-            snprintf(err, errlen, "abstract socket name %s is too long", address);
-            return -1;
-        }
+        if (n + 1 > sizeof u.sun_path)
+            return c10ds_failed(C10D_ERROR, "abstract socket name %s is too long", address);
         memcpy(u.sun_path + 1, address + 1, n); /* sun_path[0] = 0: abstract */
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0)
@@ -182,18 +176,14 @@ static int dial(const char *address, int timeout_ms, char *err, size_t errlen)
         struct sockaddr_in in;
         memset(&in, 0, sizeof in);
         in.sin_family = AF_INET;
-        if (!colon || (size_t)(colon - address) >= sizeof host) {
-            snprintf(err, errlen, "%s: want @name or an IPv4 address:port", address);
-            return -1;
-        }
+        if (!colon || (size_t)(colon - address) >= sizeof host)
+            return c10ds_failed(C10D_ERROR, "%s: want @name or an IPv4 address:port", address);
         memcpy(host, address, (size_t)(colon - address));
         host[colon - address] = '\0';
         char *end;
         long port = strtol(colon + 1, &end, 10);
-        if (*end || port <= 0 || port > 65535 || inet_pton(AF_INET, host, &in.sin_addr) != 1) {
-            snprintf(err, errlen, "%s: want @name or an IPv4 address:port", address);
-            return -1;
-        }
+        if (*end || port <= 0 || port > 65535 || inet_pton(AF_INET, host, &in.sin_addr) != 1)
+            return c10ds_failed(C10D_ERROR, "%s: want @name or an IPv4 address:port", address);
         in.sin_port = htons((uint16_t)port);
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int one = 1;
@@ -205,26 +195,25 @@ static int dial(const char *address, int timeout_ms, char *err, size_t errlen)
         if (fd >= 0 && connect(fd, (struct sockaddr *)&in, sizeof in) == 0)
             return fd;
     }
-    snprintf(err, errlen, "cannot connect to dqlite node %s: %s", address,
-             errno == EAGAIN || errno == EINPROGRESS ? "timed out" : strerror(errno));
+    c10ds_failed(C10D_ERROR, "cannot connect to dqlite node %s: %s", address,
+                 errno == EAGAIN || errno == EINPROGRESS ? "timed out" : strerror(errno));
     if (fd >= 0)
         close(fd);
     return -1;
 }
 
-int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms, char *err,
-                     size_t errlen)
+int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms)
 {
     *out = NULL;
     /* every call is bounded: a node that stops answering fails it */
-    int fd = dial(address, timeout_ms, err, errlen);
+    int fd = dial(address, timeout_ms);
     if (fd < 0)
         return -1;
     uint8_t hello[8] = {PROTOCOL_VERSION, 0, 0, 0, 0, 0, 0, 0};
     c10ds_dq *d = calloc(1, sizeof *d);
     if (!d || write_all(fd, hello, sizeof hello) != 0) {
-        snprintf(err, errlen, "dqlite node %s: %s", address,
-                 d ? strerror(errno) : "out of memory");
+        c10ds_failed(C10D_ERROR, "dqlite node %s: %s", address,
+                     d ? strerror(errno) : "out of memory");
         free(d);
         close(fd);
         return -1;

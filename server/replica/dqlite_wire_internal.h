@@ -24,8 +24,7 @@ enum { C10DS_DQ_RES_FAILURE = 0, C10DS_DQ_RES_SERVER = 1, C10DS_DQ_RES_SERVERS =
 
 struct c10ds_dq {
     int fd;
-    uint64_t code;   /* the last FAILURE's, or 0 */
-    char msg[512];
+    uint64_t code;   /* the last FAILURE's, or 0 (its message: c10ds_failure()) */
     uint8_t *out;    /* the request being built */
     size_t out_len, out_cap;
     uint8_t *in;     /* the last response's body */
@@ -35,7 +34,7 @@ struct c10ds_dq {
 };
 
 /* dqlite_wire_conn.c */
-/* Says what went wrong on the wire in d (code 0); returns -1. */
+/* Records what went wrong on the wire (failure.h), code 0 in d; returns -1. */
 int c10ds_dq_wire_error(c10ds_dq *d, const char *fmt, ...);
 /* Reads one response into d->in. */
 int c10ds_dq_recv_response(c10ds_dq *d);

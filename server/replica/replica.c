@@ -6,6 +6,7 @@
 
 #include "replica/dqlite_wire.h"
 #include "c10d_time.h"
+#include "failure.h"
 #include "log.h"
 #include "replica/replica_internal.h"
 #include "replica/replica_mirror.h"
@@ -68,7 +69,7 @@ static void lost(const char *why)
 /* The leader writes where its clients find it, for the replicas that do
  * not lead to tell them (a table of dqlite's only, not in the working
  * copy: the engine never reads it). */
-static int publish(c10ds_replica *r, const char *url, char *err, size_t errlen)
+static int publish(c10ds_replica *r, const char *url)
 {
     c10ds_dq *d = c10ds_mirror_dq(r->mirror);
     c10ds_dq_value v[3] = {
@@ -80,29 +81,22 @@ static int publish(c10ds_replica *r, const char *url, char *err, size_t errlen)
                           "PRIMARY KEY, client_url TEXT NOT NULL, raft_address TEXT NOT NULL)",
                           NULL, 0, NULL, NULL) != 0 ||
         c10ds_dq_exec_sql(d, "INSERT OR REPLACE INTO " REPLICAS_TABLE " VALUES (?, ?, ?)", v, 3,
-                          NULL, NULL) != 0) {
-        snprintf(err, errlen, "publishing the leader's URL: %s", c10ds_dq_errmsg(d));
-        return -1;
-    }
+                          NULL, NULL) != 0)
+        return c10ds_failed(C10D_ERROR, "publishing the leader's URL: %s", c10ds_failure());
     return 0;
 }
 
-int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *db, char *err,
-                       size_t errlen)
+int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *db)
 {
     *out = NULL;
     /* Dies with its supervisor (kill -9 of the replica): a coordinator
      * serving without its node must not outlive it. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != (pid_t)atoi(getenv(ENGINE_ENV))) {
-        snprintf(err, errlen, "the replica's supervisor is gone");
-        return -1;
-    }
+    if (getppid() != (pid_t)atoi(getenv(ENGINE_ENV)))
+        return c10ds_failed(C10D_ERROR, "the replica's supervisor is gone");
     c10ds_replica *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (!r)
+        return c10ds_failed(C10D_ERROR, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
     r->cfg = cfg;
     r->me = c10ds_config_peer(cfg, cfg->replica_id);
@@ -110,16 +104,15 @@ int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *d
     char addr[64];
     uint64_t id = 0;
     /* The node may still be starting (the supervisor has just started it) */
-    for (int i = 0; i < 50 && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err,
-                                                errlen) != 0; i++)
+    for (int i = 0; i < 50 && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS) != 0; i++)
         sleep_ms(100);
     if (!d)
         goto fail;
     /* An election may be under way: wait a little for its outcome */
     for (int i = 0; i < 20; i++) {
         if (ask_leader(d, &id, addr, sizeof addr) != 0) {
-            snprintf(err, errlen, "asking node %s who leads: %s", r->me->address,
-                     c10ds_dq_errmsg(d));
+            c10ds_failed(C10D_ERROR, "asking node %s who leads: %s", r->me->address,
+                         c10ds_failure());
             c10ds_dq_close(d);
             goto fail;
         }
@@ -131,14 +124,12 @@ int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *d
     r->leads = id == r->me->id;
     r->leader_id = id;
     if (r->leads) {
-        if (c10ds_mirror_new(&r->mirror, r->me->address, DB_NAME, DQ_TIMEOUT_MS, err,
-                             errlen) != 0)
+        if (c10ds_mirror_new(&r->mirror, r->me->address, DB_NAME, DQ_TIMEOUT_MS) != 0)
             goto fail;
         static const char *const own[] = {REPLICAS_TABLE, NULL};
-        if (c10ds_db_open_replicated(db, r->mirror, own, cfg->seed_path, lost, err,
-                                     errlen) != 0)
+        if (c10ds_db_open_replicated(db, r->mirror, own, cfg->seed_path, lost) != 0)
             goto fail;
-    } else if (c10ds_db_open(db, ":memory:", err, errlen) != 0) {
+    } else if (c10ds_db_open(db, ":memory:") != 0) {
         goto fail;
     }
     snprintf(r->describe, sizeof r->describe, "replica %llu of %d, %s",
@@ -220,10 +211,10 @@ static int pause_ms(c10ds_replica *r, int ms)
 static void find_url(c10ds_replica *r, uint64_t id, const char *address)
 {
     c10ds_dq *d = NULL;
-    char err[256], url[256] = "";
+    char url[256] = "";
     c10ds_dq_rows rows = {0};
     c10ds_dq_value v = {.type = C10DS_DQ_INTEGER, .i = (int64_t)id};
-    if (c10ds_dq_connect(&d, address, 1000, err, sizeof err) == 0 && hold(r, 0, d) &&
+    if (c10ds_dq_connect(&d, address, 1000) == 0 && hold(r, 0, d) &&
         c10ds_dq_open(d, DB_NAME) == 0 &&
         c10ds_dq_query_sql(d, "SELECT client_url FROM " REPLICAS_TABLE " WHERE id = ?", &v, 1,
                            &rows) == 0 &&
@@ -246,7 +237,7 @@ static void *watch_role(void *arg)
 {
     c10ds_replica *r = arg;
     c10ds_dq *d = NULL;
-    char err[256], addr[64];
+    char addr[64];
     /* an election timeout (15x the latency), at least a second */
     int64_t patience = 15 * (int64_t)r->cfg->raft_latency_ms;
     if (patience < 1000)
@@ -257,7 +248,7 @@ static void *watch_role(void *arg)
     int64_t asked_url_at = 0;
     while (pause_ms(r, WATCH_EVERY_MS)) {
         uint64_t id;
-        if (!d && c10ds_dq_connect(&d, r->me->address, call_ms, err, sizeof err) != 0)
+        if (!d && c10ds_dq_connect(&d, r->me->address, call_ms) != 0)
             d = NULL;
         if (!d || !hold(r, 0, d) || ask_leader(d, &id, addr, sizeof addr) != 0) {
             hold(r, 0, NULL);
@@ -312,13 +303,12 @@ static void *grow_membership(void *arg)
 {
     c10ds_replica *r = arg;
     c10ds_dq *d = NULL;
-    char err[256];
     /* at once, then every MEMBERSHIP_EVERY_MS: until the others are
      * voters, the cluster does not survive its leader */
     for (int first = 1; first || pause_ms(r, MEMBERSHIP_EVERY_MS); first = 0) {
         uint64_t ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
         size_t n = 0;
-        if (!d && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS, err, sizeof err) != 0)
+        if (!d && c10ds_dq_connect(&d, r->me->address, DQ_TIMEOUT_MS) != 0)
             d = NULL;
         if (!d || !hold(r, 1, d) || c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2,
                                                      &n) != 0) {
@@ -344,11 +334,11 @@ static void *grow_membership(void *arg)
              * read as the next call's): a new one next time. */
             if (found < 0 && c10ds_dq_add(d, peer->id, peer->address) != 0) {
                 c10ds_debug("adding replica %llu: %s", (unsigned long long)peer->id,
-                            c10ds_dq_errmsg(d));
+                            c10ds_failure());
                 failed = 1;
             } else if (c10ds_dq_assign(d, peer->id, 0) != 0) {
                 c10ds_debug("making replica %llu a voter: %s", (unsigned long long)peer->id,
-                            c10ds_dq_errmsg(d));
+                            c10ds_failure());
                 failed = 1;
             } else {
                 c10ds_info("replica %llu (%s) is a voter", (unsigned long long)peer->id,
@@ -367,7 +357,7 @@ static void *grow_membership(void *arg)
                            (unsigned long long)ids[i]);
             } else {
                 c10ds_debug("removing replica %llu: %s", (unsigned long long)ids[i],
-                            c10ds_dq_errmsg(d));
+                            c10ds_failure());
                 failed = 1;
             }
         }
@@ -408,16 +398,16 @@ static void advertised(const c10ds_replica *r, const char *bound, char *out, siz
         snprintf(out, len, "%s", bound);
 }
 
-int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, size_t errlen)
+int c10ds_replica_publish(c10ds_replica *r, const char *bound_url)
 {
     if (!r->leads)
         return 0;
     char url[512];
     advertised(r, bound_url, url, sizeof url);
-    return publish(r, url, err, errlen);
+    return publish(r, url);
 }
 
-int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen)
+int c10ds_replica_watch(c10ds_replica *r)
 {
     if (pthread_create(&r->threads[r->nthreads], NULL, watch_role, r) != 0)
         goto fail;
@@ -429,8 +419,7 @@ int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen)
     }
     return 0;
 fail:
-    snprintf(err, errlen, "cannot start the replica's threads");
-    return -1;
+    return c10ds_failed(C10D_ERROR, "cannot start the replica's threads");
 }
 
 void c10ds_replica_free(c10ds_replica *r)

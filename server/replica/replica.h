@@ -40,9 +40,9 @@ int c10ds_replica_export(const c10ds_config *cfg);
 
 /* In the engine process: asks the node who leads. Leading, opens db as
  * the replicated working copy; else db in memory, and the replica
- * refuses every request (c10ds_replica_refuse). */
-int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *db, char *err,
-                       size_t errlen);
+ * refuses every request (c10ds_replica_refuse). This and publish and
+ * watch return 0, or -1 with why in c10ds_failure() (failure.h). */
+int c10ds_replica_open(c10ds_replica **out, const c10ds_config *cfg, c10ds_db *db);
 int c10ds_replica_leads(const c10ds_replica *r);
 /* "replica 2 of 3, leading" */
 const char *c10ds_replica_describe(const c10ds_replica *r);
@@ -55,10 +55,10 @@ int c10ds_replica_refuse(void *arg, c10ds_request *r);
  * connection to dqlite is then the only one writing: dqlite refuses a
  * second writer with SQLITE_BUSY): the leader publishes its client URL,
  * for the others' ENOTLEADER. */
-int c10ds_replica_publish(c10ds_replica *r, const char *bound_url, char *err, size_t errlen);
+int c10ds_replica_publish(c10ds_replica *r, const char *bound_url);
 /* Starts the threads that watch who leads (exiting the process when it
  * changes) and, on the leader, add the other replicas as voters. */
-int c10ds_replica_watch(c10ds_replica *r, char *err, size_t errlen);
+int c10ds_replica_watch(c10ds_replica *r);
 /* Stops the threads (interrupting a call to the node) and frees r: after
  * the engine has stopped, before the database is closed. */
 void c10ds_replica_free(c10ds_replica *r);

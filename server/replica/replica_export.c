@@ -4,6 +4,7 @@
 #include "replica/replica.h"
 
 #include "replica/dqlite_wire.h"
+#include "failure.h"
 #include "log.h"
 #include "replica/replica_internal.h"
 #include "replica/replica_mirror.h"
@@ -16,11 +17,11 @@
 
 int c10ds_replica_export(const c10ds_config *cfg)
 {
-    char err[1024], addr[64] = "";
+    char addr[64] = "";
     uint64_t id = 0;
     for (int i = 0; i < cfg->npeers && !id; i++) {
         c10ds_dq *d = NULL;
-        if (c10ds_dq_connect(&d, cfg->peers[i].address, 5000, err, sizeof err) == 0 &&
+        if (c10ds_dq_connect(&d, cfg->peers[i].address, 5000) == 0 &&
             c10ds_dq_leader(d, &id, addr, sizeof addr) != 0)
             id = 0;
         c10ds_dq_close(d);
@@ -39,20 +40,18 @@ int c10ds_replica_export(const c10ds_config *cfg)
     c10ds_mirror *m = NULL;
     sqlite3 *h = NULL;
     int rc = 1;
-    if (c10ds_mirror_new(&m, addr, DB_NAME, DQ_TIMEOUT_MS, err, sizeof err) != 0)
+    if (c10ds_mirror_new(&m, addr, DB_NAME, DQ_TIMEOUT_MS) != 0)
         goto out;
     if (sqlite3_open(cfg->export_path, &h) != SQLITE_OK) {
-        snprintf(err, sizeof err, "%s", sqlite3_errmsg(h));
+        c10ds_failed(C10D_ERROR, "%s", sqlite3_errmsg(h)); /* NULL h: "out of memory" */
         goto out;
     }
     /* one read transaction on the leader: every table as of one commit */
     static const char *const own[] = {REPLICAS_TABLE, NULL};
     c10ds_dq *d = c10ds_mirror_dq(m);
-    if (c10ds_dq_exec_sql(d, "BEGIN", NULL, 0, NULL, NULL) != 0) {
-        snprintf(err, sizeof err, "%s", c10ds_dq_errmsg(d));
-        goto out;
-    }
-    if (c10ds_mirror_load(m, h, own, err, sizeof err) != 0)
+    if (c10ds_dq_exec_sql(d, "BEGIN", NULL, 0, NULL, NULL) != 0)
+        goto out; /* the node's words are c10ds_failure() */
+    if (c10ds_mirror_load(m, h, own) != 0)
         goto out;
     c10ds_dq_exec_sql(d, "COMMIT", NULL, 0, NULL, NULL);
     sqlite3_stmt *st = NULL;
@@ -70,7 +69,7 @@ int c10ds_replica_export(const c10ds_config *cfg)
     rc = 0;
 out:
     if (rc != 0) {
-        c10ds_error("--export %s: %s", cfg->export_path, err);
+        c10ds_error("--export %s: %s", cfg->export_path, c10ds_failure());
         unlink(cfg->export_path);
     }
     sqlite3_close(h);

@@ -5,22 +5,14 @@
  * whole replicated database are replica_mirror_copy.c's. */
 #include "replica/replica_mirror_internal.h"
 
+#include "failure.h"
 #include "replica/dqlite_wire.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void c10ds_mirror_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* --- the script buffer --- */
 
@@ -136,18 +128,24 @@ void c10ds_mirror_put_value(c10ds_mirror *m, sqlite3_value *v)
 
 /* --- columns --- */
 
-static c10ds_mirror_table *table_of(c10ds_mirror *m, sqlite3 *h, const char *name, int ncol, char *err,
-                        size_t errlen)
+static c10ds_mirror_table *table_of(c10ds_mirror *m, sqlite3 *h, const char *name, int ncol)
 {
-    for (size_t i = 0; i < m->ntables; i++)
-        if (!strcmp(m->tables[i].name, name))
-            return m->tables[i].ncol == ncol ? &m->tables[i] : NULL;
+    for (size_t i = 0; i < m->ntables; i++) {
+        if (strcmp(m->tables[i].name, name) != 0)
+            continue;
+        if (m->tables[i].ncol != ncol) {
+            c10ds_failed(C10D_ERROR, "table %s has not the %d columns its changes have", name,
+                         ncol);
+            return NULL;
+        }
+        return &m->tables[i];
+    }
     c10ds_mirror_table t = {strdup(name), 0, calloc((size_t)ncol, sizeof(char *))};
     sqlite3_stmt *st = NULL;
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info(?1) ORDER BY cid");
     if (!t.name || !t.cols || sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "columns of %s: %s", name, sqlite3_errmsg(h));
+        c10ds_failed_db(h, C10D_ERROR, "columns of %s", name);
         goto fail;
     }
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -162,13 +160,12 @@ static c10ds_mirror_table *table_of(c10ds_mirror *m, sqlite3 *h, const char *nam
     }
     sqlite3_finalize(st);
     if (t.ncol != ncol) {
-        c10ds_mirror_errf(err, errlen, "table %s has not the %d columns its changes have", name,
-                          ncol);
+        c10ds_failed(C10D_ERROR, "table %s has not the %d columns its changes have", name, ncol);
         goto fail;
     }
     c10ds_mirror_table *grown = realloc(m->tables, (m->ntables + 1) * sizeof *grown);
     if (!grown) {
-        c10ds_mirror_errf(err, errlen, "out of memory");
+        c10ds_failed(C10D_ERROR, "out of memory");
         goto fail;
     }
     m->tables = grown;
@@ -200,18 +197,15 @@ static void put_where(c10ds_mirror *m, sqlite3_changeset_iter *it, const c10ds_m
 }
 
 /* One change as a statement, appended to m->buf. */
-static int put_change(c10ds_mirror *m, sqlite3 *h, sqlite3_changeset_iter *it, char *err,
-                      size_t errlen)
+static int put_change(c10ds_mirror *m, sqlite3 *h, sqlite3_changeset_iter *it)
 {
     const char *tab;
     int ncol, op, indirect, npk;
     unsigned char *pk;
     if (sqlite3changeset_op(it, &tab, &ncol, &op, &indirect) != SQLITE_OK ||
-        sqlite3changeset_pk(it, &pk, &npk) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "a malformed change");
-        return -1;
-    }
-    const c10ds_mirror_table *t = table_of(m, h, tab, ncol, err, errlen);
+        sqlite3changeset_pk(it, &pk, &npk) != SQLITE_OK)
+        return c10ds_failed(C10D_ERROR, "a malformed change");
+    const c10ds_mirror_table *t = table_of(m, h, tab, ncol);
     if (!t)
         return -1;
     sqlite3_value *v;
@@ -255,52 +249,42 @@ static int put_change(c10ds_mirror *m, sqlite3 *h, sqlite3_changeset_iter *it, c
 }
 
 /* Appends the changeset's statements to m->buf. */
-static int put_changeset(c10ds_mirror *m, sqlite3 *h, const void *cs, int n, char *err,
-                         size_t errlen)
+static int put_changeset(c10ds_mirror *m, sqlite3 *h, const void *cs, int n)
 {
     sqlite3_changeset_iter *it = NULL;
-    if (sqlite3changeset_start(&it, n, (void *)cs) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "cannot read the batch's changes");
-        return -1;
-    }
+    if (sqlite3changeset_start(&it, n, (void *)cs) != SQLITE_OK)
+        return c10ds_failed(C10D_ERROR, "cannot read the batch's changes");
     int rc = 0, step;
     while (rc == 0 && (step = sqlite3changeset_next(it)) == SQLITE_ROW)
-        rc = put_change(m, h, it, err, errlen);
-    if (sqlite3changeset_finalize(it) != SQLITE_OK && rc == 0) {
-        c10ds_mirror_errf(err, errlen, "cannot read the batch's changes");
-        rc = -1;
-    }
-    if (rc == 0 && m->oom) {
-        c10ds_mirror_errf(err, errlen, "out of memory writing the batch's changes");
-        rc = -1;
-    }
+        rc = put_change(m, h, it);
+    if (sqlite3changeset_finalize(it) != SQLITE_OK && rc == 0)
+        rc = c10ds_failed(C10D_ERROR, "cannot read the batch's changes");
+    if (rc == 0 && m->oom)
+        rc = c10ds_failed(C10D_ERROR, "out of memory writing the batch's changes");
     return rc;
 }
 
 /* --- dqlite --- */
 
-int c10ds_mirror_dq_failed(c10ds_mirror *m, const char *what, char *err, size_t errlen)
+/* The dqlite call's own detail is c10ds_failure() (dqlite_wire.h). */
+int c10ds_mirror_dq_failed(c10ds_mirror *m, const char *what)
 {
-    c10ds_mirror_errf(err, errlen, "%s: dqlite %s (code %llu)", what, c10ds_dq_errmsg(m->dq),
-                      (unsigned long long)c10ds_dq_code(m->dq));
-    return -1;
+    return c10ds_failed(C10D_ERROR, "%s: dqlite %s (code %llu)", what, c10ds_failure(),
+                        (unsigned long long)c10ds_dq_code(m->dq));
 }
 
-int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms,
-                     char *err, size_t errlen)
+int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms)
 {
     *out = NULL;
     c10ds_mirror *m = calloc(1, sizeof *m);
-    if (!m) {
-        c10ds_mirror_errf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (c10ds_dq_connect(&m->dq, address, timeout_ms, err, errlen) != 0) {
+    if (!m)
+        return c10ds_failed(C10D_ERROR, "out of memory");
+    if (c10ds_dq_connect(&m->dq, address, timeout_ms) != 0) {
         free(m);
         return -1;
     }
     if (c10ds_dq_open(m->dq, name) != 0) {
-        c10ds_mirror_dq_failed(m, "opening the replicated database", err, errlen);
+        c10ds_mirror_dq_failed(m, "opening the replicated database");
         c10ds_mirror_free(m);
         return -1;
     }
@@ -337,33 +321,33 @@ void c10ds_mirror_free(c10ds_mirror *m)
 }
 
 /* Runs script (statements) as one transaction on dqlite. */
-int c10ds_mirror_exec_txn(c10ds_mirror *m, const char *what, char *err, size_t errlen)
+int c10ds_mirror_exec_txn(c10ds_mirror *m, const char *what)
 {
-    if (m->oom) {
-        c10ds_mirror_errf(err, errlen, "%s: out of memory", what);
-        return -1;
-    }
+    if (m->oom)
+        return c10ds_failed(C10D_ERROR, "%s: out of memory", what);
     int rc = c10ds_dq_exec_sql(m->dq, m->buf, NULL, 0, NULL, NULL);
     if (rc == 0)
         return 0;
-    c10ds_mirror_dq_failed(m, what, err, errlen);
-    if (rc == C10DS_DQ_FAILED) /* a statement failed: the transaction may be open */
+    c10ds_mirror_dq_failed(m, what);
+    if (rc == C10DS_DQ_FAILED) { /* a statement failed: the transaction may be open */
+        /* the ROLLBACK's own failure would replace the detail: kept aside */
+        char why[C10DS_FAILURE_MAX];
+        snprintf(why, sizeof why, "%s", c10ds_failure());
         c10ds_dq_exec_sql(m->dq, "ROLLBACK", NULL, 0, NULL, NULL);
+        c10ds_failed(C10D_ERROR, "%s", why);
+    }
     return -1;
 }
 
-int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
+int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h)
 {
     if (m->session)
         sqlite3session_delete(m->session);
     m->session = NULL;
     m->h = h;
     if (sqlite3session_create(h, "main", &m->session) != SQLITE_OK ||
-        sqlite3session_attach(m->session, NULL) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "cannot record the database's changes: %s",
-                          sqlite3_errmsg(h));
-        return -1;
-    }
+        sqlite3session_attach(m->session, NULL) != SQLITE_OK)
+        return c10ds_failed_db(h, C10D_ERROR, "cannot record the database's changes");
     return 0;
 }
 
@@ -371,8 +355,7 @@ int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
  * m->buf (*changed 0 when nothing did), and a new session for what comes
  * next: a session reports each row against its first value since it
  * began. */
-static int take_changes(c10ds_mirror *m, const char *prefix, int *changed, char *err,
-                        size_t errlen)
+static int take_changes(c10ds_mirror *m, const char *prefix, int *changed)
 {
     m->len = 0;
     m->oom = 0;
@@ -382,36 +365,33 @@ static int take_changes(c10ds_mirror *m, const char *prefix, int *changed, char 
         return 0;
     int n = 0;
     void *cs = NULL;
-    if (sqlite3session_changeset(m->session, &n, &cs) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "cannot collect the batch's changes: %s",
-                          sqlite3_errmsg(m->h));
-        return -1;
-    }
-    int rc = n > 0 ? put_changeset(m, m->h, cs, n, err, errlen) : 0;
+    if (sqlite3session_changeset(m->session, &n, &cs) != SQLITE_OK)
+        return c10ds_failed_db(m->h, C10D_ERROR, "cannot collect the batch's changes");
+    int rc = n > 0 ? put_changeset(m, m->h, cs, n) : 0;
     sqlite3_free(cs);
-    if (rc == 0 && c10ds_mirror_track(m, m->h, err, errlen) != 0)
+    if (rc == 0 && c10ds_mirror_track(m, m->h) != 0)
         rc = -1;
     return rc;
 }
 
-char *c10ds_mirror_script(c10ds_mirror *m, char *err, size_t errlen)
+char *c10ds_mirror_script(c10ds_mirror *m)
 {
     int changed;
-    if (take_changes(m, "", &changed, err, errlen) != 0)
+    if (take_changes(m, "", &changed) != 0)
         return NULL;
     char *s = strdup(m->buf);
     if (!s)
-        c10ds_mirror_errf(err, errlen, "out of memory");
+        c10ds_failed(C10D_ERROR, "out of memory");
     return s;
 }
 
-int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen)
+int c10ds_mirror_commit(c10ds_mirror *m)
 {
     int changed;
-    if (take_changes(m, "BEGIN;\n", &changed, err, errlen) != 0)
+    if (take_changes(m, "BEGIN;\n", &changed) != 0)
         return -1;
     if (!changed)
         return 0; /* a batch of reads */
     c10ds_mirror_puts(m, "COMMIT");
-    return c10ds_mirror_exec_txn(m, "replicating a batch", err, errlen);
+    return c10ds_mirror_exec_txn(m, "replicating a batch");
 }

@@ -24,42 +24,42 @@
 
 typedef struct c10ds_mirror c10ds_mirror;
 
+/* Every call that can fail returns -1 (or NULL) and records why for
+ * c10ds_failure() (failure.h). */
+
 /* Connects to the dqlite node at address ("a.b.c.d:port" or "@name") and
  * opens database name there. Each later call waits timeout_ms at most. */
-int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms,
-                     char *err, size_t errlen);
+int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms);
 void c10ds_mirror_free(c10ds_mirror *m);
 
 /* Copies dqlite's schema, user_version and rows into h, an empty
  * database; tables named in skip (NULL-terminated) stay dqlite's own. */
-int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char *err,
-                      size_t errlen);
+int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip);
 
 /* Runs a migration on dqlite, in one transaction that also sets
  * user_version: the leader migrates both copies, dqlite's first. */
-int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, char *err,
-                         size_t errlen);
+int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version);
 
 /* Copies h (schema, rows, user_version) into dqlite's database, which
  * must be empty: a replicated coordinator seeded from a single-node
  * database or an export. In transactions of a few MB; user_version is
  * set by the last, so a seed cut short is seen as one. */
-int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
+int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h);
 
 /* Starts recording h's changes (every table with a primary key). */
-int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen);
+int c10ds_mirror_track(c10ds_mirror *m, sqlite3 *h);
 
 /* Sends what changed since the last call (or since track) to dqlite as
  * one transaction and waits for it to commit; nothing to send is 0 at
  * once. Call inside h's open transaction, before committing it locally.
  * On -1 the outcome in dqlite may be unknown (docs/replication.md): the
  * replica must stop serving and rebuild from dqlite. */
-int c10ds_mirror_commit(c10ds_mirror *m, char *err, size_t errlen);
+int c10ds_mirror_commit(c10ds_mirror *m);
 
 /* What c10ds_mirror_commit would send (the statements, without BEGIN
  * and COMMIT), taken as it takes it: for the tests. A malloc'd string
- * ("" when nothing changed), or NULL with err set. */
-char *c10ds_mirror_script(c10ds_mirror *m, char *err, size_t errlen);
+ * ("" when nothing changed), or NULL. */
+char *c10ds_mirror_script(c10ds_mirror *m);
 
 /* A mirror with no node: track and script work, for the tests. */
 c10ds_mirror *c10ds_mirror_offline(void);

@@ -7,6 +7,7 @@
  * connection with the batches (replica_mirror_internal.h). */
 #include "replica/replica_mirror_internal.h"
 
+#include "failure.h"
 #include "replica/dqlite_wire.h"
 
 #include <stdio.h>
@@ -51,16 +52,18 @@ static int bind_row(sqlite3_stmt *st, const c10ds_dq_value *v, unsigned n)
 }
 
 /* Copies one table's rows from dqlite into h. */
-static int load_rows(c10ds_mirror *m, sqlite3 *h, const char *table, char *err, size_t errlen)
+static int load_rows(c10ds_mirror *m, sqlite3 *h, const char *table)
 {
     m->len = 0;
     m->oom = 0;
     c10ds_mirror_puts(m, "SELECT * FROM ");
     c10ds_mirror_put_ident(m, table);
     c10ds_dq_rows rows = {0};
-    if (m->oom || c10ds_dq_query_sql(m->dq, m->buf, NULL, 0, &rows) != 0) {
+    if (m->oom)
+        return c10ds_failed(C10D_ERROR, "%s: out of memory", table);
+    if (c10ds_dq_query_sql(m->dq, m->buf, NULL, 0, &rows) != 0) {
         c10ds_dq_rows_free(&rows);
-        return c10ds_mirror_dq_failed(m, table, err, errlen);
+        return c10ds_mirror_dq_failed(m, table);
     }
     m->len = 0;
     c10ds_mirror_puts(m, "INSERT INTO ");
@@ -81,20 +84,23 @@ static int load_rows(c10ds_mirror *m, sqlite3 *h, const char *table, char *err, 
         }
     }
     if (rc != 0)
-        c10ds_mirror_errf(err, errlen, "copying %s from the replicated database: %s", table,
-                          sqlite3_errmsg(h));
+        c10ds_failed_db(h, C10D_ERROR, "copying %s from the replicated database", table);
     sqlite3_finalize(st);
     c10ds_dq_rows_free(&rows);
     return rc;
 }
 
-int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char *err,
-                      size_t errlen)
+int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip)
 {
     c10ds_dq_rows v = {0}, schema = {0};
     int rc = -1;
-    if (c10ds_dq_query_sql(m->dq, "PRAGMA user_version", NULL, 0, &v) != 0 || v.nrows != 1) {
-        c10ds_mirror_dq_failed(m, "reading the replicated schema's version", err, errlen);
+    if (c10ds_dq_query_sql(m->dq, "PRAGMA user_version", NULL, 0, &v) != 0) {
+        c10ds_mirror_dq_failed(m, "reading the replicated schema's version");
+        goto out;
+    }
+    if (v.nrows != 1) {
+        c10ds_failed(C10D_ERROR, "reading the replicated schema's version: %zu rows, not 1",
+                     v.nrows);
         goto out;
     }
     /* tables first, then what stands on them (indexes) */
@@ -103,7 +109,7 @@ int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char
                            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                            "ORDER BY type <> 'table', rowid",
                            NULL, 0, &schema) != 0) {
-        c10ds_mirror_dq_failed(m, "reading the replicated schema", err, errlen);
+        c10ds_mirror_dq_failed(m, "reading the replicated schema");
         goto out;
     }
     char *msg = NULL;
@@ -117,7 +123,7 @@ int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char
             continue;
         if (sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
             goto sql_failed;
-        if (!strcmp(type, "table") && load_rows(m, h, name, err, errlen) != 0) {
+        if (!strcmp(type, "table") && load_rows(m, h, name) != 0) {
             sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
             goto out;
         }
@@ -129,8 +135,7 @@ int c10ds_mirror_load(c10ds_mirror *m, sqlite3 *h, const char *const *skip, char
     rc = 0;
     goto out;
 sql_failed:
-    c10ds_mirror_errf(err, errlen, "building the working copy: %s",
-                      msg ? msg : sqlite3_errmsg(h));
+    c10ds_failed(C10D_ERROR, "building the working copy: %s", msg ? msg : sqlite3_errmsg(h));
     sqlite3_free(msg);
     sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
 out:
@@ -139,8 +144,7 @@ out:
     return rc;
 }
 
-int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, char *err,
-                         size_t errlen)
+int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version)
 {
     char tail[64];
     snprintf(tail, sizeof tail, ";\nPRAGMA user_version = %d;\nCOMMIT", user_version);
@@ -149,31 +153,29 @@ int c10ds_mirror_migrate(c10ds_mirror *m, const char *sql, int user_version, cha
     c10ds_mirror_puts(m, "BEGIN;\n");
     c10ds_mirror_puts(m, sql);
     c10ds_mirror_puts(m, tail);
-    return c10ds_mirror_exec_txn(m, "migrating the replicated database", err, errlen);
+    return c10ds_mirror_exec_txn(m, "migrating the replicated database");
 }
 
 #define SEED_CHUNK_BYTES (4u << 20)
 
 /* Sends what m->buf holds, as one transaction ("BEGIN;" leads it). */
-static int seed_flush(c10ds_mirror *m, char *err, size_t errlen)
+static int seed_flush(c10ds_mirror *m)
 {
     c10ds_mirror_puts(m, "COMMIT");
-    if (c10ds_mirror_exec_txn(m, "seeding the replicated database", err, errlen) != 0)
+    if (c10ds_mirror_exec_txn(m, "seeding the replicated database") != 0)
         return -1;
     m->len = 0;
     c10ds_mirror_puts(m, "BEGIN;\n");
     return 0;
 }
 
-static int seed_rows(c10ds_mirror *m, sqlite3 *h, const char *table, char *err, size_t errlen)
+static int seed_rows(c10ds_mirror *m, sqlite3 *h, const char *table)
 {
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT * FROM \"%s\"", table);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "reading %s: %s", table, sqlite3_errmsg(h));
-        return -1;
-    }
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+        return c10ds_failed_db(h, C10D_ERROR, "reading %s", table);
     int rc = 0, step;
     while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
         c10ds_mirror_puts(m, "INSERT INTO ");
@@ -186,26 +188,22 @@ static int seed_rows(c10ds_mirror *m, sqlite3 *h, const char *table, char *err, 
         }
         c10ds_mirror_puts(m, ");\n");
         if (m->len > SEED_CHUNK_BYTES)
-            rc = seed_flush(m, err, errlen);
+            rc = seed_flush(m);
     }
-    if (rc == 0 && step != SQLITE_DONE) {
-        c10ds_mirror_errf(err, errlen, "reading %s: %s", table, sqlite3_errmsg(h));
-        rc = -1;
-    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = c10ds_failed_db(h, C10D_ERROR, "reading %s", table);
     sqlite3_finalize(st);
     return rc;
 }
 
-int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
+int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(h, "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
                               "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
                               "ORDER BY type <> 'table', rowid",
-                           -1, &st, NULL) != SQLITE_OK) {
-        c10ds_mirror_errf(err, errlen, "reading the schema to seed: %s", sqlite3_errmsg(h));
-        return -1;
-    }
+                           -1, &st, NULL) != SQLITE_OK)
+        return c10ds_failed_db(h, C10D_ERROR, "reading the schema to seed");
     m->len = 0;
     m->oom = 0;
     c10ds_mirror_puts(m, "BEGIN;\n");
@@ -216,7 +214,7 @@ int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
         c10ds_mirror_puts(m, (const char *)sqlite3_column_text(st, 2));
         c10ds_mirror_puts(m, ";\n");
         if (!strcmp(type, "table"))
-            rc = seed_rows(m, h, name, err, errlen);
+            rc = seed_rows(m, h, name);
     }
     sqlite3_finalize(st);
     if (rc != 0)
@@ -231,5 +229,5 @@ int c10ds_mirror_seed(c10ds_mirror *m, sqlite3 *h, char *err, size_t errlen)
     snprintf(tail, sizeof tail, "PRAGMA user_version = %d;\n", version);
     c10ds_mirror_puts(m, tail);
     c10ds_mirror_puts(m, "COMMIT");
-    return c10ds_mirror_exec_txn(m, "seeding the replicated database", err, errlen);
+    return c10ds_mirror_exec_txn(m, "seeding the replicated database");
 }

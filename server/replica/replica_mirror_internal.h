@@ -40,10 +40,9 @@ struct c10ds_mirror {
     int oom;
 };
 
-void c10ds_mirror_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* "%s: dqlite <message> (code N)" into err; returns -1. */
-int c10ds_mirror_dq_failed(c10ds_mirror *m, const char *what, char *err, size_t errlen);
+/* Records "<what>: dqlite <message> (code N)" for the connection's last
+ * failure (failure.h); returns -1. */
+int c10ds_mirror_dq_failed(c10ds_mirror *m, const char *what);
 
 /* Appending to the script: text as it is, an identifier quoted, a value
  * as an SQL literal that reads back as the same value and type. */
@@ -52,6 +51,6 @@ void c10ds_mirror_put_ident(c10ds_mirror *m, const char *s);
 void c10ds_mirror_put_value(c10ds_mirror *m, sqlite3_value *v);
 
 /* Runs the script (statements) as one transaction on dqlite. */
-int c10ds_mirror_exec_txn(c10ds_mirror *m, const char *what, char *err, size_t errlen);
+int c10ds_mirror_exec_txn(c10ds_mirror *m, const char *what);
 
 #endif

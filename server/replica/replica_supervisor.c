@@ -6,6 +6,7 @@
 #include "replica/replica.h"
 
 #include "replica/dqlite_wire.h"
+#include "failure.h"
 #include "log.h"
 #include "replica/replica_internal.h"
 
@@ -103,8 +104,8 @@ static int wait_signal(const sigset_t *sigs, int ms)
 /* Replica 1 on an empty --data-dir starts a new cluster (dqlite 1.11.1
  * bootstraps node 1 whenever it has no data). If the other replicas
  * already form one, that would be a second cluster, empty, acknowledging
- * writes the first never sees: refused, saying why. */
-static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why, size_t len)
+ * writes the first never sees: refused, saying why (c10ds_failure()). */
+static int would_split(const c10ds_config *cfg, const c10ds_peer *me)
 {
     if (me->id != 1)
         return 0;
@@ -120,10 +121,10 @@ static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why,
     for (int i = 0; i < cfg->npeers; i++) {
         const c10ds_peer *p = &cfg->peers[i];
         c10ds_dq *d = NULL;
-        char err[256], addr[64];
+        char addr[64];
         uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2];
         size_t n = 0;
-        if (p == me || c10ds_dq_connect(&d, p->address, 1000, err, sizeof err) != 0)
+        if (p == me || c10ds_dq_connect(&d, p->address, 1000) != 0)
             continue;
         if (c10ds_dq_leader(d, &leader, addr, sizeof addr) != 0)
             leader = 0;
@@ -131,12 +132,12 @@ static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why,
             n = 0;
         c10ds_dq_close(d);
         if (leader || n) {
-            snprintf(why, len, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
-                     "already belongs to a cluster%s: replica 1 would start a second one. If "
-                     "its data is lost, bring this host back under a new id, in place of 1 in "
-                     "--peers on every replica (docs/operations.md, \"Replicas\")",
-                     cfg->data_dir, (unsigned long long)p->id, p->address,
-                     leader ? " that has a leader" : "");
+            c10ds_failed(C10D_ERROR, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
+                         "already belongs to a cluster%s: replica 1 would start a second one. "
+                         "If its data is lost, bring this host back under a new id, in place "
+                         "of 1 in --peers on every replica (docs/operations.md, \"Replicas\")",
+                         cfg->data_dir, (unsigned long long)p->id, p->address,
+                         leader ? " that has a leader" : "");
             return 1;
         }
     }
@@ -149,10 +150,10 @@ static int would_split(const c10ds_config *cfg, const c10ds_peer *me, char *why,
 static void hand_over(const c10ds_peer *me)
 {
     c10ds_dq *d = NULL;
-    char err[256], addr[64];
+    char addr[64];
     uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
     size_t n = 0;
-    int leads = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+    int leads = c10ds_dq_connect(&d, me->address, 2000) == 0 &&
                 c10ds_dq_leader(d, &leader, addr, sizeof addr) == 0 && leader == me->id &&
                 c10ds_dq_cluster(d, ids, roles, C10DS_MAX_REPLICAS * 2, &n) == 0;
     c10ds_dq_close(d);
@@ -160,13 +161,13 @@ static void hand_over(const c10ds_peer *me)
         if (ids[i] == me->id || roles[i] != 0)
             continue;
         /* a fresh connection each: a failed call leaves one unusable */
-        int ok = c10ds_dq_connect(&d, me->address, 2000, err, sizeof err) == 0 &&
+        int ok = c10ds_dq_connect(&d, me->address, 2000) == 0 &&
                  c10ds_dq_transfer(d, ids[i]) == 0;
         if (ok)
             c10ds_info("handed the lead to replica %llu", (unsigned long long)ids[i]);
         else
             c10ds_debug("handing the lead to replica %llu: %s", (unsigned long long)ids[i],
-                        d ? c10ds_dq_errmsg(d) : err);
+                        c10ds_failure());
         c10ds_dq_close(d);
         d = NULL;
         if (ok)
@@ -191,9 +192,8 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
         c10ds_error("cannot create --data-dir %s: %s", cfg->data_dir, strerror(errno));
         return 1;
     }
-    char why[1024];
-    if (would_split(cfg, me, why, sizeof why)) {
-        c10ds_error("%s", why);
+    if (would_split(cfg, me)) {
+        c10ds_error("%s", c10ds_failure());
         return 1;
     }
     dqlite_node *node = NULL;

@@ -3,6 +3,7 @@
 #include "db/db.h"
 
 #include "c10d_time.h"
+#include "failure.h"
 #include "log.h"
 
 #include <errno.h>
@@ -145,17 +146,14 @@ int c10ds_store_size(c10ds_store *st, const char *key, size_t *len)
     return rc;
 }
 
-static c10d_status db_error(c10ds_store *st, const char *what, const char *key, char *err,
-                            size_t errlen)
+static c10d_status db_error(c10ds_store *st, const char *what, const char *key)
 {
-    snprintf(err, errlen, "database error during %s of key '%s': %s", what, key,
-             sqlite3_errmsg(st->db->h));
-    c10ds_error("%s", err);
+    c10ds_failed_db(st->db->h, C10D_ERROR, "database error during %s of key '%s'", what, key);
+    c10ds_error("%s", c10ds_failure());
     return C10D_ERROR;
 }
 
-c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len,
-                            char *err, size_t errlen)
+c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len)
 {
     /* UPDATE first, INSERT when nothing matched: one statement for an
      * existing key, and we learn whether the key is new (for num_keys). */
@@ -168,7 +166,7 @@ c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, s
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
-        return db_error(st, "set", key, err, errlen);
+        return db_error(st, "set", key);
     if (sqlite3_changes(st->db->h) == 0) {
         s = st->st_insert;
         sqlite3_reset(s);
@@ -178,7 +176,7 @@ c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, s
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         if (rc != SQLITE_DONE)
-            return db_error(st, "set", key, err, errlen);
+            return db_error(st, "set", key);
         st->num_keys++;
     }
     st->bytes_written += strlen(key) + len;
@@ -209,39 +207,33 @@ static int parse_int64(const void *v, size_t n, int64_t *out)
     return 0;
 }
 
-c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int64_t *result,
-                            char *err, size_t errlen)
+c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int64_t *result)
 {
     const void *v;
     size_t n;
     int64_t cur = 0;
     /* The size first: a 30-byte add naming a 16 MiB value must not read it. */
     int rc = c10ds_store_size(st, key, &n);
-    if (rc == 1 && n >= COUNTER_BUF) {
-        snprintf(err, errlen, "add: key '%s' holds %zu bytes that are not a decimal integer", key,
-                 n);
-        return C10D_EINVAL;
-    }
+    if (rc == 1 && n >= COUNTER_BUF)
+        return c10ds_failed(C10D_EINVAL,
+                            "add: key '%s' holds %zu bytes that are not a decimal integer", key, n);
     if (rc >= 0)
         rc = c10ds_store_get(st, key, &v, &n);
     if (rc < 0)
-        return db_error(st, "add", key, err, errlen);
+        return db_error(st, "add", key);
     if (rc == 1 && parse_int64(v, n, &cur) != 0) {
         c10ds_store_release(st);
-        snprintf(err, errlen, "add: key '%s' holds %zu bytes that are not a decimal integer", key,
-                 n);
-        return C10D_EINVAL;
+        return c10ds_failed(C10D_EINVAL,
+                            "add: key '%s' holds %zu bytes that are not a decimal integer", key, n);
     }
     c10ds_store_release(st);
     int64_t next;
-    if (__builtin_add_overflow(cur, delta, &next)) {
-        snprintf(err, errlen, "add: %" PRId64 " + %" PRId64 " overflows key '%s'", cur, delta,
-                 key);
-        return C10D_EINVAL;
-    }
+    if (__builtin_add_overflow(cur, delta, &next))
+        return c10ds_failed(C10D_EINVAL, "add: %" PRId64 " + %" PRId64 " overflows key '%s'", cur,
+                            delta, key);
     char buf[32];
     int len = snprintf(buf, sizeof buf, "%" PRId64, next);
-    c10d_status s = c10ds_store_set(st, key, buf, (size_t)len, err, errlen);
+    c10d_status s = c10ds_store_set(st, key, buf, (size_t)len);
     if (s == C10D_OK)
         *result = next;
     return s;
@@ -260,78 +252,75 @@ static void *dup_bytes(const void *v, size_t n)
 
 c10d_status c10ds_store_compare_set(c10ds_store *st, const char *key, const void *expected,
                                     size_t elen, const void *desired, size_t dlen, void **cur,
-                                    size_t *clen, char *err, size_t errlen)
+                                    size_t *clen)
 {
     const void *v;
     size_t n;
     int rc = c10ds_store_get(st, key, &v, &n);
     if (rc < 0)
-        return db_error(st, "compare_set", key, err, errlen);
+        return db_error(st, "compare_set", key);
     if (rc == 0 && elen > 0) {
         /* TCPStore answers `expected` here, as if it had stored: a caller
          * cannot tell that nothing happened. We say so. */
-        snprintf(err, errlen,
-                 "compare_set: key '%s' does not exist (expected a value of %zu bytes); "
-                 "nothing stored",
-                 key, elen);
-        return C10D_ENOTFOUND;
+        return c10ds_failed(C10D_ENOTFOUND,
+                            "compare_set: key '%s' does not exist (expected a value of %zu "
+                            "bytes); nothing stored",
+                            key, elen);
     }
     int match = rc == 0 || (n == elen && (n == 0 || memcmp(v, expected, n) == 0));
     if (!match) {
         *cur = dup_bytes(v, n);
         *clen = n;
         c10ds_store_release(st);
-        return *cur ? C10D_OK : C10D_ENOMEM;
+        return *cur ? C10D_OK
+                    : c10ds_failed(C10D_ENOMEM, "compare_set: out of memory for %zu bytes", n);
     }
     c10ds_store_release(st);
-    c10d_status s = c10ds_store_set(st, key, desired, dlen, err, errlen);
+    c10d_status s = c10ds_store_set(st, key, desired, dlen);
     if (s != C10D_OK)
         return s;
     *cur = dup_bytes(desired, dlen);
     *clen = dlen;
-    return *cur ? C10D_OK : C10D_ENOMEM;
+    return *cur ? C10D_OK
+                : c10ds_failed(C10D_ENOMEM, "compare_set: out of memory for %zu bytes", dlen);
 }
 
 c10d_status c10ds_store_append(c10ds_store *st, const char *key, const void *val, size_t len,
-                               uint64_t max_len, char *err, size_t errlen)
+                               uint64_t max_len)
 {
     const void *v = NULL;
     size_t n = 0;
     /* The size first: a refused append reads nothing. */
     int rc = c10ds_store_size(st, key, &n);
     if (rc < 0)
-        return db_error(st, "append", key, err, errlen);
+        return db_error(st, "append", key);
     if (rc == 0)
         n = 0;
-    if ((uint64_t)n + len > max_len) {
-        snprintf(err, errlen,
-                 "append: key '%s' would grow to %zu bytes, over the coordinator's limit of "
-                 "%" PRIu64 " (--max-value-bytes)",
-                 key, n + len, max_len);
-        return C10D_ETOOBIG;
-    }
+    if ((uint64_t)n + len > max_len)
+        return c10ds_failed(C10D_ETOOBIG,
+                            "append: key '%s' would grow to %zu bytes, over the coordinator's "
+                            "limit of %" PRIu64 " (--max-value-bytes)",
+                            key, n + len, max_len);
     if (rc == 1 && (rc = c10ds_store_get(st, key, &v, &n)) != 1) /* 0: cannot be, we write */
-        return db_error(st, "append", key, err, errlen);
+        return db_error(st, "append", key);
     /* Concatenate here rather than with SQL's ||, which treats BLOBs as
      * text. */
     char *buf = malloc(n + len + 1);
     if (!buf) {
         c10ds_store_release(st);
-        snprintf(err, errlen, "append: out of memory for %zu bytes", n + len);
-        return C10D_ENOMEM;
+        return c10ds_failed(C10D_ENOMEM, "append: out of memory for %zu bytes", n + len);
     }
     if (n)
         memcpy(buf, v, n);
     c10ds_store_release(st);
     if (len)
         memcpy(buf + n, val, len);
-    c10d_status s = c10ds_store_set(st, key, buf, n + len, err, errlen);
+    c10d_status s = c10ds_store_set(st, key, buf, n + len);
     free(buf);
     return s;
 }
 
-c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, char *err,
-                               size_t errlen)
+c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted)
 {
     sqlite3_stmt *s = st->st_delete;
     sqlite3_reset(s);
@@ -339,7 +328,7 @@ c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, c
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
     if (rc != SQLITE_DONE)
-        return db_error(st, "delete", key, err, errlen);
+        return db_error(st, "delete", key);
     *deleted = sqlite3_changes(st->db->h) > 0;
     st->num_keys -= *deleted;
     return C10D_OK;

@@ -37,19 +37,17 @@ void c10ds_store_release(c10ds_store *st);
 int c10ds_store_exists(c10ds_store *st, const char *key);
 int c10ds_store_size(c10ds_store *st, const char *key, size_t *len);
 
-/* Writers: C10D_OK or an error with a message in err. */
-c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len,
-                            char *err, size_t errlen);
-c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int64_t *result,
-                            char *err, size_t errlen);
+/* Writers: C10D_OK or an error, its message for people in c10ds_failure()
+ * (failure.h; a database error is logged too). */
+c10d_status c10ds_store_set(c10ds_store *st, const char *key, const void *val, size_t len);
+c10d_status c10ds_store_add(c10ds_store *st, const char *key, int64_t delta, int64_t *result);
 /* On C10D_OK, cur and clen hold the value after the call (malloc'd; free it). */
 c10d_status c10ds_store_compare_set(c10ds_store *st, const char *key, const void *expected,
                                     size_t elen, const void *desired, size_t dlen, void **cur,
-                                    size_t *clen, char *err, size_t errlen);
+                                    size_t *clen);
 c10d_status c10ds_store_append(c10ds_store *st, const char *key, const void *val, size_t len,
-                               uint64_t max_len, char *err, size_t errlen);
-c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted, char *err,
-                               size_t errlen);
+                               uint64_t max_len);
+c10d_status c10ds_store_delete(c10ds_store *st, const char *key, int *deleted);
 
 /* Deletes up to limit keys starting with prefix (a non-empty one; limit
  * < 0: all of them), in byte order: a finished run's store (server/groups/runs.c).

@@ -3,6 +3,7 @@
  * store.c, and answers, parks (waiting for a key) or fails. */
 #include "config.h"
 #include "engine/engine.h"
+#include "failure.h"
 #include "store/key_set.h"
 #include "engine/ops.h"
 #include "engine/request.h"
@@ -13,27 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What store.c says went wrong: one buffer per request being answered
- * (a static one was shared by every engine of a process). */
-#define STORE_ERR_MAX 1024
-
-static c10ds_outcome answer_status(c10ds_request *r, c10d_status s, const char *err)
+/* A writer's status answered: its failure with what store.c recorded
+ * (on this thread, failure.h). */
+static c10ds_outcome answer_status(c10ds_request *r, c10d_status s)
 {
     if (s != C10D_OK)
-        return c10ds_fail(r, s, "%s", err);
+        return c10ds_fail(r, s, "%s", c10ds_failure());
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     return c10ds_reply(r, &rep);
 }
 
 static c10ds_outcome op_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreSet *m = r->pb->set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
-    return answer_status(r, c10ds_store_set(&e->store, m->key, m->value.data, m->value.len, err,
-                                            sizeof err), err);
+    return answer_status(r, c10ds_store_set(&e->store, m->key, m->value.data, m->value.len));
 }
 
 /* Formats "key: a" or "keys: a, b, c" for the keys of `keys` still
@@ -248,8 +244,6 @@ static c10ds_outcome op_multi_get(c10ds_engine *e, c10ds_request *r, c10ds_phase
 
 static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreMultiSet *m = r->pb->multi_set;
     if (m->n_kvs == 0)
         return c10ds_fail(r, C10D_EINVAL, "multi_set with no keys");
@@ -265,28 +259,26 @@ static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase
     sqlite3_exec(e->db->h, "SAVEPOINT multi_set", NULL, NULL, NULL);
     for (size_t i = 0; i < m->n_kvs; i++) {
         c10d_status s = c10ds_store_set(&e->store, m->kvs[i]->key, m->kvs[i]->value.data,
-                                        m->kvs[i]->value.len, err, sizeof err);
+                                        m->kvs[i]->value.len);
         if (s != C10D_OK) {
             sqlite3_exec(e->db->h, "ROLLBACK TO multi_set; RELEASE multi_set", NULL, NULL, NULL);
             c10ds_store_recount(&e->store);
-            return answer_status(r, s, err);
+            return answer_status(r, s);
         }
     }
     sqlite3_exec(e->db->h, "RELEASE multi_set", NULL, NULL, NULL);
-    return answer_status(r, C10D_OK, err);
+    return answer_status(r, C10D_OK);
 }
 
 static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreAdd *m = r->pb->add;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;
     int64_t v = 0;
-    c10d_status s = c10ds_store_add(&e->store, m->key, m->delta, &v, err, sizeof err);
+    c10d_status s = c10ds_store_add(&e->store, m->key, m->delta, &v);
     if (s != C10D_OK)
-        return answer_status(r, s, err);
+        return answer_status(r, s);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_NUMBER;
     rep.number = v;
@@ -295,8 +287,6 @@ static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 
 static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreCompareSet *m = r->pb->compare_set;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->desired.len))
         return C10DS_DONE;
@@ -304,9 +294,9 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
     size_t clen = 0;
     c10d_status s =
         c10ds_store_compare_set(&e->store, m->key, m->expected.data, m->expected.len,
-                                m->desired.data, m->desired.len, &cur, &clen, err, sizeof err);
+                                m->desired.data, m->desired.len, &cur, &clen);
     if (s != C10D_OK)
-        return answer_status(r, s, err);
+        return answer_status(r, s);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_VALUE;
     rep.value.data = cur;
@@ -318,26 +308,22 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
 
 static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreAppend *m = r->pb->append;
     if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
     return answer_status(r, c10ds_store_append(&e->store, m->key, m->value.data, m->value.len,
-                                               e->cfg->max_value_bytes, err, sizeof err), err);
+                                               e->cfg->max_value_bytes));
 }
 
 static c10ds_outcome op_delete(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
-    char err[STORE_ERR_MAX];
-    err[0] = '\0';
     C10dpb__StoreDelete *m = r->pb->delete_key;
     if (c10ds_check_key(e, r, m->key))
         return C10DS_DONE;
     int deleted = 0;
-    c10d_status s = c10ds_store_delete(&e->store, m->key, &deleted, err, sizeof err);
+    c10d_status s = c10ds_store_delete(&e->store, m->key, &deleted);
     if (s != C10D_OK)
-        return answer_status(r, s, err);
+        return answer_status(r, s);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
     rep.result_case = C10DPB__REPLY__RESULT_FLAG;
     rep.flag = deleted;

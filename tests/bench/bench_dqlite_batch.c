@@ -19,6 +19,7 @@
  * coordinator runs it) for scale. */
 #include "dqlite_nodes.h"
 #include "replica/dqlite_wire.h"
+#include "failure.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -83,10 +84,9 @@ static void run_dqlite(int nodes, int batches, int per, double *lat)
         if (dq_node_start(&node[i], (unsigned)i + 1, "bench") != 0)
             die("starting a node", "failed");
     c10ds_dq *d;
-    char err[256];
-    if (c10ds_dq_connect(&d, node[0].addr, 10000, err, sizeof err) != 0)
-        die("connect", err);
-#define DQ(call) do { if ((call) != 0) die(#call, c10ds_dq_errmsg(d)); } while (0)
+    if (c10ds_dq_connect(&d, node[0].addr, 10000) != 0)
+        die("connect", c10ds_failure());
+#define DQ(call) do { if ((call) != 0) die(#call, c10ds_failure()); } while (0)
     DQ(c10ds_dq_open(d, "c10d"));
     for (int i = 1; i < nodes; i++) {
         DQ(c10ds_dq_add(d, (uint64_t)i + 1, node[i].addr));

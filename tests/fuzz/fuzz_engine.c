@@ -19,6 +19,7 @@
  * tests/fuzz/corpus, seeded by make_seeds.c. */
 #include "engine/engine.h"
 #include "engine_fixture.h"
+#include "failure.h"
 #include "engine/request.h"
 #include "store/store.h"
 
@@ -51,14 +52,14 @@ static void store_big_values(void)
     if (!v && !(v = malloc(BIG_VALUE_BYTES)))
         abort();
     for (int i = 0; i < BIG_VALUES; i++) {
-        char key[16], err[256];
+        char key[16];
         size_t n = 0;
         snprintf(key, sizeof key, "big/%d", i);
         if (c10ds_store_size(&fx.eng->store, key, &n) == 1 && n == BIG_VALUE_BYTES)
             continue;
         memset(v, 'a' + i, BIG_VALUE_BYTES);
-        if (c10ds_store_set(&fx.eng->store, key, v, BIG_VALUE_BYTES, err, sizeof err) != C10D_OK) {
-            fprintf(stderr, "fuzz_engine: storing %s: %s\n", key, err);
+        if (c10ds_store_set(&fx.eng->store, key, v, BIG_VALUE_BYTES) != C10D_OK) {
+            fprintf(stderr, "fuzz_engine: storing %s: %s\n", key, c10ds_failure());
             abort();
         }
     }

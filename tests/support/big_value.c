@@ -12,14 +12,13 @@ int largest_sqlite_alloc(void)
 
 void store_a_big_value_among_small_ones(c10ds_store *s, sqlite3 *h)
 {
-    char err[1024];
     ck_assert_int_eq(sqlite3_exec(h, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 "
                                      "FROM c WHERE i < 999) INSERT INTO kv(key, value, "
                                      "updated_ms) SELECT printf('k%04d', i), x'00', 0 FROM c",
                                   NULL, NULL, NULL), SQLITE_OK);
     c10ds_store_recount(s);
     char *v = calloc(1, BIG_VALUE);
-    ck_assert_int_eq(c10ds_store_set(s, "k0500b", v, BIG_VALUE, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(s, "k0500b", v, BIG_VALUE), C10D_OK);
     free(v);
     largest_sqlite_alloc();
 }

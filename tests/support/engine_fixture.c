@@ -1,5 +1,7 @@
 #include "engine_fixture.h"
 
+#include "failure.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +58,21 @@ void engine_fixture_init(engine_fixture *f, const char *name)
     remove_files(f);
 }
 
+/* The cause kept where the tests read it (c10ds_failure() is this
+ * thread's, and the next failure's). */
+static int failed(engine_fixture *f)
+{
+    snprintf(f->err, sizeof f->err, "%s", c10ds_failure());
+    return -1;
+}
+
 static int open_engine(engine_fixture *f)
 {
-    if (c10ds_db_open(&f->db, f->path, f->err, sizeof f->err) != 0)
-        return -1;
-    f->eng = c10ds_engine_new(&f->cfg, &f->db, f->send, f->send_arg, f->err, sizeof f->err);
+    if (c10ds_db_open(&f->db, f->path) != 0)
+        return failed(f);
+    f->eng = c10ds_engine_new(&f->cfg, &f->db, f->send, f->send_arg);
     if (!f->eng) {
+        failed(f);
         c10ds_db_close(&f->db);
         return -1;
     }

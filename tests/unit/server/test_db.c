@@ -2,6 +2,7 @@
  * from older ones with data kept, newer ones refused, one coordinator per
  * file. */
 #include "db/db.h"
+#include "failure.h"
 #include "groups/groups.h"
 #include "db/schema.h"
 #include "store/store.h"
@@ -52,8 +53,7 @@ static void migrated_from(c10ds_db *db, int version, const char *rows)
     ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_free(sql);
     sqlite3_close(h);
-    char err[512];
-    ck_assert_msg(c10ds_db_open(db, path, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_open(db, path) == 0, "%s", c10ds_failure());
     ck_assert_int_eq(db->schema_version, c10ds_migration_count);
 }
 
@@ -68,8 +68,7 @@ END_TEST
 START_TEST(fresh_database_gets_newest_schema_in_wal)
 {
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&db, path), 0);
     ck_assert_int_eq(db.schema_version, c10ds_migration_count);
     ck_assert_int_eq(scalar(db.h, "PRAGMA user_version"), c10ds_migration_count);
     sqlite3_stmt *st;
@@ -304,8 +303,7 @@ START_TEST(version_12_store_keeps_every_key_and_value)
         sqlite3_free(q);
     }
     /* and it is a store like a new one: written, listed in key order */
-    char err[256];
-    ck_assert_int_eq(c10ds_store_set(&st, "new", "v", 1, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(&st, "new", "v", 1), C10D_OK);
     ck_assert_int_eq(c10ds_store_count(&st, "jobs/"), 1);
     ck_assert_int_eq(c10ds_store_count(&st, NULL), 5);
     c10ds_store_fini(&st);
@@ -389,36 +387,58 @@ START_TEST(newer_database_is_refused)
     ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
     c10ds_db db;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&db, path, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "schema version 99 is newer"));
+    ck_assert_int_eq(c10ds_db_open(&db, path), -1);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "schema version 99 is newer"));
 }
 END_TEST
 
 START_TEST(second_open_is_refused_naming_the_holder)
 {
     c10ds_db a, b;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&a, path, err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&a, path), 0);
     /* flock locks belong to the open file description, so a second open in
      * this process conflicts just as another process would. */
-    ck_assert_int_eq(c10ds_db_open(&b, path, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "in use by another c10d-coord"));
+    ck_assert_int_eq(c10ds_db_open(&b, path), -1);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "in use by another c10d-coord"));
     char pid[32];
     snprintf(pid, sizeof pid, "pid %d", (int)getpid());
-    ck_assert_ptr_nonnull(strstr(err, pid));
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), pid));
     c10ds_db_close(&a);
-    ck_assert_int_eq(c10ds_db_open(&b, path, err, sizeof err), 0); /* free again */
+    ck_assert_int_eq(c10ds_db_open(&b, path), 0); /* free again */
     c10ds_db_close(&b);
+}
+END_TEST
+
+/* A commit that fails says SQLite's reason, as it was before the
+ * rollback that follows (which leaves its own, "not an error", in
+ * sqlite3_errmsg): that reason is what every request of the batch is
+ * told (engine.c). */
+START_TEST(a_failed_commit_keeps_sqlites_reason_past_its_rollback)
+{
+    c10ds_db db;
+    ck_assert_int_eq(c10ds_db_open(&db, ":memory:"), 0);
+    ck_assert_int_eq(sqlite3_exec(db.h, "CREATE TABLE parent (id INTEGER PRIMARY KEY); "
+                                        "CREATE TABLE child (p INTEGER REFERENCES parent(id) "
+                                        "DEFERRABLE INITIALLY DEFERRED)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(c10ds_db_begin(&db), 0);
+    /* checked at COMMIT only (deferred): the statement itself succeeds */
+    ck_assert_int_eq(sqlite3_exec(db.h, "INSERT INTO child VALUES (7)", NULL, NULL, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(c10ds_db_commit(&db), -1);
+    ck_assert_str_eq(c10ds_failure(), "FOREIGN KEY constraint failed");
+    ck_assert_int_eq(sqlite3_get_autocommit(db.h), 1); /* rolled back */
+    ck_assert_int_eq(scalar(db.h, "SELECT count(*) FROM child"), 0);
+    c10ds_db_close(&db);
 }
 END_TEST
 
 START_TEST(memory_database_needs_no_lock)
 {
     c10ds_db a, b;
-    char err[512];
-    ck_assert_int_eq(c10ds_db_open(&a, ":memory:", err, sizeof err), 0);
-    ck_assert_int_eq(c10ds_db_open(&b, ":memory:", err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&a, ":memory:"), 0);
+    ck_assert_int_eq(c10ds_db_open(&b, ":memory:"), 0);
     c10ds_db_close(&a);
     c10ds_db_close(&b);
 }
@@ -441,6 +461,7 @@ int main(void)
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);
+    tcase_add_test(tc, a_failed_commit_keeps_sqlites_reason_past_its_rollback);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

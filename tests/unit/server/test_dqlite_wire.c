@@ -5,6 +5,7 @@
  * codes, and three nodes: who leads, joining voters, and a follower's
  * "not leader". docs/replication.md says what it is for. */
 #include "dqlite_nodes.h"
+#include "failure.h"
 #include "replica/dqlite_wire.h"
 
 #include "check_main.h"
@@ -32,8 +33,7 @@ static void stop_nodes(void)
 static c10ds_dq *connect_to(int i)
 {
     c10ds_dq *d;
-    char err[256];
-    ck_assert_msg(c10ds_dq_connect(&d, nodes[i].addr, 5000, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_dq_connect(&d, nodes[i].addr, 5000) == 0, "%s", c10ds_failure());
     return d;
 }
 
@@ -41,12 +41,12 @@ static c10ds_dq *connect_to(int i)
 static c10ds_dq *open_on_leader(void)
 {
     c10ds_dq *d = connect_to(0);
-    ck_assert_msg(c10ds_dq_open(d, "c10d") == 0, "%s", c10ds_dq_errmsg(d));
+    ck_assert_msg(c10ds_dq_open(d, "c10d") == 0, "%s", c10ds_failure());
     return d;
 }
 
 #define DQ_OK(d, call) ck_assert_msg((call) == 0, "%s: %s (code %llu)", #call, \
-                                     c10ds_dq_errmsg(d), (unsigned long long)c10ds_dq_code(d))
+                                     c10ds_failure(), (unsigned long long)c10ds_dq_code(d))
 
 START_TEST(statements_with_every_type_round_trip)
 {
@@ -142,7 +142,7 @@ START_TEST(a_failure_has_its_code_and_message)
     ck_assert_int_eq(c10ds_dq_exec_sql(d, "CREATE TABLEX nonsense", NULL, 0, NULL, NULL),
                      C10DS_DQ_FAILED);
     ck_assert_uint_eq(c10ds_dq_code(d), 1); /* SQLITE_ERROR */
-    ck_assert_ptr_nonnull(strstr(c10ds_dq_errmsg(d), "syntax error"));
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "syntax error"));
     /* the connection goes on */
     DQ_OK(d, c10ds_dq_exec_sql(d, "CREATE TABLE ok (x)", NULL, 0, NULL, NULL));
     /* a parameter the protocol cannot carry is refused here, not sent */
@@ -210,11 +210,10 @@ END_TEST
 START_TEST(bad_addresses_say_why)
 {
     c10ds_dq *d;
-    char err[256];
-    ck_assert_int_eq(c10ds_dq_connect(&d, "node1:9001", 1000, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "IPv4 address:port"));
-    ck_assert_int_eq(c10ds_dq_connect(&d, "@c10d-dq-nobody-listens", 1000, err, sizeof err), -1);
-    ck_assert_ptr_nonnull(strstr(err, "cannot connect"));
+    ck_assert_int_eq(c10ds_dq_connect(&d, "node1:9001", 1000), -1);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "IPv4 address:port"));
+    ck_assert_int_eq(c10ds_dq_connect(&d, "@c10d-dq-nobody-listens", 1000), -1);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "cannot connect"));
 }
 END_TEST
 

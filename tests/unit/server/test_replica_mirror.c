@@ -6,6 +6,7 @@
 #include "db/db.h"
 #include "replica/dqlite_wire.h"
 #include "dqlite_nodes.h"
+#include "failure.h"
 #include "replica/replica_mirror.h"
 #include "db/schema.h"
 
@@ -21,9 +22,8 @@ static sqlite3 *new_db(void)
 {
     sqlite3 *h;
     int version;
-    char err[512];
     ck_assert_int_eq(sqlite3_open(":memory:", &h), SQLITE_OK);
-    ck_assert_msg(c10ds_db_migrate(h, &version, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_migrate(h, &version) == 0, "%s", c10ds_failure());
     return h;
 }
 
@@ -134,9 +134,8 @@ static void write_awkward_rows(sqlite3 *h)
 /* Runs m's script for what changed on target (as dqlite would). */
 static void replay(c10ds_mirror *m, sqlite3 *target)
 {
-    char err[512];
-    char *script = c10ds_mirror_script(m, err, sizeof err);
-    ck_assert_msg(script != NULL, "%s", err);
+    char *script = c10ds_mirror_script(m);
+    ck_assert_msg(script != NULL, "%s", c10ds_failure());
     exec_ok(target, "BEGIN");
     exec_ok(target, script);
     exec_ok(target, "COMMIT");
@@ -147,8 +146,7 @@ START_TEST(a_batch_s_script_rebuilds_the_same_rows)
 {
     sqlite3 *leader = new_db(), *copy = new_db();
     c10ds_mirror *m = c10ds_mirror_offline();
-    char err[512];
-    ck_assert_msg(c10ds_mirror_track(m, leader, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_mirror_track(m, leader) == 0, "%s", c10ds_failure());
 
     exec_ok(leader, "BEGIN");
     write_awkward_rows(leader);
@@ -175,7 +173,7 @@ START_TEST(a_batch_s_script_rebuilds_the_same_rows)
                     "UPDATE kv SET updated_ms = 5 WHERE key = 'plain'; ROLLBACK TO s; RELEASE s");
     exec_ok(leader, "INSERT INTO kv VALUES ('added then deleted', 1, x'01')");
     exec_ok(leader, "DELETE FROM kv WHERE key = 'added then deleted'");
-    char *script = c10ds_mirror_script(m, err, sizeof err);
+    char *script = c10ds_mirror_script(m);
     ck_assert_ptr_nonnull(script);
     ck_assert_ptr_null(strstr(script, "rolled back"));
     ck_assert_ptr_null(strstr(script, "added then deleted"));
@@ -186,7 +184,7 @@ START_TEST(a_batch_s_script_rebuilds_the_same_rows)
     same_rows(leader, copy);
 
     /* a batch that reads only sends nothing */
-    script = c10ds_mirror_script(m, err, sizeof err);
+    script = c10ds_mirror_script(m);
     ck_assert_str_eq(script, "");
     free(script);
     c10ds_mirror_free(m);
@@ -207,15 +205,13 @@ START_TEST(the_next_leader_loads_what_the_last_one_committed)
 {
     dq_node node;
     ck_assert_int_eq(dq_node_start(&node, 1, "mirror"), 0);
-    char err[512];
     c10ds_mirror *m1, *m2;
-    ck_assert_msg(c10ds_mirror_new(&m1, node.addr, "c10d", 5000, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(c10ds_mirror_new(&m1, node.addr, "c10d", 5000) == 0, "%s", c10ds_failure());
     static const char *const skip[] = {"theirs", NULL};
     ck_assert_int_eq(c10ds_dq_exec_sql(c10ds_mirror_dq(m1), "CREATE TABLE theirs (x)", NULL, 0,
                                        NULL, NULL), 0);
     c10ds_db a;
-    ck_assert_msg(c10ds_db_open_replicated(&a, m1, skip, NULL, lost, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_open_replicated(&a, m1, skip, NULL, lost) == 0, "%s", c10ds_failure());
     ck_assert_int_eq(a.schema_version, C10D_TEST_SCHEMA_VERSION);
     ck_assert_int_eq(c10ds_db_begin(&a), 0);
     write_awkward_rows(a.h);
@@ -224,10 +220,9 @@ START_TEST(the_next_leader_loads_what_the_last_one_committed)
     exec_ok(a.h, "DELETE FROM kv WHERE key = 'plain'");
     ck_assert_int_eq(c10ds_db_commit(&a), 0);
 
-    ck_assert_msg(c10ds_mirror_new(&m2, node.addr, "c10d", 5000, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(c10ds_mirror_new(&m2, node.addr, "c10d", 5000) == 0, "%s", c10ds_failure());
     c10ds_db b;
-    ck_assert_msg(c10ds_db_open_replicated(&b, m2, skip, NULL, lost, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(c10ds_db_open_replicated(&b, m2, skip, NULL, lost) == 0, "%s", c10ds_failure());
     ck_assert_int_eq(b.schema_version, C10D_TEST_SCHEMA_VERSION);
     same_rows(a.h, b.h);
     sqlite3_stmt *st;
@@ -249,7 +244,7 @@ END_TEST
  * finds it current and runs none. */
 START_TEST(an_old_seed_is_migrated_once_on_the_leader)
 {
-    char path[] = "/tmp/c10d-seed-XXXXXX", err[512];
+    char path[] = "/tmp/c10d-seed-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
@@ -268,11 +263,9 @@ START_TEST(an_old_seed_is_migrated_once_on_the_leader)
     dq_node node;
     ck_assert_int_eq(dq_node_start(&node, 1, "seed"), 0);
     c10ds_mirror *m1, *m2;
-    ck_assert_msg(c10ds_mirror_new(&m1, node.addr, "c10d", 5000, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(c10ds_mirror_new(&m1, node.addr, "c10d", 5000) == 0, "%s", c10ds_failure());
     c10ds_db a, b;
-    ck_assert_msg(c10ds_db_open_replicated(&a, m1, NULL, path, lost, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(c10ds_db_open_replicated(&a, m1, NULL, path, lost) == 0, "%s", c10ds_failure());
     ck_assert_int_eq(a.schema_version, c10ds_migration_count);
     /* dqlite's copy is at the newest version, with the seed's rows */
     c10ds_dq_rows rows = {0};
@@ -286,10 +279,8 @@ START_TEST(an_old_seed_is_migrated_once_on_the_leader)
     c10ds_dq_rows_free(&rows);
     /* the next leader: nothing to migrate (a migration run twice fails:
      * its CREATE TABLE exists), the seed ignored */
-    ck_assert_msg(c10ds_mirror_new(&m2, node.addr, "c10d", 5000, err, sizeof err) == 0, "%s",
-                  err);
-    ck_assert_msg(c10ds_db_open_replicated(&b, m2, NULL, path, lost, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(c10ds_mirror_new(&m2, node.addr, "c10d", 5000) == 0, "%s", c10ds_failure());
+    ck_assert_msg(c10ds_db_open_replicated(&b, m2, NULL, path, lost) == 0, "%s", c10ds_failure());
     same_rows(a.h, b.h);
     c10ds_db_close(&a);
     c10ds_db_close(&b);

@@ -16,11 +16,10 @@
 
 static c10ds_db db;
 static c10ds_store st;
-static char err[1024];
 
 static void setup(void)
 {
-    ck_assert_int_eq(c10ds_db_open(&db, ":memory:", err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&db, ":memory:"), 0);
     ck_assert_int_eq(c10ds_store_init(&st, &db), 0);
 }
 

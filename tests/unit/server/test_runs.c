@@ -160,7 +160,7 @@ static void put_many(const char *prefix, int n)
 
 static void put(const char *key)
 {
-    ck_assert_int_eq(c10ds_store_set(&fx.eng->store, key, "v", 1, fx.err, sizeof fx.err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(&fx.eng->store, key, "v", 1), C10D_OK);
 }
 
 static int has(const char *key)

@@ -3,6 +3,7 @@
  * appends, prefixes, and what reads a big value. */
 #include "big_value.h"
 #include "db/db.h"
+#include "failure.h"
 #include "store/store.h"
 
 #include "check_main.h"
@@ -15,11 +16,10 @@
 
 static c10ds_db db;
 static c10ds_store st;
-static char err[1024];
 
 static void setup(void)
 {
-    ck_assert_int_eq(c10ds_db_open(&db, ":memory:", err, sizeof err), 0);
+    ck_assert_int_eq(c10ds_db_open(&db, ":memory:"), 0);
     ck_assert_int_eq(c10ds_store_init(&st, &db), 0);
 }
 
@@ -42,9 +42,9 @@ static void expect_value(const char *key, const void *v, size_t n)
 
 START_TEST(set_get_overwrite_and_binary_values)
 {
-    ck_assert_int_eq(c10ds_store_set(&st, "k", "a\0b", 3, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(&st, "k", "a\0b", 3), C10D_OK);
     expect_value("k", "a\0b", 3);
-    ck_assert_int_eq(c10ds_store_set(&st, "k", "", 0, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_set(&st, "k", "", 0), C10D_OK);
     expect_value("k", "", 0);
     ck_assert_int_eq(c10ds_store_count(&st, NULL), 1);
     ck_assert_int_eq(c10ds_store_exists(&st, "nope"), 0);
@@ -54,17 +54,17 @@ END_TEST
 START_TEST(add_counts_in_decimal_text_and_refuses_non_integers)
 {
     int64_t v;
-    ck_assert_int_eq(c10ds_store_add(&st, "n", 5, &v, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_add(&st, "n", 5, &v), C10D_OK);
     ck_assert_int_eq(v, 5);
-    ck_assert_int_eq(c10ds_store_add(&st, "n", -7, &v, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_add(&st, "n", -7, &v), C10D_OK);
     ck_assert_int_eq(v, -2);
     expect_value("n", "-2", 2);
-    c10ds_store_set(&st, "s", "abc", 3, err, sizeof err);
-    ck_assert_int_eq(c10ds_store_add(&st, "s", 1, &v, err, sizeof err), C10D_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "not a decimal integer"));
-    c10ds_store_set(&st, "big", "9223372036854775807", 19, err, sizeof err);
-    ck_assert_int_eq(c10ds_store_add(&st, "big", 1, &v, err, sizeof err), C10D_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "overflows"));
+    c10ds_store_set(&st, "s", "abc", 3);
+    ck_assert_int_eq(c10ds_store_add(&st, "s", 1, &v), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "not a decimal integer"));
+    c10ds_store_set(&st, "big", "9223372036854775807", 19);
+    ck_assert_int_eq(c10ds_store_add(&st, "big", 1, &v), C10D_EINVAL);
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "overflows"));
 }
 END_TEST
 
@@ -74,35 +74,35 @@ START_TEST(compare_set_semantics)
     size_t n;
     /* missing key + empty expected: creates */
     ck_assert_int_eq(
-        c10ds_store_compare_set(&st, "c", "", 0, "v1", 2, &cur, &n, err, sizeof err), C10D_OK);
+        c10ds_store_compare_set(&st, "c", "", 0, "v1", 2, &cur, &n), C10D_OK);
     ck_assert_mem_eq(cur, "v1", 2);
     free(cur);
     /* match: swaps */
     ck_assert_int_eq(
-        c10ds_store_compare_set(&st, "c", "v1", 2, "v2", 2, &cur, &n, err, sizeof err), C10D_OK);
+        c10ds_store_compare_set(&st, "c", "v1", 2, "v2", 2, &cur, &n), C10D_OK);
     ck_assert_mem_eq(cur, "v2", 2);
     free(cur);
     /* mismatch: leaves it, returns the current value */
     ck_assert_int_eq(
-        c10ds_store_compare_set(&st, "c", "zz", 2, "v3", 2, &cur, &n, err, sizeof err), C10D_OK);
+        c10ds_store_compare_set(&st, "c", "zz", 2, "v3", 2, &cur, &n), C10D_OK);
     ck_assert_mem_eq(cur, "v2", 2);
     free(cur);
     expect_value("c", "v2", 2);
     /* missing key + non-empty expected: nothing stored, and said so */
     ck_assert_int_eq(
-        c10ds_store_compare_set(&st, "m", "x", 1, "y", 1, &cur, &n, err, sizeof err),
+        c10ds_store_compare_set(&st, "m", "x", 1, "y", 1, &cur, &n),
         C10D_ENOTFOUND);
     ck_assert_int_eq(c10ds_store_exists(&st, "m"), 0);
-    ck_assert_ptr_nonnull(strstr(err, "nothing stored"));
+    ck_assert_ptr_nonnull(strstr(c10ds_failure(), "nothing stored"));
 }
 END_TEST
 
 START_TEST(append_creates_and_concatenates_bytes)
 {
-    ck_assert_int_eq(c10ds_store_append(&st, "a", "x\0", 2, 100, err, sizeof err), C10D_OK);
-    ck_assert_int_eq(c10ds_store_append(&st, "a", "yz", 2, 100, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "x\0", 2, 100), C10D_OK);
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "yz", 2, 100), C10D_OK);
     expect_value("a", "x\0yz", 4);
-    ck_assert_int_eq(c10ds_store_append(&st, "a", "0123456789", 10, 10, err, sizeof err),
+    ck_assert_int_eq(c10ds_store_append(&st, "a", "0123456789", 10, 10),
                      C10D_ETOOBIG);
     expect_value("a", "x\0yz", 4);
 }
@@ -111,12 +111,12 @@ END_TEST
 START_TEST(delete_and_counts_follow)
 {
     int d;
-    c10ds_store_set(&st, "a", "1", 1, err, sizeof err);
-    c10ds_store_set(&st, "b", "1", 1, err, sizeof err);
+    c10ds_store_set(&st, "a", "1", 1);
+    c10ds_store_set(&st, "b", "1", 1);
     ck_assert_int_eq(c10ds_store_count(&st, NULL), 2);
-    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d), C10D_OK);
     ck_assert_int_eq(d, 1);
-    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d, err, sizeof err), C10D_OK);
+    ck_assert_int_eq(c10ds_store_delete(&st, "a", &d), C10D_OK);
     ck_assert_int_eq(d, 0);
     ck_assert_int_eq(c10ds_store_count(&st, NULL), 1);
     c10ds_store_recount(&st);
@@ -135,7 +135,7 @@ START_TEST(prefix_ranges_are_exact)
 {
     const char *keys[] = {"a/1", "a/2", "a0", "a\xff", "a\xff\xff/x", "b/1", "a/"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        c10ds_store_set(&st, keys[i], "v", 1, err, sizeof err);
+        c10ds_store_set(&st, keys[i], "v", 1);
     ck_assert_int_eq(c10ds_store_count(&st, "a/"), 3);
     ck_assert_int_eq(c10ds_store_count(&st, "a"), 6);
     ck_assert_int_eq(c10ds_store_count(&st, "a\xff"), 2);
@@ -188,7 +188,7 @@ START_TEST(a_prefix_reads_only_its_own_range)
     for (int i = 0; i < 20; i++) {
         char k[32];
         snprintf(k, sizeof k, "jobs/j/1/k%d", i);
-        c10ds_store_set(&st, k, "v", 1, err, sizeof err);
+        c10ds_store_set(&st, k, "v", 1);
     }
     c10ds_store_recount(&st);
     char out[1024] = "";
@@ -203,9 +203,9 @@ START_TEST(a_prefix_reads_only_its_own_range)
     ck_assert_int_eq(c10ds_store_count(&st, NULL), 100000);
     /* a prefix with no upper bound (all 0xff) still counts and deletes
      * exactly its own keys */
-    c10ds_store_set(&st, "\xff\xff", "v", 1, err, sizeof err);
-    c10ds_store_set(&st, "\xff\xff/x", "v", 1, err, sizeof err);
-    c10ds_store_set(&st, "\xff", "v", 1, err, sizeof err);
+    c10ds_store_set(&st, "\xff\xff", "v", 1);
+    c10ds_store_set(&st, "\xff\xff/x", "v", 1);
+    c10ds_store_set(&st, "\xff", "v", 1);
     ck_assert_int_eq(c10ds_store_count(&st, "\xff\xff"), 2);
     ck_assert_int_eq(c10ds_store_delete_prefix(&st, "\xff\xff", 1), 1);
     ck_assert_int_eq(c10ds_store_delete_prefix(&st, "\xff\xff", -1), 1);
@@ -231,10 +231,10 @@ START_TEST(a_big_value_is_read_only_by_what_returns_it)
     ck_assert_int_eq(c10ds_store_exists(&st, "k0501"), 1);
     expect_value("k0500", "", 1);
     expect_value("k0501", "", 1);
-    ck_assert_int_eq(c10ds_store_add(&st, "k0500b", 1, &r, err, sizeof err), C10D_EINVAL);
-    ck_assert_int_eq(c10ds_store_append(&st, "k0500b", "x", 1, BIG_VALUE, err, sizeof err),
+    ck_assert_int_eq(c10ds_store_add(&st, "k0500b", 1, &r), C10D_EINVAL);
+    ck_assert_int_eq(c10ds_store_append(&st, "k0500b", "x", 1, BIG_VALUE),
                      C10D_ETOOBIG);
-    ck_assert_int_eq(c10ds_store_add(&st, "k0501", 1, &r, err, sizeof err), C10D_EINVAL);
+    ck_assert_int_eq(c10ds_store_add(&st, "k0501", 1, &r), C10D_EINVAL);
     ck_assert_int_lt(largest_sqlite_alloc(), 1 << 20);
     /* the witness sees a read: a get of the value itself */
     const void *v;

@@ -1,7 +1,7 @@
 /* How long a thread about to sleep until a socket is readable keeps
  * looking first: the coordinator's readiness loop between requests
  * (server/net/readiness.c), and a rank waiting for its SYNC verdict
- * (client/src/conn/conn_stream.c).
+ * (client/src/conn/conn_reader.c).
  *
  * A thread asleep on an idle CPU is woken by an interrupt; on a virtual
  * machine that halts idle CPUs, that costs 30-40 us, twice a round trip

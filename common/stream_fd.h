@@ -4,7 +4,7 @@
  * Waiting through NNG instead means NNG's poller thread is woken, reads,
  * and hands the bytes to a waiter or to a task thread for a callback: a
  * second thread switch for every message. The client's reader
- * waits so (client/src/conn/conn_stream.c), and so does the coordinator's
+ * waits so (client/src/conn/conn_reader.c), and so does the coordinator's
  * readiness loop (server/net/readiness.c).
  *
  * NNG 1.5 offers no way to get a stream's descriptor, so it is found by

@@ -44,11 +44,17 @@ forbid "client/src/host/* client/src/nccl/* client/src/external/* client/src/bac
     "a backend never sees the connection to the coordinator (conn/) nor the store's insides"
 # The connection's state and lock are its own: outside client/src/conn/ the
 # library has conn.h, the connection's narrow face; and calls inside it go
-# one way, conn.c -> conn_stream.c.
+# one way, conn.c -> the stream's files (conn_stream.c, conn_reader.c,
+# conn_dial.c), which share conn_stream_internal.h among themselves.
+stream_files="client/src/conn/conn_stream.c client/src/conn/conn_reader.c client/src/conn/conn_dial.c"
 forbid "$(ls client/src/*.[ch] client/src/*/*.[ch] | grep -v '^client/src/conn/')" \
-    '(\.\./)?conn/conn_stream\.h' \
+    '(\.\./)?conn/conn_stream(_internal)?\.h' \
     "only the connection's files (client/src/conn/) see its state (conn_stream.h)"
-forbid "client/src/conn/conn_stream.c client/src/conn/conn_stream.h" '(\.\./)?conn/conn\.h' \
+forbid "$(ls client/src/conn/*.[ch] | grep -vE '/conn_(stream|reader|dial)\.c$|/conn_stream_internal\.h$')" \
+    '(\.\./)?conn/conn_stream_internal\.h' \
+    "only the stream's files see what they share (conn_stream_internal.h)"
+forbid "$stream_files client/src/conn/conn_stream.h client/src/conn/conn_stream_internal.h" \
+    '(\.\./)?conn/conn\.h' \
     "the connection's stream is beneath conn.c, which it never calls (conn.h)"
 forbid "client/ctl/*.c client/ctl/*.h client/run/*.c python/csrc/*.cpp python/csrc/*.hpp examples/*.c" \
     '(\.\./)*(src|client/src)/.*|internal\.h|(group|coll|conn|backend|host|nccl|external)/[a-z_]+\.h|fingerprint\.h|c10d\.pb-c\.h' \
@@ -66,9 +72,17 @@ forbid_name() {
 }
 forbid_name "client/src/host/* client/src/nccl/* client/src/backend/backend.h client/src/internal.h" \
     '\bc10di_(conn|call)' "a backend never names the connection to the coordinator"
-forbid_name client/src/conn/conn_stream.c \
+forbid_name "$stream_files" \
     '\bc10di_(call|call_once|call_drop|conn_open|conn_ref|conn_unref|conn_url|conn_limits|conn_epoch)\(' \
-    "the connection's stream (conn_stream.c) calls nothing of conn.c"
+    "the connection's stream (conn_stream.c, conn_reader.c, conn_dial.c) calls nothing of conn.c"
+# Within the stream, calls go down (conn_stream_internal.h): the round trip
+# calls the reader and the dial, the reader the dial's failover, and the
+# dial neither.
+forbid_name "client/src/conn/conn_reader.c client/src/conn/conn_dial.c" \
+    '\bc10di_conn_(roundtrip|stream_init|stream_fini)\(' \
+    "the reader and the dial never call back up into the round trip (conn_stream.c)"
+forbid_name client/src/conn/conn_dial.c '\bc10di_conn_(read_replies|ask_reading|rx_arm|rx_done)\b' \
+    "the dial never calls the reader (conn_reader.c): its caller arms a TLS stream's receive"
 # A call's stages below plan.c return what they found (c10di_outcome);
 # the call's end records it (liveness.c): they call nothing of liveness,
 # and plan.c's stages never call back up into plan.c.
@@ -97,7 +111,8 @@ forbid_name "server/*.c server/*/*.c" '\bc10dpb__(request__pack|reply__unpack)\(
 # pass by checking nothing.
 for f in server/net/readiness.c server/net/framing.c server/net/connection.c \
          server/net/tcpstore_wire.c \
-         client/src/conn/conn_stream.c client/src/coll/verify.c client/src/join/join_region.c \
+         client/src/conn/conn_stream.c client/src/conn/conn_reader.c client/src/conn/conn_dial.c \
+         client/src/conn/conn_stream_internal.h client/src/coll/verify.c client/src/join/join_region.c \
          client/src/group/liveness.c client/src/backend/backend.h client/src/internal.h; do
     if [ ! -f "$f" ]; then
         echo "layering: $f, named by a rule here, does not exist (moved? update the rule)"

@@ -51,7 +51,7 @@
  * it the communicator is aborted instead. */
 #define C10DI_NCCL_FINALIZE_BUDGET_MS 5000
 
-/* --- the connection (conn.c, conn_stream.c) --- */
+/* --- the connection (conn.c, conn_stream.c, conn_reader.c, conn_dial.c) --- */
 
 /* A redial waits this long for the users of the old stream to leave it;
  * past it the stream is left allocated rather than freed under them. */

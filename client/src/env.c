@@ -76,7 +76,7 @@ c10d_status c10di_url_element(const char *url, size_t len, char *out, size_t out
 
 /* Normalizes each URL of the list `url` (comma-separated) into out, joined
  * by commas; all of them TLS, or none (one connection reads its replies one
- * way, conn_stream.c). */
+ * way, conn_reader.c). */
 static c10d_status resolve_list(const char *url, char *out, size_t outlen)
 {
     char one[C10DI_URL_MAX];

@@ -1,9 +1,10 @@
 /* A coordinator played in process, behind the client library's connection
  * (client/src/conn/conn.h): fake_conn.c implements conn.h's functions and is
- * linked instead of conn.c and conn_stream.c into c10dclient_frontend, the
- * front end without its connection and its host backend (the link seam,
- * client/CMakeLists.txt). Every request is recorded, in order, and
- * answered at once or parked as a coordinator would:
+ * linked instead of conn/'s files (conn.c and the stream beneath it) into
+ * c10dclient_frontend, the front end without its connection and its host
+ * backend (the link seam, client/CMakeLists.txt). Every request is
+ * recorded, in order, and answered at once or parked as a coordinator
+ * would:
  *
  * - group_join: the rendezvous, once every member arrived (or at once,
  *   alone, under fake_coord_solo), generation 1, no endpoints;

@@ -3,7 +3,7 @@
  * references; and the calls over it: each request is packed into a frame,
  * taken on one round trip by the stream beneath (conn_stream.c, which
  * dials again when the connection breaks and says why a round trip
- * failed), and its reply unpacked. */
+ * failed), and its reply, decoded by the stream's reader, checked. */
 #include "conn/conn.h"
 #include "conn/conn_stream.h"
 #include "version.h"
@@ -107,8 +107,7 @@ static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wai
     if (req->who == &who)
         req->who = NULL;
 
-    uint8_t *body = NULL;
-    size_t body_len = 0;
+    C10dpb__Reply *r = NULL;
     /* Only the watch waits for news; every other caller, a SYNC check or a
      * get parked on a key included, wants its answer as soon as it comes.
      * A SYNC check keeps looking for its verdict a while before it sleeps:
@@ -121,15 +120,10 @@ static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wai
         how = C10DI_WAIT_SPIN;
     c10d_status st = c10di_conn_roundtrip(c, op_name(req), frame, C10DC_FRAME_HDR + len,
                                           req->request_id, how, resend, server_wait_ms,
-                                          timeout_ms, &body, &body_len);
+                                          timeout_ms, &r);
     free(frame);
-    if (st != C10D_OK)
+    if (st != C10D_OK) /* an undecodable reply included (C10D_EPROTO) */
         return st;
-    C10dpb__Reply *r = c10dpb__reply__unpack(NULL, body_len, body);
-    free(body);
-    if (!r)
-        return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
-                           op_name(req), c10di_conn_current_url(c));
     if (r->request_id != req->request_id) {
         st = c10di_error(C10D_EPROTO, "reply to request %llu answered request %llu",
                          (unsigned long long)req->request_id, (unsigned long long)r->request_id);

@@ -1,18 +1,22 @@
 /* The connection's state and the stream beneath it (conn_stream.c:
- * dialling, sending a frame, reading frames and handing each reply to the
- * call waiting for it, and saying why a round trip failed), for conn.c
- * above it, which opens the connection and packs and unpacks the calls:
- * one c10di_conn_roundtrip per call. Only those two files include this header; the
- * rest of the library has conn.h, where the connection is opaque.
+ * sending a frame and waiting for its reply, and saying why a round trip
+ * failed; conn_reader.c: reading frames, decoding each reply and handing
+ * it to the call waiting for it; conn_dial.c: dialling, and where to dial
+ * next; conn_stream_internal.h says what they share), for conn.c above
+ * it, which opens the connection, packs the calls and reads their
+ * decoded replies: one c10di_conn_roundtrip per call. Only the files of
+ * client/src/conn/ include this header; the rest of the library has
+ * conn.h, where the connection is opaque.
  *
- * Calls go one way: conn.c uses conn_stream.c, which uses nothing of
- * conn.c (it does not include conn.h). */
+ * Calls go one way: conn.c uses the stream's files, which use nothing of
+ * conn.c (they do not include conn.h). */
 #ifndef C10DI_CONN_STREAM_H
 #define C10DI_CONN_STREAM_H
 
 #include "internal.h"
 
 #include "busy_poll.h"
+#include "c10d.pb-c.h"
 
 #include <nng/nng.h>
 #include <pthread.h>
@@ -23,15 +27,16 @@
 #define C10DI_CONN_MAX_FRAME (1u << 30)
 
 /* A call waiting for its reply, linked in c->waiters while it does; the
- * reader hands it the reply. */
+ * reader hands it the reply, decoded. */
 typedef struct c10di_waiter {
     struct c10di_waiter *next;
     uint64_t id;
     int news;            /* only waiting for news: woken on news_cv */
     int spin;            /* as the reader, looks before sleeping (C10DI_WAIT_SPIN) */
     uint64_t sent_epoch; /* the connection it was last sent on; 0 = none */
-    uint8_t *reply;      /* the reply's protobuf, once it came */
-    size_t reply_len;
+    /* once done: the reply, decoded by the reader, now the waiter's to
+     * free; NULL: its protobuf did not decode */
+    C10dpb__Reply *reply;
     int done;
 } c10di_waiter;
 
@@ -74,7 +79,7 @@ struct c10di_conn {
                              * (the watch): not woken by every reply */
     int64_t reader_left_ms; /* when a caller wanting an answer last read */
     /* The URLs dialled, one dialer each: the list's, then leaders a
-     * follower named that the list did not (conn_stream.c). Written once,
+     * follower named that the list did not (conn_dial.c). Written once,
      * before n_urls counts them (under mu), freed at fini: a URL read under
      * mu may be used after. Only a dialling thread adds one. */
     char *urls[C10DI_CONN_URLS];
@@ -116,7 +121,7 @@ struct c10di_conn {
     /* The reader's recv_aio is submitted (nng_stream_recv returned) and
      * not yet waited for: only then may a caller asking for the reading
      * cancel it. A cancel racing the submission breaks NNG 1.10
-     * (conn_stream.c). */
+     * (conn_reader.c). */
     int recv_armed;
     /* tcp://, ipc://: the stream's socket, which the reader sleeps on in
      * poll(2) (stream_fd.h), or -1; the retired stream's, released when
@@ -125,7 +130,7 @@ struct c10di_conn {
     int stream_fd, retired_fd, wake_fd;
     int polling; /* the reader is in poll(2) */
     c10dc_busy_poll bp; /* how long a reader waiting with C10DI_WAIT_SPIN looks first */
-    int rx_async;          /* TLS: replies come by callback (conn_stream.c says why) */
+    int rx_async;          /* TLS: replies come by callback (conn_reader.c says why) */
     nng_aio *rx_aio;       /* TLS: the receive always armed while connected */
     nng_stream *rx_stream; /* the stream it reads */
     int rx_armed;          /* submitted, its callback not yet run */
@@ -168,12 +173,13 @@ void c10di_conn_stream_fini(c10di_conn *c);
  * reply as `how` says, dialling again and resending it when the
  * connection breaks (not when resend is 0: then the call fails), for
  * server_wait_ms (how long the coordinator may hold it) plus timeout_ms.
- * On C10D_OK *reply holds the reply's bytes (the caller frees them); else
- * c10d_errmsg() says why, in the words of what the stream found (a TLS
- * handshake diagnosed, no coordinator, a timeout), naming the request
- * `what`. */
+ * On C10D_OK *reply holds the reply, decoded once by the reader (the
+ * caller frees it with c10dpb__reply__free_unpacked); else c10d_errmsg()
+ * says why, in the words of what the stream found (a TLS handshake
+ * diagnosed, no coordinator, a timeout), naming the request `what`:
+ * C10D_EPROTO for a reply that does not decode. */
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
                                  uint64_t id, unsigned how, int resend, int server_wait_ms,
-                                 int timeout_ms, uint8_t **reply, size_t *reply_len);
+                                 int timeout_ms, C10dpb__Reply **reply);
 
 #endif

@@ -14,7 +14,8 @@
  *   - a deadline is an int64_t absolute time on the monotonic clock,
  *     c10d_now_ms() + a duration.
  * NNG's nng_duration is another convention (-1 is forever, -2 the
- * socket's default): convert at the call into NNG. */
+ * socket's default, 0 one poll): convert at the call into NNG, with
+ * c10d_nng_ms. */
 #ifndef C10D_TIME_H
 #define C10D_TIME_H
 
@@ -28,6 +29,16 @@
 typedef int c10d_ms;
 #define C10D_MS_NO_WAIT 0
 #define C10D_MS_FOREVER INT_MAX
+
+/* A duration (or what is left of one: <= 0 when it has passed) as NNG's
+ * aio timeouts take it: at least 1 ms, so what is left never becomes one
+ * of NNG's negative specials, nor 0, which NNG takes as "poll once";
+ * C10D_MS_FOREVER and beyond is NNG's forever (-1). An int32_t, as
+ * nng_duration is, so that this header needs no NNG. */
+static inline int32_t c10d_nng_ms(int64_t ms)
+{
+    return ms >= C10D_MS_FOREVER ? -1 : ms < 1 ? 1 : (int32_t)ms;
+}
 
 /* Defaults the client and the coordinator must agree on: a request that
  * leaves a timeout out gets on the coordinator what the library would

@@ -2,6 +2,8 @@
 #ifndef C10DS_CONFIG_H
 #define C10DS_CONFIG_H
 
+#include "c10d_time.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,15 +59,15 @@ typedef struct c10ds_config {
     uint32_t max_world_size;  /* most ranks in one job (group_join refuses more) */
     uint64_t max_conn_buffer; /* replies queued for one slow client before it is cut off */
     uint64_t max_pending_bytes; /* unfinished requests held, all connections together */
-    int frame_timeout_ms;     /* a request left unfinished this long closes its connection */
+    c10d_ms frame_timeout_ms;     /* a request left unfinished this long closes its connection */
     uint64_t max_decode_bytes; /* what unpacking one request may allocate (decode_budget.h) */
     uint64_t max_reply_bytes; /* unsent replies, all connections together */
     uint64_t max_parked;      /* requests parked (waiting for keys, groups), all together */
     uint32_t max_connections; /* client connections open at once; more are closed at once */
-    int drain_timeout_ms;     /* SIGTERM: how long queued requests are still run */
+    c10d_ms drain_timeout_ms;     /* SIGTERM: how long queued requests are still run */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */
     int dedup_window_s;      /* how long applied-request replies are kept */
-    int heartbeat_timeout_ms; /* a rank silent this long is declared dead */
+    c10d_ms heartbeat_timeout_ms; /* a rank silent this long is declared dead */
     int busy_poll_us;         /* the readiness loop looks this long before sleeping */
     int64_t retention_s;      /* a run over this long has its records reclaimed (runs.c) */
     int log_level;
@@ -76,7 +78,7 @@ typedef struct c10ds_config {
     char *data_dir;          /* the replica's raft log and snapshots */
     char *advertise_url;     /* the URL clients are sent to when it leads (NULL: the
                               * bound one, replica.c) */
-    int raft_latency_ms;     /* heartbeat 1.5x, election timeout 15x */
+    c10d_ms raft_latency_ms;     /* heartbeat 1.5x, election timeout 15x */
     char *seed_path;         /* --seed: an empty replicated database starts from this file */
     char *export_path;       /* --export: copy the replicated database there, and exit */
 } c10ds_config;

@@ -107,6 +107,28 @@ forbid_name server/net/tcpstore_wire.c '\bc10ds_(conn|engine|readiness|listener)
     "TCPStore's wire (tcpstore_wire.c) knows no connection and no engine"
 forbid_name "server/*.c server/*/*.c" '\bc10dpb__(request__pack|reply__unpack)\(' \
     "the coordinator decodes requests and encodes replies, never the other way round"
+# Time (docs/architecture.md, "Time"): inside both programs a duration
+# is a c10d_ms, already resolved (0: no wait); a plain int of milliseconds
+# is the public API's, whose 0 means "the default", and appears only in
+# the definitions of the API's own functions and in c10di_timeout, the
+# edge that converts it. A declaration is the line that names it or the
+# two before (a wrapped parameter list).
+ms_hits=$(for f in client/src/*.[ch] client/src/*/*.[ch] server/*.[ch] server/*/*.[ch] \
+                   common/*.[ch]; do
+    awk -v f="$f" '
+        { prev2 = prev1; prev1 = cur; cur = $0 }
+        /^[[:space:]]*(\/?\*|\/\/)/ { next }
+        /(^|[^a-z_])int [a-z_]+_ms([^a-z_(]|$)/ {
+            ctx = prev2 "\n" prev1 "\n" cur
+            if (ctx ~ /(^|\n)c10d_status (c10d_[a-z_]+|c10di_timeout)\(/) next
+            print f ":" NR ": " $0
+        }' "$f"
+done)
+if [ -n "$ms_hits" ]; then
+    echo "layering: a duration inside is a c10d_ms (common/c10d_time.h), not an int:"
+    echo "$ms_hits" | sed 's/^/  /'
+    bad=1
+fi
 # Every file a rule names must exist: a rule about a file that moved would
 # pass by checking nothing.
 for f in server/net/readiness.c server/net/framing.c server/net/connection.c \

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-void c10ds_drain_begin(c10ds_drain *d, int timeout_ms)
+void c10ds_drain_begin(c10ds_drain *d, c10d_ms timeout_ms)
 {
     /* Never 0: 0 means "still serving". */
     long long at = (long long)c10d_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
@@ -26,7 +26,7 @@ void c10ds_drain_count(c10ds_drain *d, int op_case)
     atomic_fetch_add_explicit(&d->total, 1, memory_order_relaxed);
 }
 
-void c10ds_drain_report(c10ds_drain *d, const char *const *names, int timeout_ms)
+void c10ds_drain_report(c10ds_drain *d, const char *const *names, c10d_ms timeout_ms)
 {
     unsigned long long total = atomic_load(&d->total);
     if (!total)

@@ -9,6 +9,8 @@
 #ifndef C10DS_DRAIN_H
 #define C10DS_DRAIN_H
 
+#include "c10d_time.h"
+
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,12 +27,12 @@ typedef struct c10ds_drain {
 } c10ds_drain;
 
 /* Queued requests are still run for timeout_ms from now, then dropped. */
-void c10ds_drain_begin(c10ds_drain *d, int timeout_ms);
+void c10ds_drain_begin(c10ds_drain *d, c10d_ms timeout_ms);
 /* Whether queued requests are now dropped instead of run. */
 int c10ds_drain_over(c10ds_drain *d);
 /* Counts a request of op_case as dropped (the caller frees it). */
 void c10ds_drain_count(c10ds_drain *d, int op_case);
 /* Logs what was dropped, if anything: names[op_case] (NULL: unknown). */
-void c10ds_drain_report(c10ds_drain *d, const char *const *names, int timeout_ms);
+void c10ds_drain_report(c10ds_drain *d, const char *const *names, c10d_ms timeout_ms);
 
 #endif

@@ -259,7 +259,7 @@ void c10ds_conn_recv_start(c10ds_conn *c)
         if (!c->frame_due)
             c->frame_due = now + (nng_time)c->l->cfg->frame_timeout_ms;
         nng_aio_set_timeout(c->recv_aio,
-                            c->frame_due > now ? (nng_duration)(c->frame_due - now) : 1);
+                            c10d_nng_ms((int64_t)c->frame_due - (int64_t)now));
     }
     /* Under c->mu, which close takes before it closes the stream: NNG 1.5
      * queues a receive on a closed stream and never ends it, and the read

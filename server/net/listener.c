@@ -298,7 +298,7 @@ fail:
     return NULL;
 }
 
-void c10ds_listener_drain(c10ds_listener *l, int timeout_ms)
+void c10ds_listener_drain(c10ds_listener *l, c10d_ms timeout_ms)
 {
     for (int waited = 0; atomic_load(&l->sends_in_flight) > 0 && waited < timeout_ms; waited++) {
         struct timespec ts = {0, 1000000};
@@ -343,7 +343,7 @@ static void close_all(c10ds_listener *l)
     free(all);
 }
 
-int c10ds_listener_close(c10ds_listener *l, int timeout_ms)
+int c10ds_listener_close(c10ds_listener *l, c10d_ms timeout_ms)
 {
     if (!l)
         return 0;

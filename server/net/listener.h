@@ -8,6 +8,8 @@
 #ifndef C10DS_LISTENER_H
 #define C10DS_LISTENER_H
 
+#include "c10d_time.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,10 +32,10 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
 void c10ds_listener_send(void *arg, void *slot, uint64_t request_id, const void *reply,
                          size_t len);
 /* Waits up to timeout_ms for replies handed to NNG to be sent. */
-void c10ds_listener_drain(c10ds_listener *l, int timeout_ms);
+void c10ds_listener_drain(c10ds_listener *l, c10d_ms timeout_ms);
 /* Closes the listener and every connection and frees l. Returns -1,
  * leaving l allocated, when a connection is still held (by the engine or
  * an NNG callback) after timeout_ms. */
-int c10ds_listener_close(c10ds_listener *l, int timeout_ms);
+int c10ds_listener_close(c10ds_listener *l, c10d_ms timeout_ms);
 
 #endif

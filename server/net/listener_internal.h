@@ -144,7 +144,7 @@ struct c10ds_listener {
      * the pause before the next (only the accept callbacks touch these:
      * one accept or one pause is in flight at a time). */
     nng_aio *backoff_aio;
-    int backoff_ms;
+    c10d_ms backoff_ms;
     unsigned accept_failures; /* in a row */
     nng_thread *reaper;
     nng_mtx *mu;

@@ -16,6 +16,8 @@
 #ifndef C10DS_DQLITE_WIRE_H
 #define C10DS_DQLITE_WIRE_H
 
+#include "c10d_time.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,7 +60,7 @@ typedef struct c10ds_dq_rows {
 typedef struct c10ds_dq c10ds_dq;
 
 /* Connects and sends the handshake; -1 (c10ds_failure() says why) if not. */
-int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms);
+int c10ds_dq_connect(c10ds_dq **out, const char *address, c10d_ms timeout_ms);
 void c10ds_dq_close(c10ds_dq *d);
 /* Ends the call another thread is blocked in on d (it fails; d is then
  * unusable): for stopping a thread that waits on a node. */

@@ -146,14 +146,14 @@ int c10ds_dq_roundtrip(c10ds_dq *d, uint8_t type, uint8_t want)
 /* Bounds every call on fd, connect included (Linux applies SO_SNDTIMEO
  * to a blocking connect): a node on a host that does not answer fails
  * in timeout_ms, not in the kernel's two minutes. */
-static void set_timeouts(int fd, int timeout_ms)
+static void set_timeouts(int fd, c10d_ms timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-static int dial(const char *address, int timeout_ms)
+static int dial(const char *address, c10d_ms timeout_ms)
 {
     int fd;
     if (address[0] == '@') {
@@ -202,7 +202,7 @@ static int dial(const char *address, int timeout_ms)
     return -1;
 }
 
-int c10ds_dq_connect(c10ds_dq **out, const char *address, int timeout_ms)
+int c10ds_dq_connect(c10ds_dq **out, const char *address, c10d_ms timeout_ms)
 {
     *out = NULL;
     /* every call is bounded: a node that stops answering fails it */

@@ -193,7 +193,7 @@ static int hold(c10ds_replica *r, int slot, c10ds_dq *d)
 }
 
 /* Sleeps ms unless stopping; returns 0 when stopping. */
-static int pause_ms(c10ds_replica *r, int ms)
+static int pause_ms(c10ds_replica *r, c10d_ms ms)
 {
     for (int waited = 0; waited < ms; waited += 20) {
         pthread_mutex_lock(&r->mu);
@@ -242,7 +242,7 @@ static void *watch_role(void *arg)
     int64_t patience = 15 * (int64_t)r->cfg->raft_latency_ms;
     if (patience < 1000)
         patience = 1000;
-    int call_ms = (int)(patience / 3);
+    c10d_ms call_ms = (c10d_ms)(patience / 3);
     int64_t confirmed = c10d_now_ms();
     uint64_t asked_url_of = 0;
     int64_t asked_url_at = 0;

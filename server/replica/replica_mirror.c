@@ -273,7 +273,7 @@ int c10ds_mirror_dq_failed(c10ds_mirror *m, const char *what)
                         (unsigned long long)c10ds_dq_code(m->dq));
 }
 
-int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms)
+int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, c10d_ms timeout_ms)
 {
     *out = NULL;
     c10ds_mirror *m = calloc(1, sizeof *m);

@@ -19,6 +19,8 @@
 #ifndef C10DS_REPLICA_MIRROR_H
 #define C10DS_REPLICA_MIRROR_H
 
+#include "c10d_time.h"
+
 #include <sqlite3.h>
 #include <stddef.h>
 
@@ -29,7 +31,7 @@ typedef struct c10ds_mirror c10ds_mirror;
 
 /* Connects to the dqlite node at address ("a.b.c.d:port" or "@name") and
  * opens database name there. Each later call waits timeout_ms at most. */
-int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, int timeout_ms);
+int c10ds_mirror_new(c10ds_mirror **out, const char *address, const char *name, c10d_ms timeout_ms);
 void c10ds_mirror_free(c10ds_mirror *m);
 
 /* Copies dqlite's schema, user_version and rows into h, an empty

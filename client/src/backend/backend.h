@@ -57,7 +57,7 @@ typedef struct c10di_coll {
     int tag;
     uint64_t seq;        /* collectives: the group's; send/recv: their own count */
     c10dc_fp fp;         /* what is verified across ranks */
-    int timeout_ms;
+    c10d_ms timeout_ms;
     int64_t deadline_ms; /* monotonic */
     char what[160];      /* "#5 ALL_REDUCE float32[4] SUM" for messages */
     /* where it runs (chosen by the front end from the tensors' device) */
@@ -163,7 +163,7 @@ typedef struct c10di_be_hooks {
     /* The endpoints of group ranks[0..n) (eps[i].data malloc'd: the
      * caller frees each). */
     c10d_status (*fetch_endpoints)(const c10di_be_ctx *x, const int *ranks, size_t n,
-                                   ProtobufCBinaryData *eps, int timeout_ms);
+                                   ProtobufCBinaryData *eps, c10d_ms timeout_ms);
     /* A finding of the data plane's (a desync seen in a header), so that
      * every later call on the group reports it. */
     void (*alert)(const c10di_be_ctx *x, c10d_status st, const char *report);
@@ -199,7 +199,7 @@ struct c10di_be_ctx {
     int rank, size;        /* in the group */
     int world_rank;
     int device;     /* the CUDA device the options or LOCAL_RANK named; -1: none */
-    int timeout_ms; /* the group's: the deadline of setup steps */
+    c10d_ms timeout_ms; /* the group's: the deadline of setup steps */
     uint64_t secret; /* the group's data-plane admission secret (0: none) */
     int primary;     /* the group's only data plane (C10D_BACKEND_NCCL): set up at connect */
     int subgroup;    /* made by c10d_new_group: a backend that splits gets its state from split */

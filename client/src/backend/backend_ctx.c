@@ -23,7 +23,7 @@
  * group's; any number, fetched in requests of at most 1024). eps[i].data
  * is malloc'd: the caller frees each. */
 static c10d_status fetch_endpoints(c10d_pg *pg, const int *ranks, size_t n,
-                                   ProtobufCBinaryData *eps, int timeout_ms)
+                                   ProtobufCBinaryData *eps, c10d_ms timeout_ms)
 {
     c10di_world *w = pg->w;
     for (size_t done = 0; done < n;) {
@@ -77,7 +77,7 @@ static c10d_status hook_failure(const c10di_be_ctx *x, uint64_t seq, char *msg, 
 }
 
 static c10d_status hook_fetch(const c10di_be_ctx *x, const int *ranks, size_t n,
-                              ProtobufCBinaryData *eps, int timeout_ms)
+                              ProtobufCBinaryData *eps, c10d_ms timeout_ms)
 {
     return fetch_endpoints(x->pg, ranks, n, eps, timeout_ms);
 }

@@ -18,7 +18,7 @@
  * its watch) is told of the barrier between them (c10di_join_check), or it
  * would wait for the joined rank until the timeout. */
 static c10d_status wait_keys(c10d_pg *pg, const c10di_coll *c, c10d_store *s,
-                             const char *const *keys, size_t n, int timeout_ms)
+                             const char *const *keys, size_t n, c10d_ms timeout_ms)
 {
     int64_t until = c10d_now_ms() + timeout_ms;
     for (;;) {
@@ -34,7 +34,7 @@ static c10d_status wait_keys(c10d_pg *pg, const c10di_coll *c, c10d_store *s,
     }
 }
 
-static c10d_status rank0(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int timeout_ms,
+static c10d_status rank0(c10d_pg *pg, const c10di_coll *c, c10d_store *s, c10d_ms timeout_ms,
                          int wait_all)
 {
     int n = pg->size;
@@ -75,7 +75,7 @@ static c10d_status rank0(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int ti
     return st;
 }
 
-static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, int timeout_ms)
+static c10d_status other(c10d_pg *pg, const c10di_coll *c, c10d_store *s, c10d_ms timeout_ms)
 {
     char key[32];
     snprintf(key, sizeof key, "arrived/%d", pg->rank);

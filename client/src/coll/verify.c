@@ -42,7 +42,7 @@ typedef struct c10di_pending {
     c10dc_fp fp;
     uint64_t seq, completed;
     uint32_t repeat; /* the same call at seq+1 .. seq+repeat too */
-    int timeout_ms;
+    c10d_ms timeout_ms;
     unsigned known; /* joins of its group's region known when queued */
 } c10di_pending;
 
@@ -65,7 +65,7 @@ c10d_status c10di_verify_mode(c10d_verify asked, c10d_verify *out)
 }
 
 static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp *fp,
-                       uint64_t seq, uint64_t completed, int timeout_ms, uint32_t repeat, int tag,
+                       uint64_t seq, uint64_t completed, c10d_ms timeout_ms, uint32_t repeat, int tag,
                        unsigned known)
 {
     c10dpb__coll_entry__init(en);
@@ -93,8 +93,8 @@ static void fill_entry(C10dpb__CollEntry *en, const char *group, const c10dc_fp 
 /* Sends m, this rank's report (its entries set), to the coordinator; the
  * answer is its status (a SYNC check's verdict). The one way verification
  * reaches the connection: the background batches and SYNC checks alike. */
-static c10d_status send_report(c10di_world *w, C10dpb__CollReport *m, int server_wait_ms,
-                               int timeout_ms)
+static c10d_status send_report(c10di_world *w, C10dpb__CollReport *m, c10d_ms server_wait_ms,
+                               c10d_ms timeout_ms)
 {
     m->job = w->job;
     m->generation = w->generation;

@@ -60,9 +60,9 @@ void c10di_work_destroy(c10d_work *w)
     free(w);
 }
 
-/* c10d_work_wait of a call on the lane: limit_ms as c10di_timeout gives
- * it, timeout_ms as asked (for the message). */
-static c10d_status lane_wait(c10d_work *w, int limit, int timeout_ms)
+/* c10d_work_wait of a call on the lane: limit as c10di_timeout gives
+ * it, asked the API's timeout as the caller gave it (for the message). */
+static c10d_status lane_wait(c10d_work *w, c10d_ms limit, int asked)
 {
     struct timespec ts = c10d_deadline_ts(limit != C10D_MS_FOREVER ? limit : 0);
     pthread_mutex_lock(&w->mu);
@@ -79,12 +79,12 @@ static c10d_status lane_wait(c10d_work *w, int limit, int timeout_ms)
     char msg[sizeof w->msg];
     memcpy(msg, w->msg, sizeof msg);
     pthread_mutex_unlock(&w->mu);
-    if (timed_out && timeout_ms == C10D_NO_WAIT)
+    if (timed_out && asked == C10D_NO_WAIT)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s is still running (C10D_NO_WAIT)",
                            w->c.what, w->pg->name);
     if (timed_out)
         return c10di_error(C10D_ETIMEDOUT, "%s of group %s not finished after %d ms", w->c.what,
-                           w->pg->name, timeout_ms);
+                           w->pg->name, asked);
     if (st != C10D_OK)
         return c10di_error(st, "%s", msg);
     if (w->c.src_out) /* c10d_recv_any: the caller's, written on the caller's thread */
@@ -179,7 +179,7 @@ void c10di_work_recv_done(c10d_pg *pg, c10di_recv *r)
  * (C10D_MS_FOREVER: until it ends, C10D_MS_NO_WAIT: no wait). C10D_ETIMEDOUT (message set) if
  * it had not ended by then; else C10D_OK, w->st says how it ended. Its
  * timeout runs from the first wait, as gloo's does. */
-static c10d_status posted_wait(c10d_work *w, int limit_ms)
+static c10d_status posted_wait(c10d_work *w, c10d_ms limit_ms)
 {
     c10d_pg *pg = w->pg;
     const c10di_coll *c = &w->c;

@@ -62,10 +62,10 @@ static void recorded_leave(c10di_conn *c, c10di_recorded *self)
     pthread_mutex_unlock(&c->recorded_mu);
 }
 
-static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                             int timeout_ms, int resend, C10dpb__Reply **rep);
+static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                             c10d_ms timeout_ms, int resend, C10dpb__Reply **rep);
 
-static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+static c10d_status call(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms, c10d_ms timeout_ms,
                         int resend, C10dpb__Reply **rep)
 {
     if (req->request_id || !c10dc_op_is_recorded(req->op_case)) {
@@ -80,8 +80,8 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
     return st;
 }
 
-static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                             int timeout_ms, int resend, C10dpb__Reply **rep)
+static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                             c10d_ms timeout_ms, int resend, C10dpb__Reply **rep)
 {
     C10dpb__Identity who = C10DPB__IDENTITY__INIT;
     who.has_client_id = 1;
@@ -140,8 +140,8 @@ static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, int server_wai
     return C10D_OK;
 }
 
-c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms)
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                            c10d_ms timeout_ms)
 {
     C10dpb__Reply *rep = NULL;
     c10d_status st = c10di_call(c, req, server_wait_ms, timeout_ms, &rep);
@@ -150,14 +150,14 @@ c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait
     return st;
 }
 
-c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms, c10d_ms timeout_ms,
                        C10dpb__Reply **rep)
 {
     return call(c, req, server_wait_ms, timeout_ms, 1, rep);
 }
 
-c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms, C10dpb__Reply **rep)
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                            c10d_ms timeout_ms, C10dpb__Reply **rep)
 {
     return call(c, req, server_wait_ms, timeout_ms, 0, rep);
 }
@@ -179,7 +179,7 @@ static int keep_file(char **to, const char *given, const char *env)
 }
 
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const c10di_tls_files *tls, int connect_timeout_ms)
+                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms)
 {
     c10di_conn *c = calloc(1, sizeof *c);
     c10d_status st;

@@ -14,6 +14,7 @@
 #define C10DI_CONN_H
 
 #include "c10d.pb-c.h"
+#include "c10d_time.h"
 
 #include <c10d/errors.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@ typedef struct c10di_tls_files {
  * says why (C10D_EINVAL: a bad URL; C10D_EAUTH: TLS; C10D_EUNAVAIL: no
  * coordinator answered). */
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const c10di_tls_files *tls, int connect_timeout_ms);
+                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms);
 /* Takes one more reference; c10di_conn_unref lets one go (NULL is
  * accepted), and the last closes the connection and frees it. */
 void c10di_conn_ref(c10di_conn *c);
@@ -70,16 +71,16 @@ uint64_t c10di_conn_epoch(c10di_conn *c);
  * not reaching the coordinator. Resends after a lost connection with the
  * same request id. On C10D_OK *rep is the reply (free with
  * c10dpb__reply__free_unpacked); on error c10d_errmsg() says why. */
-c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms, int timeout_ms,
+c10d_status c10di_call(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms, c10d_ms timeout_ms,
                        C10dpb__Reply **rep);
 /* c10di_call for a notice whose answer changes nothing (a report, a
  * leave): the reply is dropped; the status says whether it arrived. */
-c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms);
+c10d_status c10di_call_drop(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                            c10d_ms timeout_ms);
 /* The same, but a request the connection broke under is not sent again:
  * the call fails with C10D_EUNAVAIL (for requests that are better packed
  * afresh, like the watch, which says where the rank is now). */
-c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
-                            int timeout_ms, C10dpb__Reply **rep);
+c10d_status c10di_call_once(c10di_conn *c, C10dpb__Request *req, c10d_ms server_wait_ms,
+                            c10d_ms timeout_ms, C10dpb__Reply **rep);
 
 #endif

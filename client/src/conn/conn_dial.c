@@ -255,7 +255,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
     if (old)
         nng_stream_free(old);
     int64_t left = deadline - c10d_now_ms();
-    nng_aio_set_timeout(c->dial_aio, (nng_duration)(left > attempt ? attempt : left > 1 ? left : 1));
+    nng_aio_set_timeout(c->dial_aio, c10d_nng_ms(left > attempt ? attempt : left));
     int ipc = strncmp(url, "ipc://", 6) == 0;
     if (ipc)
         pthread_mutex_lock(&ipc_dial_mu);

@@ -245,7 +245,7 @@ void c10di_conn_read_replies(c10di_conn *c, c10di_waiter *w, int parked, int64_t
          * again (a readable socket's receive ends at once anyway) */
         int64_t recv_ms = c->stream_fd >= 0 && left > FALLBACK_RECV_MS ? FALLBACK_RECV_MS : left;
         nng_aio_set_iov(c->recv_aio, 1, &iov);
-        nng_aio_set_timeout(c->recv_aio, (nng_duration)recv_ms);
+        nng_aio_set_timeout(c->recv_aio, c10d_nng_ms(recv_ms));
         /* Submitted under mu, on s still the stream (the loop's test): a
          * receive queued on a stream c10di_conn_broken() already closed is
          * never ended by NNG 1.5.2 but by its timeout (see send_frame,

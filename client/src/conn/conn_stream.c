@@ -102,7 +102,7 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
              * callback runs on NNG's task thread, which must then wake
              * this one: a wake-up per request). Its timeout holds. */
             nng_aio_set_iov(c->send_now_aio, 1, &iov);
-            nng_aio_set_timeout(c->send_now_aio, (nng_duration)left);
+            nng_aio_set_timeout(c->send_now_aio, c10d_nng_ms(left));
             /* Submitted under mu, and only while s is still the stream:
              * NNG 1.5.2 queues a send on a stream already closed (by
              * c10di_conn_broken(), on another thread, after this caller took s) and
@@ -125,7 +125,7 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
             continue;
         }
         nng_aio_set_iov(c->send_aio, 1, &iov);
-        nng_aio_set_timeout(c->send_aio, (nng_duration)left);
+        nng_aio_set_timeout(c->send_aio, c10d_nng_ms(left));
         pthread_mutex_lock(&c->sent_mu);
         c->sent = 0;
         pthread_mutex_unlock(&c->sent_mu);
@@ -263,8 +263,8 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
 }
 
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
-                                 uint64_t id, unsigned how, int resend, int server_wait_ms,
-                                 int timeout_ms, C10dpb__Reply **reply)
+                                 uint64_t id, unsigned how, int resend, c10d_ms server_wait_ms,
+                                 c10d_ms timeout_ms, C10dpb__Reply **reply)
 {
     int64_t start = c10d_now_ms();
     int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;

@@ -179,7 +179,7 @@ void c10di_conn_stream_fini(c10di_conn *c);
  * diagnosed, no coordinator, a timeout), naming the request `what`:
  * C10D_EPROTO for a reply that does not decode. */
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
-                                 uint64_t id, unsigned how, int resend, int server_wait_ms,
-                                 int timeout_ms, C10dpb__Reply **reply);
+                                 uint64_t id, unsigned how, int resend, c10d_ms server_wait_ms,
+                                 c10d_ms timeout_ms, C10dpb__Reply **reply);
 
 #endif

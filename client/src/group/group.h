@@ -46,7 +46,7 @@ typedef struct c10di_world {
     char host[256];
     uint64_t generation;
     int rank, size;
-    int timeout_ms;
+    c10d_ms timeout_ms;
     c10d_backend backend;
     int device; /* CUDA device from the options or LOCAL_RANK; -1: the first tensor's */
 
@@ -144,7 +144,7 @@ struct c10d_pg {
     char name[32];
     int rank, size;
     int *ranks; /* global rank of each group rank */
-    int timeout_ms;
+    c10d_ms timeout_ms;
     c10d_backend backend;
     c10di_be_slot be[C10DI_DEV_KINDS]; /* its data planes, by kind of device */
     /* The program's own data plane, where it set one (c10d_data_plane_set,

@@ -23,7 +23,7 @@ typedef struct c10di_gpu_op {
     int counts; /* a collective of the group (moves its completed count) */
     int blocking_wait; /* the group's C10D_NCCL_BLOCKING_WAIT */
     int64_t deadline_ms;
-    int timeout_ms;
+    c10d_ms timeout_ms;
     char what[160];
     atomic_int state; /* OP_RUNNING, OP_DONE, OP_FAILED */
     c10d_status st;   /* OP_FAILED: why (msg), written before state */

@@ -40,7 +40,7 @@ c10di_conn *c10di_store_conn(c10d_store *s)
 }
 
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
-                             int timeout_ms)
+                             c10d_ms timeout_ms)
 {
     c10d_status st = store_new(out, conn, prefix, timeout_ms);
     if (st == C10D_OK)
@@ -49,7 +49,7 @@ c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *pre
 }
 
 c10d_status c10di_run_store_over(c10d_store **out, c10di_conn *conn, const char *job,
-                                 uint64_t generation, int timeout_ms, const char *fmt, ...)
+                                 uint64_t generation, c10d_ms timeout_ms, const char *fmt, ...)
 {
     *out = NULL;
     char prefix[C10D_RUN_SCOPE_BYTES(C10D_MAX_JOB_BYTES) + 256];
@@ -208,7 +208,7 @@ static void free_keys(char **k, size_t n)
 /* How long the coordinator holds a get or wait for a missing key: the
  * API's timeout (c10d/common.h) as a duration (common/c10d_time.h), where
  * C10D_NO_WAIT is C10D_MS_NO_WAIT, which the wire says as 0 too. */
-static c10d_status wait_ms(const c10d_store *s, const char *fn, int timeout_ms, c10d_ms *out)
+static c10d_status wait_ms(const c10d_store *s, const char *fn, c10d_ms timeout_ms, c10d_ms *out)
 {
     return c10di_timeout(fn, "timeout_ms", timeout_ms, s->timeout_ms, 1, out);
 }
@@ -224,7 +224,7 @@ static void *copy_out(const void *v, size_t n)
     return p;
 }
 
-c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, c10d_ms server_wait_ms,
                              C10dpb__Reply **rep)
 {
     return c10di_call(s->conn, req, server_wait_ms, s->timeout_ms, rep);
@@ -246,7 +246,7 @@ typedef struct {
 
 /* The one path of the key-value calls: sends req, keeps what out asks
  * for, frees the reply. */
-static c10d_status call_for(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+static c10d_status call_for(c10d_store *s, C10dpb__Request *req, c10d_ms server_wait_ms,
                             reply_out out)
 {
     C10dpb__Reply *rep = NULL;

@@ -14,12 +14,12 @@ c10di_conn *c10di_store_conn(c10d_store *s);
 const char *c10di_store_prefix(const c10d_store *s);
 /* c10di_call over the store's connection with the store's timeout (for
  * store_admin.c's calls; on C10D_OK free *rep). */
-c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, int server_wait_ms,
+c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, c10d_ms server_wait_ms,
                              C10dpb__Reply **rep);
 /* A store handle over an existing connection (taking a reference), whose
  * keys all start with prefix ("" or ending in '/'). */
 c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *prefix,
-                             int timeout_ms);
+                             c10d_ms timeout_ms);
 /* A store over conn whose keys all start with the run's prefix
  * (jobs/<job>/<generation>/, common/run_scope.h) followed by the tail
  * fmt makes ("" or ending in '/'): the run's store, or a part of it that
@@ -27,7 +27,7 @@ c10d_status c10di_store_over(c10d_store **out, c10di_conn *conn, const char *pre
  * prefix or the tail does not fit: a key silently written at the store's
  * root would outlive the run and be seen by the next one. */
 c10d_status c10di_run_store_over(c10d_store **out, c10di_conn *conn, const char *job,
-                                 uint64_t generation, int timeout_ms, const char *fmt, ...)
+                                 uint64_t generation, c10d_ms timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
 #endif

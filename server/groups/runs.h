@@ -52,8 +52,9 @@
  * them in this order. groups first: verification makes a group's state
  * again from its row (c10ds_verify_group), so once it is gone nothing of
  * the run comes back into memory while the rest is deleted over several
- * sweeps. A new table of per-run records goes here (test_runs checks the
- * schema against this list); `runs` itself is deleted last, on its own. */
+ * sweeps. A new table of per-run records goes here (test_runs_reclaim
+ * checks the schema against this list); `runs` itself is deleted last, on
+ * its own. */
 #define C10DS_PER_RUN_TABLES(X)                                                                    \
     X(groups, "name")                                                                              \
     X(group_ranks, "name, idx")                                                                    \

@@ -31,7 +31,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # An ASan build: Open MPI leaves thousands of allocations at exit, most
 # from components whose stacks LSan cannot name (so no suppression file
 # can), so leaks are not looked for here; the library's own are, over the
-# same calls, in test_checked. ASan's and UBSan's other checks stay on.
+# same calls, in test_checked_calls and test_checked_failures. ASan's and
+# UBSan's other checks stay on.
 if [[ "${ASAN_OPTIONS:-}" == *detect_leaks=1* ]]; then
     export ASAN_OPTIONS=${ASAN_OPTIONS//detect_leaks=1/detect_leaks=0}
 fi

@@ -1,13 +1,13 @@
-/* Checked calls over a data plane of the program's own (c10d/checked.h),
- * end to end on one long-lived coordinator: real rank processes whose
- * "data plane" is shared memory that hangs, as MPI or NCCL would, when the
- * ranks disagree. A correct run gets its data plane's results; a
- * mismatched call is named on every rank within 2 s (SYNC: before the
- * data plane is entered; ASYNC: while the ranks hang in it, through
- * on_alert and c10d_check_state); a rank killed inside a call is named; a
- * joined rank's part is handed to the program's shadow callback; the
- * library's own collectives are refused on such a group; subgroups get
- * their parent's data plane. (The same with Open MPI: test_checked_mpi.) */
+/* Checked calls over a data plane of the program's own (c10d/checked.h)
+ * that go as they should, end to end on one long-lived coordinator: real
+ * rank processes whose "data plane" is shared memory
+ * (support/checked_plane.c). A correct run gets its data plane's results;
+ * the library's own collectives are refused on such a group; calls may
+ * end on another thread; a joined rank's part is handed to the program's
+ * shadow callback; subgroups get their parent's data plane; bad arguments
+ * are refused before a call is numbered. Ranks that disagree, die or time
+ * out: test_checked_failures.c. (The same with Open MPI: test_checked_mpi.) */
+#include "checked_plane.h"
 #include "coord_proc.h"
 #include "world_proc.h"
 
@@ -15,118 +15,11 @@
 
 #include <check.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-
-/* --- the program's data plane: two ranks meeting in shared memory --- */
-
-#define SLOTS 64
-typedef struct {
-    _Atomic long step[2];  /* the last call each rank entered (1-based) */
-    _Atomic int kind[2];   /* what it called there */
-    float val[SLOTS][2][4];
-    _Atomic int shadows;   /* calls the joined rank's shadow callback took part in */
-    _Atomic int rank0_rc;  /* a case where rank 1 dies: how rank 0 ended */
-} shm_plane;
-
-static shm_plane *plane;
-
-static void plane_new(void)
-{
-    plane = mmap(NULL, sizeof *plane, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(plane, MAP_FAILED);
-    memset(plane, 0, sizeof *plane);
-    plane->rank0_rc = -1;
-}
-
-/* written by on_alert (a library thread) before alerted is set */
-static _Atomic int alerted;
-static char alert_report[1024];
-static c10d_status alert_st;
-
-static void on_alert(void *arg, c10d_pg *pg, c10d_status st, const char *report)
-{
-    (void)arg, (void)pg;
-    snprintf(alert_report, sizeof alert_report, "%s", report);
-    alert_st = st;
-    atomic_store(&alerted, 1);
-}
-
-/* This rank's call number `step` of kind (a C10D_COLL_*): an all_reduce
- * (SUM of 4 floats) or a barrier; hangs until the peer enters the same
- * step with the same kind, or until the coordinator says it never will
- * (on_alert, or c10d_check_state when h is given). 0 when it completed. */
-static int plane_call(int rank, long step, int kind, float *v, c10d_checked *h)
-{
-    int peer = 1 - rank;
-    float(*slot)[4] = plane->val[step % SLOTS];
-    if (v)
-        memcpy(slot[rank], v, sizeof slot[rank]);
-    atomic_store(&plane->kind[rank], kind);
-    atomic_store(&plane->step[rank], step);
-    for (;;) {
-        if (atomic_load(&plane->step[peer]) >= step) {
-            if (atomic_load(&plane->step[peer]) == step && atomic_load(&plane->kind[peer]) != kind)
-                ; /* the peer is in something else: hang, as MPI does */
-            else {
-                if (v)
-                    for (int i = 0; i < 4; i++)
-                        v[i] = slot[0][i] + slot[1][i];
-                /* the peer may overwrite this slot only at step + SLOTS */
-                return 0;
-            }
-        }
-        if (atomic_load(&alerted) || (h && c10d_check_state(h) != C10D_OK))
-            return 1;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static c10d_pg *init_plane(const char *job, int rank, c10d_verify mode, c10d_shadow_fn shadow)
-{
-    c10d_pg *pg = world_init_verify(world_coord.url, job, rank, 2, 30000, mode);
-    if (!pg)
-        return NULL;
-    c10d_data_plane dp = C10D_DATA_PLANE_INIT;
-    dp.on_alert = on_alert;
-    dp.shadow = shadow;
-    if (c10d_data_plane_set(pg, &dp) != C10D_OK) {
-        fprintf(stderr, "rank %d: data_plane_set: %s\n", rank, c10d_errmsg());
-        c10d_destroy(pg);
-        return NULL;
-    }
-    return pg;
-}
-
-static c10d_check_opts all_reduce_opts(void)
-{
-    c10d_check_opts o = C10D_CHECK_OPTS_INIT;
-    o.kind = C10D_COLL_ALL_REDUCE;
-    o.dtype = C10D_FLOAT32;
-    o.count = 4;
-    o.op = C10D_SUM;
-    return o;
-}
-
-static int contains(const char *msg, const char *want, int rank)
-{
-    if (strstr(msg, want))
-        return 1;
-    fprintf(stderr, "rank %d: message lacks '%s': %s\n", rank, want, msg);
-    return 0;
-}
-
-typedef struct {
-    const char *job;
-    c10d_verify mode;
-} scenario;
 
 /* --- a correct run --- */
 
@@ -274,156 +167,6 @@ START_TEST(calls_may_end_on_another_thread)
 }
 END_TEST
 
-/* --- rank 0's barrier against rank 1's all_reduce --- */
-
-static int check_desync_msg(int rank, c10d_status st, const char *msg)
-{
-    if (st != C10D_EDESYNC) {
-        fprintf(stderr, "rank %d: expected EDESYNC, got %s: %s\n", rank, c10d_status_name(st),
-                msg);
-        return 0;
-    }
-    return contains(msg, "at collective #4", rank) &&
-           contains(msg, "rank 0 called BARRIER", rank) &&
-           contains(msg, "rank 1 called ALL_REDUCE float32[4] SUM", rank);
-}
-
-static int desync_body(int rank, int n, void *arg)
-{
-    (void)n;
-    const scenario *sc = arg;
-    c10d_pg *pg = init_plane(sc->job, rank, sc->mode, NULL);
-    if (!pg)
-        return 10;
-    for (long step = 1; step <= 3; step++) {
-        c10d_check_opts o = all_reduce_opts();
-        c10d_checked *h;
-        float v[4] = {0};
-        if (c10d_check_begin(pg, &o, &h) != C10D_OK || plane_call(rank, step, o.kind, v, h) ||
-            c10d_check_end(h, C10D_OK, NULL) != C10D_OK)
-            return 11;
-    }
-    c10d_check_opts o = all_reduce_opts();
-    if (rank == 0)
-        o.kind = C10D_COLL_BARRIER;
-    long long t0 = test_now_ms();
-    c10d_checked *h = NULL;
-    c10d_status st = c10d_check_begin(pg, &o, &h);
-    if (sc->mode == C10D_VERIFY_SYNC) {
-        /* never entered the data plane */
-        long long took = test_now_ms() - t0;
-        if (!check_desync_msg(rank, st, c10d_errmsg()))
-            return 12;
-        if (took > 2000) {
-            fprintf(stderr, "rank %d: named after %lld ms\n", rank, took);
-            return 13;
-        }
-        return 0;
-    }
-    if (st != C10D_OK) {
-        fprintf(stderr, "rank %d: ASYNC begin failed: %s\n", rank, c10d_errmsg());
-        return 14;
-    }
-    /* Inside the data plane, which hangs: the coordinator's finding ends it. */
-    float v[4] = {0};
-    if (plane_call(rank, 4, o.kind, v, NULL) == 0) {
-        fprintf(stderr, "rank %d: the mismatched calls completed\n", rank);
-        return 15;
-    }
-    long long took = test_now_ms() - t0;
-    if (!check_desync_msg(rank, alert_st, alert_report))
-        return 16;
-    if (c10d_check_state(h) != C10D_EDESYNC || !check_desync_msg(rank, C10D_EDESYNC,
-                                                                 c10d_errmsg()))
-        return 17;
-    st = c10d_check_end(h, C10D_EBACKEND, "aborted after the coordinator's report");
-    if (!check_desync_msg(rank, st, c10d_errmsg()))
-        return 18;
-    if (took > 2000) {
-        fprintf(stderr, "rank %d: named after %lld ms\n", rank, took);
-        return 19;
-    }
-    /* The group is unusable from now on. */
-    if (c10d_check_begin(pg, &o, &h) == C10D_OK)
-        return 20;
-    return 0;
-}
-
-static void run_desync(c10d_verify mode)
-{
-    plane_new();
-    scenario sc = {world_job(mode == C10D_VERIFY_SYNC ? "chk-ds-sync" : "chk-ds-async"), mode};
-    ck_assert_int_eq(world_run(2, desync_body, &sc, 60, NULL), 0);
-}
-
-START_TEST(sync_barrier_against_all_reduce_is_named_before_the_data_plane)
-{
-    run_desync(C10D_VERIFY_SYNC);
-}
-END_TEST
-
-START_TEST(async_barrier_against_all_reduce_is_named_inside_the_data_plane)
-{
-    run_desync(C10D_VERIFY_ASYNC);
-}
-END_TEST
-
-/* --- a rank killed inside a call --- */
-
-static int killed_rank0(int rank, const scenario *sc);
-
-static int killed_body(int rank, int n, void *arg)
-{
-    (void)n;
-    int rc = killed_rank0(rank, arg);
-    if (rank == 0)
-        atomic_store(&plane->rank0_rc, rc);
-    return rc;
-}
-
-static int killed_rank0(int rank, const scenario *sc)
-{
-    c10d_pg *pg = init_plane(sc->job, rank, sc->mode, NULL);
-    if (!pg)
-        return 10;
-    c10d_check_opts o = all_reduce_opts();
-    c10d_checked *h;
-    /* Both entered (SYNC: the check passed), then rank 1 dies inside. */
-    if (c10d_check_begin(pg, &o, &h) != C10D_OK)
-        return 11;
-    if (rank == 1)
-        raise(SIGKILL);
-    long long t0 = test_now_ms();
-    float v[4] = {0};
-    if (plane_call(rank, 1, o.kind, v, NULL) == 0)
-        return 12;
-    long long took = test_now_ms() - t0;
-    if (alert_st != C10D_EPEERLOST || !contains(alert_report, "rank 1", rank) ||
-        !contains(alert_report, "#1 ALL_REDUCE", rank)) {
-        fprintf(stderr, "rank 0: alert %s: %s\n", c10d_status_name(alert_st), alert_report);
-        return 13;
-    }
-    c10d_status st = c10d_check_end(h, C10D_EBACKEND, "aborted");
-    if (st != C10D_EPEERLOST || !contains(c10d_errmsg(), "rank 1", rank))
-        return 14;
-    if (took > 5000) {
-        fprintf(stderr, "rank 0: told after %lld ms\n", took);
-        return 15;
-    }
-    return 0;
-}
-
-START_TEST(a_rank_killed_inside_a_call_is_named)
-{
-    plane_new();
-    scenario sc = {world_job("chk-kill"), (c10d_verify)_i};
-    pid_t pids[2];
-    world_spawn(2, killed_body, &sc, pids);
-    world_wait(2, pids, 60); /* rank 1 is killed, by design */
-    ck_assert_int_eq(atomic_load(&plane->rank0_rc), 0);
-}
-END_TEST
-
 /* --- join: the joined rank's part, on the program's data plane --- */
 
 static int shadow(void *arg, c10d_pg *pg, const c10d_check_opts *call)
@@ -497,7 +240,7 @@ START_TEST(a_joined_ranks_part_goes_to_the_programs_data_plane)
 }
 END_TEST
 
-/* --- subgroups, timeouts, arguments --- */
+/* --- subgroups, arguments --- */
 
 static int subgroup_body(int rank, int n, void *arg)
 {
@@ -532,52 +275,6 @@ START_TEST(subgroups_get_their_parents_data_plane)
     plane_new();
     scenario sc = {world_job("chk-sub"), C10D_VERIFY_SYNC};
     ck_assert_int_eq(world_run(2, subgroup_body, &sc, 60, NULL), 0);
-}
-END_TEST
-
-static int timeout_body(int rank, int n, void *arg)
-{
-    (void)n;
-    const scenario *sc = arg;
-    c10d_pg *pg = init_plane(sc->job, rank, sc->mode, NULL);
-    if (!pg)
-        return 10;
-    if (rank == 1) { /* never calls: rank 0's call can only time out */
-        sleep(6);
-        return 0;
-    }
-    c10d_check_opts o = all_reduce_opts();
-    o.timeout_ms = 500;
-    c10d_checked *h;
-    if (c10d_check_begin(pg, &o, &h) != C10D_OK)
-        return 11;
-    float v[4] = {0};
-    if (plane_call(rank, 1, o.kind, v, NULL) == 0)
-        return 12;
-    /* The coordinator's stall report (it knows the call's timeout), or,
-     * without one, the call's own deadline: either way, named. */
-    if (alert_st != C10D_ETIMEDOUT || !contains(alert_report, "#1 ALL_REDUCE", rank) ||
-        !(strstr(alert_report, "rank 1 has entered no collective") ||
-          strstr(alert_report, "timed out after 500 ms"))) {
-        fprintf(stderr, "rank 0: alert %s: %s\n", c10d_status_name(alert_st), alert_report);
-        return 13;
-    }
-    /* Ended: the coordinator's finding stands over the data plane's
-     * failure; with none, the failure and its words. */
-    c10d_status st = c10d_check_end(h, C10D_EBACKEND, "gave up");
-    if (!(st == C10D_ETIMEDOUT && strstr(c10d_errmsg(), "stall")) &&
-        !(st == C10D_EBACKEND && strstr(c10d_errmsg(), "gave up"))) {
-        fprintf(stderr, "rank 0: end %s: %s\n", c10d_status_name(st), c10d_errmsg());
-        return 14;
-    }
-    return 0;
-}
-
-START_TEST(an_async_calls_timeout_is_told_to_the_program)
-{
-    plane_new();
-    scenario sc = {world_job("chk-timeout"), C10D_VERIFY_ASYNC};
-    ck_assert_int_eq(world_run(2, timeout_body, &sc, 60, NULL), 0);
 }
 END_TEST
 
@@ -644,7 +341,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("checked");
+    Suite *s = suite_create("checked_calls");
     TCase *tc = tcase_create("checked");
     /* one coordinator for every case, as users run it: each case a job */
     tcase_add_unchecked_fixture(tc, world_coord_start, world_coord_stop);
@@ -653,14 +350,9 @@ int main(void)
     tcase_add_test(tc, async_correct_run_gets_the_data_planes_results);
     tcase_add_loop_test(tc, calls_may_end_on_another_thread, C10D_VERIFY_ASYNC,
                         C10D_VERIFY_SYNC + 1);
-    tcase_add_test(tc, sync_barrier_against_all_reduce_is_named_before_the_data_plane);
-    tcase_add_test(tc, async_barrier_against_all_reduce_is_named_inside_the_data_plane);
-    tcase_add_loop_test(tc, a_rank_killed_inside_a_call_is_named, C10D_VERIFY_ASYNC,
-                        C10D_VERIFY_SYNC + 1);
     tcase_add_loop_test(tc, a_joined_ranks_part_goes_to_the_programs_data_plane,
                         C10D_VERIFY_ASYNC, C10D_VERIFY_SYNC + 1);
     tcase_add_test(tc, subgroups_get_their_parents_data_plane);
-    tcase_add_test(tc, an_async_calls_timeout_is_told_to_the_program);
     tcase_add_test(tc, bad_arguments_are_refused_before_numbering);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

@@ -192,9 +192,10 @@ print(f"c10d_coord: libc10dclient {lib.version} from {lib.kind}: {lib.where}")
 # source distribution carries them and a change to one rebuilds.
 SOURCES = ["module.cpp", "process_group.cpp", "composed.cpp", "work.cpp", "recv.cpp",
            "store.cpp", "inspect.cpp", "join.cpp", "tensors.cpp", "errors.cpp",
-           "checked.cpp", "releases.cpp"]
-HEADERS = ["process_group.hpp", "checked.hpp", "work.hpp", "recv.hpp", "store.hpp", "inspect.hpp", "join.hpp",
-           "tensors.hpp", "errors.hpp", "releases.hpp"]
+           "checked.cpp", "checked_describe.cpp", "checked_work.cpp", "checked_collectives.cpp",
+           "releases.cpp"]
+HEADERS = ["process_group.hpp", "checked.hpp", "checked_internal.hpp", "work.hpp", "recv.hpp",
+           "store.hpp", "inspect.hpp", "join.hpp", "tensors.hpp", "errors.hpp", "releases.hpp"]
 
 
 class build_ext(BuildExtension):

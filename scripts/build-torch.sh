@@ -15,7 +15,7 @@ if ! tv=$("$py" -c 'import torch.distributed, torch; print(torch.__version__)' 2
 fi
 build=$(cd "${1:-$root/build}" && pwd)
 log=$build/python-build.log
-# The compile is ten C++ files against torch's headers (python/setup.py):
+# The compile is python/csrc's C++ files against torch's headers (setup.py):
 # minutes on a small machine, and silent (its output goes to the log), so
 # say so first.
 echo "build-torch: compiling python/c10d_coord against $build and torch $tv" \

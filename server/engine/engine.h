@@ -17,10 +17,11 @@
  * through events.h (runs.c has no operation: it only listens, ending runs
  * and reclaiming them).
  *
- * This header declares the engine alone (engine.c, and its stalls:
- * engine_stalls.c). It includes the headers of the state the engine holds
- * by value, so that a handler can reach e->store or e->groups; a file
- * includes the header of each module whose functions it calls. */
+ * This header declares the engine alone (engine.c; who runs a batch:
+ * engine_threads.c; its stalls: engine_stalls.c). It includes the headers
+ * of the state the engine holds by value, so that a handler can reach
+ * e->store or e->groups; a file includes the header of each module whose
+ * functions it calls. */
 #ifndef C10DS_ENGINE_H
 #define C10DS_ENGINE_H
 

@@ -9,6 +9,7 @@
 #include "c10d.pb-c.h"
 #include "check_main.h"
 #include "frame.h"
+#include "frame_server.h"
 #include "raw_client.h"
 
 #include <arpa/inet.h>
@@ -77,28 +78,9 @@ static int reply_not_leader(fake *f, int fd, uint64_t id)
 }
 
 /* One client connection as a follower: every request answered so. */
-static void serve_follower(fake *f, int fd)
+static int answer_not_leader(int fd, uint64_t id, void *arg)
 {
-    uint8_t buf[1 << 16];
-    size_t len = 0;
-    while (!atomic_load(&f->stop)) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        ssize_t r = read(fd, buf + len, sizeof buf - len);
-        if (r <= 0)
-            return;
-        len += (size_t)r;
-        size_t off = 0;
-        while (len - off >= C10DC_FRAME_HDR &&
-               len - off >= 4 + (size_t)c10dc_get_u32(buf + off)) {
-            if (reply_not_leader(f, fd, c10dc_get_u64(buf + off + 4)) != 0)
-                return;
-            off += 4 + c10dc_get_u32(buf + off);
-        }
-        memmove(buf, buf + off, len - off);
-        len -= off;
-    }
+    return reply_not_leader(arg, fd, id);
 }
 
 /* One client connection relayed to the upstream coordinator, until a
@@ -149,7 +131,7 @@ static void *fake_main(void *arg)
         if (atomic_load(&f->proxy))
             serve_proxy(f, fd);
         else
-            serve_follower(f, fd);
+            frame_server_serve(fd, &f->stop, answer_not_leader, f);
         close(fd);
     }
     return NULL;

@@ -7,6 +7,7 @@
 
 #include "check_main.h"
 #include "frame.h"
+#include "frame_server.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -57,31 +58,15 @@ typedef struct bad_server {
     pthread_t th;
 } bad_server;
 
-static void serve(bad_server *b, int fd)
+/* Each frame answered with malformed[which]'s body, its request id kept. */
+static int answer_malformed(int fd, uint64_t id, void *arg)
 {
-    uint8_t buf[1 << 16];
-    size_t len = 0;
-    while (!atomic_load(&b->stop)) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 20) <= 0)
-            continue;
-        ssize_t r = read(fd, buf + len, sizeof buf - len);
-        if (r <= 0)
-            return;
-        len += (size_t)r;
-        size_t off = 0;
-        while (len - off >= C10DC_FRAME_HDR && len - off >= 4 + (size_t)c10dc_get_u32(buf + off)) {
-            uint8_t out[C10DC_FRAME_HDR + sizeof malformed[0].body];
-            size_t n = malformed[b->which].len;
-            c10dc_frame_header(out, c10dc_get_u64(buf + off + 4), n);
-            memcpy(out + C10DC_FRAME_HDR, malformed[b->which].body, n);
-            if (write(fd, out, C10DC_FRAME_HDR + n) != (ssize_t)(C10DC_FRAME_HDR + n))
-                return;
-            off += 4 + c10dc_get_u32(buf + off);
-        }
-        memmove(buf, buf + off, len - off);
-        len -= off;
-    }
+    const bad_server *b = arg;
+    uint8_t out[C10DC_FRAME_HDR + sizeof malformed[0].body];
+    size_t n = malformed[b->which].len;
+    c10dc_frame_header(out, id, n);
+    memcpy(out + C10DC_FRAME_HDR, malformed[b->which].body, n);
+    return write(fd, out, C10DC_FRAME_HDR + n) != (ssize_t)(C10DC_FRAME_HDR + n);
 }
 
 static void *bad_server_main(void *arg)
@@ -94,7 +79,7 @@ static void *bad_server_main(void *arg)
         int fd = accept(b->lfd, NULL, NULL);
         if (fd < 0)
             continue;
-        serve(b, fd);
+        frame_server_serve(fd, &b->stop, answer_malformed, b);
         close(fd);
     }
     return NULL;

@@ -74,6 +74,11 @@
 /* ...and at most this long while a TLS handshake is under way, which a
  * coordinator answers within seconds. */
 #define C10DI_CONN_HANDSHAKE_MS 3000
+/* A connection that took a request and said nothing back for this long
+ * is asked, on connections of its own, what server it is (a coordinator
+ * answers in milliseconds; an HTTP server waits for a line for ever):
+ * the probe leaves a coordinator that is only slow alone. */
+#define C10DI_CONN_SILENT_PROBE_MS 500
 /* A caller waiting while another thread reads looks again this often. */
 #define C10DI_CONN_RELOOK_MS 1000
 

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char tls_errmsg[2048];
@@ -48,6 +49,15 @@ c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int go
     return c10di_error(C10D_EINVAL, "%s: %s version %u is newer than this library knows (%u): "
                        "the program was built against a newer c10d/ header than the "
                        "libc10dclient it runs with", fn, type, got, known);
+}
+
+const char *c10di_timeout_from(int api_timeout)
+{
+    const char *env = getenv("C10D_TIMEOUT_MS");
+    if (api_timeout != C10D_TIMEOUT_DEFAULT)
+        return "the timeout it was given: init_process_group's timeout= under PyTorch, unless "
+               "C10D_TIMEOUT_MS is set";
+    return env && *env ? "C10D_TIMEOUT_MS" : "the default; C10D_TIMEOUT_MS sets another";
 }
 
 c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d_ms def,

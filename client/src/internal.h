@@ -33,6 +33,10 @@ c10d_status c10di_opts_version(const char *fn, const char *type, unsigned int go
  * C10D_MS_FOREVER for a work's wait); C10D_NO_WAIT as C10D_MS_NO_WAIT
  * where no_wait_ok, else refused; anything else refused. C10D_EINVAL
  * names fn and what. */
+/* Where a timeout whose API value is api_timeout comes from, in words for
+ * messages (a static string): the caller's, C10D_TIMEOUT_MS, or the
+ * default. */
+const char *c10di_timeout_from(int api_timeout);
 c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d_ms def,
                           int no_wait_ok, c10d_ms *out);
 

@@ -176,6 +176,16 @@ def data_plane(group=None):
     return getattr(be, "data_plane", "cpu:coord,cuda:coord")
 
 
+def _timeout_ms(timeout):
+    """The one timeout rule of a rank (docs/pytorch.md): C10D_TIMEOUT_MS
+    when it is set, for every call and the rendezvous (0 here: the library
+    reads it, and names it in its messages); else torch's timeout (the
+    timeout= of init_process_group, torch's default if none was given)."""
+    if os.environ.get("C10D_TIMEOUT_MS"):
+        return 0
+    return int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
+
+
 def _create(opts, pg_options=None):
     """The backend's creator (torch calls it from init_process_group and
     new_group, with the extended API's options). The rendezvous is
@@ -183,8 +193,7 @@ def _create(opts, pg_options=None):
     refused at once by the library rather than waited for. Where torch's
     store is a run's (coord://, env:// with C10D_COORD), that rendezvous
     already formed the world: the default group is that world group."""
-    timeout = opts.timeout
-    ms = int(timeout.total_seconds() * 1000) if isinstance(timeout, timedelta) else 0
+    ms = _timeout_ms(opts.timeout)
     if not opts.global_ranks_in_group:  # the default group
         world = _C.formed_world(opts.store, opts.group_rank, opts.group_size)
         if world is not None:
@@ -233,9 +242,10 @@ def _meet(coord, query, timeout, job=""):
         raise ValueError("c10d_coord: the rendezvous needs rank and world_size (arguments of "
                          "init_process_group, or RANK and WORLD_SIZE)")
     os.environ["C10D_COORD"] = coord  # where subgroups meet too
-    ms = int(timeout.total_seconds() * 1000)
+    ms = _timeout_ms(timeout)
     world = _C.ProcessGroupCoord(rank, size, coord, job, ms)
-    return (_C.StoreCoord.run(world, ms), rank, size)
+    store_ms = ms or int(os.environ["C10D_TIMEOUT_MS"])  # torch's store wants a number
+    return (_C.StoreCoord.run(world, store_ms), rank, size)
 
 
 def _coord_rendezvous(url, timeout=timedelta(minutes=5), **kwargs):

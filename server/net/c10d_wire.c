@@ -3,6 +3,7 @@
 
 #include "failure.h"
 #include "net/decode_budget.h"
+#include "net/tcpstore_wire.h"
 
 #include "frame.h"
 
@@ -35,6 +36,15 @@ int c10ds_tls_client_hello(const uint8_t *b, size_t len)
 {
     return len >= 11 && b[0] == 0x16 && b[1] == 3 && b[2] <= 4 && b[5] == 1 && b[9] == 3 &&
            b[10] <= 4;
+}
+
+c10ds_stranger c10ds_c10d_stranger(const uint8_t *b, size_t len, const c10ds_config *cfg)
+{
+    if (c10ds_tls_client_hello(b, len))
+        return C10DS_STRANGER_TLS;
+    if (c10ds_ts_client_hello(b, len, cfg))
+        return C10DS_STRANGER_TCPSTORE;
+    return C10DS_STRANGER_NONE;
 }
 
 /* Refuses, before unpacking, a request whose unpacking would take more

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct c10ds_config c10ds_config;
+
 typedef struct c10ds_frame {
     uint64_t id;         /* the request id the client routes its reply by */
     const uint8_t *body; /* the protobuf, pointing into the bytes cut */
@@ -36,6 +38,16 @@ c10ds_frame_result c10ds_frame_cut(const uint8_t *b, size_t len, uint64_t max, c
  * bytes promise some 16.8 MB, and the client would wait for an answer to
  * a hello the coordinator was still "receiving". */
 int c10ds_tls_client_hello(const uint8_t *b, size_t len);
+
+/* What a connection's first bytes are, before any frame of ours: a
+ * client of another protocol is closed with words that name its
+ * mistake, where read as a frame it would wait for the rest of one. */
+typedef enum {
+    C10DS_STRANGER_NONE,     /* perhaps ours: cut frames */
+    C10DS_STRANGER_TLS,      /* a TLS client hello (c10ds_tls_client_hello) */
+    C10DS_STRANGER_TCPSTORE, /* a PyTorch TCPStore client's first query */
+} c10ds_stranger;
+c10ds_stranger c10ds_c10d_stranger(const uint8_t *b, size_t len, const c10ds_config *cfg);
 
 /* Why a frame's request was refused before the engine saw it. */
 typedef enum {

@@ -128,6 +128,17 @@ static int listener_closing(c10ds_listener *l)
     return closing;
 }
 
+/* The TCPStore port, in words for a TCPStore client's mistake. */
+static const char *tcpstore_port(const c10ds_config *cfg)
+{
+    const char *u = cfg->tcpstore_url;
+    if (!u)
+        return "this coordinator was started without it";
+    size_t n = strlen(u);
+    return n > 2 && !strcmp(u + n - 2, ":0") ? "this one's picked its port: c10d-ctl status names it"
+                                             : u;
+}
+
 /* Decodes the complete frames in rbuf. Returns -1 when the client sent
  * something that is not a frame, or one over the limit; 1 when it stopped
  * because c's unsent replies are over C10DS_READ_PAUSE_BYTES (the frames
@@ -138,10 +149,19 @@ static int parse(c10ds_conn *c)
     size_t off = 0;
     int rc = 0;
     /* Only the first bytes of a connection are looked at. */
-    if (!c->framed && c10ds_tls_client_hello(c->rbuf, c->rlen)) {
+    c10ds_stranger stranger =
+        c->framed ? C10DS_STRANGER_NONE : c10ds_c10d_stranger(c->rbuf, c->rlen, c->l->cfg);
+    if (stranger == C10DS_STRANGER_TLS) {
         c10ds_warn("connection %u from %s began a TLS handshake, and this listener is plain "
                    "(%s): closing it (the client dials tls+tcp://; dial tcp://, or start the "
                    "coordinator on tls+tcp://)", c->id, c->peer, c->l->url);
+        return -1;
+    }
+    if (stranger == C10DS_STRANGER_TCPSTORE) {
+        c10ds_warn("connection %u from %s speaks PyTorch's TCPStore protocol, and this is the "
+                   "c10d port (%s): closing it (TCPStore clients, torchrun's --rdzv-endpoint "
+                   "among them, dial the port c10d-coord serves with --tcpstore-listen: "
+                   "%s)", c->id, c->peer, c->l->url, tcpstore_port(c->l->cfg));
         return -1;
     }
     for (;;) {

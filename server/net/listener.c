@@ -287,6 +287,11 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
         goto fail;
     }
     bound_url(l, url, url_out, url_len);
+    char *bound = strdup(url_out); /* what the log names: the port picked for port 0 */
+    if (bound) {
+        free(l->url);
+        l->url = bound;
+    }
     warn_if_over_nofile(cfg);
     const char *no_loop = getenv("C10D_NO_READINESS");
     if (!c10dc_url_is_tls(url) && !(no_loop && *no_loop && strcmp(no_loop, "0") != 0))

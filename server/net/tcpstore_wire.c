@@ -198,6 +198,18 @@ c10ds_ts_read_result c10ds_ts_read(const uint8_t *b, size_t len, int dialect,
     return C10DS_TS_WHOLE;
 }
 
+int c10ds_ts_client_hello(const uint8_t *b, size_t len, const c10ds_config *cfg)
+{
+    if (len >= 5 && c10ds_ts_detect(b, len) == 2)
+        return 1;
+    c10ds_ts_query q;
+    size_t used;
+    /* a key's length and at least one byte of it: a lone GETNUMKEYS byte
+     * could be the first of anything */
+    return len >= 10 && c10ds_ts_read(b, len, 1, cfg, &q, &used) == C10DS_TS_WHOLE &&
+           used == len && q.alen > 0;
+}
+
 /* --- the request a query becomes --- */
 
 /* "tcpstore/" + key as a C string (malloc'd), or NULL with why: a key

@@ -61,6 +61,13 @@ const char *c10ds_ts_op_name(c10ds_ts_op op);
  * bytes yet to tell. */
 int c10ds_ts_detect(const uint8_t *b, size_t n);
 
+/* 1 when b (a connection's first len bytes, on a port that is not a
+ * TCPStore one) is a TCPStore client's: VALIDATE with the magic number,
+ * or exactly one whole query naming a key in torch 2.1's numbering. A
+ * frame of our own protocol is neither (its request id, after the
+ * length, would be a key length of gigabytes). */
+int c10ds_ts_client_hello(const uint8_t *b, size_t len, const c10ds_config *cfg);
+
 /* One query's fields, pointing into the bytes it was read from. */
 typedef struct c10ds_ts_query {
     c10ds_ts_op op;

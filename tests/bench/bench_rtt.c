@@ -525,7 +525,7 @@ int main(int argc, char **argv)
             }
             c10di_conn *conn;
             c10di_tls_files tls = {s == 2 ? certs.ca : NULL, NULL, NULL};
-            if (c10di_conn_open(&conn, coord.url, NULL, &tls, 10000) !=
+            if (c10di_conn_open(&conn, coord.url, NULL, &tls, 10000, NULL) !=
                 C10D_OK) {
                 fprintf(stderr, "bench_rtt: %s\n", c10d_errmsg());
                 return 1;

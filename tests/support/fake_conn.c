@@ -436,9 +436,10 @@ static c10d_status call(c10di_conn *c, C10dpb__Request *req, int server_wait_ms,
 /* --- conn.h --- */
 
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const c10di_tls_files *tls, int connect_timeout_ms)
+                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms,
+                            const char *timeout_from)
 {
-    (void)url, (void)token, (void)tls, (void)connect_timeout_ms;
+    (void)url, (void)token, (void)tls, (void)connect_timeout_ms, (void)timeout_from;
     c10di_conn *c = calloc(1, sizeof *c);
     if (!c)
         return c10di_error(C10D_ENOMEM, "out of memory");

@@ -179,13 +179,15 @@ static int keep_file(char **to, const char *given, const char *env)
 }
 
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms)
+                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms,
+                            const char *timeout_from)
 {
     c10di_conn *c = calloc(1, sizeof *c);
     c10d_status st;
     if (!c)
         return c10di_error(C10D_ENOMEM, "out of memory");
     atomic_init(&c->refs, 1);
+    c->timeout_from = timeout_from;
     c->client_id = random_id();
     atomic_init(&c->next_request_id, 1);
     if ((st = c10di_conn_stream_init(c)) != C10D_OK ||

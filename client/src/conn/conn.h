@@ -36,9 +36,12 @@ typedef struct c10di_tls_files {
  * tells the coordinator's limits; gives up after connect_timeout_ms of not
  * reaching it. On C10D_OK *out holds one reference; else c10d_errmsg()
  * says why (C10D_EINVAL: a bad URL; C10D_EAUTH: TLS; C10D_EUNAVAIL: no
- * coordinator answered). */
+ * coordinator answered). timeout_from names where the calls' timeout
+ * came from (c10di_timeout_from), for the notice of a coordinator not
+ * reached: a static string. */
 c10d_status c10di_conn_open(c10di_conn **out, const char *url, const char *token,
-                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms);
+                            const c10di_tls_files *tls, c10d_ms connect_timeout_ms,
+                            const char *timeout_from);
 /* Takes one more reference; c10di_conn_unref lets one go (NULL is
  * accepted), and the last closes the connection and frees it. */
 void c10di_conn_ref(c10di_conn *c);

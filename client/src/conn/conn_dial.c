@@ -280,6 +280,7 @@ void c10di_conn_dial(c10di_conn *c, int64_t deadline)
         c->rlen = 0;
         c->last_err = 0;
         c->answered = 0; /* the back-off and the outage end at a reply, not at a connect */
+        c->dialed_ms = c10d_now_ms();
         atomic_store(&c->pipes, 1);
         /* TLS: the caller arms the new stream's receive before it lets
          * mu go (conn_stream_internal.h: the dial calls no reader) */
@@ -318,17 +319,19 @@ void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
                               "answering, as a c10d-coord would not; is it another server, "
                               "such as torchrun's TCPStore?"
                             : "";
+    const char *from = c->timeout_from ? c->timeout_from : "the call's timeout";
     if (c->leaderless)
         fprintf(stderr, "c10d: pid %d: no leader found among the coordinator's replicas at %s "
                 "yet (those that answer do not lead: an election?), after %lld s; still "
-                "trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(),
+                "trying, for up to %lld s more (%s)\n", (int)getpid(),
                 c->url_list, (long long)(now - c->down_since_ms) / 1000,
-                (long long)(deadline - now) / 1000);
+                (long long)(deadline - now) / 1000, from);
     else
         fprintf(stderr, "c10d: pid %d: no coordinator answers at %s yet (%s%s), after %lld s; "
-                "still trying, for up to %lld s more (C10D_TIMEOUT_MS)\n", (int)getpid(),
+                "still trying, for up to %lld s more (%s)\n", (int)getpid(),
                 c->url_list, nng_strerror(c->last_err), other,
-                (long long)(now - c->down_since_ms) / 1000, (long long)(deadline - now) / 1000);
+                (long long)(now - c->down_since_ms) / 1000, (long long)(deadline - now) / 1000,
+                from);
 }
 
 c10d_status c10di_conn_stream_dialer(c10di_conn *c)

@@ -25,6 +25,7 @@
 
 #include "budgets.h"
 #include "c10d_time.h"
+#include "server_probe.h"
 #include "stream_fd.h"
 #include "tls_inspect.h"
 
@@ -38,6 +39,25 @@
 /* Connections in a row that a server took and broke before answering
  * anything, with TLS on one side only, before a call gives up saying so. */
 #define NOT_A_COORDINATOR_AFTER 3
+
+/* Asks once what the server at url is, when it may be no coordinator
+ * (mu held; let go meanwhile). 1 when it is something else, said in
+ * c->not_coord_why. */
+static int identify(c10di_conn *c, const char *url)
+{
+    if (c->identified || c->rx_async)
+        return c->not_coord_why != NULL;
+    c->identified = 1;
+    char what[256];
+    pthread_mutex_unlock(&c->mu);
+    int found = c10dc_identify_server(url, what, sizeof what);
+    pthread_mutex_lock(&c->mu);
+    if (found && !c->not_coord_why) {
+        c->not_coord_why = strdup(what);
+        c->hung_url = url;
+    }
+    return c->not_coord_why != NULL;
+}
 
 /* A TLS failure: a wrong CA does not get better by dialling again. */
 static int tls_failure(int rv)
@@ -198,6 +218,10 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
                 rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
                 break;
             }
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && identify(c, c->hung_url)) {
+                rv = NNG_EPROTO; /* a TCPStore, most often */
+                break;
+            }
             c10di_conn_notice_unreachable(c, now, deadline);
             if (!c->dialing && now >= c->next_dial_ms) {
                 c10di_conn_dial(c, deadline);
@@ -227,6 +251,21 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             pthread_cond_broadcast(&c->cv);
             continue;
         }
+        /* Connected, asked, and nothing said back for a while: a
+         * coordinator answers in milliseconds; an HTTP server waits for a
+         * line that never comes. */
+        int64_t until = deadline;
+        if (!c->answered && !c->identified && !c->rx_async) {
+            int64_t probe_at = c->dialed_ms + C10DI_CONN_SILENT_PROBE_MS;
+            if (now >= probe_at) {
+                if (identify(c, c->urls[c->cur])) {
+                    rv = NNG_EPROTO;
+                    break;
+                }
+                continue;
+            }
+            until = min64(deadline, probe_at);
+        }
         if (c->rx_async) {
             wait_change(c, parked, deadline); /* the armed receive's callback wakes us */
             continue;
@@ -238,19 +277,19 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
                 wait_change(c, 1, min64(deadline, c->reader_left_ms + NEWS_GRACE_MS));
                 continue;
             }
-            c10di_conn_read_replies(c, &w, parked, deadline);
+            c10di_conn_read_replies(c, &w, parked, until);
             continue;
         }
         /* Someone else reads. One only waiting for news gives it up, and
          * then leaves and wakes us. */
         if (!parked && c->reader_parked) {
             c10di_conn_ask_reading(c);
-            wait_change(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
+            wait_change(c, 0, min64(until, now + C10DI_CONN_RELOOK_MS));
         } else if (parked) {
             /* look again when the reader may have left */
-            wait_change(c, 1, min64(deadline, now + NEWS_GRACE_MS));
+            wait_change(c, 1, min64(until, now + NEWS_GRACE_MS));
         } else {
-            wait_change(c, 0, min64(deadline, now + C10DI_CONN_RELOOK_MS));
+            wait_change(c, 0, min64(until, now + C10DI_CONN_RELOOK_MS));
         }
     }
     unlink_waiter(c, &w);
@@ -303,6 +342,21 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
         return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
                            url, why);
     }
+    pthread_mutex_lock(&c->mu);
+    char *what_is = c->not_coord_why ? strdup(c->not_coord_why) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (rv == NNG_EPROTO && what_is) {
+        int store = strstr(what_is, "TCPStore") != NULL;
+        c10d_status st = c10di_error(
+            C10D_EPROTO, "the server at %s is %s, not a c10d-coord: %s", hung, what_is,
+            store ? "under torchrun, MASTER_ADDR:MASTER_PORT is torchrun's own store, and a "
+                    "coordinator's --tcpstore-listen port is for TCPStore clients; set "
+                    "C10D_COORD to the coordinator's --listen URL"
+                  : "set C10D_COORD (c10d-ctl: --coord) to the coordinator's --listen URL");
+        free(what_is);
+        return st;
+    }
+    free(what_is);
     if (rv == NNG_EPROTO && c->rx_async) {
         pthread_mutex_lock(&c->mu);
         c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
@@ -397,6 +451,7 @@ void c10di_conn_stream_fini(c10di_conn *c)
     }
     free(c->hint);
     free(c->leaderless_why);
+    free(c->not_coord_why);
     pthread_cond_destroy(&c->cv);
     pthread_cond_destroy(&c->news_cv);
     pthread_mutex_destroy(&c->mu);

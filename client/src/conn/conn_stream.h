@@ -112,6 +112,13 @@ struct c10di_conn {
     int spoke_tls;       /* one of them sent a TLS record, or a probe found TLS there */
     int probed;          /* the server was asked once whether (or why not) it speaks TLS */
     char *tls_why;       /* tls+tcp://: why the handshakes fail, once found (c10dc_tls_diagnose) */
+    /* What the server is when it is no coordinator (c10dc_identify_server,
+     * asked once: after NOT_A_COORDINATOR_AFTER connections it broke, or a
+     * connection silent for C10DI_CONN_SILENT_PROBE_MS), or NULL. */
+    int identified;
+    char *not_coord_why;
+    int64_t dialed_ms; /* when the stream now connected was dialled */
+    const char *timeout_from; /* the timeout's source, in words (c10di_conn_open) */
     c10di_waiter *waiters;
     /* the reader's (one thread at a time, handed over under mu; or, on
      * TLS, the armed receive's callback) */

@@ -280,8 +280,8 @@ c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o)
     pthread_spin_init(&w->rmu, PTHREAD_PROCESS_PRIVATE);
     const char *token = getenv("C10D_TOKEN");
     c10di_tls_files tls = {opts.tls_ca, opts.tls_cert, opts.tls_key};
-    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, &tls,
-                                 w->timeout_ms)) != C10D_OK) {
+    if ((st = c10di_conn_open(&w->conn, opts.coord_url, token, &tls, w->timeout_ms,
+                              c10di_timeout_from(opts.timeout_ms))) != C10D_OK) {
         free(w->lost);
         free(w->lost_finals);
         free(w->lost_order);

@@ -95,7 +95,8 @@ c10d_status c10d_store_connect(c10d_store **out, const char *url, const c10d_sto
     const char *token = opts.token ? opts.token : getenv("C10D_TOKEN");
     c10di_conn *conn;
     c10di_tls_files tls = {opts.tls_ca, opts.tls_cert, opts.tls_key};
-    c10d_status st = c10di_conn_open(&conn, url, token, &tls, connect_timeout);
+    c10d_status st = c10di_conn_open(&conn, url, token, &tls, connect_timeout,
+                                     c10di_timeout_from(opts.timeout_ms));
     if (st != C10D_OK)
         return st;
     if ((st = store_new(out, conn, "", timeout)) != C10D_OK)

@@ -3,6 +3,7 @@
  * decoded or refused with the status and words a client is answered
  * with. No socket: the read loop around it is tested end to end
  * (tests/integration). */
+#include "config.h"
 #include "failure.h"
 #include "net/c10d_wire.h"
 
@@ -99,6 +100,38 @@ START_TEST(a_tls_hello_is_told_from_a_frame)
     uint8_t b[64];
     size_t n = get_frame(b, 9, "k");
     ck_assert(!c10ds_tls_client_hello(b, n));
+}
+END_TEST
+
+/* A TCPStore client on the main port: torch 2.2's VALIDATE, torch 2.1's
+ * first query naming a key; neither a frame of ours nor a lone byte that
+ * could begin one. */
+START_TEST(a_tcpstore_client_is_told_from_a_frame)
+{
+    c10ds_config cfg;
+    char *argv[] = {"c10d-coord", NULL};
+    ck_assert_int_eq(c10ds_config_parse(&cfg, 1, argv), 0);
+    const uint8_t validate[5] = {0, 0xce, 0xf7, 0x85, 0x3c};
+    ck_assert_int_eq(c10ds_c10d_stranger(validate, sizeof validate, &cfg),
+                     C10DS_STRANGER_TCPSTORE);
+    ck_assert_int_eq(c10ds_c10d_stranger(validate, 4, &cfg), C10DS_STRANGER_NONE);
+    /* 2.1's ADD of "rdzv/x" by 1: type 3, a u64 length, the key, an i64 */
+    uint8_t add[9 + 6 + 8] = {3, 6};
+    memcpy(add + 9, "rdzv/x", 6);
+    add[15] = 1;
+    ck_assert_int_eq(c10ds_c10d_stranger(add, sizeof add, &cfg), C10DS_STRANGER_TCPSTORE);
+    ck_assert_int_eq(c10ds_c10d_stranger(add, sizeof add - 1, &cfg), C10DS_STRANGER_NONE);
+    const uint8_t num_keys[1] = {6};
+    ck_assert_int_eq(c10ds_c10d_stranger(num_keys, 1, &cfg), C10DS_STRANGER_NONE);
+    uint8_t b[64];
+    for (uint64_t id = 1; id < 300; id++) { /* ours, whatever its first byte */
+        size_t n = get_frame(b, id, "k");
+        for (size_t cut = 1; cut <= n; cut++)
+            ck_assert_int_eq(c10ds_c10d_stranger(b, cut, &cfg), C10DS_STRANGER_NONE);
+    }
+    const uint8_t hello[11] = {0x16, 3, 1, 0, 0xf4, 1, 0, 0, 0xf0, 3, 3};
+    ck_assert_int_eq(c10ds_c10d_stranger(hello, sizeof hello, &cfg), C10DS_STRANGER_TLS);
+    c10ds_config_free(&cfg);
 }
 END_TEST
 
@@ -202,6 +235,7 @@ static Suite *suite(void)
     tcase_add_test(t, frames_back_to_back_are_cut_one_at_a_time);
     tcase_add_test(t, a_frame_over_the_limit_or_too_short_is_no_frame);
     tcase_add_test(t, a_tls_hello_is_told_from_a_frame);
+    tcase_add_test(t, a_tcpstore_client_is_told_from_a_frame);
     tcase_add_test(t, a_body_is_decoded_with_the_frames_request_id);
     tcase_add_test(t, bodies_that_are_no_request_are_refused_saying_why);
     tcase_add_test(t, a_nul_in_a_key_and_a_costly_decode_are_refused_before_unpacking);

@@ -8,6 +8,12 @@
 
 #include <stddef.h>
 
+/* The coordinator's port when none is named: none of torchrun's (its
+ * MASTER_PORT is 29500, --standalone's rendezvous 29400; replicas' raft
+ * traffic is conventionally 29600 in our docs), so a
+ * coordinator on a rank-0 host and the job's torchrun do not collide. */
+#define C10DC_DEFAULT_PORT "29700"
+
 /* 1 when url's scheme is a TCP one (tcp://, tls+tcp://): a URL that
  * names a host and a port, else 0 (ipc://, or no scheme at all). */
 int c10dc_url_is_tcp(const char *url);

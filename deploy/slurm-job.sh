@@ -4,7 +4,7 @@
 #SBATCH --job-name=c10d
 set -euo pipefail
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
-port=${C10D_PORT:-29500}
+port=${C10D_PORT:-29700}
 export C10D_COORD=tcp://$head:$port
 export C10D_JOB=${C10D_JOB:-slurm-$SLURM_JOB_ID}
 export WORLD_SIZE=$SLURM_NTASKS

@@ -7,7 +7,7 @@
 set -euo pipefail
 hosts=($1) per_host=$2
 shift 2
-port=${C10D_PORT:-29500}
+port=${C10D_PORT:-29700}
 here=$(hostname -I | awk '{print $1}')
 job=${C10D_JOB:-ssh-$$}
 world=$(( ${#hosts[@]} * per_host ))

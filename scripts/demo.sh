@@ -15,7 +15,7 @@ cmake -S . -B build >/dev/null
 cmake --build build -j "$(nproc)" >/dev/null
 mkdir -p _work && cd _work
 rm -f c10d-coord.db c10d-coord.db-wal c10d-coord.db-shm  # a fresh demo each time
-port=${C10D_DEMO_PORT:-29500}
+port=${C10D_DEMO_PORT:-29700}
 url=tcp://127.0.0.1:$port
 ctl() { ../build/client/c10d-ctl --coord "$url" "$@"; }
 

@@ -21,7 +21,10 @@ pkgs=(build-essential cmake pkg-config
       clang   # libFuzzer for scripts/fuzz.sh
       # Open MPI (bookworm 4.1, trixie 5.0 on PRRTE): mpirun, mpicc and
       # the headers, for the tests that run an MPI job next to the coordinator
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev
+      # a headless browser that loads c10d-ctl trace --format chrome's file
+      # as the trace viewers read it (tests/integration/test_trace_chrome.sh)
+      chromium)
 # Installed where the release's archive has them, left out where not:
 # c10d-coord builds without dqlite (single-node only, --replica refused).
 optional=(libdqlite-dev)  # replicas (docs/replication.md)

@@ -164,7 +164,10 @@ int c10ds_config_parse(c10ds_config *cfg, int argc, char **argv)
         if (rv != 0)
             return rv;
     }
-    const char *listen = st.listen ? st.listen : C10DS_DEFAULT_LISTEN;
+    /* a replica is a cluster's service: reached from other hosts */
+    const char *listen = st.listen          ? st.listen
+                         : cfg->replica_id ? C10DS_DEFAULT_REPLICA_LISTEN
+                                           : C10DS_DEFAULT_LISTEN;
     const char *db = st.db ? st.db : C10DS_DEFAULT_DB, *token_file = st.token_file;
     int db_given = st.db != NULL;
     if (optind < argc) {
@@ -266,6 +269,7 @@ void c10ds_config_free(c10ds_config *cfg)
 {
     free(cfg->listen_url);
     free(cfg->tcpstore_url);
+    free(cfg->metrics_url);
     free(cfg->db_path);
     free(cfg->ready_file);
     free(cfg->token);

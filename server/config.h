@@ -3,11 +3,15 @@
 #define C10DS_CONFIG_H
 
 #include "c10d_time.h"
+#include "url.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define C10DS_DEFAULT_LISTEN "tcp://0.0.0.0:29500"
+/* This host only: reaching it from others is asked for (--listen
+ * tcp://0.0.0.0:PORT), and then a token is wanted (config.c warns). */
+#define C10DS_DEFAULT_LISTEN "tcp://127.0.0.1:" C10DC_DEFAULT_PORT
+#define C10DS_DEFAULT_REPLICA_LISTEN "tcp://0.0.0.0:" C10DC_DEFAULT_PORT
 #define C10DS_DEFAULT_DB "c10d-coord.db"
 #define C10DS_DEFAULT_RETENTION_S 86400 /* a day: time for a post-mortem */
 /* File descriptors kept back from --max-connections' default: the
@@ -49,6 +53,7 @@ typedef struct c10ds_peer {
 typedef struct c10ds_config {
     char *listen_url;
     char *tcpstore_url;      /* --tcpstore-listen as tcp://host:port; NULL: off */
+    char *metrics_url;       /* --metrics-listen as http://host:port; NULL: off */
     char *db_path;
     char *ready_file;        /* written with the bound URL once serving */
     char *token;             /* NULL = no authentication */

@@ -1,7 +1,7 @@
 /* The coordinator's options (config_internal.h): the table that says
  * each one once, its --help text, range and default included, the
  * options that take their argument with a function of their own (--peers,
- * --tcpstore-listen, --log-level, --help, --version), and --help printed
+ * --tcpstore-listen, --metrics-listen, --log-level, --help, --version), and --help printed
  * from the table. Apart from config.c, the parser the table drives and
  * the checks across options: adding an option touches this file only. */
 #include "config_internal.h"
@@ -23,10 +23,13 @@
 static const char usage_head[] =
     "Usage: c10d-coord [OPTIONS]\n"
     "\n"
-    "The c10d coordinator: a durable key-value store (TCPStore's operations),\n"
-    "kept in SQLite, for the ranks of distributed jobs. Run one per job (or per\n"
-    "cluster) on the rank-0 host; ranks reach it with libc10dclient, operators\n"
-    "with c10d-ctl.\n"
+    "The c10d coordinator: the store (TCPStore's operations, kept in SQLite),\n"
+    "group membership and liveness, and the check that every rank calls the\n"
+    "same collective in the same order, for the jobs of a host or a cluster.\n"
+    "Start it once and leave it running, job after job (deploy/ has systemd\n"
+    "units); ranks reach it with libc10dclient or the PyTorch backend,\n"
+    "operators with c10d-ctl. Reachable from other hosts only when --listen\n"
+    "says so (tcp://0.0.0.0:PORT), and then give it a token.\n"
     "\n"
     "Options:\n";
 static const char usage_tail[] =
@@ -52,10 +55,11 @@ static const char usage_tail[] =
 #define OWN(fn) C10DS_TAKE_OWN, 0, 0, 0, 0, 0, (fn)
 #define HEADING C10DS_TAKE_HEADING, 0, 0, 0, 0, 0, NULL
 
-/* --tcpstore-listen's [HOST:]PORT as an NNG URL; a bare port is bound to
- * loopback: the protocol carries no token, so opening it wider is the
- * operator's explicit choice. NULL (after saying why) when malformed. */
-static char *tcpstore_url(const char *arg)
+/* --tcpstore-listen's and --metrics-listen's [HOST:]PORT as an NNG URL
+ * of scheme; a bare port is bound to loopback: neither asks for a token,
+ * so opening one wider is the operator's explicit choice. NULL (after
+ * saying why) when malformed. */
+static char *host_port_url(const char *arg, const char *option, const char *scheme)
 {
     const char *colon = strrchr(arg, ':');
     const char *port = colon ? colon + 1 : arg;
@@ -63,15 +67,15 @@ static char *tcpstore_url(const char *arg)
     errno = 0;
     unsigned long p = strtoul(port, &end, 10);
     if (!*port || *end || errno || p > 65535 || (colon && colon == arg)) {
-        fprintf(stderr, "c10d-coord: --tcpstore-listen %s: want PORT or HOST:PORT (e.g. 29400 "
-                "or 0.0.0.0:29400)\n", arg);
+        fprintf(stderr, "c10d-coord: --%s %s: want PORT or HOST:PORT (e.g. 29701 "
+                "or 0.0.0.0:29701)\n", option, arg);
         return NULL;
     }
     char url[300];
     if (colon)
-        snprintf(url, sizeof url, "tcp://%.*s:%lu", (int)(colon - arg), arg, p);
+        snprintf(url, sizeof url, "%s://%.*s:%lu", scheme, (int)(colon - arg), arg, p);
     else
-        snprintf(url, sizeof url, "tcp://127.0.0.1:%lu", p);
+        snprintf(url, sizeof url, "%s://127.0.0.1:%lu", scheme, p);
     return strdup(url);
 }
 
@@ -122,7 +126,14 @@ static int take_tcpstore(c10ds_config *cfg, c10ds_parse_state *st, const char *a
 {
     (void)st;
     free(cfg->tcpstore_url);
-    return (cfg->tcpstore_url = tcpstore_url(arg)) ? 0 : -1;
+    return (cfg->tcpstore_url = host_port_url(arg, "tcpstore-listen", "tcp")) ? 0 : -1;
+}
+
+static int take_metrics(c10ds_config *cfg, c10ds_parse_state *st, const char *arg)
+{
+    (void)st;
+    free(cfg->metrics_url);
+    return (cfg->metrics_url = host_port_url(arg, "metrics-listen", "http")) ? 0 : -1;
 }
 
 static int take_peers(c10ds_config *cfg, c10ds_parse_state *st, const char *arg)
@@ -161,7 +172,8 @@ static int take_version(c10ds_config *cfg, c10ds_parse_state *st, const char *ar
  * they are named. */
 const c10ds_opt_spec c10ds_config_options[] = {
     {"listen", 'l', "URL",
-     "address to serve on (default " C10DS_DEFAULT_LISTEN ";\n"
+     "address to serve on (default " C10DS_DEFAULT_LISTEN ",\n"
+     "this host only; a replica's " C10DS_DEFAULT_REPLICA_LISTEN ";\n"
      "also ipc:///path and tls+tcp://host:port; port 0\n"
      "picks a free port)",
      KEPT(listen)},
@@ -172,6 +184,12 @@ const c10ds_opt_spec c10ds_config_options[] = {
      "default; HOST defaults to 127.0.0.1: TCPStore\n"
      "has no token or TLS, docs/pytorch.md)",
      OWN(take_tcpstore)},
+    {"metrics-listen", 0, "[HOST:]PORT",
+     "\nserve Prometheus metrics at\n"
+     "http://HOST:PORT/metrics (off by default; HOST\n"
+     "defaults to 127.0.0.1; port 0 picks one, logged;\n"
+     "docs/operations.md, \"Metrics\")",
+     OWN(take_metrics)},
     {"tls-cert", 0, "PATH", "certificate (PEM) for a tls+tcp:// listener", TEXT(tls_cert)},
     {"tls-key", 0, "PATH", "its private key (PEM)", TEXT(tls_key)},
     {"tls-ca", 0, "PATH",

@@ -6,7 +6,10 @@
 #include "failure.h"
 #include "net/listener.h"
 #include "log.h"
+#include "metrics/metrics.h"
+#include "notify.h"
 #include "replica/replica.h"
+#include "url.h"
 #include "version.h"
 
 #include <errno.h>
@@ -32,6 +35,16 @@ static int write_ready_file(const char *path, const char *url)
         return -1;
     }
     return 0;
+}
+
+/* Whether url is this host's alone: ipc://, or a loopback address. */
+static int reaches_this_host_only(const char *url)
+{
+    if (!c10dc_url_is_tcp(url))
+        return 1;
+    char host[256] = "";
+    c10dc_url_host(url, host, sizeof host);
+    return !strncmp(host, "127.", 4) || !strcmp(host, "localhost") || !strcmp(host, "::1");
 }
 
 int main(int argc, char **argv)
@@ -66,11 +79,12 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char url[256], ts_url[256] = "";
+    char url[256], ts_url[256] = "", metrics_at[300];
     c10ds_db db;
     c10ds_engine *engine = NULL;
     c10ds_listener *listener = NULL, *ts_listener = NULL;
     c10ds_replica *replica = NULL;
+    c10ds_metrics *metrics = NULL;
     int status = 1;
     if (cfg.replica_id ? c10ds_replica_open(&replica, &cfg, &db)
                        : c10ds_db_open(&db, cfg.db_path)) {
@@ -127,21 +141,43 @@ int main(int argc, char **argv)
                C10D_VERSION_STRING, url, db.path, db.schema_version,
                num_keys, sqlite3_libversion(), nng_version(),
                cfg.token ? ", token required" : "");
+    if (!cfg.token && !cfg.tls_ca && !reaches_this_host_only(url))
+        c10ds_warn("serving on %s with no token: every host that reaches this port can read and "
+                   "write the store and end jobs. Set C10D_TOKEN or --token-file (clients set "
+                   "C10D_TOKEN alike), require client certificates (--tls-ca), or listen on "
+                   "127.0.0.1 (docs/operations.md, Security)", url);
+    if (ts_listener && !reaches_this_host_only(ts_url))
+        c10ds_warn("the TCPStore port %s takes no token or TLS (TCPStore's protocol has none): "
+                   "every host that reaches it can read and write keys under tcpstore/",
+                   ts_url);
     if (ts_listener)
         c10ds_info("speaking PyTorch TCPStore's protocol on %s (keys under tcpstore/; no token "
                    "or TLS there%s)", ts_url,
                    strstr(ts_url, "//127.") || strstr(ts_url, "//localhost:") ? ", loopback only"
                                                                                : "");
+    if (cfg.metrics_url) {
+        const char *role = !replica ? "single" : c10ds_replica_leads(replica) ? "leader" : "follower";
+        if (!(metrics = c10ds_metrics_start(cfg.metrics_url, engine, role, metrics_at,
+                                            sizeof metrics_at))) {
+            c10ds_error("--metrics-listen: %s", c10ds_failure());
+            goto out;
+        }
+        c10ds_info("Prometheus metrics on %s", metrics_at);
+    }
     if (cfg.ready_file && write_ready_file(cfg.ready_file, url) != 0)
         c10ds_warn("cannot write ready file %s: %s", cfg.ready_file, strerror(errno));
+    c10ds_notify("READY=1\nSTATUS=serving on %s", url); /* Type=notify units (deploy/) */
 
     int sig = 0;
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
         c10ds_info("SIGHUP ignored (send SIGTERM to stop)");
     c10ds_info("%s received: answering queued requests (for %d ms at most, --drain-timeout), "
                "then stopping", strsignal(sig), cfg.drain_timeout_ms);
+    c10ds_notify("STOPPING=1\nSTATUS=%s: answering queued requests, then stopping",
+                 strsignal(sig));
     status = 0;
 out:
+    c10ds_metrics_stop(metrics); /* it reads the engine */
     /* Order matters: the engine answers what is queued and commits; NNG
      * gets a moment to put those replies on the wire; then the socket
      * closes and the database is closed (checkpointing its WAL). */

@@ -26,6 +26,11 @@ forbid "$server_files" '(\.\./)*client/.*|internal\.h|(conn|coll|group|backend|h
 forbid "server/store/* server/groups/* server/verify/* server/join/* server/db/* server/replica/* server/engine/*" \
     'net/[a-z_]+\.h' \
     "nothing beneath the network side includes it (server/net/): requests reach the engine decoded"
+forbid "server/store/* server/groups/* server/verify/* server/join/* server/db/* server/replica/* server/engine/* server/metrics/counters.*" \
+    'metrics/metrics\.h' \
+    "the metrics endpoint (metrics/metrics.h) is above the engine: only main.c starts it"
+forbid "server/metrics/counters.*" '(engine|net|store|groups|verify|join|replica)/[a-z_]+\.h' \
+    "metrics/counters.h is beneath the engine, which holds it: it knows the database only"
 forbid "server/db/*" '(engine|store|groups|verify|join|net)/[a-z_]+\.h' \
     "the database (server/db/) is beneath the engine and every subsystem"
 forbid "server/store/*" '(groups|verify|join)/[a-z_]+\.h' \

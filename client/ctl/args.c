@@ -17,7 +17,7 @@
 static const struct {
     char id;
     const char *name, *alias;
-    long long min, max; /* a number's range; min > max: a name */
+    long long min, max; /* a number's range; min > max: a name; min == max == -1: a flag */
 } options[] = {
     {'j', "--job", NULL, 1, 0},
     {'g', "--group", NULL, 1, 0},
@@ -25,6 +25,9 @@ static const struct {
     {'n', "-n", "--limit", 1, 100000},
     {'i', "--interval", NULL, 10, 3600000},
     {'c', "--count", NULL, 0, 1000000000},
+    {'f', "--finished", NULL, -1, -1},
+    {'F', "--format", NULL, 1, 0},
+    {'o', "--output", "-o", 1, 0},
 };
 
 static const struct {
@@ -32,16 +35,70 @@ static const struct {
     const char *opts; /* the letters of its options */
     int min_pos, max_pos;
     const char *synopsis;
+    const char *help; /* `c10d-ctl CMD --help`: what it does, its options, its exit codes */
 } commands[] = {
-    {"status", "j", 0, 0, "status [--job J]"},
-    {"keys", "j", 0, 1, "keys [--job J] [PREFIX]"},
-    {"get", "", 1, 1, "get KEY"},
-    {"set", "", 2, 2, "set KEY VALUE"},
-    {"del", "", 1, 1, "del KEY"},
-    {"add", "", 2, 2, "add KEY N"},
-    {"desync", "jg", 0, 0, "desync [--job J] [--group G]"},
-    {"trace", "rgjn", 0, 0, "trace --rank R [--group G] [--job J] [-n N]"},
-    {"watch", "jgic", 0, 0, "watch [--job J] [--group G] [--interval MS] [--count K]"},
+    {"status", "j", 0, 0, "status [--job J]",
+     "The coordinator (version, uptime, database, keys, clients) and its jobs:\n"
+     "groups, members alive/left/dead and why, join regions (who ran out of\n"
+     "inputs, what they shadow).\n"
+     "\n"
+     "  --job J    only job J\n"
+     "\n"
+     "Exit status: 0 the coordinator answered; 3 no job J; 4 unreachable.\n"},
+    {"keys", "j", 0, 1, "keys [--job J] [PREFIX]",
+     "List keys (with sizes), all or those starting with PREFIX (-n N: at most N,\n"
+     "default 1000).\n"
+     "\n"
+     "  --job J    the keys of J's current run (its store: the keys under\n"
+     "             jobs/J/GENERATION/, deleted when the run is over)\n"
+     "\n"
+     "Exit status: 0; 3 no job J.\n"},
+    {"get", "", 1, 1, "get KEY",
+     "Print KEY's value (raw bytes; --json: text or base64). --wait MS: wait up\n"
+     "to MS for the key to appear.\n"
+     "\n"
+     "Exit status: 0; 3 no such key; 5 timed out.\n"},
+    {"set", "", 2, 2, "set KEY VALUE",
+     "Set KEY to VALUE (a '-' VALUE reads it from stdin).\n"},
+    {"del", "", 1, 1, "del KEY", "Delete KEY.\n\nExit status: 0; 3 no such key.\n"},
+    {"add", "", 2, 2, "add KEY N",
+     "Add the integer N to KEY (creating it at 0); print the result.\n"},
+    {"desync", "jgf", 0, 0, "desync [--job J] [--group G] [--finished]",
+     "Collective-sequence health, usable as a health check: per group of the\n"
+     "live runs the collective each rank entered and completed, who is behind,\n"
+     "the finding (desync, lost rank, stall) and dead ranks; a job still forming\n"
+     "says how many of its ranks joined.\n"
+     "\n"
+     "  --job J      only job J: its current run, live or finished (a finished\n"
+     "               one reads \"finished, N collectives\", or its failure)\n"
+     "  --group G    only group G\n"
+     "  --finished   also the runs that are over (kept for the coordinator's\n"
+     "               --retention): without it a run that failed yesterday does\n"
+     "               not make today's check unhealthy\n"
+     "\n"
+     "Exit status: 0 healthy (a job still forming included); 3 no job J;\n"
+     "4 unreachable; 7 unhealthy.\n"},
+    {"trace", "rgjnFo", 0, 0,
+     "trace --rank R [--group G] [--job J] [-n N] | trace --format chrome [-o FILE]",
+     "Rank R's last N collectives (default 50): number, call, state (entered,\n"
+     "verified, completed, failed); first line: whose (without --job the\n"
+     "coordinator picks a job, and says which).\n"
+     "\n"
+     "  --format chrome  every rank of the group instead (no --rank): a Chrome\n"
+     "                   Trace Event Format file (JSON) for ui.perfetto.dev or\n"
+     "                   chrome://tracing, a track per rank, an event per run of\n"
+     "                   collectives from its entry on; failed and unfinished\n"
+     "                   ones say so in their args\n"
+     "  -o FILE          write it to FILE (default: stdout)\n"
+     "\n"
+     "Exit status: 0; 3 no such job, group or rank.\n"},
+    {"watch", "jgicf", 0, 0,
+     "watch [--job J] [--group G] [--finished] [--interval MS] [--count K]",
+     "desync every MS (default 1000), K times (default: until interrupted): in\n"
+     "place on a terminal, one after the other into a pipe; --json: one object\n"
+     "a line, with \"at_ms\". A job J not there yet is waited for.\n"
+     "\n"
+     "Exit status: the last refresh's, as desync's (3: no job J yet).\n"},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -86,7 +143,16 @@ static int set_option(ctl_args *a, int k, const char *v)
         if (options[k].id == 'j' && strlen(v) > C10D_MAX_JOB_BYTES)
             return usage_msg("--job: a job name is at most %d bytes (C10D_MAX_JOB_BYTES); "
                              "this one is %zu", C10D_MAX_JOB_BYTES, strlen(v));
-        *(options[k].id == 'j' ? &a->job : &a->group) = v;
+        if (options[k].id == 'F') {
+            if (strcmp(v, "chrome") != 0)
+                return usage_msg("--format: only 'chrome' (the Chrome Trace Event Format), "
+                                 "not '%s'", v);
+            a->format = v;
+        } else if (options[k].id == 'o') {
+            a->output = v;
+        } else {
+            *(options[k].id == 'j' ? &a->job : &a->group) = v;
+        }
         return 0;
     }
     long long x;
@@ -134,6 +200,12 @@ int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a)
             a->pos[a->npos++] = args[i];
             continue;
         }
+        if (options[k].min == -1 && options[k].max == -1) { /* a flag */
+            if (v)
+                return usage_msg("%s takes no value (%s)", options[k].name, commands[c].synopsis);
+            a->finished = 1;
+            continue;
+        }
         if (!v && i + 1 >= nargs)
             return usage_msg("%s wants a value (%s)", options[k].name, commands[c].synopsis);
         if (set_option(a, k, v ? v : args[++i]) != 0)
@@ -141,11 +213,30 @@ int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a)
     }
     if (a->npos < commands[c].min_pos)
         return usage_msg("too few arguments for %s (%s)", cmd, commands[c].synopsis);
-    if (!strcmp(cmd, "trace") && !a->has_rank)
+    if (!strcmp(cmd, "trace") && !a->format && !a->has_rank)
         return usage_msg("trace needs --rank R (%s)", commands[c].synopsis);
+    if (!strcmp(cmd, "trace") && a->format && a->has_rank)
+        return usage_msg("trace --format chrome shows every rank: no --rank (%s)",
+                         commands[c].synopsis);
+    if (!strcmp(cmd, "trace") && a->output && !a->format)
+        return usage_msg("-o FILE is for --format chrome (%s)", commands[c].synopsis);
     if (!strcmp(cmd, "add") && ctl_parse_int(a->pos[1], &a->delta) != 0)
         return usage_msg("add wants an integer, not '%s'", a->pos[1]);
     return 0;
+}
+
+const char *ctl_command_help(const char *cmd)
+{
+    static char buf[4096];
+    for (size_t c = 0; c < N_COMMANDS; c++)
+        if (!strcmp(cmd, commands[c].name)) {
+            snprintf(buf, sizeof buf,
+                     "Usage: c10d-ctl [OPTIONS] %s\n\n%s\n"
+                     "The global options (--coord, --json, --timeout, ...): c10d-ctl --help.\n",
+                     commands[c].synopsis, commands[c].help);
+            return buf;
+        }
+    return NULL;
 }
 
 int ctl_parse_int(const char *s, long long *out)

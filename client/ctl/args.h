@@ -14,12 +14,19 @@ typedef struct ctl_args {
     long long interval; /* watch --interval (default 1000) */
     long long count;    /* watch --count (0: until interrupted) */
     long long delta;    /* add's N */
+    int finished;       /* desync, watch --finished: the runs that are over too */
+    const char *format; /* trace --format (only "chrome"; NULL: the rank's rows) */
+    const char *output; /* trace -o FILE (NULL: stdout) */
 } ctl_args;
 
 /* Reads and checks cmd's arguments (what is left of them once the global
  * options are taken out) into *a. 0, or the usage error's exit code after
  * saying what is wrong. */
 int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a);
+
+/* `c10d-ctl CMD --help`'s text (a static buffer), or NULL for a command
+ * there is none of. */
+const char *ctl_command_help(const char *cmd);
 
 /* A whole decimal number; 0, or -1 when s is not one. */
 int ctl_parse_int(const char *s, long long *out);

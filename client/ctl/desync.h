@@ -10,16 +10,23 @@
 
 #define EXIT_UNHEALTHY 7
 
-/* `desync [--job J] [--group G]`: 0 healthy, EXIT_UNHEALTHY not;
- * EXIT_NOTFOUND for a J the coordinator knows nothing of. */
+/* `desync [--job J] [--group G] [--finished]`: the live runs (and, with
+ * --finished, those that are over; with --job, J's run either way): 0
+ * healthy (a job still forming too), EXIT_UNHEALTHY not; EXIT_NOTFOUND
+ * for a J the coordinator knows nothing of. */
 int cmd_desync(c10d_store *s, const ctl_args *a);
 /* `trace --rank R [--group G] [--job J] [-n N]`: a rank's recent
  * collectives, and which job's they are (the coordinator picks one when J
  * is not given). */
 int cmd_trace(c10d_store *s, const ctl_args *a);
-/* `watch [--job J] [--group G] [--interval MS] [--count K]`: desync, again
- * every MS (K times, 0 = until interrupted): in place on a terminal, one
- * after the other elsewhere, one JSON object a line with --json. */
+/* `trace --format chrome [--job J] [--group G] [-o FILE]`: every rank's
+ * collectives in the group as a Chrome Trace Event Format file
+ * (trace_chrome.c). */
+int cmd_trace_chrome(c10d_store *s, const ctl_args *a);
+/* `watch [--job J] [--group G] [--finished] [--interval MS] [--count K]`:
+ * desync, again every MS (K times, 0 = until interrupted): in place on a
+ * terminal, one after the other elsewhere, one JSON object a line with
+ * --json. Its exit code is the last refresh's (EXIT_NOTFOUND: no J yet). */
 int cmd_watch(c10d_store *s, const ctl_args *a);
 
 #endif

@@ -34,23 +34,30 @@ static const char usage[] =
     "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
     "  del KEY             delete KEY\n"
     "  add KEY N           add the integer N to KEY (creating it at 0); print the result\n"
-    "  desync [--job J] [--group G]\n"
-    "                      collective-sequence health: per group the collective each\n"
-    "                      rank entered and completed, who is behind, the finding\n"
-    "                      (desync, lost rank, stall) and dead ranks; exit 7 if unhealthy\n"
+    "  desync [--job J] [--group G] [--finished]\n"
+    "                      collective-sequence health of the live runs (--finished: the\n"
+    "                      ones that are over too; --job J: J's run either way): per\n"
+    "                      group the collective each rank entered and completed, who is\n"
+    "                      behind, the finding (desync, lost rank, stall), dead ranks, a\n"
+    "                      job still forming; exit 3 no job J, 7 unhealthy\n"
     "  trace --rank R [--group G] [--job J] [-n N]\n"
     "                      rank R's last N collectives (default 50): number, call, state\n"
     "                      (entered, verified, completed, failed); first line: whose\n"
     "                      (without --job the coordinator picks a job, and says which)\n"
-    "  watch [--job J] [--group G] [--interval MS] [--count K]\n"
+    "  trace --format chrome [--job J] [--group G] [-o FILE]\n"
+    "                      every rank's collectives as a Chrome Trace Event Format file\n"
+    "                      (ui.perfetto.dev, chrome://tracing): a track per rank\n"
+    "  watch [--job J] [--group G] [--finished] [--interval MS] [--count K]\n"
     "                      desync every MS (default 1000), K times (default: until\n"
     "                      interrupted): in place on a terminal, one after the other\n"
     "                      into a pipe; --json: one object a line, with \"at_ms\"\n"
     "\n"
+    "`c10d-ctl COMMAND --help` shows a command's own help.\n"
+    "\n"
     "Options (before or after the command: `get k --wait 100`; `--` ends them):\n"
     "  -c, --coord URL     coordinator (default: $C10D_COORD, else MASTER_ADDR:MASTER_PORT,\n"
-    "                      else tcp://127.0.0.1:29500); a replicated one's replicas\n"
-    "                      as a list, tcp://a:29500,tcp://b:29500,... (the leader answers)\n"
+    "                      else tcp://127.0.0.1:29700); a replicated one's replicas\n"
+    "                      as a list, tcp://a:29700,tcp://b:29700,... (the leader answers)\n"
     "      --tls-ca FILE   for a tls+tcp:// coordinator: the CA (PEM) that signed its\n"
     "                      certificate (default: $C10D_TLS_CA)\n"
     "      --tls-cert FILE, --tls-key FILE\n"
@@ -74,7 +81,8 @@ static const char usage[] =
     "Arguments and the URL are checked before the coordinator is asked.\n"
     "Exit status: 0 success; 1 other error (the coordinator's refusals too); 2 bad\n"
     "usage, a bad URL included (--json prints it as JSON); 3 no such key or job;\n"
-    "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync) unhealthy.\n";
+    "4 coordinator unreachable; 5 timed out; 6 not authorized; 7 (desync, watch)\n"
+    "unhealthy.\n";
 
 typedef struct {
     const char *coord, *tls_ca, *tls_cert, *tls_key;
@@ -215,10 +223,12 @@ int main(int argc, char **argv)
     if (optind >= argc)
         return ctl_usage_error("%s", "no command given (status, keys, get, set, del, add, desync, trace, watch)");
     const char *cmd = argv[optind++];
-    /* `c10d-ctl keys --help` is asking for help, not for a coordinator. */
+    /* `c10d-ctl keys --help` is asking for keys's help, not for a
+     * coordinator. */
     for (int i = optind; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage, stdout);
+            const char *help = ctl_command_help(cmd);
+            fputs(help ? help : usage, stdout);
             return EXIT_OK;
         }
     char **args = argv + optind; /* compacted in place: what is kept never overtakes */
@@ -257,7 +267,7 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "add") == 0)
         rc = cmd_add(s, a.pos[0], a.delta);
     else if (strcmp(cmd, "trace") == 0)
-        rc = cmd_trace(s, &a);
+        rc = a.format ? cmd_trace_chrome(s, &a) : cmd_trace(s, &a);
     else if (strcmp(cmd, "watch") == 0)
         rc = cmd_watch(s, &a);
     else

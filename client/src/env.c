@@ -126,10 +126,10 @@ c10d_status c10di_resolve_url(const char *url, char *out, size_t outlen)
             /* torchrun's convention; an IPv6 literal needs brackets. */
             int v6 = strchr(addr, ':') && addr[0] != '[';
             snprintf(out, outlen, "tcp://%s%s%s:%s", v6 ? "[" : "", addr, v6 ? "]" : "",
-                     port && *port ? port : "29500");
+                     port && *port ? port : C10DC_DEFAULT_PORT);
             return check_url(out);
         } else {
-            url = "tcp://127.0.0.1:29500";
+            url = "tcp://127.0.0.1:" C10DC_DEFAULT_PORT;
         }
     }
     return resolve_list(url, out, outlen);

@@ -47,7 +47,7 @@ c10d_status c10di_timeout(const char *fn, const char *what, int timeout_ms, c10d
 /* Resolves a coordinator URL: url if given ("host:port" becomes
  * "tcp://host:port"), else C10D_COORD, else MASTER_ADDR + MASTER_PORT
  * (but not under torchrun, where that is torchrun's TCPStore: EINVAL
- * saying to set C10D_COORD), else tcp://127.0.0.1:29500; and checks it:
+ * saying to set C10D_COORD), else tcp://127.0.0.1:29700; and checks it:
  * a TCP URL without a port from 1 to 65535 is EINVAL (common/url.h). url
  * and C10D_COORD may be a comma-separated list of a replicated
  * coordinator's replicas (docs/replication.md), each URL resolved and

@@ -4,8 +4,8 @@
  * died inside one), so that the job aborts with the reason instead of
  * hanging in MPI. docs/checked.md explains it.
  *
- *   c10d-coord --listen tcp://127.0.0.1:29500 --db /tmp/coord.db &
- *   mpirun -np 2 -x C10D_COORD=tcp://127.0.0.1:29500 -x C10D_JOB=demo \
+ *   c10d-coord --listen tcp://127.0.0.1:29700 --db /tmp/coord.db &
+ *   mpirun -np 2 -x C10D_COORD=tcp://127.0.0.1:29700 -x C10D_JOB=demo \
  *       ./checked_mpi ok [steps]
  *
  * The mode makes it misbehave, to see what is reported:

@@ -16,6 +16,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Why the lock file beside the database could not be made, in terms of
+ * what the operator named: the database's directory (missing, or not
+ * writable by this user), where the lock file is only the first thing
+ * written. */
+static int lock_refused(const char *path, const char *lock_path, int err)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    struct stat st;
+    if (err == ENOENT && stat(dir, &st) != 0)
+        return c10ds_failed(C10D_ERROR, "cannot use database %s: its directory %s does not "
+                            "exist (create it, or give another --db)", path, dir);
+    if (err == EACCES || err == EROFS || err == EPERM)
+        return c10ds_failed(C10D_ERROR, "cannot use database %s: its directory %s is not "
+                            "writable by this user (uid %d)%s: c10d-coord writes the database, "
+                            "its WAL and a lock file there; give a directory it may write "
+                            "(--db), or change the directory's owner", path, dir, (int)getuid(),
+                            err == EROFS ? " (a read-only file system)" : "");
+    return c10ds_failed(C10D_ERROR, "cannot create %s beside database %s: %s", lock_path, path,
+                        strerror(err));
+}
+
 /* Takes an exclusive flock on "<path>.lock" and records who holds it, so
  * that a second coordinator on the same database is refused with a message
  * that names the first. flock (not SQLite's own locks) because WAL mode
@@ -28,8 +57,7 @@ static int take_lock(const char *path, int *fd_out)
     snprintf(lock_path, sizeof lock_path, "%s.lock", realpath(path, real) ? real : path);
     int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return c10ds_failed(C10D_ERROR, "cannot open lock file %s: %s", lock_path,
-                            strerror(errno));
+        return lock_refused(path, lock_path, errno);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char holder[256] = "";
         ssize_t n = pread(fd, holder, sizeof holder - 1, 0);

@@ -367,6 +367,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
         c10ds_engine_note_stall(e);
         c10ds_groups_sweep(e, c10ds_engine_judge_time(e));
         c10ds_emit_sweep(e);
+        c10ds_counters_refresh(&e->counters, e->db); /* only while /metrics is on */
         e->next_sweep_ms = c10d_now_ms() + SWEEP_INTERVAL_MS;
         txn_lost(e, NULL);
         run_ready(e);
@@ -391,6 +392,9 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     e->outbox_bytes = 0;
     for (c10ds_request *n; out; out = n) {
         n = out->next;
+        if (out->pb)
+            c10ds_counters_served(&e->counters, out->pb->op_case,
+                                  c10d_now_us() - out->received_us);
         if (out->reply && e->send)
             e->send(e->send_arg, out->slot, out->pb ? out->pb->request_id : 0, out->reply,
                     out->reply_len);
@@ -420,6 +424,7 @@ void c10ds_engine_fini(c10ds_engine *e)
     c10ds_verify_fini(&e->verify);
     c10ds_join_fini(&e->join);
     c10ds_runs_fini(&e->runs);
+    c10ds_counters_fini(&e->counters);
     c10ds_endpoints_clear(&e->endpoints);
     c10ds_lost_cache_clear(&e->lost_cache);
     c10ds_groups_fini(&e->groups);

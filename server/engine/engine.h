@@ -30,6 +30,7 @@
 #include "join/join.h"
 #include "engine/reqlog.h"
 #include "groups/runs.h"
+#include "metrics/counters.h"
 #include "engine/stalls.h"
 #include "store/store.h"
 #include "verify/verify.h"
@@ -107,6 +108,7 @@ struct c10ds_engine {
     atomic_llong polled;         /* rounds the readiness loops found by looking (common/busy_poll.h) */
     atomic_uint next_pipe;       /* listener.c: connections numbered (ids from 1), all listeners */
     atomic_llong parked; /* mirror of the waiter count, for status */
+    c10ds_counters counters; /* what /metrics shows (metrics/counters.h) */
     char listen_url[256];
     char tcpstore_url[256]; /* "" when --tcpstore-listen is off */
     /* A replica that does not lead answers every request through this

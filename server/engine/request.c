@@ -24,6 +24,7 @@ c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot)
         r->pb = pb;
         r->slot = slot;
         r->received_ms = c10d_now_ms();
+        r->received_us = c10d_now_us();
     }
     return r;
 }

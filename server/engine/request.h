@@ -41,6 +41,7 @@ struct c10ds_request {
     void *reply;          /* the answer as the client's dialect says it (malloc'd) */
     size_t reply_len;
     int64_t received_ms;  /* monotonic */
+    int64_t received_us;  /* the same, finer: the latency histogram's (metrics/counters.h) */
     int64_t deadline_ms;  /* monotonic; parked requests time out then */
     c10ds_request *next;  /* engine queue / ready list / outbox */
     uint32_t pipe;        /* the NNG connection it came on (liveness) */

@@ -94,6 +94,18 @@ static c10ds_outcome op_group_leave(c10ds_engine *e, c10ds_request *r, c10ds_pha
         return C10DS_DONE;
     if (m->activity)
         c10ds_groups_seen(&e->groups, m->job, m->generation, m->rank, r->pipe, m->activity);
+    if (m->n_completed) {
+        /* Its last completions, as a last heartbeat would have said them,
+         * before the leave can end the run (and its progress is written
+         * for c10d-ctl desync: verify_history.h). */
+        C10dpb__Watch w = C10DPB__WATCH__INIT;
+        w.job = m->job;
+        w.generation = m->generation;
+        w.rank = m->rank;
+        w.n_completed = m->n_completed;
+        w.completed = m->completed;
+        c10ds_emit_watch_request(e, &w);
+    }
     c10ds_member_mark(e, m->job, m->generation, m->rank, C10DPB__MEMBER_STATE__MEMBER_LEFT,
                       "called c10d_destroy", m->finals, m->n_finals);
     C10dpb__Reply rep = C10DPB__REPLY__INIT;

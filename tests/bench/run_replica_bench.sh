@@ -62,7 +62,7 @@ wait_for 10 test -f "$dir/single.ready"
 echo "three replicas on loopback (--raft-latency-ms $lat), replica $(leader) leads; single node beside"
 
 sync_allreduce() { # URL -> the 4 B all_reduce time under SYNC, us
-    C10D_VERIFY=sync "$build/client/c10d-run" -q -n 2 --coord "$1" -- \
+    C10D_VERIFY=sync "$build/client/c10d-run" -q --no-prefix -n 2 --coord "$1" -- \
         "$build/tests/bench/bench_coll" 2000 |
         awk 'NR == 1 {for (i = 1; i <= NF; i++) if ($i ~ /^allreduce\(4B\)=/) {
                  sub(/^allreduce\(4B\)=/, "", $i); sub(/us$/, "", $i); print $i } }'

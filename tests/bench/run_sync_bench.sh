@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 rounds=${2:-3}
 coll() { # verify level -> "4B_us 64MiB_ms"
-    C10D_VERIFY=$1 "$build/client/c10d-run" -q -n 2 -- "$build/tests/bench/bench_coll" 3000 |
+    C10D_VERIFY=$1 "$build/client/c10d-run" -q --no-prefix -n 2 -- "$build/tests/bench/bench_coll" 3000 |
         awk 'NR == 1 {for (i = 1; i <= NF; i++) if ($i ~ /^allreduce\(4B\)=/) {
                  sub(/^allreduce\(4B\)=/, "", $i); sub(/us$/, "", $i); small = $i } }
              /allreduce 64MiB/ {big = $3} END {print small, big}'

@@ -16,7 +16,7 @@ export PYTHONPATH=$root/python
 for round in 1 2; do
     echo "== round $round"
     for mode in off async sync; do
-        C10D_VERIFY=$mode "$build/client/c10d-run" -q -n 2 -- "$build/tests/bench/bench_coll" 2000 |
+        C10D_VERIFY=$mode "$build/client/c10d-run" -q --no-prefix -n 2 -- "$build/tests/bench/bench_coll" 2000 |
             grep -E "^c10d|64MiB"
         C10D_VERIFY=$mode "$build/client/c10d-run" -q -n 2 -- "$py" "$root/tests/bench/torch_coord_bench.py"
     done

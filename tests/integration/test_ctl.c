@@ -199,7 +199,7 @@ START_TEST(exit_codes_for_scripts)
     coord_stop(&coord, SIGTERM);
     /* help after the command is help, with no coordinator to ask */
     ck_assert_int_eq(ctl("-t 300 keys --help"), 0);
-    ck_assert_ptr_nonnull(strstr(out, "--job J: those of J's current run"));
+    ck_assert_ptr_nonnull(strstr(out, "the keys of J's current run"));
     ck_assert_int_eq(ctl("-t 300 status"), 4);
     ck_assert_ptr_nonnull(strstr(out, "no coordinator answered"));
 }
@@ -325,8 +325,16 @@ START_TEST(desync_of_an_unknown_job_fails)
     /* Without --job, no jobs at all is still healthy: nothing is wrong. */
     ck_assert_int_eq(ctl("desync"), 0);
     ck_assert_msg(strstr(out, "healthy"), "%s", out);
-    /* watch waits for a job that may be about to start. */
-    ck_assert_int_eq(ctl("watch --job nosuchjob --count 1"), 0);
+    /* watch waits for a job that may be about to start, and says so; as a
+     * health check its last refresh's code is "no such job". */
+    ck_assert_int_eq(ctl("watch --job nosuchjob --count 2 --interval 10"), 3);
+    ck_assert_msg(strstr(out, "no job nosuchjob on this coordinator yet: waiting for it") &&
+                      !strstr(out, "healthy"), "%s", out);
+    ck_assert_int_eq(ctl("--json watch --job nosuchjob --count 1"), 3);
+    v = parsed();
+    ck_assert(!flag(v, "ok"));
+    ck_assert_str_eq(json_str(v, "status"), "ENOTFOUND");
+    json_free(v);
 }
 END_TEST
 
@@ -393,6 +401,140 @@ START_TEST(watch_output_for_pipes_and_scripts)
 }
 END_TEST
 
+/* `c10d-ctl CMD --help` is CMD's help (its synopsis, its options, its
+ * exit codes), not the global one; an unknown command's is the global. */
+START_TEST(each_command_has_its_own_help)
+{
+    static const char *const cmds[] = {"status", "keys", "get", "set", "del",
+                                       "add", "desync", "trace", "watch"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "Usage: c10d-ctl [OPTIONS] %s", cmds[i]);
+        ck_assert_int_eq(ctl("%s --help", cmds[i]), 0);
+        ck_assert_msg(!strncmp(out, want, strlen(want)) && !strstr(out, "Commands:"),
+                      "%s --help: %s", cmds[i], out);
+    }
+    ck_assert_int_eq(ctl("desync -h"), 0);
+    ck_assert_msg(strstr(out, "--finished") && strstr(out, "7 unhealthy"), "%s", out);
+    ck_assert_int_eq(ctl("status --help"), 0);
+    ck_assert_msg(strstr(out, "3 no job J"), "%s", out);
+    ck_assert_int_eq(ctl("--help"), 0);
+    ck_assert_msg(strstr(out, "Commands:"), "%s", out);
+}
+END_TEST
+
+/* The finished run's verification: written by the job's last rank to
+ * leave or die; the run ends with it (runs.h). Waits until the listing
+ * says no member of job is alive. */
+static void wait_run_over(const char *job)
+{
+    for (int i = 0; i < 500; i++) {
+        ck_assert_int_eq(ctl("--json status --job %s", job), 0);
+        if (!strstr(out, "\"state\":\"alive\""))
+            return;
+        usleep(10000);
+    }
+    ck_abort_msg("job %s's run never ended: %s", job, out);
+}
+
+/* A run that ended cleanly is finished, not stuck one short of its end:
+ * its last rank's leave says what it completed (GroupLeave.completed), and
+ * desync --job shows "finished, N collectives", healthy. */
+START_TEST(a_cleanly_finished_run_reads_finished)
+{
+    c10d_pg *pg = one_rank_job("ctl-done");
+    float x[2] = {1, 2};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    ck_assert_int_eq(c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL), C10D_OK);
+    c10d_destroy(pg);
+    wait_run_over("ctl-done");
+    ck_assert_int_eq(ctl("desync --job ctl-done"), 0);
+    ck_assert_msg(strstr(out, "group world (1 ranks): finished, 2 collectives") &&
+                      strstr(out, "completed #2 ") && !strstr(out, "behind"),
+                  "%s", out);
+    ck_assert_int_eq(ctl("--json desync --job ctl-done"), 0);
+    jv *v = parsed();
+    const jv *g = json_get(v, "groups");
+    ck_assert(g && g->type == JV_ARR && g->n == 1);
+    ck_assert_str_eq(json_str(g->items[0], "run"), "finished");
+    const jv *r = json_get(g->items[0], "ranks");
+    ck_assert(r && r->type == JV_ARR && r->n == 1);
+    ck_assert_int_eq((int)num(r->items[0], "entered"), 2);
+    ck_assert_int_eq((int)num(r->items[0], "completed"), 2);
+    json_free(v);
+    /* Without --job a finished run is not part of the health check. */
+    ck_assert_int_eq(ctl("desync"), 0);
+    ck_assert_msg(strstr(out, "healthy (1 finished run not shown: --finished shows it)") &&
+                      !strstr(out, "ctl-done"), "%s", out);
+    ck_assert_int_eq(ctl("desync --finished"), 0);
+    ck_assert_msg(strstr(out, "job ctl-done generation"), "%s", out);
+}
+END_TEST
+
+/* A rank that died in a run long over (kept for --retention) does not make
+ * today's check of the live runs fail: desync and watch without --job are
+ * healthy; --finished and --job J show the failure. */
+START_TEST(a_failed_finished_run_does_not_fail_the_check)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        (void)one_rank_job("ctl-died");
+        _exit(0); /* no c10d_destroy: the connection closes, the rank is dead */
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    wait_run_over("ctl-died");
+    ck_assert_int_eq(ctl("status --job ctl-died"), 0);
+    ck_assert_msg(strstr(out, "1 dead"), "%s", out);
+    ck_assert_int_eq(ctl("desync"), 0);
+    ck_assert_msg(strstr(out, "healthy (1 finished run not shown") && !strstr(out, "ctl-died"),
+                  "%s", out);
+    ck_assert_int_eq(ctl("watch --count 1"), 0);
+    ck_assert_int_eq(ctl("desync --finished"), 7);
+    ck_assert_msg(strstr(out, "NOT HEALTHY") && strstr(out, "job ctl-died: rank 0 dead"), "%s",
+                  out);
+    ck_assert_int_eq(ctl("watch --finished --count 1"), 7);
+    ck_assert_int_eq(ctl("desync --job ctl-died"), 7);
+    ck_assert_int_eq(ctl("--json desync --finished"), 7);
+    jv *v = parsed();
+    ck_assert(!flag(v, "healthy"));
+    ck_assert_int_eq((int)num(v, "finished_not_shown"), 0);
+    json_free(v);
+}
+END_TEST
+
+/* A job whose rendezvous is not complete says so, and is no failure. */
+START_TEST(a_forming_job_says_so)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        c10d_init_opts o = C10D_INIT_OPTS_INIT;
+        o.coord_url = coord.url;
+        o.rank = 0;
+        o.world_size = 2;
+        o.job = "ctl-forming";
+        o.timeout_ms = 30000;
+        c10d_pg *pg = NULL;
+        (void)c10d_init(&pg, &o); /* waits for rank 1, who never comes */
+        _exit(0);
+    }
+    int found = 0;
+    for (int i = 0; i < 500 && !found; i++) {
+        found = ctl("desync --job ctl-forming") == 0 &&
+                strstr(out, "job ctl-forming generation") &&
+                strstr(out, ": forming: 1 of 2 ranks joined");
+        if (!found)
+            usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_assert_msg(found, "%s", out);
+    ck_assert_msg(strstr(out, "healthy"), "%s", out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ctl");
@@ -409,6 +551,10 @@ int main(void)
     tcase_add_test(tc, desync_of_an_unknown_job_fails);
     tcase_add_test(tc, trace_names_the_job_it_shows);
     tcase_add_test(tc, watch_output_for_pipes_and_scripts);
+    tcase_add_test(tc, each_command_has_its_own_help);
+    tcase_add_test(tc, a_cleanly_finished_run_reads_finished);
+    tcase_add_test(tc, a_failed_finished_run_does_not_fail_the_check);
+    tcase_add_test(tc, a_forming_job_says_so);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);
 }

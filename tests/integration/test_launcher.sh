@@ -3,9 +3,11 @@
 # launcher (train_linear; train_uneven, ranks with uneven batches under
 # join, in every verification mode), a rank that fails (the launcher names
 # it and exits with its status; its peers name it too), --help, and bad
-# usage.
+# usage; torchrun's habits (--nproc-per-node, --nnodes/--node-rank, its
+# environment, "[rankN]:" before each line, whole lines, --log-dir,
+# --max-restarts); a desync led by the coordinator's finding.
 set -uo pipefail
-run=$1 train=$2 uneven=$3
+run=$1 train=$2 uneven=$3 rank=$4
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
@@ -150,8 +152,86 @@ grep -q "c10d-run: --coord: bad coordinator URL 'tcp://bogus'" "$out/bogus.err" 
 "$run" -n 1 --job "$(printf 'j%.0s' $(seq 200))" -- true >/dev/null 2>"$out/job.err"
 [ $? = 2 ] || fail "a 200-byte --job was accepted"
 grep -q "C10D_MAX_JOB_BYTES); this one is 200" "$out/job.err" || fail "long --job: no reason"
+# torchrun's spellings and environment: 2 hosts of 2 ranks, this one host 1
+# (ranks 2 and 3), each line of a rank after "[rankN]:".
+"$run" -q --nproc_per_node 2 --nnodes 2 --node_rank 1 --coord tcp://127.0.0.1:1 --job envjob \
+    --max-restarts 3 -- "$rank" env >"$out/env.out" 2>"$out/env.err" || fail "the env ranks failed"
+for want in "[rank2]:RANK=2" "[rank2]:LOCAL_RANK=0" "[rank3]:RANK=3" "[rank3]:LOCAL_RANK=1" \
+    "[rank3]:WORLD_SIZE=4" "[rank3]:LOCAL_WORLD_SIZE=2" "[rank3]:GROUP_RANK=1" \
+    "[rank3]:GROUP_WORLD_SIZE=2" "[rank3]:ROLE_RANK=3" "[rank3]:ROLE_WORLD_SIZE=4" \
+    "[rank3]:ROLE_NAME=default" "[rank3]:TORCHELASTIC_RESTART_COUNT=0" \
+    "[rank3]:TORCHELASTIC_MAX_RESTARTS=3" "[rank3]:TORCHELASTIC_RUN_ID=envjob" \
+    "[rank3]:C10D_JOB=envjob"; do
+    grep -qxF "$want" "$out/env.out" || fail "env: no line $want"
+done
+[ "$(grep -c . "$out/env.out")" = "$(grep -c '^\[rank[23]\]:' "$out/env.out")" ] ||
+    fail "env: a line without its rank's prefix"
+"$run" -q --nproc-per-node 1 --node-rank 0 -- "$rank" env | grep -qxF "[rank0]:WORLD_SIZE=1" ||
+    fail "--nproc-per-node/--node-rank"
+"$run" --no-prefix -q -n 1 -- "$rank" env | grep -qxF "RANK=0" || fail "--no-prefix"
+"$run" -n 2 --nnodes 2 -- true >/dev/null 2>"$out/nnodes.err"
+[ $? = 2 ] || fail "--nnodes 2 without --coord/--job was accepted"
+grep -q -- "--coord URL --job NAME" "$out/nnodes.err" || fail "--nnodes 2: no reason"
+"$run" -n 2 --nnodes 2 --node-rank 2 --coord tcp://127.0.0.1:1 --job j -- true >/dev/null 2>&1
+[ $? = 2 ] || fail "--node-rank 2 of --nnodes 2 was accepted"
+for opt in --master-addr --master_port; do
+    "$run" -n 1 "$opt" 1 -- true >/dev/null 2>"$out/master.err"
+    [ $? = 2 ] || fail "$opt was accepted"
+    grep -q -- "$opt: c10d-run has no master.*--coord URL" "$out/master.err" || fail "$opt: no reason"
+done
+
+# A rank's partial line waits for its end: rank 1's whole lines, printed
+# meanwhile, do not cut into it.
+"$run" -q -n 2 -- "$rank" partial >"$out/partial.out" 2>"$out/partial.err" ||
+    fail "the partial-line ranks failed"
+grep -qxF "[rank0]:part-0-end-0" "$out/partial.out" || fail "rank 0's line was cut"
+grep -qxF "[rank1]:line-1-a" "$out/partial.out" || fail "rank 1's line was glued to another"
+
+# A desync: every rank fails of it, but the first word of the launcher is
+# the coordinator's finding, naming rank 1 (it called BARRIER where rank 0
+# called ALL_REDUCE), not whichever rank exited first; then the exit codes.
+"$run" -q -n 2 -- "$rank" desync >"$out/desync.out" 2>"$out/desync.err"
+rc=$?
+[ "$rc" = 1 ] || fail "desync: launcher exited $rc, expected 1"
+first=$(grep -m1 "^c10d-run:" "$out/desync.err")
+grep -q "the coordinator found (EDESYNC): desync in group world .* at collective #2: rank 0 called ALL_REDUCE.*, rank 1 called BARRIER" \
+    <<<"$first" || fail "desync: the first line is not the coordinator's finding: $first"
+grep -qx "c10d-run: exit codes: rank 0: 1, rank 1: 1" "$out/desync.err" || fail "desync: no exit codes"
+
+# --max-restarts: rank 1 fails attempt 0; every rank is started again and
+# they meet again (a new generation of the same job); --log-dir keeps each
+# attempt's output, rank by rank, without the prefix.
+"$run" -q -n 3 --max-restarts 2 --job rs --log-dir "$out/logs" -- "$rank" restart \
+    >"$out/restart.out" 2>"$out/restart.err" || fail "the restarted job failed"
+grep -q "c10d-run: rank 1 (pid [0-9]*) exited with status 3" "$out/restart.err" ||
+    fail "restart: attempt 0's failure not said"
+grep -q "c10d-run: restarting the job's 3 ranks here (restart 1 of 2)" "$out/restart.err" ||
+    fail "restart: no word of the restart"
+for r in 0 1 2; do
+    grep -qxF "[rank$r]:sum 3 attempt 1" "$out/restart.out" || fail "restart: rank $r did not meet again"
+    grep -qxF "sum 3 attempt 1" "$out/logs/rs/attempt_1/$r/stdout.log" ||
+        fail "restart: no $out/logs/rs/attempt_1/$r/stdout.log"
+done
+grep -qxF "launcher_rank: rank 1 fails attempt 0" "$out/logs/rs/attempt_0/1/stderr.log" ||
+    fail "restart: attempt 0's stderr not in its log"
+[ "$(grep -c "restarting" "$out/restart.err")" = 1 ] || fail "restart: restarted more than once"
+# A --log-dir that cannot be made is a launch failure, said, with no rank run.
+"$run" -q -n 1 --log-dir /dev/null/logs -- touch "$out/ran" 2>"$out/logdir.err"
+[ $? = 1 ] || fail "a --log-dir under a file: launcher did not exit 1"
+grep -q "cannot create /dev/null/logs/" "$out/logdir.err" || fail "a bad --log-dir: no reason"
+[ -e "$out/ran" ] && fail "a bad --log-dir: the rank ran anyway"
+# Without restarts left, the failure is the job's.
+"$run" -q -n 2 -- "$rank" restart >/dev/null 2>"$out/norestart.err"
+[ $? = 3 ] || fail "no --max-restarts: the launcher did not exit with rank 1's 3"
+grep -q restarting "$out/norestart.err" && fail "restarted without --max-restarts"
+
 "$run" --version | grep -q "^c10d-run [0-9]" || fail "--version"
-"$run" --help | grep -q "Usage: c10d-run" || fail "--help"
+"$run" --help >"$out/help.out" || fail "--help"
+grep -q "Usage: c10d-run" "$out/help.out" || fail "--help: no usage"
+for opt in --nproc --nproc-per-node --nnodes --node-rank --coord --job --db --coord-bin --grace \
+    --max-restarts --log-dir --no-prefix --quiet --help --version --master-addr; do
+    grep -q -- "$opt" "$out/help.out" || fail "--help does not mention $opt"
+done
 "$run" -n 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing program is not a usage error"
 echo "launcher: ok"

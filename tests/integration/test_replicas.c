@@ -476,7 +476,7 @@ START_TEST(bad_replica_options_say_why)
         {"--replica 1 --peers 0=127.0.0.1:1", "is not ID=IPv4:PORT"},
         {"--replica 1 --peers 1=127.0.0.1:1,2=127.0.0.1:1", "an address is listed twice"},
         {"--replica 1 --peers 1=127.0.0.1:1,1=127.0.0.1:2", "a replica's id is listed twice"},
-        {"--replica 1 --peers 1=127.0.0.1:29500", "takes the port of this replica's dqlite"},
+        {"--replica 1 --peers 1=127.0.0.1:29700", "takes the port of this replica's dqlite"},
         {"--export x.db", "--export needs --peers"},
         {"--export x.db --replica 1 --peers 1=127.0.0.1:1", "not with --replica"},
         {"--seed x.db", "go with --replica ID"},

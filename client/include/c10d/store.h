@@ -58,7 +58,7 @@ typedef struct c10d_store_opts {
 
 /* Connects to the coordinator at `url` ("tcp://host:port", "host:port",
  * "ipc:///path", "tls+tcp://host:port"); NULL = from the environment
- * (C10D_COORD, or MASTER_ADDR + MASTER_PORT), else tcp://127.0.0.1:29500.
+ * (C10D_COORD, or MASTER_ADDR + MASTER_PORT), else tcp://127.0.0.1:29700.
  * A comma-separated list of URLs names a replicated coordinator's
  * replicas: the handle follows the leader (docs/api.md).
  * `o` NULL = defaults + environment. Waits for the coordinator to answer.

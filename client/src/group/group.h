@@ -61,6 +61,7 @@ typedef struct c10di_world {
     unsigned *lost_order;     /* per global rank: 1 for the first heard lost, ... (mu) */
     unsigned lost_count;      /* (mu) */
     c10di_seqs finals;        /* this rank's destroyed groups: their last collective (mu) */
+    c10di_seqs final_completed; /* and the last of them that completed (mu) */
     /* What this rank is doing, for peers' reports: written on every
      * collective without a lock (a seqlock over atomic bytes), because a
      * mutex taken millions of times a second starves the watcher. */

@@ -38,6 +38,7 @@ static void world_unref(c10di_world *w)
     free(w->lost);
     free(w->lost_finals);
     c10di_seqs_clear(&w->finals);
+    c10di_seqs_clear(&w->final_completed);
     free(w->lost_order);
     pthread_cond_destroy(&w->progress_cv);
     pthread_mutex_destroy(&w->mu);
@@ -430,6 +431,7 @@ void c10d_destroy(c10d_pg *pg)
      * made peers of the groups left out fail with a false EPEERLOST. */
     pthread_mutex_lock(&w->mu);
     (void)c10di_seqs_put(&w->finals, pg->name, pg->seq);
+    (void)c10di_seqs_put(&w->final_completed, pg->name, atomic_load(&pg->completed));
     pthread_mutex_unlock(&w->mu);
     if (strcmp(pg->name, "world") == 0) {
         c10di_verify_stop(w); /* flushes queued reports before we leave */
@@ -441,9 +443,18 @@ void c10d_destroy(c10d_pg *pg)
         m.generation = w->generation;
         m.rank = w->rank;
         m.activity = activity;
-        c10di_seqs_pb_mem mem;
+        c10di_seqs_pb_mem mem, cmem;
         m.finals = c10di_seqs_pb(&w->finals, &mem);
         m.n_finals = m.finals ? w->finals.n : 0;
+        /* what completed since the last heartbeat: a run that ended
+         * cleanly reads so (c10d-ctl desync), not as stopped one short */
+        pthread_mutex_lock(&w->mu);
+        for (c10d_pg *g = w->groups; g; g = g->next_in_world)
+            if (!c10di_seqs_get(&w->final_completed, g->name, &(uint64_t){0}))
+                (void)c10di_seqs_put(&w->final_completed, g->name, atomic_load(&g->completed));
+        pthread_mutex_unlock(&w->mu);
+        m.completed = c10di_seqs_pb(&w->final_completed, &cmem);
+        m.n_completed = m.completed ? w->final_completed.n : 0;
         C10dpb__Request req = C10DPB__REQUEST__INIT;
         req.op_case = C10DPB__REQUEST__OP_GROUP_LEAVE;
         req.group_leave = &m;
@@ -451,6 +462,7 @@ void c10d_destroy(c10d_pg *pg)
          * stops at once. A coordinator that is gone is not waited for. */
         (void)c10di_call_drop(w->conn, &req, 0, C10DI_FAREWELL_BUDGET_MS);
         c10di_seqs_pb_free(&mem);
+        c10di_seqs_pb_free(&cmem);
         c10di_watch_stop(w);
     }
     pg_free(pg);

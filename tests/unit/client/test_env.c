@@ -21,7 +21,7 @@ START_TEST(url_resolution_follows_torchrun_env)
     unsetenv("MASTER_ADDR");
     unsetenv("MASTER_PORT");
     c10di_resolve_url(NULL, url, sizeof url);
-    ck_assert_str_eq(url, "tcp://127.0.0.1:29500");
+    ck_assert_str_eq(url, "tcp://127.0.0.1:29700");
     c10di_resolve_url("node1:1234", url, sizeof url);
     ck_assert_str_eq(url, "tcp://node1:1234");
     c10di_resolve_url("ipc:///tmp/x", url, sizeof url);

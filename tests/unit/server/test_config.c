@@ -53,7 +53,8 @@ static int parse_capturing(c10ds_config *cfg, const char *const *args, int fd, c
 static const struct {
     const char *name, *arg;
 } every[] = {
-    {"listen", "tcp://127.0.0.1:0"}, {"tcpstore-listen", "29400"}, {"db", ":memory:"},
+    {"listen", "tcp://127.0.0.1:0"}, {"tcpstore-listen", "29400"}, {"metrics-listen", "9100"},
+    {"db", ":memory:"},
     {"max-key-bytes", "100"}, {"max-value-bytes", "1000"}, {"max-message-bytes", "4096"},
     {"max-multi-keys", "7"}, {"max-world-size", "9"}, {"max-connection-buffer", "65536"},
     {"max-pending-bytes", "1048576"}, {"frame-timeout", "100"}, {"max-decode-bytes", "1048576"},
@@ -90,6 +91,7 @@ START_TEST(defaults_hold_when_nothing_is_said)
     ck_assert_ptr_null(cfg.token);
     ck_assert_uint_gt(cfg.max_connections, 0);
     ck_assert_ptr_null(cfg.tcpstore_url);
+    ck_assert_ptr_null(cfg.metrics_url);
     ck_assert_uint_eq(cfg.replica_id, 0);
     c10ds_config_free(&cfg);
 }
@@ -110,6 +112,7 @@ START_TEST(every_option_taken_lands_in_its_field)
     ck_assert_int_eq(parse(&cfg, args), 0);
     ck_assert_str_eq(cfg.listen_url, "tcp://127.0.0.1:0");
     ck_assert_str_eq(cfg.tcpstore_url, "tcp://127.0.0.1:29400");
+    ck_assert_str_eq(cfg.metrics_url, "http://127.0.0.1:9100"); /* loopback unless HOST is given */
     ck_assert_str_eq(cfg.db_path, ":memory:");
     ck_assert_uint_eq(cfg.max_key_bytes, 100);
     ck_assert_uint_eq(cfg.max_value_bytes, 1000);
@@ -351,6 +354,7 @@ START_TEST(what_cannot_run_is_refused)
         {{"--export", "e.db", NULL}, "--export needs --peers"},
         {{"--log-level", "loud", NULL}, "--log-level wants error, warn, info or debug"},
         {{"--tcpstore-listen", "port", NULL}, "want PORT or HOST:PORT"},
+        {{"--metrics-listen", "0.0.0.0:x", NULL}, "--metrics-listen 0.0.0.0:x: want PORT or HOST:PORT"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         c10ds_config cfg;

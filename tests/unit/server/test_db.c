@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64], path[128];
@@ -392,6 +393,26 @@ START_TEST(newer_database_is_refused)
 }
 END_TEST
 
+/* The operator named a database whose directory is missing (or not
+ * theirs): said so, not "cannot open lock file". */
+START_TEST(a_missing_directory_is_named_as_such)
+{
+    c10ds_db db;
+    ck_assert_int_eq(c10ds_db_open(&db, "/nonexistent-c10d-dir/coord.db"), -1);
+    ck_assert_msg(strstr(c10ds_failure(), "its directory /nonexistent-c10d-dir does not exist"),
+                  "%s", c10ds_failure());
+    if (geteuid() == 0)
+        return; /* root writes anywhere */
+    char ro[] = "/tmp/c10d-ro-XXXXXX", file[64];
+    ck_assert_ptr_nonnull(mkdtemp(ro));
+    chmod(ro, 0555);
+    snprintf(file, sizeof file, "%s/coord.db", ro);
+    ck_assert_int_eq(c10ds_db_open(&db, file), -1);
+    ck_assert_msg(strstr(c10ds_failure(), "is not writable by this user"), "%s", c10ds_failure());
+    rmdir(ro);
+}
+END_TEST
+
 START_TEST(second_open_is_refused_naming_the_holder)
 {
     c10ds_db a, b;
@@ -461,6 +482,7 @@ int main(void)
     tcase_add_test(tc, newer_database_is_refused);
     tcase_add_test(tc, second_open_is_refused_naming_the_holder);
     tcase_add_test(tc, memory_database_needs_no_lock);
+    tcase_add_test(tc, a_missing_directory_is_named_as_such);
     tcase_add_test(tc, a_failed_commit_keeps_sqlites_reason_past_its_rollback);
     suite_add_tcase(s, tc);
     return c10d_run_suite(s);

@@ -74,44 +74,134 @@ void c10ds_verify_finding(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, int st
     c10ds_emit_finding(e, g);
 }
 
+/* Group ranks in[0..n) (ascending) as "rank 3" or "ranks 0, 2–5". */
+static size_t format_ranks(const c10ds_vgroup *g, const int *in, int n, char *buf, size_t cap)
+{
+    if (n == 1) {
+        c10ds_verify_who(g, in[0], buf, cap);
+        return strlen(buf);
+    }
+    size_t off = (size_t)snprintf(buf, cap, "ranks ");
+    for (int i = 0; i < n && off < cap; i++) {
+        int j = i;
+        while (j + 1 < n && in[j + 1] == in[j] + 1)
+            j++;
+        off += (size_t)snprintf(buf + off, cap - off, "%s%d", i ? ", " : "", in[i]);
+        if (j > i && off < cap)
+            off += (size_t)snprintf(buf + off, cap - off, "%s%d", j == i + 1 ? ", " : "–", in[j]);
+        i = j;
+    }
+    return off < cap ? off : cap - 1;
+}
+
+/* " (rank 0: host a pid 7; rank 1: host b pid 9)": where to point a
+ * debugger, for the first few of the ranks named. */
+static void where_they_run(c10ds_engine *e, const c10ds_vgroup *g, const int *named, int n,
+                           char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && i < 4 && off + 1 < cap; i++) {
+        c10ds_member m;
+        if (c10ds_groups_member(&e->groups, g->job, g->gen, g->ranks[named[i]], &m) != 1)
+            continue;
+        off += (size_t)snprintf(buf + off, cap - off, "%srank %d: host %s pid %d",
+                                off ? "; " : " (", named[i], m.host, m.pid);
+    }
+    if (off && off + 1 < cap)
+        snprintf(buf + off, cap - off, "%s)", n > 4 ? "; ..." : "");
+}
+
 void c10ds_verify_desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c10ds_vrun *ref,
                    int idx, const c10dc_fp *fp, const char *field)
 {
-    char a[64], b[64], fa[160], fb[160], report[1024];
+    /* Every rank already past seq called the reference (or its desync
+     * would have been found then); idx called fp; the rest are not there. */
+    int *same = malloc((size_t)g->size * sizeof *same), n_same = 0, n_behind = 0;
+    char a[256], b[64], fa[160], fb[160], where[320], behind[96] = "", hint[256] = "";
+    char report[1024];
+    if (same) {
+        for (int i = 0; i < g->size; i++) {
+            if (i != idx && g->entered[i] >= seq)
+                same[n_same++] = i;
+            else if (i != idx)
+                n_behind++;
+        }
+        format_ranks(g, same, n_same, a, sizeof a);
+    } else {
+        c10ds_verify_who(g, ref->first, a, sizeof a);
+    }
+    c10ds_verify_who(g, idx, b, sizeof b);
+    int named[5] = {idx};
+    int n_named = 1;
+    for (int i = 0; same && i < n_same && n_named < 5; i++)
+        named[n_named++] = same[i];
+    where_they_run(e, g, named, n_named, where, sizeof where);
+    if (n_behind)
+        snprintf(behind, sizeof behind, "; %d other rank%s not there yet", n_behind,
+                 n_behind == 1 ? " is" : "s are");
+    /* A rank that ran out of data leaves its loop for what follows it (a
+     * barrier, an evaluation's gather) while the others are still in the
+     * gradient all_reduces of a step: uneven inputs. */
+    if (!strcmp(field, "operation") &&
+        (ref->fp.kind == C10DC_ALL_REDUCE) != (fp->kind == C10DC_ALL_REDUCE))
+        snprintf(hint, sizeof hint, ". If the ranks' inputs are uneven, the one that ran out "
+                 "left its training loop early: run the loop under join() (docs/join.md)");
     snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
-             "%s, %s called %s (different %s)", g->name, g->job, (unsigned long long)seq,
-             c10ds_verify_who(g, ref->first, a, sizeof a), c10dc_fp_format(&ref->fp, fa, sizeof fa),
-             c10ds_verify_who(g, idx, b, sizeof b), c10dc_fp_format(fp, fb, sizeof fb), field);
+             "%s, %s called %s (different %s)%s%s%s", g->name, g->job, (unsigned long long)seq,
+             a, c10dc_fp_format(&ref->fp, fa, sizeof fa), b, c10dc_fp_format(fp, fb, sizeof fb),
+             field, behind, where, hint);
+    free(same);
     c10ds_verify_finding(e, g, seq, C10D_EDESYNC, report);
 }
 
-/* Who is where: "rank 0 in #6 ALL_REDUCE float32[2] SUM for 5.0 s; rank 1
- * completed #5 ...". */
+/* Rank i's state in words, without its time: what ranks sharing it are
+ * told apart by. */
+static void state_of(const c10ds_vgroup *g, int i, char *buf, size_t cap)
+{
+    char f[160];
+    if (!g->entered[i])
+        snprintf(buf, cap, "entered no collective");
+    else if (g->completed[i] >= g->entered[i])
+        snprintf(buf, cap, "completed #%llu and entered nothing since",
+                 (unsigned long long)g->completed[i]);
+    else
+        snprintf(buf, cap, "in #%llu %s", (unsigned long long)g->entered[i],
+                 c10dc_fp_format(&g->last[i], f, sizeof f));
+}
+
+/* Who is where, ranks in the same state as ranges: "rank 0 in #6
+ * ALL_REDUCE float32[2] SUM for 5.0 s; ranks 1–3 completed #5 and
+ * entered nothing since (for 5.1 s)". */
 void c10ds_verify_whereabouts(const c10ds_vgroup *g, char *buf, size_t cap)
 {
     size_t off = 0;
     int64_t now = c10d_steady_wall_ms();
-    for (int i = 0; i < g->size && off + 64 < cap; i++) {
-        char w[64], f[160];
-        if (i == 24) {
-            snprintf(buf + off, cap - off, "; and %d more ranks", g->size - 24);
+    int shown = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < g->size && off + 64 < cap; shown++) {
+        char st[224], next[224], who[96];
+        state_of(g, i, st, sizeof st);
+        int j = i + 1;
+        for (; j < g->size; j++) {
+            state_of(g, j, next, sizeof next);
+            if (strcmp(st, next))
+                break;
+        }
+        if (shown == 16) {
+            snprintf(buf + off, cap - off, "; and ranks %d–%d elsewhere", i, g->size - 1);
             return;
         }
-        if (!g->entered[i])
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s has entered no collective",
-                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w));
-        else if (g->completed[i] >= g->entered[i])
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s completed #%llu and has entered "
-                                    "nothing since (%.1f s)", i ? "; " : "",
-                                    c10ds_verify_who(g, i, w, sizeof w),
-                                    (unsigned long long)g->completed[i],
-                                    (now - g->entered_ms[i]) / 1000.0);
+        if (j - i == 1)
+            c10ds_verify_who(g, i, who, sizeof who);
         else
-            off += (size_t)snprintf(buf + off, cap - off, "%s%s in #%llu %s for %.1f s",
-                                    i ? "; " : "", c10ds_verify_who(g, i, w, sizeof w),
-                                    (unsigned long long)g->entered[i],
-                                    c10dc_fp_format(&g->last[i], f, sizeof f),
+            snprintf(who, sizeof who, "ranks %d–%d", i, j - 1);
+        const char *aux = g->entered[i] ? "" : j - i == 1 ? "has " : "have ";
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s %s%s", i ? "; " : "", who, aux, st);
+        if (g->entered[i] && off + 16 < cap)
+            off += (size_t)snprintf(buf + off, cap - off, " (for %.1f s)",
                                     (now - g->entered_ms[i]) / 1000.0);
+        i = j;
     }
 }
 

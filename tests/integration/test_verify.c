@@ -407,6 +407,90 @@ static void run_stall(c10d_verify mode)
         expect_ctl_desync(sc.job, 7, "\"status\":\"ETIMEDOUT\"", "stall in group world");
 }
 
+/* The hang report's case at four ranks: ranks 0-2 in a step's gradient
+ * all_reduce, rank 3 out of data and at the barrier after its loop. The
+ * report names the three as a range, says where rank 3 runs (host, pid:
+ * what to point py-spy at) and points at join(). */
+static int uneven_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    float x[2] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    c10d_status st;
+    if (rank == 3) {
+        usleep(1000 * 1000); /* the others' all_reduce is the reference */
+        st = c10d_barrier(pg, NULL, NULL);
+    } else {
+        st = c10d_all_reduce(pg, &t, C10D_SUM, NULL, NULL);
+    }
+    const char *msg = c10d_errmsg();
+    char pid[64];
+    snprintf(pid, sizeof pid, "rank 3: host ");
+    const char *want[] = {"ranks 0–2 called ALL_REDUCE float32[2] SUM, rank 3 called BARRIER "
+                          "(different operation)",
+                          pid, " pid ", "join() (docs/join.md)"};
+    int rc = st == C10D_EDESYNC ? 0 : 1;
+    for (size_t i = 0; !rc && i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(msg, want[i]))
+            rc = 2;
+    if (rc)
+        fprintf(stderr, "rank %d: %s: %s\n", rank, c10d_status_name(st), msg);
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(uneven_inputs_are_named_as_ranges_with_hosts_and_a_hint)
+{
+    scenario sc = {world_job("uneven"), C10D_VERIFY_SYNC, 0};
+    ck_assert_int_eq(world_run(4, uneven_body, &sc, 120, NULL), 0);
+}
+END_TEST
+
+/* Three ranks that stopped after #5, one in #6: the stall report names
+ * the three as one range. */
+static int stall4_body(int rank, int n, void *arg)
+{
+    const scenario *sc = arg;
+    c10d_pg *pg = init_mode(sc, rank, n, 60000);
+    if (!pg || five_matching(pg) != 0)
+        return 10;
+    if (rank != 0) {
+        int seen = wait_shared(stall_seen, 1, 30000);
+        c10d_destroy(pg);
+        return seen ? 0 : 3;
+    }
+    c10d_coll_opts co = C10D_COLL_OPTS_INIT;
+    co.timeout_ms = 1500;
+    float x[2] = {0};
+    c10d_tensor t = c10d_tensor_1d(x, C10D_FLOAT32, 2);
+    c10d_status st = c10d_all_reduce(pg, &t, C10D_SUM, &co, NULL);
+    const char *msg = c10d_errmsg();
+    int rc = st == C10D_ETIMEDOUT && strstr(msg, "rank 0 in #6 ALL_REDUCE float32[2] SUM") &&
+                     strstr(msg, "ranks 1–3 completed #5 and entered nothing since")
+                 ? 0
+                 : 1;
+    if (rc)
+        fprintf(stderr, "rank 0: %s: %s\n", c10d_status_name(st), msg);
+    *stall_seen = 1;
+    c10d_destroy(pg);
+    return rc;
+}
+
+START_TEST(a_stall_names_ranks_alike_as_a_range)
+{
+    stall_seen = mmap(NULL, sizeof *stall_seen, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne((void *)stall_seen, MAP_FAILED);
+    *stall_seen = 0;
+    scenario sc = {world_job("stall4"), C10D_VERIFY_SYNC, 0};
+    ck_assert_int_eq(world_run(4, stall4_body, &sc, 120, NULL), 0);
+    munmap((void *)stall_seen, sizeof *stall_seen);
+}
+END_TEST
+
 START_TEST(sync_stall_says_who_is_where)
 {
     run_stall(C10D_VERIFY_SYNC);
@@ -572,6 +656,8 @@ int main(void)
     tcase_add_test(tc, sync_rank_left_before_the_collective);
     tcase_add_test(tc, async_rank_left_before_the_collective);
     tcase_add_test(tc, sync_stall_says_who_is_where);
+    tcase_add_test(tc, uneven_inputs_are_named_as_ranges_with_hosts_and_a_hint);
+    tcase_add_test(tc, a_stall_names_ranks_alike_as_a_range);
     tcase_add_test(tc, async_stall_times_out);
     tcase_add_test(tc, matching_collectives_raise_no_alarm);
     tcase_add_test(tc, a_sync_check_looks_for_its_verdict_before_sleeping);

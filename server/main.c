@@ -145,7 +145,7 @@ int main(int argc, char **argv)
         c10ds_warn("serving on %s with no token: every host that reaches this port can read and "
                    "write the store and end jobs. Set C10D_TOKEN or --token-file (clients set "
                    "C10D_TOKEN alike), require client certificates (--tls-ca), or listen on "
-                   "127.0.0.1 (docs/operations.md, Security)", url);
+                   "127.0.0.1 (docs/operations.md, Tokens)", url);
     if (ts_listener && !reaches_this_host_only(ts_url))
         c10ds_warn("the TCPStore port %s takes no token or TLS (TCPStore's protocol has none): "
                    "every host that reaches it can read and write keys under tcpstore/",

@@ -9,6 +9,7 @@ all_reduces, and at the end every rank prints the same checksum of the
 weights (the last joiner's, which join() hands to everyone).
 """
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -33,6 +34,8 @@ with c10d_coord.join(modules=[model]) as j:
         loss.backward()
         opt.step()
 total = sum(p.detach().double().sum().item() for p in model.parameters())
-print(f"rank {rank}: {batches} batches, last loss {loss.item():.4f}, last joiner "
-      f"{j.last_joiner}, weights checksum {total:.6f}", flush=True)
+# one write of the whole line: ranks sharing a terminal do not glue lines
+sys.stdout.write(f"rank {rank}: {batches} batches, last loss {loss.item():.4f}, last joiner "
+                 f"{j.last_joiner}, weights checksum {total:.6f}\n")
+sys.stdout.flush()
 dist.destroy_process_group()

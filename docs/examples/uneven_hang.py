@@ -44,11 +44,13 @@ try:
         opt.step()
     where, since = "the barrier after the loop", time.monotonic()
     dist.barrier()
-    print(f"rank {rank}: finished", flush=True)
+    sys.stdout.write(f"rank {rank}: finished\n")
 except Exception as e:  # what the user sees
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    print(f"rank {rank}: failed in {where} after {time.monotonic() - since:.2f} s: "
-          f"{first[:600]}", flush=True)
+    # one write of the whole line: ranks sharing a terminal do not glue lines
+    sys.stdout.write(f"rank {rank}: failed in {where} after {time.monotonic() - since:.2f} s: "
+                     f"{first[:600]}\n")
+    sys.stdout.flush()
     sys.exit(1)
 finally:
     try:

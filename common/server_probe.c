@@ -133,33 +133,37 @@ static int speaks_first_or_http(const char *host, const char *port, char *out, s
     return found;
 }
 
-/* torch 2.2 on: VALIDATE, then PING, which is answered with its nonce. */
-static int tcpstore_v2(const char *host, const char *port)
+/* Sends q on a fresh connection; 1 when want bytes come back
+ * within ANSWER_MS (and, with expect, those bytes). */
+static int answers(const char *host, const char *port, const uint8_t *q, size_t qlen,
+                   size_t want, const uint8_t *expect)
 {
     int fd = connect_to(host, port);
     if (fd < 0)
         return 0;
-    uint8_t q[10] = {0}, a[4];
+    uint8_t a[16];
+    int found = send_all(fd, q, qlen) == 0 && read_for(fd, a, want, ANSWER_MS) == want &&
+                (!expect || !memcmp(a, expect, want));
+    close(fd);
+    return found;
+}
+
+/* torch 2.2 on: VALIDATE, then PING, which is answered with its nonce. */
+static int tcpstore_v2(const char *host, const char *port)
+{
+    uint8_t q[10] = {0};
     uint32_t magic = TS_MAGIC, nonce = 0x63313064u; /* "d01c" */
     memcpy(q + 1, &magic, 4); /* TCPStore's integers: the host's order */
     q[5] = 13;                /* PING */
     memcpy(q + 6, &nonce, 4);
-    int found = send_all(fd, q, sizeof q) == 0 && read_for(fd, a, 4, ANSWER_MS) == 4 &&
-                !memcmp(a, &nonce, 4);
-    close(fd);
-    return found;
+    return answers(host, port, q, sizeof q, 4, q + 6);
 }
 
 /* torch up to 2.1: GETNUMKEYS (6), answered with a 64-bit count. */
 static int tcpstore_v1(const char *host, const char *port)
 {
-    int fd = connect_to(host, port);
-    if (fd < 0)
-        return 0;
-    uint8_t q = 6, a[9];
-    int found = send_all(fd, &q, 1) == 0 && read_for(fd, a, sizeof a, ANSWER_MS) == 8;
-    close(fd);
-    return found;
+    const uint8_t q = 6;
+    return answers(host, port, &q, 1, 8, NULL);
 }
 
 int c10dc_identify_server(const char *url, char *out, size_t outlen)

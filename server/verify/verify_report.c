@@ -147,10 +147,12 @@ void c10ds_verify_desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c
         (ref->fp.kind == C10DC_ALL_REDUCE) != (fp->kind == C10DC_ALL_REDUCE))
         snprintf(hint, sizeof hint, ". If the ranks' inputs are uneven, the one that ran out "
                  "left its training loop early: run the loop under join() (docs/join.md)");
-    snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: %s called "
-             "%s, %s called %s (different %s)%s%s%s", g->name, g->job, (unsigned long long)seq,
-             a, c10dc_fp_format(&ref->fp, fa, sizeof fa), b, c10dc_fp_format(fp, fb, sizeof fb),
-             field, behind, where, hint);
+    int len = snprintf(report, sizeof report, "desync in group %s (job %s) at collective #%llu: "
+                       "%s called %s, %s called %s (different %s)%s%s%s", g->name, g->job,
+                       (unsigned long long)seq, a, c10dc_fp_format(&ref->fp, fa, sizeof fa), b,
+                       c10dc_fp_format(fp, fb, sizeof fb), field, behind, where, hint);
+    if (len >= (int)sizeof report) /* a report is one finding's line: what fits is said */
+        memcpy(report + sizeof report - 4, "...", 4);
     free(same);
     c10ds_verify_finding(e, g, seq, C10D_EDESYNC, report);
 }

@@ -166,9 +166,12 @@ for want in "[rank2]:RANK=2" "[rank2]:LOCAL_RANK=0" "[rank3]:RANK=3" "[rank3]:LO
 done
 [ "$(grep -c . "$out/env.out")" = "$(grep -c '^\[rank[23]\]:' "$out/env.out")" ] ||
     fail "env: a line without its rank's prefix"
-"$run" -q --nproc-per-node 1 --node-rank 0 -- "$rank" env | grep -qxF "[rank0]:WORLD_SIZE=1" ||
-    fail "--nproc-per-node/--node-rank"
-"$run" --no-prefix -q -n 1 -- "$rank" env | grep -qxF "RANK=0" || fail "--no-prefix"
+# whole outputs first: grep -q stops at its match, and a writer still
+# writing dies of SIGPIPE (a failed pipeline, under pipefail)
+got=$("$run" -q --nproc-per-node 1 --node-rank 0 -- "$rank" env)
+grep -qxF "[rank0]:WORLD_SIZE=1" <<<"$got" || fail "--nproc-per-node/--node-rank"
+got=$("$run" --no-prefix -q -n 1 -- "$rank" env)
+grep -qxF "RANK=0" <<<"$got" || fail "--no-prefix"
 "$run" -n 2 --nnodes 2 -- true >/dev/null 2>"$out/nnodes.err"
 [ $? = 2 ] || fail "--nnodes 2 without --coord/--job was accepted"
 grep -q -- "--coord URL --job NAME" "$out/nnodes.err" || fail "--nnodes 2: no reason"
@@ -225,7 +228,8 @@ grep -q "cannot create /dev/null/logs/" "$out/logdir.err" || fail "a bad --log-d
 [ $? = 3 ] || fail "no --max-restarts: the launcher did not exit with rank 1's 3"
 grep -q restarting "$out/norestart.err" && fail "restarted without --max-restarts"
 
-"$run" --version | grep -q "^c10d-run [0-9]" || fail "--version"
+got=$("$run" --version)
+grep -q "^c10d-run [0-9]" <<<"$got" || fail "--version"
 "$run" --help >"$out/help.out" || fail "--help"
 grep -q "Usage: c10d-run" "$out/help.out" || fail "--help: no usage"
 for opt in --nproc --nproc-per-node --nnodes --node-rank --coord --job --db --coord-bin --grace \

@@ -11,8 +11,12 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; for f in "$out"/*.log; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 
-"$coord" --help | grep -q "default tcp://127.0.0.1:29700" || fail "--help does not give the default"
-"$ctl" --help | grep -q "else tcp://127.0.0.1:29700" || fail "c10d-ctl --help does not give the default"
+# the whole help first: grep -q stops reading at its match, and a writer
+# still writing then dies of SIGPIPE (a failed pipeline, under pipefail)
+help=$("$coord" --help) && grep -q "default tcp://127.0.0.1:29700" <<<"$help" ||
+    fail "--help does not give the default"
+help=$("$ctl" --help) && grep -q "else tcp://127.0.0.1:29700" <<<"$help" ||
+    fail "c10d-ctl --help does not give the default"
 
 # start NAME ENV... -- ARGS...: a coordinator, until it is ready, then stopped
 start() {

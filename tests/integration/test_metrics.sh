@@ -12,7 +12,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; for f in "$out"/*.log "$out"/*.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
 
-"$coord" --help | grep -q -- "--metrics-listen \[HOST:\]PORT" || fail "--help does not list --metrics-listen"
+help=$("$coord" --help) && grep -q -- "--metrics-listen \[HOST:\]PORT" <<<"$help" || fail "--help does not list --metrics-listen"
 "$coord" --listen tcp://127.0.0.1:0 --db :memory: --metrics-listen 0 \
     --ready-file "$out/ready" 2>"$out/coord.log" &
 pid=$!

@@ -493,11 +493,15 @@ static int run_attempt(const run_opts *o, int attempt, pid_t *pids,
         for (int i = 0; i < 2 * n; i++)
             relay_read(&rel[i]);
         int st;
-        pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-            for (int l = 0; l < n; l++) {
-                if (pids[l] != p || done[l])
-                    continue;
+        /* Each rank by its pid: a coordinator this launcher started is a
+         * child too, and reaping it here would leave its pid free for
+         * another process by the time it is stopped. */
+        for (int k = 0; k < n; k++) {
+            if (done[k] || pids[k] <= 0 || waitpid(pids[k], &st, WNOHANG) != pids[k])
+                continue;
+            {
+                int l = k;
+                pid_t p = pids[k];
                 /* What it printed before it went comes before the word of it. */
                 relay_read(&rel[2 * l]);
                 relay_read(&rel[2 * l + 1]);
@@ -701,7 +705,7 @@ int main(int argc, char **argv)
         c10d_store_opts po = C10D_STORE_OPTS_INIT;
         po.timeout_ms = 2000;
         c10d_status st = c10d_store_connect(&probe, o.coord, &po);
-        if (st == C10D_EINVAL) {
+        if (st == C10D_EINVAL || st == C10D_EPROTO) { /* EPROTO: a server that is no coordinator */
             fprintf(stderr, "c10d-run: --coord: %s\n", c10d_errmsg());
             return EXIT_USAGE;
         }

@@ -67,7 +67,9 @@ static void emit(const relay *r, const char *p, size_t n)
 
 int relay_read(relay *r)
 {
-    while (r->fd >= 0) {
+    /* A few reads a call: a rank that prints without pause must not keep
+     * the launcher from the other ranks, reaping and its signals. */
+    for (int reads = 0; r->fd >= 0 && reads < 16; reads++) {
         ssize_t n = read(r->fd, r->line + r->len, sizeof r->line - r->len);
         if (n < 0 && errno == EINTR)
             continue;

@@ -244,7 +244,9 @@ def _meet(coord, query, timeout, job=""):
     os.environ["C10D_COORD"] = coord  # where subgroups meet too
     ms = _timeout_ms(timeout)
     world = _C.ProcessGroupCoord(rank, size, coord, job, ms)
-    store_ms = ms or int(os.environ["C10D_TIMEOUT_MS"])  # torch's store wants a number
+    # torch's store wants a number: the library checked C10D_TIMEOUT_MS above
+    env_ms = os.environ.get("C10D_TIMEOUT_MS")
+    store_ms = ms or (int(env_ms) if env_ms else 300000)
     return (_C.StoreCoord.run(world, store_ms), rank, size)
 
 

@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
+#include <nng/supplemental/util/platform.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +20,23 @@ struct c10ds_metrics {
     nng_http_server *server;
     c10ds_engine *engine;
     char role[16];
+    /* Scrapes under way, and whether the endpoint is stopping: NNG may
+     * still run a handler after its server is stopped, and the engine
+     * it reads goes right after c10ds_metrics_stop. */
+    atomic_int serving, stopping;
 };
+
+/* The stopped endpoint, kept (reachable) to the process's end. */
+static c10ds_metrics *stopped;
 
 static void serve(nng_aio *aio)
 {
     c10ds_metrics *m = nng_http_handler_get_data(nng_aio_get_input(aio, 1));
     nng_http_res *res = NULL;
     size_t len = 0;
-    char *text = c10ds_metrics_render(m->engine, m->role, &len);
+    atomic_fetch_add(&m->serving, 1);
+    char *text = atomic_load(&m->stopping) ? NULL : c10ds_metrics_render(m->engine, m->role, &len);
+    atomic_fetch_sub(&m->serving, 1);
     int rv = text ? nng_http_res_alloc(&res) : NNG_ENOMEM;
     if (rv == 0)
         rv = nng_http_res_set_header(res, "Content-Type", "text/plain; version=0.0.4; "
@@ -97,7 +108,12 @@ void c10ds_metrics_stop(c10ds_metrics *m)
 {
     if (!m)
         return;
+    atomic_store(&m->stopping, 1);
     nng_http_server_stop(m->server);
+    /* a scrape that began before the flag: its reading ends in
+     * microseconds; bounded, should NNG's thread be stuck elsewhere */
+    for (int i = 0; i < 2000 && atomic_load(&m->serving); i++)
+        nng_msleep(1);
     nng_http_server_release(m->server);
-    free(m);
+    stopped = m; /* not freed: a handler NNG starts late still reads it */
 }

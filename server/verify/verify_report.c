@@ -127,6 +127,8 @@ void c10ds_verify_desync(c10ds_engine *e, c10ds_vgroup *g, uint64_t seq, const c
             else if (i != idx)
                 n_behind++;
         }
+    }
+    if (same && n_same) {
         format_ranks(g, same, n_same, a, sizeof a);
     } else {
         c10ds_verify_who(g, ref->first, a, sizeof a);

@@ -183,6 +183,18 @@ for opt in --master-addr --master_port; do
     grep -q -- "$opt: c10d-run has no master.*--coord URL" "$out/master.err" || fail "$opt: no reason"
 done
 
+# --coord at a server that is no coordinator (an HTTP port): refused at
+# once, saying what it is, before any rank starts.
+/usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1 >"$out/http.log" 2>&1 &
+http=$!
+for _ in $(seq 100); do grep -q "Serving HTTP" "$out/http.log" && break; sleep 0.1; done
+hport=$(grep -o "port [0-9]*" "$out/http.log" | awk '{print $2}')
+"$run" -n 1 --coord "tcp://127.0.0.1:$hport" -- true >/dev/null 2>"$out/http.err"
+hrc=$?
+kill "$http" 2>/dev/null
+[ "$hrc" = 2 ] || fail "--coord at an HTTP port: exit $hrc"
+grep -q "is an HTTP server" "$out/http.err" || fail "--coord at an HTTP port: $(cat "$out/http.err")"
+
 # A rank's partial line waits for its end: rank 1's whole lines, printed
 # meanwhile, do not cut into it.
 "$run" -q -n 2 -- "$rank" partial >"$out/partial.out" 2>"$out/partial.err" ||

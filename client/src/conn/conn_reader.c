@@ -98,6 +98,7 @@ static int dispatch(c10di_conn *c)
         }
         if (!c->answered) { /* a coordinator: dial at once again if it breaks */
             c->answered = 1;
+            c->ever_answered = 1;
             c->unanswered = 0;
             c->dial_failures = 0;
             c->tried = 0;

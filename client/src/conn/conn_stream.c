@@ -213,14 +213,19 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
                 c->spoke_tls |= tls;
                 if (found == 0 && !c->tls_why)
                     c->tls_why = strdup(why);
+                continue; /* mu was let go: look at the connection again */
             }
             if (c->unanswered >= NOT_A_COORDINATOR_AFTER && (c->spoke_tls || c->tls_why)) {
                 rv = NNG_EPROTO; /* the port speaks TLS and we do not, or the other way */
                 break;
             }
-            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && identify(c, c->hung_url)) {
-                rv = NNG_EPROTO; /* a TCPStore, most often */
-                break;
+            if (c->unanswered >= NOT_A_COORDINATOR_AFTER && !c->identified && !c->ever_answered &&
+                !c->rx_async) {
+                if (identify(c, c->hung_url)) {
+                    rv = NNG_EPROTO; /* a TCPStore, most often */
+                    break;
+                }
+                continue; /* mu was let go: look at the connection again */
             }
             c10di_conn_notice_unreachable(c, now, deadline);
             if (!c->dialing && now >= c->next_dial_ms) {
@@ -255,7 +260,7 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
          * coordinator answers in milliseconds; an HTTP server waits for a
          * line that never comes. */
         int64_t until = deadline;
-        if (!c->answered && !c->identified && !c->rx_async) {
+        if (!c->ever_answered && !c->identified && !c->rx_async) {
             int64_t probe_at = c->dialed_ms + C10DI_CONN_SILENT_PROBE_MS;
             if (now >= probe_at) {
                 if (identify(c, c->urls[c->cur])) {

@@ -117,6 +117,7 @@ struct c10di_conn {
      * connection silent for C10DI_CONN_SILENT_PROBE_MS), or NULL. */
     int identified;
     char *not_coord_why;
+    int ever_answered; /* a coordinator answered on some stream: asked no more what it is */
     int64_t dialed_ms; /* when the stream now connected was dialled */
     const char *timeout_from; /* the timeout's source, in words (c10di_conn_open) */
     c10di_waiter *waiters;

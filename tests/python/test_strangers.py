@@ -6,6 +6,7 @@ this torch speaks), the coordinator's --tcpstore-listen port, Python's
 HTTP server."""
 import http.server
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -152,3 +153,25 @@ def test_a_tcpstore_client_on_the_main_port_is_named(coordinator):
     line = [ln for ln in coordinator.output().splitlines()
             if "speaks PyTorch's TCPStore protocol" in ln][-1]
     assert "--tcpstore-listen" in line and "c10d-ctl status names it" in line, line
+
+
+def test_a_tls_client_is_told_what_answers_in_plain(http_port, tmp_path):
+    """tls+tcp:// at a port that speaks no TLS: the TLS engine's words, and
+    what the server is, asked in plain TCP."""
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a CA with (scripts/install-deps.sh installs it)")
+    ca = tmp_path / "ca.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=c10d-test", "-keyout", str(tmp_path / "ca.key"), "-out",
+                    str(ca)], check=True, capture_output=True)
+    rc, err, took = ctl_status_tls(f"tls+tcp://127.0.0.1:{http_port}", ca)
+    assert rc == 6, err
+    assert "does not answer in TLS" in err and "It is an HTTP server" in err, err
+    assert took < TOLD_WITHIN_S, f"told after {took:.1f} s: {err}"
+
+
+def ctl_status_tls(url, ca):
+    start = time.monotonic()
+    p = subprocess.run([CTL, "--coord", url, "--tls-ca", str(ca), "--timeout", str(TIMEOUT_MS),
+                        "status"], capture_output=True, text=True, timeout=TIMEOUT_MS / 1000 + 30)
+    return p.returncode, p.stderr, time.monotonic() - start

@@ -59,6 +59,21 @@ static int identify(c10di_conn *c, const char *url)
     return c->not_coord_why != NULL;
 }
 
+/* After a TLS handshake with url failed saying why: where the server
+ * does not speak TLS, " It is ...", what it is asked in plain TCP, into
+ * out (else ""). A plain coordinator answers no protocol the probe
+ * knows, and is left to the TLS engine's words. */
+static void what_is_there(const char *url, const char *why, char *out, size_t cap)
+{
+    char plain[C10DI_URL_MAX], is[256];
+    const char *rest = strstr(url, "://");
+    out[0] = '\0';
+    if (why && strstr(why, "does not answer in TLS") && rest &&
+        snprintf(plain, sizeof plain, "tcp%s", rest) < (int)sizeof plain &&
+        c10dc_identify_server(plain, is, sizeof is) == 1)
+        snprintf(out, cap, " It is %s.", is);
+}
+
 /* A TLS failure: a wrong CA does not get better by dialling again. */
 static int tls_failure(int rv)
 {
@@ -344,8 +359,10 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
             snprintf(why, sizeof why, "%s (is the CA file the one that signed its "
                      "certificate, and does the certificate name this host?)",
                      nng_strerror(rv));
-        return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s",
-                           url, why);
+        char is[300];
+        what_is_there(url, why, is, sizeof is);
+        return c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s failed: %s%s",
+                           url, why, is);
     }
     pthread_mutex_lock(&c->mu);
     char *what_is = c->not_coord_why ? strdup(c->not_coord_why) : NULL;
@@ -364,9 +381,13 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
     free(what_is);
     if (rv == NNG_EPROTO && c->rx_async) {
         pthread_mutex_lock(&c->mu);
-        c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
-                                     "failed: %s", hung, c->tls_why ? c->tls_why : "?");
+        char *why = c->tls_why ? strdup(c->tls_why) : NULL;
         pthread_mutex_unlock(&c->mu);
+        char is[300];
+        what_is_there(hung, why, is, sizeof is);
+        c10d_status st = c10di_error(C10D_EAUTH, "TLS handshake with the coordinator at %s "
+                                     "failed: %s%s", hung, why ? why : "?", is);
+        free(why);
         return st;
     }
     if (rv == NNG_EPROTO)

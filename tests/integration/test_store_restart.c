@@ -298,6 +298,38 @@ START_TEST(sigterm_is_a_clean_shutdown)
 }
 END_TEST
 
+/* A write sent to a coordinator that then answers nothing (stopped, as
+ * a hung host) times out saying its outcome is unknown; a read does not
+ * say so, and a refused write carries the coordinator's reason alone. */
+START_TEST(a_write_never_answered_says_its_outcome_is_unknown)
+{
+    c10d_store *s = connect_timeout(coord.url, 1500);
+    int64_t n;
+    char big[5000];
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ck_assert_int_eq(c10d_store_add(s, big, 1, &n), C10D_ETOOBIG); /* over --max-key-bytes */
+    ck_assert_ptr_null(strstr(c10d_errmsg(), "outcome is unknown"));
+    kill(coord.pid, SIGSTOP);
+    c10d_status st = c10d_store_add(s, "unknown/n", 1, &n);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", c10d_errmsg());
+    void *v = NULL;
+    size_t len;
+    c10d_status rst = c10d_store_get(s, "unknown/n", &v, &len, C10D_NO_WAIT);
+    char rmsg[1024];
+    snprintf(rmsg, sizeof rmsg, "%s", c10d_errmsg());
+    kill(coord.pid, SIGCONT);
+    ck_assert_msg(st == C10D_ETIMEDOUT && strstr(msg, "the outcome is unknown: the add was sent "
+                                                      "and may have been applied"),
+                  "%s: %s", c10d_status_name(st), msg);
+    ck_assert_int_ne(rst, C10D_OK);
+    ck_assert_msg(!strstr(rmsg, "outcome is unknown"), "a read said: %s", rmsg);
+    c10d_free(v);
+    c10d_store_close(s);
+}
+END_TEST
+
 /* A damaged database started silently ("-1 keys"),
  * then answered existing keys "no such key". It must be refused at start
  * with a message that says the file is damaged. */
@@ -508,6 +540,7 @@ int main(void)
     Suite *s = suite_create("store_restart");
     TCase *tc = store_tcase("store_restart");
     tcase_add_test(tc, a_resent_request_is_answered_from_the_request_log);
+    tcase_add_test(tc, a_write_never_answered_says_its_outcome_is_unknown);
     tcase_add_test(tc, adds_in_flight_together_are_applied_once_through_restarts);
     tcase_add_test(tc, second_coordinator_through_a_link_is_refused);
     tcase_add_test(tc, a_damaged_database_is_refused_at_start);

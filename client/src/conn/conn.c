@@ -19,6 +19,23 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+/* The store's writes: their outcome is unknown when they were sent and
+ * never answered. */
+static int is_store_write(int op_case)
+{
+    switch (op_case) {
+    case C10DPB__REQUEST__OP_SET:
+    case C10DPB__REQUEST__OP_MULTI_SET:
+    case C10DPB__REQUEST__OP_ADD:
+    case C10DPB__REQUEST__OP_COMPARE_SET:
+    case C10DPB__REQUEST__OP_DELETE_KEY:
+    case C10DPB__REQUEST__OP_APPEND:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static const char *op_name(const C10dpb__Request *req)
 {
     const ProtobufCFieldDescriptor *f =
@@ -118,6 +135,8 @@ static c10d_status roundtrip(c10di_conn *c, C10dpb__Request *req, c10d_ms server
         how = C10DI_WAIT_NEWS;
     else if (req->op_case == C10DPB__REQUEST__OP_COLL_REPORT && req->coll_report->sync)
         how = C10DI_WAIT_SPIN;
+    else if (is_store_write(req->op_case))
+        how = C10DI_WAIT_WRITE;
     c10d_status st = c10di_conn_roundtrip(c, op_name(req), frame, C10DC_FRAME_HDR + len,
                                           req->request_id, how, resend, server_wait_ms,
                                           timeout_ms, &r);

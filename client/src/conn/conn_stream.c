@@ -182,7 +182,7 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
  * deadline. Returns 0 with the reply, decoded, in *reply (the caller's to
  * free; NULL: it did not decode), or NNG's error. */
 static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsigned how,
-                    int resend, int64_t deadline, C10dpb__Reply **reply)
+                    int resend, int64_t deadline, C10dpb__Reply **reply, int *sent)
 {
     int parked = (how & C10DI_WAIT_NEWS) != 0;
     c10di_waiter w = {.id = id, .news = parked, .spin = (how & C10DI_WAIT_SPIN) != 0};
@@ -314,12 +314,15 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
     }
     unlink_waiter(c, &w);
     pthread_mutex_unlock(&c->mu);
+    *sent = w.sent_epoch != 0;
     if (w.done) {
         *reply = w.reply;
         return 0;
     }
     return rv;
 }
+
+static c10d_status why_failed(c10di_conn *c, const char *what, int rv, int64_t start);
 
 c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame, size_t len,
                                  uint64_t id, unsigned how, int resend, c10d_ms server_wait_ms,
@@ -328,7 +331,8 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
     int64_t start = c10d_now_ms();
     int64_t deadline = start + (int64_t)(server_wait_ms > 0 ? server_wait_ms : 0) + timeout_ms;
     C10dpb__Reply *r = NULL;
-    int rv = exchange(c, id, frame, len, how, resend, deadline, &r);
+    int sent = 0;
+    int rv = exchange(c, id, frame, len, how, resend, deadline, &r, &sent);
     if (rv == 0 && r) {
         *reply = r;
         return C10D_OK;
@@ -336,6 +340,20 @@ c10d_status c10di_conn_roundtrip(c10di_conn *c, const char *what, uint8_t *frame
     if (rv == 0) /* a frame whose protobuf is no Reply (dispatch, conn_reader.c) */
         return c10di_error(C10D_EPROTO, "undecodable reply to %s from %s (is it a c10d-coord?)",
                            what, c10di_conn_current_url(c));
+    c10d_status st = why_failed(c, what, rv, start);
+    /* A write that went out and was never answered may have been applied:
+     * its outcome is unknown, unlike a refusal, which carries the
+     * coordinator's own code and reason and applied nothing. */
+    if ((how & C10DI_WAIT_WRITE) && sent && (st == C10D_ETIMEDOUT || st == C10D_EUNAVAIL))
+        st = c10di_error(st, "%s; the outcome is unknown: the %s was sent and may have been "
+                         "applied (read the key to know)", c10d_errmsg(), what);
+    return st;
+}
+
+/* Why the round trip of `what` failed with NNG's rv, in the words of what
+ * the stream found (c10di_conn_roundtrip). */
+static c10d_status why_failed(c10di_conn *c, const char *what, int rv, int64_t start)
+{
     long long waited = (long long)(c10d_now_ms() - start);
     pthread_mutex_lock(&c->mu);
     int last = c->last_err, leaderless = c->leaderless;

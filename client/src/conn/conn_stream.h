@@ -176,6 +176,8 @@ void c10di_conn_stream_fini(c10di_conn *c);
  * SYNC check, whose verdict the collective waits for; its rank has
  * nothing else to run meanwhile */
 #define C10DI_WAIT_SPIN 2u
+/* a store write: a failure after it was sent says its outcome is unknown */
+#define C10DI_WAIT_WRITE 4u
 
 /* One round trip: sends frame (len bytes, request id) and waits for its
  * reply as `how` says, dialling again and resending it when the

@@ -51,7 +51,7 @@
 
 #define EXIT_USAGE 2
 
-static volatile sig_atomic_t got_signal;
+static volatile sig_atomic_t got_signal, got_from_tty;
 /* The ranks, for the handler: a signal is forwarded from inside it, so
  * none is lost between the loop's check and its poll. */
 static pid_t *g_pids;
@@ -70,9 +70,16 @@ static void wake(void)
     errno = e;
 }
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
-    if (!got_signal && g_pids)
+    (void)uc;
+    /* A terminal's ^C (the kernel's, to the whole foreground process
+     * group) reached the ranks already: passed on again, a Python rank
+     * would take a second KeyboardInterrupt inside its cleanup. */
+    int from_tty = si && si->si_code == SI_KERNEL && sig == SIGINT;
+    if (!got_signal)
+        got_from_tty = from_tty;
+    if (!got_signal && g_pids && !from_tty)
         for (int r = 0; r < g_n; r++)
             if (!g_done[r] && g_pids[r] > 0)
                 kill(g_pids[r], sig); /* async-signal-safe */
@@ -247,6 +254,10 @@ static pid_t start_coord(const char *bin, const char *db, const char *dir, char 
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != launcher)
             _exit(1);
+        /* A process group of its own: a terminal's ^C must not stop the
+         * coordinator before the ranks it serves (they would retry it
+         * until SIGTERM); the launcher stops it after them. */
+        setpgid(0, 0);
         execlp(bin, bin, "--listen", "tcp://127.0.0.1:0", "--db", db, "--ready-file", ready,
                (char *)NULL);
         fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
@@ -486,7 +497,8 @@ static int run_attempt(const run_opts *o, int attempt, pid_t *pids,
         /* Before the reaping: the ranks the signal ends are its, not failures of the job. */
         if (got_signal && !end->forwarded) { /* the handler forwarded it */
             end->forwarded = got_signal;
-            fprintf(stderr, "c10d-run: %s: forwarded to the ranks\n", strsignal(got_signal));
+            fprintf(stderr, "c10d-run: %s: %s\n", strsignal(got_signal),
+                    got_from_tty ? "the ranks had it from the terminal" : "forwarded to the ranks");
             if (!fail_at)
                 fail_at = now_ms();
         }
@@ -757,7 +769,8 @@ int main(int argc, char **argv)
         return 1;
     }
     struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);

@@ -250,4 +250,10 @@ for opt in --nproc --nproc-per-node --nnodes --node-rank --coord --job --db --co
 done
 "$run" -n 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing program is not a usage error"
+
+# A terminal's ^C (in a pty): every rank gets it once, from the terminal,
+# not again from the launcher; the coordinator it started still serves.
+ctl="$(dirname "$run")/c10d-ctl"
+timeout 120 /usr/bin/python3 "$(dirname "$0")/launcher_tty.py" "$run" "$ctl" >"$out/tty.out" 2>&1 ||
+    fail "^C in a terminal: $(cat "$out/tty.out")"
 echo "launcher: ok"

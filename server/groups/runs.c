@@ -299,44 +299,53 @@ int64_t c10ds_runs_reclaim(c10ds_engine *e, int64_t now_ms, int64_t budget)
     if (total >= budget)
         return total;
     int64_t retention_ms = e->cfg->retention_s * 1000;
-    /* Read first: the deletes change the table being read. */
-    due_run due[RUNS_RECLAIM_RUNS];
-    int n_due = 0, rc;
-    sqlite3_stmt *s = stmt(rs, RS_DUE, NULL, 0);
-    sqlite3_bind_int64(s, 1, now_ms - retention_ms);
-    sqlite3_bind_int(s, 2, RUNS_RECLAIM_RUNS);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW && n_due < RUNS_RECLAIM_RUNS) {
-        const unsigned char *j = sqlite3_column_text(s, 0);
-        snprintf(due[n_due].job, sizeof due[n_due].job, "%.*s", C10D_MAX_JOB_BYTES,
-                 j ? (const char *)j : "");
-        due[n_due].gen = (uint64_t)sqlite3_column_int64(s, 1);
-        due[n_due].ended_ms = sqlite3_column_int64(s, 2);
-        n_due++;
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return -1;
-    for (int i = 0; i < n_due && total < budget; i++) {
-        due_run *d = &due[i];
-        if (strcmp(rs->job, d->job) || rs->gen != d->gen) /* a new one: count afresh */
-            rs->rows = 0;
-        memcpy(rs->job, d->job, sizeof rs->job);
-        rs->gen = d->gen;
-        int done;
-        int64_t n = reclaim_run(e, rs->job, rs->gen, budget - total, &done);
-        if (n < 0)
+    /* Runs in batches of RUNS_RECLAIM_RUNS until the sweep's rows are
+     * spent: the rows bound the engine's time, not the runs (2,000 short
+     * jobs, a few rows each, waited 16 runs a sweep). Each batch is read
+     * first: the deletes change the table being read. */
+    for (int batch = 0; batch < RUNS_RECLAIM_BATCHES && total < budget; batch++) {
+        due_run due[RUNS_RECLAIM_RUNS];
+        int n_due = 0, rc, all_done = 1;
+        sqlite3_stmt *s = stmt(rs, RS_DUE, NULL, 0);
+        sqlite3_bind_int64(s, 1, now_ms - retention_ms);
+        sqlite3_bind_int(s, 2, RUNS_RECLAIM_RUNS);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW && n_due < RUNS_RECLAIM_RUNS) {
+            const unsigned char *j = sqlite3_column_text(s, 0);
+            snprintf(due[n_due].job, sizeof due[n_due].job, "%.*s", C10D_MAX_JOB_BYTES,
+                     j ? (const char *)j : "");
+            due[n_due].gen = (uint64_t)sqlite3_column_int64(s, 1);
+            due[n_due].ended_ms = sqlite3_column_int64(s, 2);
+            n_due++;
+        }
+        sqlite3_reset(s);
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
             return -1;
-        total += n;
-        rs->rows += n;
-        if (!done)
-            break;
-        c10ds_info("job %s generation %llu: records reclaimed (%lld rows), over for %lld s "
-                   "(--retention %lld s)%s", rs->job, (unsigned long long)rs->gen,
-                   (long long)rs->rows, (long long)((now_ms - d->ended_ms) / 1000),
-                   (long long)e->cfg->retention_s,
-                   done == 2 ? "; nothing of the job is left" : "");
-        rs->job[0] = '\0';
-        rs->rows = 0;
+        for (int i = 0; i < n_due && total < budget; i++) {
+            due_run *d = &due[i];
+            if (strcmp(rs->job, d->job) || rs->gen != d->gen) /* a new one: count afresh */
+                rs->rows = 0;
+            memcpy(rs->job, d->job, sizeof rs->job);
+            rs->gen = d->gen;
+            int done;
+            int64_t n = reclaim_run(e, rs->job, rs->gen, budget - total, &done);
+            if (n < 0)
+                return -1;
+            total += n;
+            rs->rows += n;
+            if (!done) {
+                all_done = 0;
+                break;
+            }
+            c10ds_info("job %s generation %llu: records reclaimed (%lld rows), over for %lld s "
+                       "(--retention %lld s)%s", rs->job, (unsigned long long)rs->gen,
+                       (long long)rs->rows, (long long)((now_ms - d->ended_ms) / 1000),
+                       (long long)e->cfg->retention_s,
+                       done == 2 ? "; nothing of the job is left" : "");
+            rs->job[0] = '\0';
+            rs->rows = 0;
+        }
+        if (!all_done || n_due < RUNS_RECLAIM_RUNS)
+            break; /* the budget ran out in a run, or no run is due any more */
     }
     return total;
 }

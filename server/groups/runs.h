@@ -44,8 +44,11 @@
  * 0.6 ms here): a run that wrote no more is gone at once, when its last
  * rank's c10d_destroy returns; a bigger one's rest goes in the sweeps. */
 #define RUNS_END_KEYS 1000
-/* The most runs looked at in one sweep. */
+/* Runs are read RUNS_RECLAIM_RUNS at a time, up to RUNS_RECLAIM_BATCHES
+ * times a sweep while its rows last (a run over with no rows left still
+ * costs its few statements: the batches bound those). */
 #define RUNS_RECLAIM_RUNS 16
+#define RUNS_RECLAIM_BATCHES 64
 
 /* The tables that hold a run's records, keyed (job, generation, key...),
  * with the rest of their primary key: X(table, key). Reclaiming deletes

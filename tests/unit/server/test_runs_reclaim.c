@@ -91,6 +91,27 @@ START_TEST(reclaiming_is_bounded_per_sweep_and_leaves_nothing)
 }
 END_TEST
 
+/* Many short runs over at once (a sweep of jobs, a retention that just
+ * passed): one sweep reclaims as many as its rows allow, not 16 (2,000
+ * short jobs were 1,136 still there 30 s after they ended). */
+START_TEST(one_sweep_reclaims_as_many_short_runs_as_its_rows_allow)
+{
+    enum { JOBS = 30 }; /* more than a batch of RUNS_RECLAIM_RUNS; the fixture keeps 64 replies */
+    for (int i = 0; i < JOBS; i++) {
+        char job[32];
+        snprintf(job, sizeof job, "short-%d", i);
+        uint64_t gen = form(job, 1);
+        ck_assert_int_eq(run1(leave_req(1, job, gen, 0))->status, C10D_OK);
+    }
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs WHERE job LIKE '%s'", "short-%"), JOBS);
+    fx.cfg.retention_s = 0;
+    int64_t got = c10ds_runs_reclaim(fx.eng, c10d_steady_wall_ms(), RUNS_RECLAIM_ROWS);
+    ck_assert_int_gt(got, 0);
+    ck_assert_int_le(got, RUNS_RECLAIM_ROWS);
+    ck_assert_int_eq(scalar("SELECT count(*) FROM jobs WHERE job LIKE '%s'", "short-%"), 0);
+}
+END_TEST
+
 /* A run that leaves more keys than RUNS_END_KEYS loses the first of them
  * when it ends and the rest in the sweeps, a bounded number a sweep; its
  * records wait for its keys. Before, every key went in the transaction of
@@ -330,6 +351,7 @@ int main(void)
     Suite *s = suite_create("runs_reclaim");
     TCase *tc = runs_tcase("engine");
     tcase_add_test(tc, reclaiming_is_bounded_per_sweep_and_leaves_nothing);
+    tcase_add_test(tc, one_sweep_reclaims_as_many_short_runs_as_its_rows_allow);
     tcase_add_test(tc, every_table_keyed_by_job_and_generation_is_reclaimed);
     tcase_add_test(tc, a_finished_runs_verification_leaves_memory_for_the_database);
     tcase_add_test(tc, a_big_runs_keys_go_in_bounded_sweeps_after_it_ends);

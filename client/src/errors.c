@@ -55,8 +55,8 @@ const char *c10di_timeout_from(int api_timeout)
 {
     const char *env = getenv("C10D_TIMEOUT_MS");
     if (api_timeout != C10D_TIMEOUT_DEFAULT)
-        return "the timeout it was given: init_process_group's timeout= under PyTorch, unless "
-               "C10D_TIMEOUT_MS is set";
+        return "the timeout it was given: opts.timeout_ms, or under PyTorch "
+               "init_process_group's timeout= (C10D_TIMEOUT_MS, set, replaces it there)";
     return env && *env ? "C10D_TIMEOUT_MS" : "the default; C10D_TIMEOUT_MS sets another";
 }
 

@@ -131,7 +131,8 @@ def run_job(py, prefix, cwd):
     rc, out = sh([os.path.join(prefix["dir"], "bin", "c10d-run"), "-n", "2", "--", py, script],
                  timeout=180, cwd=cwd, env=clean_env())
     assert rc == 0, out
-    ranks = dict(re.findall(r"^rank (\d): all_reduce ok; (.*)$", out, re.M))
+    # c10d-run prefixes each rank line "[rankN]:"
+    ranks = dict(re.findall(r"^(?:\[rank\d+\]:)?rank (\d): all_reduce ok; (.*)$", out, re.M))
     assert sorted(ranks) == ["0", "1"], out
     return [dict(re.findall(r"(\w+) (\S+?)(?:;|$)", r)) for r in ranks.values()], out
 

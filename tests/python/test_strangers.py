@@ -134,18 +134,18 @@ def test_a_rank_names_the_timeout_it_runs_under():
 
 def test_a_tcpstore_client_on_the_main_port_is_named(coordinator):
     """torchrun's --rdzv-endpoint or a TCPStore at the main port: closed at
-    once, and the coordinator's log names --tcpstore-listen."""
+    once, and the coordinator's log names --tcpstore-listen. (torch 2.x's
+    client dials again until its own timeout, whatever the server does:
+    the test gives it 3 s.)"""
     before = coordinator.output().count("speaks PyTorch's TCPStore protocol")
-    start = time.monotonic()
     with pytest.raises(Exception):
         try:
             s = dist.TCPStore("127.0.0.1", coordinator.port, is_master=False,
-                              timeout=timedelta(seconds=20), use_libuv=False)
+                              timeout=timedelta(seconds=3), use_libuv=False)
         except TypeError:
             s = dist.TCPStore("127.0.0.1", coordinator.port, is_master=False,
-                              timeout=timedelta(seconds=20))
+                              timeout=timedelta(seconds=3))
         s.add("k", 1)  # answered, unlike a set (torch 1.13 sends a set and goes on)
-    assert time.monotonic() - start < TOLD_WITHIN_S
     deadline = time.monotonic() + 10
     while coordinator.output().count("speaks PyTorch's TCPStore protocol") <= before:
         assert time.monotonic() < deadline, coordinator.output()[-2000:]

@@ -96,6 +96,7 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
         c10ds_engine_free(e);
         return NULL;
     }
+    c10ds_ts_keys_init(&e->ts_keys);
     e->store.on_write = on_key_written;
     e->store.on_write_arg = e->waiters;
     return e;
@@ -204,6 +205,8 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
                 c10ds_request_free(p);
             }
         }
+        if (r->event == C10DS_EV_DROP_KEYS && r->drop_prefix)
+            c10ds_ts_keys_drop(e, r->drop_prefix);
         if (r->event == C10DS_EV_PIPE_CLOSED) {
             /* Its parked requests go first: they hold the connection's
              * memory, and a rank's dead connection must not leave a SYNC
@@ -424,6 +427,7 @@ void c10ds_engine_fini(c10ds_engine *e)
     c10ds_verify_fini(&e->verify);
     c10ds_join_fini(&e->join);
     c10ds_runs_fini(&e->runs);
+    c10ds_ts_keys_fini(&e->ts_keys);
     c10ds_counters_fini(&e->counters);
     c10ds_endpoints_clear(&e->endpoints);
     c10ds_lost_cache_clear(&e->lost_cache);

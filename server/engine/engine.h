@@ -33,6 +33,7 @@
 #include "metrics/counters.h"
 #include "engine/stalls.h"
 #include "store/store.h"
+#include "groups/runs_tcpstore.h"
 #include "verify/verify.h"
 
 #include <pthread.h>
@@ -65,6 +66,7 @@ struct c10ds_engine {
     c10ds_verify verify;
     c10ds_join join;
     c10ds_runs runs;
+    c10ds_ts_keys ts_keys; /* what TCPStore clients' runs leave (groups/runs_tcpstore.h) */
     int64_t next_sweep_ms; /* liveness: next heartbeat check (monotonic) */
     /* When the engine could not look (stalls.h), and when the running
      * batch last noted that (the liveness clock, c10d_steady_wall_ms). */

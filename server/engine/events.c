@@ -4,7 +4,8 @@
  * group's entries and findings already applied; runs last, so that a run
  * ends after the others have reacted to the change that ended it. */
 static const c10ds_event_listener *const listeners[] = {
-    &c10ds_verify_listener, &c10ds_join_listener, &c10ds_runs_listener};
+    &c10ds_verify_listener, &c10ds_join_listener, &c10ds_runs_listener,
+    &c10ds_tcpstore_listener};
 
 #define N_LISTENERS (sizeof listeners / sizeof listeners[0])
 

@@ -69,6 +69,7 @@ typedef struct c10ds_event_listener {
 extern const c10ds_event_listener c10ds_verify_listener; /* verify_ops.c */
 extern const c10ds_event_listener c10ds_join_listener;   /* join_events.c */
 extern const c10ds_event_listener c10ds_runs_listener;   /* runs.c */
+extern const c10ds_event_listener c10ds_tcpstore_listener; /* groups/runs_tcpstore.c */
 
 void c10ds_emit_membership_changed(c10ds_engine *e, const char *job, uint64_t gen);
 void c10ds_emit_generation_started(c10ds_engine *e, const char *job, uint64_t gen);

@@ -40,6 +40,7 @@ void c10ds_request_free(c10ds_request *r)
     if (r->release)
         r->release(r->slot);
     free(r->reply);
+    free(r->drop_prefix);
     free(r);
 }
 

@@ -50,9 +50,11 @@ struct c10ds_request {
     int txn_free;         /* its reply does not depend on the transaction (a replay, a refusal) */
     /* pb == NULL: an event from the listener, not a request: connection
      * pipe closed, or (TCPStore's CANCEL_WAIT) its parked request
-     * cancel_id is to be dropped unanswered. */
-    enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED, C10DS_EV_CANCEL } event;
+     * cancel_id is to be dropped unanswered, or (TCPStore's port) a run
+     * of its clients is over and the keys under drop_prefix go. */
+    enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED, C10DS_EV_CANCEL, C10DS_EV_DROP_KEYS } event;
     uint64_t cancel_id;
+    char *drop_prefix; /* malloc'd */
 
     /* While parked (waiters.c): the key it waits for, its place in that
      * key's list and in the deadline heap. */

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine/engine.h"
 #include "failure.h"
+#include "net/tcpstore_runs.h"
 
 #include "log.h"
 #include "stream_fd.h"
@@ -252,7 +253,9 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     l->dialect = dialect;
     l->cfg = cfg;
     l->engine = engine;
-    if (nng_cv_alloc(&l->cv, l->mu) != 0 || nng_aio_alloc(&l->accept_aio, accept_cb, l) != 0 ||
+    if ((dialect == C10DS_DIALECT_TCPSTORE &&
+         !(l->ts_runs = c10ds_ts_runs_new(engine->ts_keys.base))) ||
+        nng_cv_alloc(&l->cv, l->mu) != 0 || nng_aio_alloc(&l->accept_aio, accept_cb, l) != 0 ||
         nng_aio_alloc(&l->backoff_aio, backoff_cb, l) != 0 ||
         nng_thread_create(&l->reaper, c10ds_conn_reaper, l) != 0) {
         c10ds_failed(C10D_ERROR, "out of memory");
@@ -395,6 +398,7 @@ int c10ds_listener_close(c10ds_listener *l, c10d_ms timeout_ms)
     if (l->cv)
         nng_cv_free(l->cv);
     nng_mtx_free(l->mu);
+    c10ds_ts_runs_free(l->ts_runs); /* after the last connection (the reaper's) */
     free(l->url);
     free(l);
     return 0;

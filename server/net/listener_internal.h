@@ -159,6 +159,7 @@ struct c10ds_listener {
     /* Unsent reply bytes, all connections together (--max-reply-bytes). */
     atomic_size_t unsent;
     struct c10ds_readiness *ready; /* NULL on tls+tcp://, or if it could not start */
+    struct c10ds_ts_runs *ts_runs; /* TCPStore's port: its clients' runs (tcpstore_runs.h) */
 };
 
 /* --- connection.c --- */

@@ -15,7 +15,9 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "failure.h"
+#include "net/tcpstore_runs.h"
 #include "net/tcpstore_wire.h"
+#include "groups/runs_tcpstore.h"
 
 #include "c10d.pb-c.h"
 
@@ -30,6 +32,18 @@
  * TCPStore); a client that waits with a timeout in a loop would otherwise
  * fill --max-parked. Past this many the oldest is dropped. */
 #define TS_WAITS_MAX 16
+/* Most runs one connection's keys may belong to (tcpstore_runs.h): a
+ * torchrun agent's are one rendezvous id's and perhaps the plain run's;
+ * a client naming thousands of rendezvous ids would make a run each. */
+#define TS_RUNS_MAX 64
+
+/* A run a connection takes part in, and where its keys go. */
+typedef struct ts_in {
+    uint64_t number;
+    char prefix[C10DS_TS_RUN_PREFIX_BYTES + 1];
+    size_t len;
+    char *scope;
+} ts_in;
 
 /* A query on its way: with the engine, or answered and waiting for the
  * queries before it. */
@@ -48,6 +62,13 @@ typedef struct c10ds_ts {
     int dialect;        /* 0 until the first query; 1 or 2 (tcpstore_wire.h) */
     uint64_t next_id;
     ts_query *head, *tail; /* in the order they came */
+    /* The runs its keys belong to, entered at its first query on each,
+     * left when it closes; from its listener at the first query. Only
+     * its read loop and its close touch them, never at once. */
+    c10ds_ts_runs *runs;
+    c10ds_engine *engine;
+    ts_in *in;
+    size_t n_in;
 } c10ds_ts;
 
 static void *ts_open(void)
@@ -58,11 +79,32 @@ static void *ts_open(void)
     return ts;
 }
 
+/* Leaves the runs ts took part in; the engine deletes the keys of those
+ * it was the last connection of. */
+static void leave_runs(c10ds_ts *ts)
+{
+    for (size_t i = 0; i < ts->n_in; i++) {
+        if (c10ds_ts_runs_leave(ts->runs, ts->in[i].number)) {
+            c10ds_request *r = c10ds_request_new(NULL, NULL);
+            if (r && (r->drop_prefix = strdup(ts->in[i].prefix))) {
+                r->event = C10DS_EV_DROP_KEYS;
+                if (c10ds_engine_submit(ts->engine, r) == 0)
+                    r = NULL;
+            }
+            c10ds_request_free(r); /* not submitted: the restart's sweep deletes them */
+        }
+        free(ts->in[i].scope);
+    }
+    free(ts->in);
+    ts->in = NULL, ts->n_in = 0;
+}
+
 static void ts_close(void *state)
 {
     c10ds_ts *ts = state;
     if (!ts)
         return;
+    leave_runs(ts);
     for (ts_query *q = ts->head, *n; q; q = n) {
         n = q->next;
         free(q->out);
@@ -267,6 +309,43 @@ static int cancel_wait(c10ds_conn *c)
     return rc;
 }
 
+/* Where a key of this connection's goes (c10ds_ts_prefix_fn): its run's
+ * prefix, the run entered at the connection's first key of it. */
+static const char *run_prefix(void *arg, const uint8_t *key, size_t len)
+{
+    c10ds_ts *ts = arg;
+    const uint8_t *scope;
+    size_t sl;
+    c10ds_ts_scope(key, len, &scope, &sl);
+    for (size_t i = 0; i < ts->n_in; i++)
+        if (ts->in[i].len == sl && memcmp(ts->in[i].scope, scope, sl) == 0)
+            return ts->in[i].prefix;
+    if (ts->n_in == TS_RUNS_MAX) {
+        c10ds_failed(C10D_EINVAL, "its keys name more than %d rendezvous ids (a run each)",
+                     TS_RUNS_MAX);
+        return NULL;
+    }
+    ts_in *in = realloc(ts->in, (ts->n_in + 1) * sizeof *in);
+    if (!in) {
+        c10ds_failed(C10D_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ts->in = in;
+    ts_in *x = &in[ts->n_in];
+    memset(x, 0, sizeof *x);
+    if (!(x->scope = malloc(sl + 1)) || !(x->number = c10ds_ts_runs_enter(ts->runs, (const char *)scope, sl))) {
+        free(x->scope);
+        c10ds_failed(C10D_ENOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(x->scope, scope, sl);
+    x->scope[sl] = 0;
+    x->len = sl;
+    c10ds_ts_run_prefix(x->prefix, x->number);
+    ts->n_in++;
+    return x->prefix;
+}
+
 /* The query's place in c's order, and its request handed to the engine
  * with the sink that answers it in TCPStore's bytes. -1: recorded why. */
 static int to_engine(c10ds_conn *c, const c10ds_ts_query *f)
@@ -296,7 +375,7 @@ static int to_engine(c10ds_conn *c, const c10ds_ts_query *f)
         ask_free(ask);
         return c10ds_failed(C10D_ENOMEM, "out of memory");
     }
-    C10dpb__Request *rq = c10ds_ts_request(f, id);
+    C10dpb__Request *rq = c10ds_ts_request(f, id, ts->runs ? run_prefix : NULL, ts);
     if (!rq) {
         ask_free(ask);
         return -1; /* the connection is closed: q never goes */
@@ -345,6 +424,10 @@ static int ts_parse(c10ds_conn *c)
     int rc = 0;
     if (!ts->dialect && !(ts->dialect = c10ds_ts_detect(c->rbuf, c->rlen)))
         return 0;
+    if (!ts->engine) {
+        ts->runs = c->l->ts_runs;
+        ts->engine = c->l->engine;
+    }
     while (off < c->rlen) {
         if (c10ds_readiness_turn_over(c)) {
             rc = 2;

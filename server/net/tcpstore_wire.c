@@ -212,22 +212,53 @@ int c10ds_ts_client_hello(const uint8_t *b, size_t len, const c10ds_config *cfg)
 
 /* --- the request a query becomes --- */
 
-/* "tcpstore/" + key as a C string (malloc'd), or NULL with why: a key
- * holding a NUL byte (our keys are C strings), or out of memory. */
-static char *store_key(const uint8_t *key, size_t len)
+#define RENDEZVOUS_KEY "torch.rendezvous."
+
+void c10ds_ts_scope(const uint8_t *key, size_t len, const uint8_t **scope, size_t *slen)
+{
+    const size_t rl = sizeof RENDEZVOUS_KEY - 1;
+    *scope = key, *slen = 0;
+    if (len && key[0] == '/') /* torch's client puts one before every key */
+        key++, len--;
+    if (len <= rl || memcmp(key, RENDEZVOUS_KEY, rl) != 0)
+        return;
+    const uint8_t *slash = memchr(key, '/', len);
+    size_t n = slash ? (size_t)(slash - key) : len;
+    if (slash) { /* a round's store: "<id>.<round>/" */
+        size_t d = n;
+        while (d > rl && key[d - 1] >= '0' && key[d - 1] <= '9')
+            d--;
+        if (d < n && d > rl + 1 && key[d - 1] == '.')
+            n = d - 1;
+    }
+    *scope = key, *slen = n;
+}
+
+/* A prefix of the connection's run + key as a C string (malloc'd), or
+ * NULL with why: a key holding a NUL byte (our keys are C strings), or
+ * out of memory. */
+typedef struct key_maker {
+    c10ds_ts_prefix_fn prefix;
+    void *arg;
+} key_maker;
+
+static char *store_key(const key_maker *km, const uint8_t *key, size_t len)
 {
     if (memchr(key, 0, len)) {
         c10ds_failed(C10D_EINVAL, "it sent a key holding a NUL byte (keys are C strings on "
                      "c10d-coord)");
         return NULL;
     }
-    size_t pl = sizeof C10DS_TS_KEY_PREFIX - 1;
+    const char *p = km->prefix ? km->prefix(km->arg, key, len) : C10DS_TS_KEY_PREFIX;
+    if (!p)
+        return NULL;
+    size_t pl = strlen(p);
     char *s = malloc(pl + len + 1);
     if (!s) {
         c10ds_failed(C10D_ENOMEM, "out of memory");
         return NULL;
     }
-    memcpy(s, C10DS_TS_KEY_PREFIX, pl);
+    memcpy(s, p, pl);
     memcpy(s + pl, key, len);
     s[pl + len] = 0;
     return s;
@@ -251,7 +282,7 @@ static int dup_bytes(ProtobufCBinaryData *d, const uint8_t *b, size_t n)
     ((var) = malloc(sizeof *(var)), (var) ? (init(var), 0) : c10ds_failed(C10D_ENOMEM, "out of memory"))
 
 /* The keys of a list query, and for MULTI_SET its pairs, into rq's op. */
-static int read_list(const c10ds_ts_query *q, C10dpb__Request *rq)
+static int read_list(const c10ds_ts_query *q, const key_maker *km, C10dpb__Request *rq)
 {
     size_t n = (size_t)q->n;
     char **keys = NULL;
@@ -290,7 +321,7 @@ static int read_list(const c10ds_ts_query *q, C10dpb__Request *rq)
         const uint8_t *x = NULL;
         size_t xn = 0;
         take_bytes(&k, UINT64_MAX, &x, &xn);
-        char *key = store_key(x, xn);
+        char *key = store_key(km, x, xn);
         if (!key)
             return -1;
         if (!kvs) {
@@ -311,14 +342,16 @@ static int read_list(const c10ds_ts_query *q, C10dpb__Request *rq)
     return 0;
 }
 
-C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id)
+C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id, c10ds_ts_prefix_fn prefix,
+                                  void *arg)
 {
+    const key_maker km = {prefix, arg};
     C10dpb__Request *rq;
     if (NEW_SUB(rq, C10dpb__Request, c10dpb__request__init) != 0)
         return NULL;
     rq->request_id = id;
     char *key = NULL;
-    if (q->a && !(key = store_key(q->a, q->alen)))
+    if (q->a && !(key = store_key(&km, q->a, q->alen)))
         goto fail;
     int rc = 0;
     switch (q->op) {
@@ -366,13 +399,13 @@ C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id)
         rq->op_case = C10DPB__REQUEST__OP_NUM_KEYS;
         if ((rc = NEW_SUB(rq->num_keys, C10dpb__StoreNumKeys, c10dpb__store_num_keys__init)) ==
                 0 &&
-            !(rq->num_keys->prefix = strdup(C10DS_TS_KEY_PREFIX)))
-            rc = c10ds_failed(C10D_ENOMEM, "out of memory");
+            !(rq->num_keys->prefix = store_key(&km, (const uint8_t *)"", 0)))
+            rc = -1;
         break;
     case C10DS_TS_CHECK:
         rq->op_case = C10DPB__REQUEST__OP_CHECK;
         if ((rc = NEW_SUB(rq->check, C10dpb__StoreCheck, c10dpb__store_check__init)) == 0)
-            rc = read_list(q, rq);
+            rc = read_list(q, &km, rq);
         break;
     case C10DS_TS_WAIT:
         rq->op_case = C10DPB__REQUEST__OP_WAIT;
@@ -381,20 +414,20 @@ C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id)
              * CANCEL_WAIT, or hangs up. */
             rq->wait->has_timeout_ms = 1;
             rq->wait->timeout_ms = C10D_MS_FOREVER;
-            rc = read_list(q, rq);
+            rc = read_list(q, &km, rq);
         }
         break;
     case C10DS_TS_MULTI_GET:
         rq->op_case = C10DPB__REQUEST__OP_MULTI_GET;
         if ((rc = NEW_SUB(rq->multi_get, C10dpb__StoreMultiGet, c10dpb__store_multi_get__init)) ==
             0)
-            rc = read_list(q, rq);
+            rc = read_list(q, &km, rq);
         break;
     case C10DS_TS_MULTI_SET:
         rq->op_case = C10DPB__REQUEST__OP_MULTI_SET;
         if ((rc = NEW_SUB(rq->multi_set, C10dpb__StoreMultiSet, c10dpb__store_multi_set__init)) ==
             0)
-            rc = read_list(q, rq);
+            rc = read_list(q, &km, rq);
         break;
     default:
         rc = c10ds_failed(C10D_EPROTO, "%s is not supported", c10ds_ts_op_name(q->op));

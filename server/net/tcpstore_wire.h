@@ -14,8 +14,9 @@
  * whose connections open with VALIDATE (0) and a magic number; the first
  * five bytes of a connection tell which.
  *
- * Keys live under tcpstore/ in the store (c10d-ctl keys tcpstore/),
- * apart from our clients' keys. */
+ * Keys live under tcpstore/<run>/ in the store (c10d-ctl keys
+ * tcpstore/), apart from our clients' keys: the run is the connection's
+ * (tcpstore_runs.h), its prefix handed to c10ds_ts_request. */
 #ifndef C10DS_TCPSTORE_WIRE_H
 #define C10DS_TCPSTORE_WIRE_H
 
@@ -100,7 +101,20 @@ c10ds_ts_read_result c10ds_ts_read(const uint8_t *b, size_t len, int dialect,
  * c10ds_ts_read: no more keys than --max-multi-keys, none longer than the
  * limits, so what it allocates is bounded as --max-decode-bytes bounds
  * our own protocol's requests. */
-C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id);
+typedef const char *(*c10ds_ts_prefix_fn)(void *arg, const uint8_t *key, size_t len);
+/* Where key goes: the prefix of the run it belongs to, from prefix(arg,
+ * key, len) ("tcpstore/<run>/"; NULL with why recorded), or tcpstore/
+ * with no prefix fn. GETNUMKEYS counts the keys of the plain run's
+ * prefix (key "", len 0). */
+C10dpb__Request *c10ds_ts_request(const c10ds_ts_query *q, uint64_t id, c10ds_ts_prefix_fn prefix,
+                                  void *arg);
+
+/* The run key (len bytes, as the client sent it) belongs to, as *scope
+ * (pointing into key) and *slen: torchrun's rendezvous keys,
+ * "/torch.rendezvous.<id>" and its rounds' "/torch.rendezvous.<id>.<n>/...",
+ * are "torch.rendezvous.<id>"; every other key is the plain run's (*slen
+ * 0). */
+void c10ds_ts_scope(const uint8_t *key, size_t len, const uint8_t **scope, size_t *slen);
 
 /* The engine's reply rep to a query of op, as tcpstore.c hands it on
  * (malloc'd into *out, *len bytes): a verdict byte, then either TCPStore's

@@ -4,7 +4,9 @@ against the coordinator's TCPStore port. The session's coordinator serves
 them beside the other tests' jobs; the kill -9 cases start their own.
 docs/tcpstore.md has the protocol, docs/pytorch.md how torchrun uses it."""
 import os
+import re
 import signal
+import sqlite3
 import socket
 import struct
 import subprocess
@@ -103,8 +105,10 @@ def test_every_op_of_torchs_own_client(coordinator):
     s.set("ops/value", big)
     assert s.get("ops/value") == big
     listed = keys(coordinator, "tcpstore/")
-    assert "tcpstore//ops/cs " in listed and "tcpstore//ops/value" in listed, listed
-    assert "tcpstore//ops/cs2" not in listed, "a compare_set on a missing key stored something"
+    # tcpstore/<the plain run>/ + the key, which torch's client begins with '/'
+    assert re.search(r"tcpstore/[0-9a-f]{16}//ops/cs ", listed), listed
+    assert re.search(r"tcpstore/[0-9a-f]{16}//ops/value", listed), listed
+    assert "//ops/cs2" not in listed, "a compare_set on a missing key stored something"
 
 
 def test_a_parked_wait_is_woken_by_set_and_compare_set(coordinator):
@@ -348,10 +352,22 @@ def test_bad_queries_close_that_connection_only(coordinator):
     assert "TCPStore client 127.0.0.1:" in log
 
 
-def test_an_acknowledged_set_survives_kill_9():
+def db_keys(db, like):
+    """The keys in a coordinator's database file (none running on it)."""
+    con = sqlite3.connect(db)
+    try:
+        return dict(con.execute("SELECT key, value FROM kv WHERE key LIKE ?", (like,)))
+    finally:
+        con.close()
+
+
+def test_an_acknowledged_set_survives_kill_9_and_a_restart_starts_fresh():
     """A SET is not answered in TCPStore's protocol; the reply to the query
     after it on the connection is its acknowledgement: by then it is
-    committed."""
+    committed (read in the database file after kill -9). No TCPStore client
+    redials, so a restart ends every TCPStore run: the next client finds an
+    empty store, as on a restarted TCPStore server, and the old run's keys
+    are deleted (docs/tcpstore.md, "Runs")."""
     d = tempfile.mkdtemp(prefix="c10d-tcpstore-")
     db = os.path.join(d, "coord.db")
     c = Coordinator("--tcpstore-listen", "0", "--db", db)
@@ -363,16 +379,103 @@ def test_an_acknowledged_set_survives_kill_9():
         assert st.add("durable/n", 50) == 50  # answered: the sets before it are committed
         c.proc.send_signal(signal.SIGKILL)
         c.proc.wait()
+        on_disk = {k.split("//", 1)[1]: v for k, v in db_keys(db, "tcpstore/%").items()}
+        assert all(on_disk.get(f"durable/{i}") == str(i).encode() for i in range(50)), on_disk
+        assert on_disk.get("durable/n") == b"50", on_disk
         c2 = Coordinator("--tcpstore-listen", str(port), "--db", db)
         try:
             st = client(port)
-            assert [st.get(f"durable/{i}") for i in range(50)] == [str(i).encode()
-                                                                   for i in range(50)]
-            assert st.add("durable/n", 1) == 51
+            assert st.num_keys() == 0
+            assert st.add("durable/n", 1) == 1, "a client after the restart saw the old run's keys"
+            until("the old run's keys were not deleted",
+                  lambda: "durable/0" not in keys(c2, "tcpstore/"))
+            assert "TCPStore keys of an earlier coordinator's runs are deleted" in c2.output()
         finally:
             assert c2.stop() == 0, c2.output()
     finally:
         c.stop()
+
+
+def job_of_plain_clients(port, *lines):
+    """A process of TCPStore clients (its connections close when it exits)
+    running lines with s, a client of the coordinator's port."""
+    code = "\n".join(["import sys", "from datetime import timedelta",
+                       "import torch.distributed as dist",
+                       f"s = dist.TCPStore('127.0.0.1', {port}, is_master=False, "
+                       "timeout=timedelta(seconds=20))", *lines])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def runs_over(coord):
+    return coord.output().count("TCPStore run ")
+
+
+def soon(cond, timeout=20):
+    """Waits for cond() up to timeout; whether it held (the caller asserts
+    what it means)."""
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return cond()
+
+
+def test_a_finished_jobs_keys_are_not_the_next_ones():
+    """TCPStore clients get runs (docs/tcpstore.md, "Runs"): a job of plain
+    clients writes text at a key and ends; the next job's add at that key
+    starts from 0 (it found the text and was refused before), and
+    num_keys counts its own keys only, not a torchrun rendezvous's beside
+    it."""
+    c = Coordinator("--tcpstore-listen", "0")
+    try:
+        port = c.tcpstore_port
+        job_of_plain_clients(port, "s.set('reuse/k', 'value')", "s.set('reuse/other', '1')",
+                             "assert s.num_keys() == 2")
+        soon(lambda: runs_over(c) >= 1)
+        assert "reuse/k" not in keys(c, "tcpstore/"), "the finished run's keys are still there"
+        rdzv = client(port)  # a torchrun agent's keys, beside the next job
+        rdzv.set("torch.rendezvous.r1", b"state")
+        rdzv.set("torch.rendezvous.r1.0/MASTER_ADDR", b"host")
+        out = job_of_plain_clients(port, "print('add', s.add('reuse/k', 1))",
+                                   "print('num_keys', s.num_keys())")
+        assert "add 1" in out and "num_keys 1" in out, out
+        assert rdzv.get("torch.rendezvous.r1") == b"state"
+    finally:
+        assert c.stop() == 0, c.output()
+
+
+INIT_JOB = """
+import os, sys
+from datetime import timedelta
+import torch, torch.distributed as dist
+rank, port = int(sys.argv[1]), int(sys.argv[2])
+store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=20))
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2,
+                        timeout=timedelta(seconds=20))
+t = torch.ones(1) * (rank + 1)
+dist.all_reduce(t)
+print("sum", t.item())
+dist.destroy_process_group()
+"""
+
+
+def test_init_process_group_on_the_port_twice():
+    """Two jobs, one after the other, each init_process_group(store=
+    TCPStore(coordinator, is_master=False)): the second no longer waits out
+    its timeout in torch's store-based barrier on the first one's keys."""
+    c = Coordinator("--tcpstore-listen", "0")
+    try:
+        for job in range(2):
+            procs = [subprocess.Popen([sys.executable, "-c", INIT_JOB, str(r),
+                                       str(c.tcpstore_port)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True) for r in range(2)]
+            outs = [p.communicate(timeout=120)[0] for p in procs]
+            assert [p.returncode for p in procs] == [0, 0], f"job {job}:\n" + "\n".join(outs)
+            assert all("sum 3.0" in o for o in outs), outs
+            soon(lambda: runs_over(c) >= job + 1)
+    finally:
+        assert c.stop() == 0, c.output()
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -392,25 +495,26 @@ def agent(port, run_id, *args, env_extra=None):
 
 
 @pytest.mark.skipif(not torchrun_can_connect(), reason=NO_TORCHRUN)
-def test_torchrun_rendezvous_on_the_coordinator(coordinator):
+def test_torchrun_rendezvous_on_the_coordinator_and_a_relaunch_under_its_id(coordinator):
+    """A torchrun job's rendezvous on the coordinator, then the same job
+    relaunched under the same --rdzv_id (a supervisor's or Slurm's
+    requeue): the finished run's rendezvous was closed, and the relaunch
+    failed with RendezvousClosedError in 2 s; it is a new run now, its
+    rendezvous fresh (docs/tcpstore.md, "Runs")."""
     run_id = f"rdzv{os.getpid()}"
-    agents = [agent(coordinator.tcpstore_port, run_id) for _ in range(2)]
-    outs = [a.communicate(timeout=180)[0] for a in agents]
-    assert [a.returncode for a in agents] == [0, 0], "\n".join(outs)
-    assert all("sum 3.0" in o for o in outs), "\n".join(outs)
-    listed = keys(coordinator, f"tcpstore//torch.rendezvous.{run_id}")
-    assert f"tcpstore//torch.rendezvous.{run_id} " in listed, listed
-    # The workers' store: torch 1.13's c10d rendezvous has rank 0's worker
-    # host one (TORCHELASTIC_USE_AGENT_STORE=False) at the address the
-    # agents published through the coordinator (docs/pytorch.md).
-    if torch.__version__.startswith("1."):
-        assert all("use_agent_store False" in o for o in outs), "\n".join(outs)
-        assert f"tcpstore//torch.rendezvous.{run_id}.0/MASTER_PORT" in listed, listed
-        master = [o for o in outs if "master " in o][0].split("master ")[1].split()[0]
-        port = subprocess.run([CTL, "--coord", coordinator.url, "get",
-                               f"tcpstore//torch.rendezvous.{run_id}.0/MASTER_PORT"],
-                              capture_output=True, text=True, timeout=30).stdout.strip()
-        assert master.endswith(":" + port), (master, port)
+    for launch in range(2):
+        agents = [agent(coordinator.tcpstore_port, run_id) for _ in range(2)]
+        outs = [a.communicate(timeout=180)[0] for a in agents]
+        assert [a.returncode for a in agents] == [0, 0], f"launch {launch}:\n" + "\n".join(outs)
+        assert all("sum 3.0" in o for o in outs), "\n".join(outs)
+        # The workers' store: torch 1.13's c10d rendezvous has rank 0's
+        # worker host one (TORCHELASTIC_USE_AGENT_STORE=False) at the
+        # address the agents published through the coordinator.
+        if torch.__version__.startswith("1."):
+            assert all("use_agent_store False" in o for o in outs), "\n".join(outs)
+        # the run is over with its last agent: its keys go
+        until("the rendezvous's keys outlived its run",
+              lambda: f"torch.rendezvous.{run_id}" not in keys(coordinator, "tcpstore/"))
 
 
 @pytest.mark.skipif(not torchrun_can_connect(), reason=NO_TORCHRUN)
@@ -418,10 +522,11 @@ def test_elastic_job_rerendezvouses_after_coordinator_and_agent_loss():
     """The elastic case: an agent waits in the rendezvous; the coordinator
     is killed with -9 and restarted on its database. torch's TCPStore
     client does not dial again, so that agent fails (as it would with any
-    store); its replacement and a second agent then rendezvous on the
-    state that survived, once the dead agent's keep-alive has lapsed
-    (torch 1.13: 3 x 5 s), and the job runs. With torch's own TCPStore on
-    the first agent's node there would be nothing left to rendezvous on."""
+    store). Its replacement and a second agent, started at once, within
+    the dead agent's keep-alive (torch 1.13: 3 x 5 s), rendezvous afresh
+    and the job runs: the restart ended the old run, so no round of the
+    dead agent's is there to join (that round stalled for minutes, then
+    closed the run id)."""
     d = tempfile.mkdtemp(prefix="c10d-elastic-")
     db = os.path.join(d, "coord.db")
     c = Coordinator("--tcpstore-listen", "0", "--db", db)
@@ -435,17 +540,13 @@ def test_elastic_job_rerendezvouses_after_coordinator_and_agent_loss():
         c.proc.send_signal(signal.SIGKILL)
         c.proc.wait()
         c = Coordinator("--tcpstore-listen", str(port), "--db", db)
+        started = time.monotonic()
+        agents = [agent(port, run_id, "--max_restarts=1") for _ in range(2)]
         out = first.communicate(timeout=120)[0]
         assert first.returncode != 0, f"the agent outlived its store's connection:\n{out}"
         assert "RendezvousConnectionError" in out, out
-        assert f"tcpstore//torch.rendezvous.{run_id} " in keys(c, "tcpstore/"), \
-            "the rendezvous state did not survive the coordinator's restart"
-        # torch's own clock: the rendezvous drops a participant whose
-        # keep-alive is 3 x 5 s old; joining earlier completes a round with
-        # the dead agent in it
-        time.sleep(16)
-        agents = [agent(port, run_id, "--max_restarts=1") for _ in range(2)]
         outs = [a.communicate(timeout=180)[0] for a in agents]
+        print(f"relaunched agents done {time.monotonic() - started:.1f} s after the restart")
         assert [a.returncode for a in agents] == [0, 0], "\n".join(outs) + c.output()[-3000:]
         assert all("sum 3.0" in o for o in outs), "\n".join(outs)
     finally:

@@ -5,6 +5,7 @@
  * (torch's own TCPStore client against a real coordinator). */
 #include "config.h"
 #include "failure.h"
+#include "net/tcpstore_runs.h"
 #include "net/tcpstore_wire.h"
 
 #include "c10d.pb-c.h"
@@ -192,7 +193,7 @@ START_TEST(a_set_becomes_our_store_set_under_tcpstore)
     c10ds_ts_query f;
     size_t used;
     ck_assert_int_eq(c10ds_ts_read(q.b, q.n, 2, &cfg, &f, &used), C10DS_TS_WHOLE);
-    C10dpb__Request *rq = c10ds_ts_request(&f, 42);
+    C10dpb__Request *rq = c10ds_ts_request(&f, 42, NULL, NULL);
     ck_assert_ptr_nonnull(rq);
     ck_assert_uint_eq(rq->request_id, 42);
     ck_assert_int_eq(rq->op_case, C10DPB__REQUEST__OP_SET);
@@ -220,7 +221,7 @@ START_TEST(list_queries_carry_every_key_and_wait_forever)
     c10ds_ts_query f;
     size_t used;
     ck_assert_int_eq(c10ds_ts_read(q.b, q.n, 2, &cfg, &f, &used), C10DS_TS_WHOLE);
-    C10dpb__Request *rq = c10ds_ts_request(&f, 1);
+    C10dpb__Request *rq = c10ds_ts_request(&f, 1, NULL, NULL);
     ck_assert_ptr_nonnull(rq);
     ck_assert_int_eq(rq->op_case, C10DPB__REQUEST__OP_MULTI_SET);
     ck_assert_uint_eq(rq->multi_set->n_kvs, 3);
@@ -235,7 +236,7 @@ START_TEST(list_queries_carry_every_key_and_wait_forever)
     put_str(&w, "x", 1);
     put_str(&w, "y", 1);
     ck_assert_int_eq(c10ds_ts_read(w.b, w.n, 2, &cfg, &f, &used), C10DS_TS_WHOLE);
-    rq = c10ds_ts_request(&f, 2);
+    rq = c10ds_ts_request(&f, 2, NULL, NULL);
     ck_assert_ptr_nonnull(rq);
     ck_assert_int_eq(rq->op_case, C10DPB__REQUEST__OP_WAIT);
     ck_assert_uint_eq(rq->wait->n_keys, 2);
@@ -258,7 +259,7 @@ START_TEST(a_key_holding_a_nul_is_refused_half_way_without_a_leak)
     c10ds_ts_query f;
     size_t used;
     ck_assert_int_eq(c10ds_ts_read(q.b, q.n, 2, &cfg, &f, &used), C10DS_TS_WHOLE);
-    ck_assert_ptr_null(c10ds_ts_request(&f, 1));
+    ck_assert_ptr_null(c10ds_ts_request(&f, 1, NULL, NULL));
     ck_assert_ptr_nonnull(strstr(c10ds_failure(), "NUL byte"));
 }
 END_TEST
@@ -343,6 +344,87 @@ START_TEST(a_refusal_carries_its_reason_and_a_missing_compare_set_key_its_expect
 }
 END_TEST
 
+/* The run each key belongs to (net/tcpstore_runs.h). */
+static void scope_is(const char *key, const char *want)
+{
+    const uint8_t *sc;
+    size_t n;
+    c10ds_ts_scope((const uint8_t *)key, strlen(key), &sc, &n);
+    ck_assert_msg(n == strlen(want) && memcmp(sc, want, n) == 0, "%s: '%.*s', not '%s'", key,
+                  (int)n, (const char *)sc, want);
+}
+
+START_TEST(torchruns_keys_are_their_rendezvous_ids_the_rest_the_plain_runs)
+{
+    scope_is("/torch.rendezvous.job42", "torch.rendezvous.job42");
+    scope_is("/torch.rendezvous.job42.0/MASTER_ADDR", "torch.rendezvous.job42");
+    scope_is("/torch.rendezvous.job42.17/torchelastic/agent/x", "torch.rendezvous.job42");
+    scope_is("torch.rendezvous.job.42", "torch.rendezvous.job.42"); /* a dot in the id */
+    scope_is("/torch.rendezvous.job.42.3/k", "torch.rendezvous.job.42");
+    scope_is("/torch.rendezvous.7/k", "torch.rendezvous.7"); /* no round: the id is "7" */
+    scope_is("/store_based_barrier_key:1", "");
+    scope_is("/torch.rendezvous.", "");
+    scope_is("/torch.rendezvousjob", "");
+    scope_is("", "");
+}
+END_TEST
+
+static const char *a_runs_prefix(void *arg, const uint8_t *key, size_t len)
+{
+    const uint8_t *sc;
+    size_t n;
+    c10ds_ts_scope(key, len, &sc, &n);
+    (*(int *)arg)++;
+    return n ? "tcpstore/00000000000000b2/" : "tcpstore/00000000000000a1/";
+}
+
+START_TEST(keys_go_under_their_runs_prefix_and_num_keys_counts_the_plain_runs)
+{
+    qbuf q = {0};
+    put_u8(&q, 0); /* 2.1's SET */
+    put_str(&q, "/torch.rendezvous.r1", 20);
+    put_str(&q, "v", 1);
+    c10ds_ts_query f;
+    size_t used;
+    ck_assert_int_eq(c10ds_ts_read(q.b, q.n, 1, &cfg, &f, &used), C10DS_TS_WHOLE);
+    int asked = 0;
+    C10dpb__Request *rq = c10ds_ts_request(&f, 1, a_runs_prefix, &asked);
+    ck_assert_ptr_nonnull(rq);
+    ck_assert_str_eq(rq->set->key, "tcpstore/00000000000000b2//torch.rendezvous.r1");
+    c10dpb__request__free_unpacked(rq, NULL);
+    qbuf n = {0};
+    put_u8(&n, 6); /* 2.1's GETNUMKEYS */
+    ck_assert_int_eq(c10ds_ts_read(n.b, n.n, 1, &cfg, &f, &used), C10DS_TS_WHOLE);
+    rq = c10ds_ts_request(&f, 2, a_runs_prefix, &asked);
+    ck_assert_ptr_nonnull(rq);
+    ck_assert_str_eq(rq->num_keys->prefix, "tcpstore/00000000000000a1/");
+    ck_assert_int_eq(asked, 2);
+    c10dpb__request__free_unpacked(rq, NULL);
+}
+END_TEST
+
+/* The table of runs (net/tcpstore_runs.c): a run lives while a
+ * connection takes part in it; the next one of its scope is new. */
+START_TEST(a_run_ends_with_its_last_connection_and_the_next_is_new)
+{
+    c10ds_ts_runs *t = c10ds_ts_runs_new(100);
+    uint64_t a = c10ds_ts_runs_enter(t, "", 0), b = c10ds_ts_runs_enter(t, "", 0);
+    uint64_t r = c10ds_ts_runs_enter(t, "torch.rendezvous.x", 18);
+    ck_assert_uint_eq(a, 101);
+    ck_assert_uint_eq(b, a);
+    ck_assert_uint_ne(r, a);
+    ck_assert_uint_eq(c10ds_ts_runs_live(t), 2);
+    ck_assert_int_eq(c10ds_ts_runs_leave(t, a), 0); /* one still takes part */
+    ck_assert_int_eq(c10ds_ts_runs_leave(t, a), 1); /* the last: over */
+    uint64_t next = c10ds_ts_runs_enter(t, "", 0);
+    ck_assert_uint_gt(next, r);
+    ck_assert_int_eq(c10ds_ts_runs_leave(t, r), 1);
+    ck_assert_int_eq(c10ds_ts_runs_leave(t, r), 0); /* over already: nothing */
+    ck_assert_uint_eq(c10ds_ts_runs_live(t), 1);
+    c10ds_ts_runs_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tcpstore_wire");
@@ -358,6 +440,9 @@ static Suite *suite(void)
     tcase_add_test(t, a_key_holding_a_nul_is_refused_half_way_without_a_leak);
     tcase_add_test(t, replies_are_written_as_tcpstore_answers);
     tcase_add_test(t, a_refusal_carries_its_reason_and_a_missing_compare_set_key_its_expected);
+    tcase_add_test(t, torchruns_keys_are_their_rendezvous_ids_the_rest_the_plain_runs);
+    tcase_add_test(t, keys_go_under_their_runs_prefix_and_num_keys_counts_the_plain_runs);
+    tcase_add_test(t, a_run_ends_with_its_last_connection_and_the_next_is_new);
     suite_add_tcase(s, t);
     return s;
 }

@@ -17,6 +17,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How much of a key an error shows. */
+#define KEY_SHOWN 64
+
+/* Gives back what r held of its parking budgets: before its slot goes,
+ * since the connection's budget lives in it. */
+static void park_budgets_release(c10ds_request *r)
+{
+    if (!r->parked_bytes)
+        return;
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++)
+        if (r->budgets[i]) {
+            atomic_fetch_sub(&r->budgets[i]->bytes, r->parked_bytes);
+            atomic_fetch_add(&r->budgets[i]->freed, r->parked_bytes);
+        }
+    r->parked_bytes = 0;
+}
+
+/* Counts r's bytes as sent against each of its budgets, or fails r with
+ * the first it would go over (-1). */
+static int park_budgets_take(c10ds_engine *e, c10ds_request *r, const char *key)
+{
+    size_t weight = c10dpb__request__get_packed_size(r->pb);
+    r->budgets[0] = &e->parked_budget;
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++) {
+        c10ds_park_budget *b = r->budgets[i];
+        size_t held = b ? atomic_load(&b->bytes) : 0;
+        if (b && b->limit && held + weight > b->limit) { /* 0: none */
+            /* The key last: it may be 4 KB, and the limit must be read. */
+            c10ds_fail(r, C10D_ETOOBIG, "%s holds %zu bytes of parked requests, and this wait "
+                       "of %zu bytes would pass its limit of %llu (%s); refused (waiting for "
+                       "key '%.*s%s')", b->what, held, weight, (unsigned long long)b->limit,
+                       b->option, KEY_SHOWN, key, strlen(key) > KEY_SHOWN ? "..." : "");
+            return -1;
+        }
+    }
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++)
+        if (r->budgets[i])
+            atomic_fetch_add(&r->budgets[i]->bytes, weight);
+    r->parked_bytes = weight;
+    return 0;
+}
+
 c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot)
 {
     c10ds_request *r = calloc(1, sizeof *r);
@@ -37,6 +79,7 @@ void c10ds_request_free(c10ds_request *r)
         c10dpb__request__free_unpacked(r->pb, NULL);
     if (r->sink && r->sink->free)
         r->sink->free(r->sink_arg);
+    park_budgets_release(r);
     if (r->release)
         r->release(r->slot);
     free(r->reply);
@@ -99,6 +142,8 @@ c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, cons
             return c10ds_fail(r, C10D_ETOOBIG, "the coordinator holds %zu parked requests, its "
                               "limit (--max-parked); this wait for key '%s' was refused",
                               parked, key);
+        if (!r->parked_bytes && park_budgets_take(e, r, key) != 0)
+            return C10DS_DONE;
         /* A stall while it sat in the queue does not count (stalls.h). */
         r->deadline_ms = r->received_ms + timeout_ms + c10ds_engine_park_credit(e, r);
     }

@@ -67,6 +67,32 @@ void c10ds_conn_reaper(void *arg)
     nng_mtx_unlock(l->mu);
 }
 
+static int replies_near_cap(const c10ds_listener *l, size_t *total);
+
+/* Whether c's port holds as many queries with the engine as it may. */
+static int port_busy(const c10ds_conn *c)
+{
+    return c->unanswered_max &&
+           atomic_load(&c->l->unanswered) >= (int)c->l->cfg->ts_max_port_inflight;
+}
+
+/* Whether c's paused read loop may go on (c->mu held; sent_enough: its
+ * unsent replies are down far enough, as its caller sees them), and if
+ * so marks it going. Down to half of each limit, so that a client at one
+ * is not resumed and paused again request by request; no reply unsent at
+ * all resumes it whatever the other connections hold. */
+static int resumable_locked(c10ds_conn *c, int sent_enough)
+{
+    int resume = c->read_paused && !c->closed && sent_enough &&
+                 c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
+                 !(c->unanswered_max && c->unanswered >= c->unanswered_max) &&
+                 (c->unsent == 0 || !c10ds_conn_backlogged_locked(c)) &&
+                 !port_busy(c);
+    if (resume)
+        c->read_paused = 0;
+    return resume;
+}
+
 /* Brings c->unsent, and the listener's total, up to date (c->mu held). */
 static void count_unsent_locked(c10ds_conn *c)
 {
@@ -164,11 +190,7 @@ static int flight_ended(c10ds_conn *c, int rv, int on_callback)
     c->fly_len = c->fly_done = 0;
     int next = rv == 0 && ready_send_locked(c); /* takes its own reference */
     count_unsent_locked(c);
-    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
-                 (c->unsent == 0 || (c->unsent <= C10DS_READ_PAUSE_BYTES / 2 &&
-                                     !c10ds_conn_backlogged_locked(c)));
-    if (resume)
-        c->read_paused = 0;
+    int resume = resumable_locked(c, c->unsent == 0 || c->unsent <= C10DS_READ_PAUSE_BYTES / 2);
     nng_mtx_unlock(c->mu);
     atomic_fetch_sub(&c->l->sends_in_flight, 1);
     if (rv != 0)
@@ -262,6 +284,7 @@ int c10ds_conn_backlogged_locked(const c10ds_conn *c)
 {
     size_t total;
     return c->unsent > C10DS_READ_PAUSE_BYTES || c->inflight > C10DS_CONN_INFLIGHT_MAX ||
+           (c->unanswered_max && c->unanswered >= c->unanswered_max) || port_busy(c) ||
            (c->unsent && replies_near_cap(c->l, &total));
 }
 
@@ -276,16 +299,44 @@ void c10ds_conn_request_done(c10ds_conn *c)
 {
     nng_mtx_lock(c->mu);
     c->inflight--;
-    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
-                 !c10ds_conn_backlogged_locked(c);
-    if (resume)
-        c->read_paused = 0;
+    int resume = resumable_locked(c, 1);
     nng_mtx_unlock(c->mu);
     /* Called on the engine's thread, which must not run the read loop (it
      * hands requests to that very engine): resume_aio completes at once on
      * an NNG thread, whose callback goes on with it. */
     if (resume)
         nng_sleep_aio(0, c->resume_aio);
+}
+
+/* Resumes c if its paused read loop may go on. Called where the engine
+ * answers (its thread, or a read loop's that runs a batch): never goes on
+ * with the read loop here, as above. */
+static void resume_if_resumable(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    int resume = resumable_locked(c, 1);
+    nng_mtx_unlock(c->mu);
+    if (resume)
+        nng_sleep_aio(0, c->resume_aio);
+}
+
+void c10ds_conn_unanswered(c10ds_conn *c, int delta)
+{
+    nng_mtx_lock(c->mu);
+    c->unanswered += delta;
+    nng_mtx_unlock(c->mu);
+    atomic_fetch_add(&c->l->unanswered, delta);
+    if (delta > 0)
+        return;
+    /* A slot of the port is free: any of its connections paused for it
+     * may take it (the first to read does; the others pause again).
+     * After the count went down, so that one pausing meanwhile either
+     * sees it or is paused by the time it is looked at (under its mu). */
+    c10ds_listener *l = c->l;
+    nng_mtx_lock(l->mu);
+    for (c10ds_conn *o = l->live; o; o = o->next)
+        resume_if_resumable(o);
+    nng_mtx_unlock(l->mu);
 }
 
 void c10ds_conn_resume_cb(void *arg)

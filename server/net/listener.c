@@ -194,6 +194,13 @@ static void accept_cb(void *arg)
     remote_address(s, c->peer, sizeof c->peer);
     c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
+    c->parked.limit = l->cfg->max_conn_parked_bytes;
+    c->parked.what = "this connection";
+    c->parked.option = "--max-connection-parked-bytes";
+    /* TCPStore's client asks one query at a time; a flooder that sends
+     * hundreds unread gets them read only as fast as it takes answers. */
+    if (l->dialect == C10DS_DIALECT_TCPSTORE)
+        c->unanswered_max = (int)l->cfg->ts_max_inflight;
     /* One numbering for every listener's connections: the engine tells
      * them apart by it (a closed connection's ranks and parked requests) */
     c->id = atomic_fetch_add(&l->engine->next_pipe, 1) + 1;
@@ -252,6 +259,9 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     }
     l->dialect = dialect;
     l->cfg = cfg;
+    l->parked.limit = cfg->ts_max_parked_bytes;
+    l->parked.what = "the TCPStore port";
+    l->parked.option = "--tcpstore-max-parked-bytes";
     l->engine = engine;
     if ((dialect == C10DS_DIALECT_TCPSTORE &&
          !(l->ts_runs = c10ds_ts_runs_new(engine->ts_keys.base))) ||

@@ -229,6 +229,15 @@ static int answer_here(c10ds_conn *c, c10ds_ts_op op, const void *b, size_t n)
     return ok ? 0 : c10ds_failed(C10D_ENOMEM, "out of memory");
 }
 
+/* Whether the read loop waits for a query of op to be answered before
+ * it reads more (--tcpstore-max-inflight): every query the engine
+ * answers but a WAIT, which may stay parked for good (TS_WAITS_MAX
+ * bounds those). */
+static int held_up_by(c10ds_ts_op op)
+{
+    return op != C10DS_TS_WAIT;
+}
+
 /* The sink's bytes for one of c's queries: a verdict, then the answer or
  * why it was refused (c10ds_ts_encode). */
 static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
@@ -236,11 +245,13 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
     c10ds_ts *ts = c->codec_state;
     const uint8_t *b = body;
     char why[C10DS_FAILURE_MAX] = "";
+    int counted = 0;
     pthread_mutex_lock(&ts->mu);
     ts_query *q = ts->head;
     while (q && q->id != request_id)
         q = q->next;
     if (q) { /* not found: a WAIT cancelled meanwhile, whose answer is dropped */
+        counted = held_up_by(q->op);
         if (len < 1)
             snprintf(why, sizeof why, "its %s got no answer", c10ds_ts_op_name(q->op));
         else if (b[0] == C10DS_TS_REFUSED)
@@ -255,6 +266,8 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
     pthread_mutex_unlock(&ts->mu);
     if (why[0])
         refuse(c, why);
+    else if (counted) /* after its reply is queued: an unread one keeps c paused */
+        c10ds_conn_unanswered(c, -1);
 }
 
 /* Drops parked WAITs (ts->mu held): off the list, and an event for each
@@ -380,6 +393,8 @@ static int to_engine(c10ds_conn *c, const c10ds_ts_query *f)
         ask_free(ask);
         return -1; /* the connection is closed: q never goes */
     }
+    if (held_up_by(f->op)) /* before the engine can answer it */
+        c10ds_conn_unanswered(c, 1);
     return c10ds_conn_hand_on(c, rq, &ts_sink, ask, 1);
 }
 

@@ -68,6 +68,7 @@ void c10ds_conn_reaper(void *arg)
 }
 
 static int replies_near_cap(const c10ds_listener *l, size_t *total);
+static void port_freed(c10ds_listener *l);
 
 /* Whether c's port holds as many queries with the engine as it may. */
 static int port_busy(const c10ds_conn *c)
@@ -135,7 +136,14 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
      * reference goes here. */
     int paused = c->read_paused;
     c->read_paused = 0;
+    /* Its queries with the engine no longer hold its port: some are
+     * never answered (a read dropped unrun, a refusal). */
+    int held = c->unanswered;
+    c->unanswered = 0;
+    atomic_fetch_sub(&c->l->unanswered, held);
     nng_mtx_unlock(c->mu);
+    if (held)
+        port_freed(c->l);
     if (was)
         return;
     if (why)
@@ -320,23 +328,31 @@ static void resume_if_resumable(c10ds_conn *c)
         nng_sleep_aio(0, c->resume_aio);
 }
 
-void c10ds_conn_unanswered(c10ds_conn *c, int delta)
+/* A slot of l's port came free: any of its connections paused for it
+ * may take it (the first to read does; the others pause again). Called
+ * after the count went down, so that one pausing meanwhile either sees
+ * it or is paused by the time it is looked at (under its mu). */
+static void port_freed(c10ds_listener *l)
 {
-    nng_mtx_lock(c->mu);
-    c->unanswered += delta;
-    nng_mtx_unlock(c->mu);
-    atomic_fetch_add(&c->l->unanswered, delta);
-    if (delta > 0)
+    if (atomic_load(&l->resumes_off))
         return;
-    /* A slot of the port is free: any of its connections paused for it
-     * may take it (the first to read does; the others pause again).
-     * After the count went down, so that one pausing meanwhile either
-     * sees it or is paused by the time it is looked at (under its mu). */
-    c10ds_listener *l = c->l;
     nng_mtx_lock(l->mu);
     for (c10ds_conn *o = l->live; o; o = o->next)
         resume_if_resumable(o);
     nng_mtx_unlock(l->mu);
+}
+
+void c10ds_conn_unanswered(c10ds_conn *c, int delta)
+{
+    nng_mtx_lock(c->mu);
+    int counted = !c->closed; /* a close gave back all it held */
+    if (counted) {
+        c->unanswered += delta;
+        atomic_fetch_add(&c->l->unanswered, delta);
+    }
+    nng_mtx_unlock(c->mu);
+    if (counted && delta < 0)
+        port_freed(c->l);
 }
 
 void c10ds_conn_resume_cb(void *arg)

@@ -328,6 +328,9 @@ void c10ds_listener_drain(c10ds_listener *l, c10d_ms timeout_ms)
  * drop its last reference, and the reaper's hand-off takes l->mu. */
 static void close_all(c10ds_listener *l)
 {
+    /* No connection is to be resumed from here on (and the fallback
+     * below closes them under l->mu, which resuming takes). */
+    atomic_store(&l->resumes_off, 1);
     nng_mtx_lock(l->mu);
     size_t n = 0;
     for (c10ds_conn *c = l->live; c; c = c->next)

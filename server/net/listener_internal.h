@@ -176,6 +176,7 @@ struct c10ds_listener {
      * one connection's cap alone lets thirty-two flooders queue
      * thirty-two 16 MiB gets ahead of everyone else's requests. */
     atomic_int unanswered;
+    atomic_int resumes_off; /* closing: a slot coming free resumes nobody */
 };
 
 /* --- connection.c --- */

@@ -264,10 +264,10 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
             flush_locked(c, ts);
     }
     pthread_mutex_unlock(&ts->mu);
+    if (counted) /* after its reply is queued: an unread one keeps c paused */
+        c10ds_conn_unanswered(c, -1);
     if (why[0])
         refuse(c, why);
-    else if (counted) /* after its reply is queued: an unread one keeps c paused */
-        c10ds_conn_unanswered(c, -1);
 }
 
 /* Drops parked WAITs (ts->mu held): off the list, and an event for each

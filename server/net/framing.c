@@ -70,7 +70,10 @@ int c10ds_conn_hand_on(c10ds_conn *c, C10dpb__Request *pb, const c10ds_reply_sin
     r->release = release_slot;
     r->gone = slot_gone;
     r->budgets[1] = &c->parked;
-    r->budgets[2] = c->l->dialect == C10DS_DIALECT_TCPSTORE ? &c->l->parked : NULL;
+    if (c->l->dialect == C10DS_DIALECT_TCPSTORE) { /* the port's own limits */
+        r->budgets[2] = &c->l->parked;
+        r->quota = &c->l->quota;
+    }
     atomic_fetch_add(&c->refs, 1);
     c10ds_conn_request_sent(c);
     if (c10ds_engine_submit(c->l->engine, r) != 0) {

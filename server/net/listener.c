@@ -7,6 +7,7 @@
  * closing. A connection's life and its reply queue are connection.c's,
  * its read loop framing.c's (listener_internal.h). */
 #include "net/listener_internal.h"
+#include "net/tcpstore_wire.h"
 
 #include "config.h"
 #include "engine/engine.h"
@@ -262,6 +263,10 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     l->parked.limit = cfg->ts_max_parked_bytes;
     l->parked.what = "the TCPStore port";
     l->parked.option = "--tcpstore-max-parked-bytes";
+    l->quota.b.limit = cfg->ts_quota_bytes;
+    l->quota.b.what = "the TCPStore port";
+    l->quota.b.option = "--tcpstore-quota-bytes";
+    l->quota.prefix = C10DS_TS_KEY_PREFIX;
     l->engine = engine;
     if ((dialect == C10DS_DIALECT_TCPSTORE &&
          !(l->ts_runs = c10ds_ts_runs_new(engine->ts_keys.base))) ||

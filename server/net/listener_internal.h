@@ -136,7 +136,7 @@ struct c10ds_conn {
      * that pipelines gets of a large value and never reads made the
      * engine read and pack each of them. */
     int unanswered, unanswered_max;
-    c10ds_park_budget parked; /* its parked requests' bytes (engine/request.h) */
+    c10ds_budget parked; /* its parked requests' bytes (engine/request.h) */
     const c10ds_codec *codec; /* its listener's dialect */
     void *codec_state;        /* the codec's own (open), or NULL */
 };
@@ -170,13 +170,14 @@ struct c10ds_listener {
     struct c10ds_ts_runs *ts_runs; /* TCPStore's port: its clients' runs (tcpstore_runs.h) */
     /* TCPStore's port: its connections' parked WAITs, together
      * (--tcpstore-max-parked-bytes); unused on ours. */
-    c10ds_park_budget parked;
+    c10ds_budget parked;
     /* TCPStore's port: its connections' queries with the engine
      * (c10ds_conn.unanswered), together (--tcpstore-max-port-inflight):
      * one connection's cap alone lets thirty-two flooders queue
      * thirty-two 16 MiB gets ahead of everyone else's requests. */
     atomic_int unanswered;
     atomic_int resumes_off; /* closing: a slot coming free resumes nobody */
+    c10ds_quota quota;      /* TCPStore's port: what its keys hold (--tcpstore-quota-bytes) */
 };
 
 /* --- connection.c --- */

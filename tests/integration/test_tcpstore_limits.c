@@ -384,6 +384,53 @@ START_TEST(the_memory_of_parked_waits_goes_back_when_they_go)
 }
 END_TEST
 
+/* Writes through the TCPStore port stop at --tcpstore-quota-bytes: by
+ * what the keys hold, not by what was written (one key overwritten ten
+ * times holds one value). Past it the connection is closed (TCPStore
+ * cannot answer an error) and the log names the option. */
+START_TEST(tcpstore_writes_stop_at_the_port_quota)
+{
+    start((const char *const[]){"--tcpstore-quota-bytes", "4194304", NULL});
+    size_t len;
+    uint8_t *same = ts_set("same", 1u << 20, &len);
+    int fd = ts_store("first", 1024);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(raw_write_all(fd, same, len), 0);
+    free(same);
+    uint8_t check[64], ready = 9;
+    const char *key = "same";
+    size_t cl = ts_keys_query(check, TS_CHECK, &key, 1);
+    ck_assert_int_eq(raw_write_all(fd, check, cl), 0);
+    ck_assert_msg(read_exact(fd, &ready, 1, 30000) == 0, "overwrites of one key were refused");
+    ck_assert_int_eq(ready, 0);
+    int refused = 0;
+    for (int i = 0; i < 8 && !refused; i++) { /* 1 MiB each: the fourth passes 4 MiB */
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        uint8_t *q = ts_set(k, 1u << 20, &len);
+        refused = raw_write_all(fd, q, len) != 0;
+        free(q);
+        const char *kk = k;
+        cl = ts_keys_query(check, TS_CHECK, &kk, 1);
+        refused = refused || raw_write_all(fd, check, cl) != 0 ||
+                  read_exact(fd, &ready, 1, 30000) != 0;
+        if (refused)
+            ck_assert_msg(i >= 2, "refused at 1 MiB key %d, within the quota", i);
+    }
+    ck_assert_msg(refused, "8 MiB were stored through a 4 MiB quota");
+    ck_assert(coord_log_contains(&coord, "--tcpstore-quota-bytes"));
+    close(fd);
+    /* the main port is not held to it */
+    c10d_store *s;
+    OK(c10d_store_connect(&s, coord.url, NULL));
+    void *big = calloc(1, 8u << 20);
+    OK(c10d_store_set(s, "main/big", big, 8u << 20));
+    free(big);
+    c10d_store_close(s);
+    stop();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tcpstore_limits");
@@ -393,6 +440,7 @@ static Suite *suite(void)
     tcase_add_test(t, parked_bytes_past_a_connection_or_the_coordinator_are_refused);
     tcase_add_test(t, tcpstore_waits_past_their_port_limit_close_the_connection);
     tcase_add_test(t, the_memory_of_parked_waits_goes_back_when_they_go);
+    tcase_add_test(t, tcpstore_writes_stop_at_the_port_quota);
     suite_add_tcase(s, t);
     return s;
 }

@@ -186,25 +186,29 @@ const c10ds_opt_spec c10ds_config_options[] = {
      "reads and writes its keys, so bind it to\n"
      "loopback or firewall it. Its clients are held\n"
      "to the --tcpstore-* limits below as well as the\n"
-     "others (docs/operations.md, \"TCPStore port\")",
+     "others (docs/operations.md, \"The TCPStore port\")",
      OWN(take_tcpstore)},
     {"tcpstore-max-parked-bytes", 0, "N",
+     "\n"
      "bytes of WAITs parked by all TCPStore clients\n"
      "together, within max-parked-bytes; a WAIT\n"
      "beyond closes its connection (default 64 MiB)",
      NUMBER(ts_max_parked_bytes, 1u << 16, 1ull << 40, 64u << 20)},
     {"tcpstore-max-inflight", 0, "N",
+     "\n"
      "queries of one TCPStore connection being\n"
      "answered at once (parked WAITs aside); its next\n"
      "ones are not read until then (default 1:\n"
      "TCPStore's client asks one at a time)",
      NUMBER(ts_max_inflight, 1, 1024, 1)},
     {"tcpstore-max-port-inflight", 0, "N",
+     "\n"
      "the same, all TCPStore connections together:\n"
      "how much of the coordinator they may hold at\n"
      "once, whatever their number (default 2)",
      NUMBER(ts_max_port_inflight, 1, 65536, 2)},
     {"tcpstore-quota-bytes", 0, "N",
+     "\n"
      "bytes of keys and values TCPStore clients may\n"
      "hold in the store, all together; a write beyond\n"
      "closes its connection, saying why in the log\n"
@@ -281,6 +285,7 @@ const c10ds_opt_spec c10ds_config_options[] = {
      "gets ETOOBIG (default 256 MiB)",
      NUMBER(max_parked_bytes, 1u << 16, 1ull << 40, 256u << 20)},
     {"max-connection-parked-bytes", 0, "N",
+     "\n"
      "the same, one connection's, on either port\n"
      "(default 64 MiB)",
      NUMBER(max_conn_parked_bytes, 1u << 16, 1ull << 40, 64u << 20)},

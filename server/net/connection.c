@@ -19,16 +19,24 @@
 #include "log.h"
 
 #include <c10d/errors.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Frees dead connections on its own thread: a connection's last reference
- * may go inside one of its aio callbacks, where its aios cannot be freed. */
-static void free_conns(c10ds_conn *dead)
+/* Closed connections that held this much (their buffers, the requests
+ * they parked) have their freed pages given back to the system: a
+ * flood's memory otherwise stays in malloc's free lists, and the
+ * coordinator's RSS with it. */
+#define TRIM_AFTER_BYTES (16u << 20)
+
+/* Frees dead connections; returns the bytes they had held. */
+static size_t free_conns(c10ds_conn *dead)
 {
+    size_t held = 0;
     for (c10ds_conn *c = dead, *n; c; c = n) {
         n = c->next;
+        held += c->rcap + c->out_cap + c->fly_cap + atomic_load(&c->parked.freed);
         nng_aio_free(c->recv_aio); /* waits for a callback still returning */
         atomic_fetch_sub(&c->l->held, c->held);
         atomic_fetch_sub(&c->l->unsent, c->unsent);
@@ -46,8 +54,11 @@ static void free_conns(c10ds_conn *dead)
             c->codec->close(c->codec_state);
         free(c);
     }
+    return held;
 }
 
+/* Frees dead connections on its own thread: a connection's last reference
+ * may go inside one of its aio callbacks, where its aios cannot be freed. */
 void c10ds_conn_reaper(void *arg)
 {
     c10ds_listener *l = arg;
@@ -59,7 +70,8 @@ void c10ds_conn_reaper(void *arg)
         l->dead = NULL;
         int stop = l->reaper_stop;
         nng_mtx_unlock(l->mu);
-        free_conns(dead);
+        if (free_conns(dead) >= TRIM_AFTER_BYTES)
+            malloc_trim(0); /* here, off the engine's and NNG's threads */
         nng_mtx_lock(l->mu);
         if (stop && !l->dead)
             break;

@@ -30,6 +30,7 @@
 #include <c10d/errors.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,12 +197,34 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
  * since the last time, the heap's free pages go back to the system. */
 #define TRIM_AFTER_PARKED_BYTES (16u << 20)
 
+static atomic_int trimming; /* a trim thread runs */
+
+static void *trim_thread(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);
+    atomic_store(&trimming, 0);
+    return NULL;
+}
+
+/* On a thread of its own: a trim of a heap of hundreds of MB takes ~100
+ * ms, which the engine's thread would hold every request up for. */
 static void give_back_parked_memory(c10ds_engine *e)
 {
-    if (atomic_load(&e->parked_budget.freed) < TRIM_AFTER_PARKED_BYTES)
+    if (atomic_load(&e->parked_budget.freed) < TRIM_AFTER_PARKED_BYTES ||
+        atomic_exchange(&trimming, 1))
         return;
     atomic_store(&e->parked_budget.freed, 0);
-    malloc_trim(0);
+    pthread_attr_t a;
+    pthread_t t;
+    int ok = 0;
+    if (pthread_attr_init(&a) == 0) {
+        ok = pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+             pthread_create(&t, &a, trim_thread, NULL) == 0;
+        pthread_attr_destroy(&a);
+    }
+    if (!ok)
+        atomic_store(&trimming, 0); /* the next batch tries again */
 }
 
 /* Whether parked request r is the one a cancel event (arg) names. */

@@ -263,8 +263,15 @@ static void free_keys(char **k, size_t n)
     free(k);
 }
 
+static void send_wait_for(int fd, uint64_t id, int tag, size_t n, int timeout_ms);
+
 /* Parks a wait of n missing keys on fd, our own framing, as request id. */
 static void send_wait(int fd, uint64_t id, int tag, size_t n)
+{
+    send_wait_for(fd, id, tag, n, 600000);
+}
+
+static void send_wait_for(int fd, uint64_t id, int tag, size_t n, int timeout_ms)
 {
     char **keys = missing_keys(tag, n);
     C10dpb__Request rq = C10DPB__REQUEST__INIT;
@@ -272,7 +279,7 @@ static void send_wait(int fd, uint64_t id, int tag, size_t n)
     w.n_keys = n;
     w.keys = keys;
     w.has_timeout_ms = 1;
-    w.timeout_ms = 600000;
+    w.timeout_ms = timeout_ms;
     rq.op_case = C10DPB__REQUEST__OP_WAIT;
     rq.wait = &w;
     ck_assert_int_eq(raw_send(fd, &rq, id), 0);
@@ -355,6 +362,30 @@ END_TEST
 /* Twelve waits of 4,096 keys of 4,000 bytes (about 200 MB) parked, then
  * their connection closed: the coordinator's RSS comes back down. It kept
  * 2.4 GB of such a flood's memory after it closed. */
+/* RSS comes back within 60 MB of before (15 s at most). */
+static long rss_back_to(long before)
+{
+    long after = rss_kib(coord.pid);
+    for (long long due = test_now_ms() + 15000;
+         after - before > 60 * 1024 && test_now_ms() < due; after = rss_kib(coord.pid))
+        usleep(100 * 1000);
+    ck_assert_msg(after - before < 60 * 1024, "RSS stayed %ld KiB above where it began",
+                  after - before);
+    return after;
+}
+
+/* 12 waits of 16 MB parked on fd: RSS grew by them; returns it. */
+static long twelve_parked(int fd, long before, int timeout_ms)
+{
+    for (int i = 0; i < 12; i++)
+        send_wait_for(fd, 100 + i, i, 4096, timeout_ms);
+    parked_are(12);
+    long parked = rss_kib(coord.pid);
+    ck_assert_msg(parked - before > 150 * 1024, "12 waits of 16 MB took only %ld KiB",
+                  parked - before);
+    return parked;
+}
+
 START_TEST(the_memory_of_parked_waits_goes_back_when_they_go)
 {
     if (!MEMORY_CHECKED)
@@ -364,22 +395,26 @@ START_TEST(the_memory_of_parked_waits_goes_back_when_they_go)
     long before = rss_kib(coord.pid);
     int fd = raw_connect(coord.url);
     ck_assert_int_ge(fd, 0);
-    for (int i = 0; i < 12; i++)
-        send_wait(fd, 100 + i, i, 4096);
-    parked_are(12);
-    long parked = rss_kib(coord.pid);
-    ck_assert_msg(parked - before > 150 * 1024, "12 waits of 16 MB took only %ld KiB",
-                  parked - before);
-    close(fd);
+    long parked = twelve_parked(fd, before, 600000);
+    close(fd); /* they go with their connection */
     parked_are(0);
-    long after = rss_kib(coord.pid);
-    for (long long due = test_now_ms() + 15000;
-         after - before > 60 * 1024 && test_now_ms() < due; after = rss_kib(coord.pid))
-        usleep(100 * 1000);
-    printf("parked waits: RSS %ld KiB, %ld with 12 waits parked, %ld after they went\n", before,
-           parked, after);
-    ck_assert_msg(after - before < 60 * 1024, "RSS stayed %ld KiB above where it began",
-                  after - before);
+    long after = rss_back_to(before);
+    printf("parked waits: RSS %ld KiB, %ld with 12 waits parked, %ld after their connection "
+           "closed\n", before, parked, after);
+    /* again, their connection open: they time out */
+    fd = raw_connect(coord.url);
+    ck_assert_int_ge(fd, 0);
+    parked = twelve_parked(fd, before, 3000);
+    for (int i = 0; i < 12; i++) {
+        uint64_t id;
+        C10dpb__Reply *rep = raw_read_reply(fd, 60000, &id);
+        ck_assert_msg(rep && rep->status == C10D_ETIMEDOUT, "wait %d did not time out", i);
+        c10dpb__reply__free_unpacked(rep, NULL);
+    }
+    after = rss_back_to(before);
+    printf("parked waits: RSS %ld KiB with 12 waits parked, %ld after they timed out\n", parked,
+           after);
+    close(fd);
     stop();
 }
 END_TEST

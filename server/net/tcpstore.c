@@ -213,6 +213,16 @@ static void flush_locked(c10ds_conn *c, c10ds_ts *ts)
     }
 }
 
+/* Whether q's answer goes now (ts->mu held): no query before it waits
+ * for its answer, parked WAITs aside (flush_locked's order). */
+static int due_now_locked(const c10ds_ts *ts, const ts_query *q)
+{
+    for (const ts_query *p = ts->head; p != q; p = p->next)
+        if (p->answered || p->op != C10DS_TS_WAIT)
+            return 0;
+    return 1;
+}
+
 /* Answers a query here, not through the engine (PING, an empty list,
  * CANCEL_WAIT): in its turn. -1: out of memory (recorded). */
 static int answer_here(c10ds_conn *c, c10ds_ts_op op, const void *b, size_t n)
@@ -256,6 +266,10 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
             snprintf(why, sizeof why, "its %s got no answer", c10ds_ts_op_name(q->op));
         else if (b[0] == C10DS_TS_REFUSED)
             snprintf(why, sizeof why, "%.*s", (int)(len - 1), (const char *)b + 1);
+        else if (due_now_locked(ts, q))
+            /* queued from the engine's bytes: a copy of a 16 MiB value
+             * spared, on the engine's thread; flushed below (empty) */
+            c10ds_conn_queue_raw(c, b + 1, len - 1);
         else if (append_out(q, b + 1, len - 1) != 0)
             snprintf(why, sizeof why, "out of memory for the reply to its %s",
                      c10ds_ts_op_name(q->op));

@@ -82,11 +82,19 @@ void c10ds_conn_reaper(void *arg)
 static int replies_near_cap(const c10ds_listener *l, size_t *total);
 static void port_freed(c10ds_listener *l);
 
-/* Whether c's port holds as many queries with the engine as it may. */
+/* Whether c's port holds as many queries with the engine as it may. If
+ * so, the port is marked wanted before it is looked at again: a slot
+ * coming free (port_freed) counts down, then looks at the mark, so one of
+ * the two sees the other (both sequentially consistent), and a port that
+ * nobody waits for is never scanned. */
 static int port_busy(const c10ds_conn *c)
 {
-    return c->unanswered_max &&
-           atomic_load(&c->l->unanswered) >= (int)c->l->cfg->ts_max_port_inflight;
+    c10ds_listener *l = c->l;
+    int max = (int)l->cfg->ts_max_port_inflight;
+    if (!c->unanswered_max || atomic_load(&l->unanswered) < max)
+        return 0;
+    atomic_store(&l->port_wanted, 1);
+    return atomic_load(&l->unanswered) >= max;
 }
 
 /* Whether c's paused read loop may go on (c->mu held; sent_enough: its
@@ -346,7 +354,7 @@ static void resume_if_resumable(c10ds_conn *c)
  * it or is paused by the time it is looked at (under its mu). */
 static void port_freed(c10ds_listener *l)
 {
-    if (atomic_load(&l->resumes_off))
+    if (atomic_load(&l->resumes_off) || !atomic_exchange(&l->port_wanted, 0))
         return;
     nng_mtx_lock(l->mu);
     for (c10ds_conn *o = l->live; o; o = o->next)

@@ -176,6 +176,7 @@ struct c10ds_listener {
      * one connection's cap alone lets thirty-two flooders queue
      * thirty-two 16 MiB gets ahead of everyone else's requests. */
     atomic_int unanswered;
+    atomic_int port_wanted; /* a connection found the port busy (connection.c) */
     atomic_int resumes_off; /* closing: a slot coming free resumes nobody */
     c10ds_quota quota;      /* TCPStore's port: what its keys hold (--tcpstore-quota-bytes) */
 };

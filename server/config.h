@@ -68,6 +68,14 @@ typedef struct c10ds_config {
     uint64_t max_decode_bytes; /* what unpacking one request may allocate (decode_budget.h) */
     uint64_t max_reply_bytes; /* unsent replies, all connections together */
     uint64_t max_parked;      /* requests parked (waiting for keys, groups), all together */
+    uint64_t max_parked_bytes;      /* their bytes as sent, all together */
+    uint64_t max_conn_parked_bytes; /* the same, one connection's (either port) */
+    /* The TCPStore port's own limits: it checks no token, so whoever can
+     * reach it is held to these, apart from the main port's clients. */
+    uint64_t ts_max_parked_bytes; /* parked bytes of all its connections together */
+    uint32_t ts_max_inflight;     /* a connection's queries with the engine, parked WAITs aside */
+    uint32_t ts_max_port_inflight; /* the same, all its connections together */
+    uint64_t ts_quota_bytes;      /* bytes its clients' keys and values may hold in the store */
     uint32_t max_connections; /* client connections open at once; more are closed at once */
     c10d_ms drain_timeout_ms;     /* SIGTERM: how long queued requests are still run */
     char *tls_cert, *tls_key, *tls_ca; /* tls+tcp:// (tls_ca: client certificates) */

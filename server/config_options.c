@@ -181,9 +181,39 @@ const c10ds_opt_spec c10ds_config_options[] = {
      "\nalso speak PyTorch TCPStore's protocol there,\n"
      "for torchrun's c10d rendezvous and unmodified\n"
      "TCPStore clients (keys under tcpstore/; off by\n"
-     "default; HOST defaults to 127.0.0.1: TCPStore\n"
-     "has no token or TLS, docs/pytorch.md)",
+     "default; HOST defaults to 127.0.0.1). It checks\n"
+     "no token and has no TLS: anyone who can connect\n"
+     "reads and writes its keys, so bind it to\n"
+     "loopback or firewall it. Its clients are held\n"
+     "to the --tcpstore-* limits below as well as the\n"
+     "others (docs/operations.md, \"The TCPStore port\")",
      OWN(take_tcpstore)},
+    {"tcpstore-max-parked-bytes", 0, "N",
+     "\n"
+     "bytes of WAITs parked by all TCPStore clients\n"
+     "together, within max-parked-bytes; a WAIT\n"
+     "beyond closes its connection (default 64 MiB)",
+     NUMBER(ts_max_parked_bytes, 1u << 16, 1ull << 40, 64u << 20)},
+    {"tcpstore-max-inflight", 0, "N",
+     "\n"
+     "queries of one TCPStore connection being\n"
+     "answered at once (parked WAITs aside); its next\n"
+     "ones are not read until then (default 1:\n"
+     "TCPStore's client asks one at a time)",
+     NUMBER(ts_max_inflight, 1, 1024, 1)},
+    {"tcpstore-max-port-inflight", 0, "N",
+     "\n"
+     "the same, all TCPStore connections together:\n"
+     "how much of the coordinator they may hold at\n"
+     "once, whatever their number (default 2)",
+     NUMBER(ts_max_port_inflight, 1, 65536, 2)},
+    {"tcpstore-quota-bytes", 0, "N",
+     "\n"
+     "bytes of keys and values TCPStore clients may\n"
+     "hold in the store, all together; a write beyond\n"
+     "closes its connection, saying why in the log\n"
+     "(default 1 GiB)",
+     NUMBER(ts_quota_bytes, 1u << 16, 1ull << 44, 1u << 30)},
     {"metrics-listen", 0, "[HOST:]PORT",
      "\nserve Prometheus metrics at\n"
      "http://HOST:PORT/metrics (off by default; HOST\n"
@@ -249,6 +279,16 @@ const c10ds_opt_spec c10ds_config_options[] = {
      "missing keys, rendezvous, watches); more get\n"
      "ETOOBIG (default 262144)",
      NUMBER(max_parked, 1, 1ull << 32, 262144)},
+    {"max-parked-bytes", 0, "N",
+     "bytes of parked requests (as sent: a wait's\n"
+     "keys), all connections together; a wait beyond\n"
+     "gets ETOOBIG (default 256 MiB)",
+     NUMBER(max_parked_bytes, 1u << 16, 1ull << 40, 256u << 20)},
+    {"max-connection-parked-bytes", 0, "N",
+     "\n"
+     "the same, one connection's, on either port\n"
+     "(default 64 MiB)",
+     NUMBER(max_conn_parked_bytes, 1u << 16, 1ull << 40, 64u << 20)},
     {"max-connections", 0, "N",
      "client connections open at once; one more is\n"
      "closed as soon as it is accepted (default: the\n"

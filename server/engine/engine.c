@@ -29,6 +29,8 @@
 
 #include <c10d/errors.h>
 #include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,9 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     e->send = send;
     e->send_arg = send_arg;
     e->start_ms = c10d_now_ms();
+    e->parked_budget.limit = cfg->max_parked_bytes;
+    e->parked_budget.what = "the coordinator";
+    e->parked_budget.option = "--max-parked-bytes";
     pthread_mutex_init(&e->mu, NULL);
     /* monotonic from the start: the listener may signal it before the
      * engine thread runs (re-making it in engine_start raced with that) */
@@ -185,6 +190,43 @@ static int txn_lost(c10ds_engine *e, c10ds_request *current)
     return 1;
 }
 
+/* Parked requests that went (answered, timed out, their connection
+ * closed) leave their many small allocations (a wait's keys, one each)
+ * in malloc's free lists, where the coordinator's RSS keeps them: 2.4 GB
+ * stayed after a flood of waits had closed. Past this many bytes let go
+ * since the last time, the heap's free pages go back to the system. */
+#define TRIM_AFTER_PARKED_BYTES (16u << 20)
+
+static atomic_int trimming; /* a trim thread runs */
+
+static void *trim_thread(void *arg)
+{
+    (void)arg;
+    malloc_trim(0);
+    atomic_store(&trimming, 0);
+    return NULL;
+}
+
+/* On a thread of its own: a trim of a heap of hundreds of MB takes ~100
+ * ms, which the engine's thread would hold every request up for. */
+static void give_back_parked_memory(c10ds_engine *e)
+{
+    if (atomic_load(&e->parked_budget.freed) < TRIM_AFTER_PARKED_BYTES ||
+        atomic_exchange(&trimming, 1))
+        return;
+    atomic_store(&e->parked_budget.freed, 0);
+    pthread_attr_t a;
+    pthread_t t;
+    int ok = 0;
+    if (pthread_attr_init(&a) == 0) {
+        ok = pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+             pthread_create(&t, &a, trim_thread, NULL) == 0;
+        pthread_attr_destroy(&a);
+    }
+    if (!ok)
+        atomic_store(&trimming, 0); /* the next batch tries again */
+}
+
 /* Whether parked request r is the one a cancel event (arg) names. */
 static int cancelled_by(const c10ds_request *r, void *arg)
 {
@@ -269,6 +311,12 @@ static void run(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
             answered(e, r);
             return;
         }
+    }
+    if (ph == C10DS_FIRST && (op->flags & C10DS_OP_READS) && r->gone && r->gone(r->slot)) {
+        /* Its reply could never be sent: reading a 16 MiB value for each
+         * of a closed flooder's queued gets held everyone else up. */
+        c10ds_request_free(r);
+        return;
     }
     r->txn_free = 0;
     c10ds_outcome o = op->fn(e, r, ph);
@@ -389,6 +437,7 @@ void c10ds_engine_run_batch(c10ds_engine *e, c10ds_request *batch)
     }
     c10ds_engine_note_stall(e); /* a slow commit or checkpoint: the next sweep must know */
     atomic_store(&e->parked, (long long)c10ds_waiters_count(e->waiters));
+    give_back_parked_memory(e);
 
     c10ds_request *out = e->outbox;
     e->outbox = e->outbox_tail = NULL;

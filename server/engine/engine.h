@@ -29,6 +29,7 @@
 #include "groups/groups.h"
 #include "join/join.h"
 #include "engine/reqlog.h"
+#include "engine/request.h"
 #include "groups/runs.h"
 #include "metrics/counters.h"
 #include "engine/stalls.h"
@@ -110,6 +111,7 @@ struct c10ds_engine {
     atomic_llong polled;         /* rounds the readiness loops found by looking (common/busy_poll.h) */
     atomic_uint next_pipe;       /* listener.c: connections numbered (ids from 1), all listeners */
     atomic_llong parked; /* mirror of the waiter count, for status */
+    c10ds_budget parked_budget; /* parked requests' bytes, all together (request.c) */
     c10ds_counters counters; /* what /metrics shows (metrics/counters.h) */
     char listen_url[256];
     char tcpstore_url[256]; /* "" when --tcpstore-listen is off */

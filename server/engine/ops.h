@@ -19,6 +19,9 @@ typedef c10ds_outcome (*c10ds_op_fn)(c10ds_engine *e, c10ds_request *r, c10ds_ph
 /* Parks for a period, not a timeout (the watch: a heartbeat's answer):
  * the coordinator's stalls do not move its deadline (engine_stalls.c). */
 #define C10DS_OP_PERIOD 2u
+/* Only reads: when its connection is gone before it runs, it is dropped
+ * unrun (no reply could be sent, and nothing it does stays). */
+#define C10DS_OP_READS 4u
 
 typedef struct c10ds_op {
     int op_case; /* C10DPB__REQUEST__OP_* */

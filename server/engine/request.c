@@ -8,6 +8,7 @@
 #include "config.h"
 #include "engine/engine.h"
 #include "engine/waiters.h"
+#include "store/store.h"
 
 #include "c10d_time.h"
 
@@ -16,6 +17,50 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How much of a key an error shows. */
+#define KEY_SHOWN 64
+/* How often a quota near its limit is counted again from the store. */
+#define QUOTA_RECOUNT_MS 1000
+
+/* Gives back what r held of its parking budgets: before its slot goes,
+ * since the connection's budget lives in it. */
+static void park_budgets_release(c10ds_request *r)
+{
+    if (!r->parked_bytes)
+        return;
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++)
+        if (r->budgets[i]) {
+            atomic_fetch_sub(&r->budgets[i]->bytes, r->parked_bytes);
+            atomic_fetch_add(&r->budgets[i]->freed, r->parked_bytes);
+        }
+    r->parked_bytes = 0;
+}
+
+/* Counts r's bytes as sent against each of its budgets, or fails r with
+ * the first it would go over (-1). */
+static int park_budgets_take(c10ds_engine *e, c10ds_request *r, const char *key)
+{
+    size_t weight = c10dpb__request__get_packed_size(r->pb);
+    r->budgets[0] = &e->parked_budget;
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++) {
+        c10ds_budget *b = r->budgets[i];
+        size_t held = b ? atomic_load(&b->bytes) : 0;
+        if (b && b->limit && held + weight > b->limit) { /* 0: none */
+            /* The key last: it may be 4 KB, and the limit must be read. */
+            c10ds_fail(r, C10D_ETOOBIG, "%s holds %zu bytes of parked requests, and this wait "
+                       "of %zu bytes would pass its limit of %llu (%s); refused (waiting for "
+                       "key '%.*s%s')", b->what, held, weight, (unsigned long long)b->limit,
+                       b->option, KEY_SHOWN, key, strlen(key) > KEY_SHOWN ? "..." : "");
+            return -1;
+        }
+    }
+    for (int i = 0; i < C10DS_PARK_BUDGETS; i++)
+        if (r->budgets[i])
+            atomic_fetch_add(&r->budgets[i]->bytes, weight);
+    r->parked_bytes = weight;
+    return 0;
+}
 
 c10ds_request *c10ds_request_new(C10dpb__Request *pb, void *slot)
 {
@@ -37,6 +82,7 @@ void c10ds_request_free(c10ds_request *r)
         c10dpb__request__free_unpacked(r->pb, NULL);
     if (r->sink && r->sink->free)
         r->sink->free(r->sink_arg);
+    park_budgets_release(r);
     if (r->release)
         r->release(r->slot);
     free(r->reply);
@@ -99,6 +145,8 @@ c10ds_outcome c10ds_park(c10ds_engine *e, c10ds_request *r, c10ds_phase ph, cons
             return c10ds_fail(r, C10D_ETOOBIG, "the coordinator holds %zu parked requests, its "
                               "limit (--max-parked); this wait for key '%s' was refused",
                               parked, key);
+        if (!r->parked_bytes && park_budgets_take(e, r, key) != 0)
+            return C10DS_DONE;
         /* A stall while it sat in the queue does not count (stalls.h). */
         r->deadline_ms = r->received_ms + timeout_ms + c10ds_engine_park_credit(e, r);
     }
@@ -123,6 +171,34 @@ int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key)
     return 0;
 }
 
+/* Counts a write of key and len bytes against r's quota, or fails r
+ * (-1) when the store's own count says it would pass it. */
+static int quota_take(c10ds_engine *e, c10ds_request *r, const char *key, size_t len)
+{
+    c10ds_quota *q = r->quota;
+    size_t add = strlen(key) + len, held = atomic_load(&q->b.bytes);
+    if (held + add > q->b.limit) {
+        int64_t now = c10d_now_ms();
+        if (now - q->counted_ms >= QUOTA_RECOUNT_MS ||
+            held - q->counted >= q->b.limit / 4) {
+            int64_t n = c10ds_store_bytes(&e->store, q->prefix);
+            if (n >= 0)
+                atomic_store(&q->b.bytes, held = (size_t)n);
+            q->counted_ms = now;
+            q->counted = held;
+        }
+        if (held + add > q->b.limit) {
+            c10ds_fail(r, C10D_ETOOBIG, "%s's keys and values hold %zu bytes in the store, and "
+                       "this write of %zu would pass its quota of %llu (%s); refused (key "
+                       "'%.*s%s')", q->b.what, held, add, (unsigned long long)q->b.limit,
+                       q->b.option, KEY_SHOWN, key, strlen(key) > KEY_SHOWN ? "..." : "");
+            return -1;
+        }
+    }
+    atomic_fetch_add(&q->b.bytes, add);
+    return 0;
+}
+
 int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len)
 {
     if (len > e->cfg->max_value_bytes) {
@@ -131,5 +207,6 @@ int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t
                    (unsigned long long)e->cfg->max_value_bytes);
         return -1;
     }
-    return 0;
+    /* last: a value refused for its size counts for nothing */
+    return r->quota ? quota_take(e, r, key, len) : 0;
 }

@@ -9,6 +9,7 @@
 #include "c10d_time.h"
 
 #include <c10d/errors.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,35 @@ typedef struct c10ds_reply_sink {
     /* frees arg with the request (NULL: nothing to free) */
     void (*free)(void *arg);
 } c10ds_reply_sink;
+
+/* Bytes of parked requests held against one limit: the coordinator's
+ * (--max-parked-bytes, the engine's), a connection's, a port's (the
+ * listener's). Counting requests (--max-parked) says nothing of their
+ * size: a wait names up to --max-multi-keys keys of --max-key-bytes. */
+typedef struct c10ds_budget {
+    atomic_size_t bytes;  /* held now */
+    atomic_size_t freed;  /* let go since the engine last gave memory back (engine.c) */
+    uint64_t limit;
+    const char *what;     /* "the coordinator", "this connection", ... */
+    const char *option;   /* the option that sets limit */
+} c10ds_budget;
+
+/* Bytes a port's clients hold in the store (--tcpstore-quota-bytes):
+ * counted up by every write's key and value (an overwrite too), and
+ * counted exactly (the store's range under prefix) when that would pass
+ * the limit, so a write is refused only on the store's own count. Not
+ * more often than once a second or a quarter of the limit written: a
+ * count reads the whole range's index. */
+typedef struct c10ds_quota {
+    c10ds_budget b;
+    const char *prefix;
+    int64_t counted_ms; /* monotonic, of the last count; the engine's thread only */
+    size_t counted;     /* b.bytes then */
+} c10ds_quota;
+
+/* The budgets a request's parking counts against: the engine's, its
+ * connection's, its port's (NULL: none). */
+#define C10DS_PARK_BUDGETS 3
 
 struct c10ds_request {
     C10dpb__Request *pb;  /* the decoded request (owned) */
@@ -55,6 +85,19 @@ struct c10ds_request {
     enum { C10DS_EV_NONE, C10DS_EV_PIPE_CLOSED, C10DS_EV_CANCEL, C10DS_EV_DROP_KEYS } event;
     uint64_t cancel_id;
     char *drop_prefix; /* malloc'd */
+
+    /* Bytes it holds of each budget since it first parked (c10ds_park),
+     * given back when it is freed; [0] is the engine's, set there, the
+     * others the listener's (net/). */
+    size_t parked_bytes;
+    c10ds_budget *budgets[C10DS_PARK_BUDGETS];
+    /* Whether its connection is gone (NULL: never asked): a request that
+     * only reads is then dropped unrun, since its reply can never be
+     * sent (engine.c; the listener's). */
+    int (*gone)(void *slot);
+    /* The store quota its writes count against (NULL: none; the
+     * listener's). */
+    c10ds_quota *quota;
 
     /* While parked (waiters.c): the key it waits for, its place in that
      * key's list and in the deadline heap. */

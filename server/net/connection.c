@@ -19,16 +19,24 @@
 #include "log.h"
 
 #include <c10d/errors.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Frees dead connections on its own thread: a connection's last reference
- * may go inside one of its aio callbacks, where its aios cannot be freed. */
-static void free_conns(c10ds_conn *dead)
+/* Closed connections that held this much (their buffers, the requests
+ * they parked) have their freed pages given back to the system: a
+ * flood's memory otherwise stays in malloc's free lists, and the
+ * coordinator's RSS with it. */
+#define TRIM_AFTER_BYTES (16u << 20)
+
+/* Frees dead connections; returns the bytes they had held. */
+static size_t free_conns(c10ds_conn *dead)
 {
+    size_t held = 0;
     for (c10ds_conn *c = dead, *n; c; c = n) {
         n = c->next;
+        held += c->rcap + c->out_cap + c->fly_cap + atomic_load(&c->parked.freed);
         nng_aio_free(c->recv_aio); /* waits for a callback still returning */
         atomic_fetch_sub(&c->l->held, c->held);
         atomic_fetch_sub(&c->l->unsent, c->unsent);
@@ -46,8 +54,11 @@ static void free_conns(c10ds_conn *dead)
             c->codec->close(c->codec_state);
         free(c);
     }
+    return held;
 }
 
+/* Frees dead connections on its own thread: a connection's last reference
+ * may go inside one of its aio callbacks, where its aios cannot be freed. */
 void c10ds_conn_reaper(void *arg)
 {
     c10ds_listener *l = arg;
@@ -59,12 +70,48 @@ void c10ds_conn_reaper(void *arg)
         l->dead = NULL;
         int stop = l->reaper_stop;
         nng_mtx_unlock(l->mu);
-        free_conns(dead);
+        if (free_conns(dead) >= TRIM_AFTER_BYTES)
+            malloc_trim(0); /* here, off the engine's and NNG's threads */
         nng_mtx_lock(l->mu);
         if (stop && !l->dead)
             break;
     }
     nng_mtx_unlock(l->mu);
+}
+
+static int replies_near_cap(const c10ds_listener *l, size_t *total);
+static void port_freed(c10ds_listener *l);
+
+/* Whether c's port holds as many queries with the engine as it may. If
+ * so, the port is marked wanted before it is looked at again: a slot
+ * coming free (port_freed) counts down, then looks at the mark, so one of
+ * the two sees the other (both sequentially consistent), and a port that
+ * nobody waits for is never scanned. */
+static int port_busy(const c10ds_conn *c)
+{
+    c10ds_listener *l = c->l;
+    int max = (int)l->cfg->ts_max_port_inflight;
+    if (!c->unanswered_max || atomic_load(&l->unanswered) < max)
+        return 0;
+    atomic_store(&l->port_wanted, 1);
+    return atomic_load(&l->unanswered) >= max;
+}
+
+/* Whether c's paused read loop may go on (c->mu held; sent_enough: its
+ * unsent replies are down far enough, as its caller sees them), and if
+ * so marks it going. Down to half of each limit, so that a client at one
+ * is not resumed and paused again request by request; no reply unsent at
+ * all resumes it whatever the other connections hold. */
+static int resumable_locked(c10ds_conn *c, int sent_enough)
+{
+    int resume = c->read_paused && !c->closed && sent_enough &&
+                 c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
+                 !(c->unanswered_max && c->unanswered >= c->unanswered_max) &&
+                 (c->unsent == 0 || !c10ds_conn_backlogged_locked(c)) &&
+                 !port_busy(c);
+    if (resume)
+        c->read_paused = 0;
+    return resume;
 }
 
 /* Brings c->unsent, and the listener's total, up to date (c->mu held). */
@@ -109,7 +156,14 @@ void c10ds_conn_close(c10ds_conn *c, const char *why)
      * reference goes here. */
     int paused = c->read_paused;
     c->read_paused = 0;
+    /* Its queries with the engine no longer hold its port: some are
+     * never answered (a read dropped unrun, a refusal). */
+    int held = c->unanswered;
+    c->unanswered = 0;
+    atomic_fetch_sub(&c->l->unanswered, held);
     nng_mtx_unlock(c->mu);
+    if (held)
+        port_freed(c->l);
     if (was)
         return;
     if (why)
@@ -164,11 +218,7 @@ static int flight_ended(c10ds_conn *c, int rv, int on_callback)
     c->fly_len = c->fly_done = 0;
     int next = rv == 0 && ready_send_locked(c); /* takes its own reference */
     count_unsent_locked(c);
-    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
-                 (c->unsent == 0 || (c->unsent <= C10DS_READ_PAUSE_BYTES / 2 &&
-                                     !c10ds_conn_backlogged_locked(c)));
-    if (resume)
-        c->read_paused = 0;
+    int resume = resumable_locked(c, c->unsent == 0 || c->unsent <= C10DS_READ_PAUSE_BYTES / 2);
     nng_mtx_unlock(c->mu);
     atomic_fetch_sub(&c->l->sends_in_flight, 1);
     if (rv != 0)
@@ -262,6 +312,7 @@ int c10ds_conn_backlogged_locked(const c10ds_conn *c)
 {
     size_t total;
     return c->unsent > C10DS_READ_PAUSE_BYTES || c->inflight > C10DS_CONN_INFLIGHT_MAX ||
+           (c->unanswered_max && c->unanswered >= c->unanswered_max) || port_busy(c) ||
            (c->unsent && replies_near_cap(c->l, &total));
 }
 
@@ -276,16 +327,52 @@ void c10ds_conn_request_done(c10ds_conn *c)
 {
     nng_mtx_lock(c->mu);
     c->inflight--;
-    int resume = c->read_paused && !c->closed && c->inflight <= C10DS_CONN_INFLIGHT_MAX / 2 &&
-                 !c10ds_conn_backlogged_locked(c);
-    if (resume)
-        c->read_paused = 0;
+    int resume = resumable_locked(c, 1);
     nng_mtx_unlock(c->mu);
     /* Called on the engine's thread, which must not run the read loop (it
      * hands requests to that very engine): resume_aio completes at once on
      * an NNG thread, whose callback goes on with it. */
     if (resume)
         nng_sleep_aio(0, c->resume_aio);
+}
+
+/* Resumes c if its paused read loop may go on. Called where the engine
+ * answers (its thread, or a read loop's that runs a batch): never goes on
+ * with the read loop here, as above. */
+static void resume_if_resumable(c10ds_conn *c)
+{
+    nng_mtx_lock(c->mu);
+    int resume = resumable_locked(c, 1);
+    nng_mtx_unlock(c->mu);
+    if (resume)
+        nng_sleep_aio(0, c->resume_aio);
+}
+
+/* A slot of l's port came free: any of its connections paused for it
+ * may take it (the first to read does; the others pause again). Called
+ * after the count went down, so that one pausing meanwhile either sees
+ * it or is paused by the time it is looked at (under its mu). */
+static void port_freed(c10ds_listener *l)
+{
+    if (atomic_load(&l->resumes_off) || !atomic_exchange(&l->port_wanted, 0))
+        return;
+    nng_mtx_lock(l->mu);
+    for (c10ds_conn *o = l->live; o; o = o->next)
+        resume_if_resumable(o);
+    nng_mtx_unlock(l->mu);
+}
+
+void c10ds_conn_unanswered(c10ds_conn *c, int delta)
+{
+    nng_mtx_lock(c->mu);
+    int counted = !c->closed; /* a close gave back all it held */
+    if (counted) {
+        c->unanswered += delta;
+        atomic_fetch_add(&c->l->unanswered, delta);
+    }
+    nng_mtx_unlock(c->mu);
+    if (counted && delta < 0)
+        port_freed(c->l);
 }
 
 void c10ds_conn_resume_cb(void *arg)

@@ -32,6 +32,12 @@ static void release_slot(void *slot)
     c10ds_conn_unref(slot);
 }
 
+/* Whether the connection a request came on is gone (r->gone). */
+static int slot_gone(void *slot)
+{
+    return c10ds_conn_closed(slot);
+}
+
 static void reply_error(c10ds_conn *c, uint64_t request_id, c10d_status st, const char *detail)
 {
     C10dpb__Reply rep = C10DPB__REPLY__INIT;
@@ -62,6 +68,12 @@ int c10ds_conn_hand_on(c10ds_conn *c, C10dpb__Request *pb, const c10ds_reply_sin
     r->vouched = vouched;
     r->pipe = c->id;
     r->release = release_slot;
+    r->gone = slot_gone;
+    r->budgets[1] = &c->parked;
+    if (c->l->dialect == C10DS_DIALECT_TCPSTORE) { /* the port's own limits */
+        r->budgets[2] = &c->l->parked;
+        r->quota = &c->l->quota;
+    }
     atomic_fetch_add(&c->refs, 1);
     c10ds_conn_request_sent(c);
     if (c10ds_engine_submit(c->l->engine, r) != 0) {

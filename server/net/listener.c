@@ -7,6 +7,7 @@
  * closing. A connection's life and its reply queue are connection.c's,
  * its read loop framing.c's (listener_internal.h). */
 #include "net/listener_internal.h"
+#include "net/tcpstore_wire.h"
 
 #include "config.h"
 #include "engine/engine.h"
@@ -194,6 +195,13 @@ static void accept_cb(void *arg)
     remote_address(s, c->peer, sizeof c->peer);
     c->read_resume = c10ds_conn_read_resume;
     c->rcap = C10DS_RBUF_MIN;
+    c->parked.limit = l->cfg->max_conn_parked_bytes;
+    c->parked.what = "this connection";
+    c->parked.option = "--max-connection-parked-bytes";
+    /* TCPStore's client asks one query at a time; a flooder that sends
+     * hundreds unread gets them read only as fast as it takes answers. */
+    if (l->dialect == C10DS_DIALECT_TCPSTORE)
+        c->unanswered_max = (int)l->cfg->ts_max_inflight;
     /* One numbering for every listener's connections: the engine tells
      * them apart by it (a closed connection's ranks and parked requests) */
     c->id = atomic_fetch_add(&l->engine->next_pipe, 1) + 1;
@@ -252,6 +260,13 @@ c10ds_listener *c10ds_listener_new(const c10ds_config *cfg, c10ds_engine *engine
     }
     l->dialect = dialect;
     l->cfg = cfg;
+    l->parked.limit = cfg->ts_max_parked_bytes;
+    l->parked.what = "the TCPStore port";
+    l->parked.option = "--tcpstore-max-parked-bytes";
+    l->quota.b.limit = cfg->ts_quota_bytes;
+    l->quota.b.what = "the TCPStore port";
+    l->quota.b.option = "--tcpstore-quota-bytes";
+    l->quota.prefix = C10DS_TS_KEY_PREFIX;
     l->engine = engine;
     if ((dialect == C10DS_DIALECT_TCPSTORE &&
          !(l->ts_runs = c10ds_ts_runs_new(engine->ts_keys.base))) ||
@@ -318,6 +333,9 @@ void c10ds_listener_drain(c10ds_listener *l, c10d_ms timeout_ms)
  * drop its last reference, and the reaper's hand-off takes l->mu. */
 static void close_all(c10ds_listener *l)
 {
+    /* No connection is to be resumed from here on (and the fallback
+     * below closes them under l->mu, which resuming takes). */
+    atomic_store(&l->resumes_off, 1);
     nng_mtx_lock(l->mu);
     size_t n = 0;
     for (c10ds_conn *c = l->live; c; c = c->next)

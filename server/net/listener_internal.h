@@ -129,6 +129,14 @@ struct c10ds_conn {
      * and a failed TLS handshake is logged after the client gave up. */
     char peer[128];
     int inflight;       /* requests with the engine (mu) */
+    /* Of those, the ones its codec waits to see answered before it reads
+     * more (TCPStore's queries, parked WAITs aside: tcpstore.c), and how
+     * many it may have (0: no such limit) (mu). Counted before the work
+     * is done, where unsent replies are counted only after: a client
+     * that pipelines gets of a large value and never reads made the
+     * engine read and pack each of them. */
+    int unanswered, unanswered_max;
+    c10ds_budget parked; /* its parked requests' bytes (engine/request.h) */
     const c10ds_codec *codec; /* its listener's dialect */
     void *codec_state;        /* the codec's own (open), or NULL */
 };
@@ -160,6 +168,17 @@ struct c10ds_listener {
     atomic_size_t unsent;
     struct c10ds_readiness *ready; /* NULL on tls+tcp://, or if it could not start */
     struct c10ds_ts_runs *ts_runs; /* TCPStore's port: its clients' runs (tcpstore_runs.h) */
+    /* TCPStore's port: its connections' parked WAITs, together
+     * (--tcpstore-max-parked-bytes); unused on ours. */
+    c10ds_budget parked;
+    /* TCPStore's port: its connections' queries with the engine
+     * (c10ds_conn.unanswered), together (--tcpstore-max-port-inflight):
+     * one connection's cap alone lets thirty-two flooders queue
+     * thirty-two 16 MiB gets ahead of everyone else's requests. */
+    atomic_int unanswered;
+    atomic_int port_wanted; /* a connection found the port busy (connection.c) */
+    atomic_int resumes_off; /* closing: a slot coming free resumes nobody */
+    c10ds_quota quota;      /* TCPStore's port: what its keys hold (--tcpstore-quota-bytes) */
 };
 
 /* --- connection.c --- */
@@ -190,6 +209,9 @@ int c10ds_conn_backlogged_locked(const c10ds_conn *c);
  * engine's). */
 void c10ds_conn_request_sent(c10ds_conn *c);
 void c10ds_conn_request_done(c10ds_conn *c);
+/* One of c's queries its codec waits on went to the engine (+1) or was
+ * answered (-1); the last may resume c's read loop. */
+void c10ds_conn_unanswered(c10ds_conn *c, int delta);
 /* resume_aio's callback. */
 void c10ds_conn_resume_cb(void *arg);
 /* Whether c is backlogged; if so, its read loop is marked paused (the send

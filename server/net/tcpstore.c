@@ -213,6 +213,16 @@ static void flush_locked(c10ds_conn *c, c10ds_ts *ts)
     }
 }
 
+/* Whether q's answer goes now (ts->mu held): no query before it waits
+ * for its answer, parked WAITs aside (flush_locked's order). */
+static int due_now_locked(const c10ds_ts *ts, const ts_query *q)
+{
+    for (const ts_query *p = ts->head; p != q; p = p->next)
+        if (p->answered || p->op != C10DS_TS_WAIT)
+            return 0;
+    return 1;
+}
+
 /* Answers a query here, not through the engine (PING, an empty list,
  * CANCEL_WAIT): in its turn. -1: out of memory (recorded). */
 static int answer_here(c10ds_conn *c, c10ds_ts_op op, const void *b, size_t n)
@@ -229,6 +239,15 @@ static int answer_here(c10ds_conn *c, c10ds_ts_op op, const void *b, size_t n)
     return ok ? 0 : c10ds_failed(C10D_ENOMEM, "out of memory");
 }
 
+/* Whether the read loop waits for a query of op to be answered before
+ * it reads more (--tcpstore-max-inflight): every query the engine
+ * answers but a WAIT, which may stay parked for good (TS_WAITS_MAX
+ * bounds those). */
+static int held_up_by(c10ds_ts_op op)
+{
+    return op != C10DS_TS_WAIT;
+}
+
 /* The sink's bytes for one of c's queries: a verdict, then the answer or
  * why it was refused (c10ds_ts_encode). */
 static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_t len)
@@ -236,15 +255,21 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
     c10ds_ts *ts = c->codec_state;
     const uint8_t *b = body;
     char why[C10DS_FAILURE_MAX] = "";
+    int counted = 0;
     pthread_mutex_lock(&ts->mu);
     ts_query *q = ts->head;
     while (q && q->id != request_id)
         q = q->next;
     if (q) { /* not found: a WAIT cancelled meanwhile, whose answer is dropped */
+        counted = held_up_by(q->op);
         if (len < 1)
             snprintf(why, sizeof why, "its %s got no answer", c10ds_ts_op_name(q->op));
         else if (b[0] == C10DS_TS_REFUSED)
             snprintf(why, sizeof why, "%.*s", (int)(len - 1), (const char *)b + 1);
+        else if (due_now_locked(ts, q))
+            /* queued from the engine's bytes: a copy of a 16 MiB value
+             * spared, on the engine's thread; flushed below (empty) */
+            c10ds_conn_queue_raw(c, b + 1, len - 1);
         else if (append_out(q, b + 1, len - 1) != 0)
             snprintf(why, sizeof why, "out of memory for the reply to its %s",
                      c10ds_ts_op_name(q->op));
@@ -253,6 +278,8 @@ static void ts_reply(c10ds_conn *c, uint64_t request_id, const void *body, size_
             flush_locked(c, ts);
     }
     pthread_mutex_unlock(&ts->mu);
+    if (counted) /* after its reply is queued: an unread one keeps c paused */
+        c10ds_conn_unanswered(c, -1);
     if (why[0])
         refuse(c, why);
 }
@@ -380,6 +407,8 @@ static int to_engine(c10ds_conn *c, const c10ds_ts_query *f)
         ask_free(ask);
         return -1; /* the connection is closed: q never goes */
     }
+    if (held_up_by(f->op)) /* before the engine can answer it */
+        c10ds_conn_unanswered(c, 1);
     return c10ds_conn_hand_on(c, rq, &ts_sink, ask, 1);
 }
 

@@ -38,6 +38,9 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
         char q[256];
         snprintf(q, sizeof q, "SELECT count(*) FROM kv WHERE %s", range[i]);
         st->st_count_range[i] = c10ds_db_prepare(db, q);
+        snprintf(q, sizeof q, "SELECT total(length(key) + length(value)) FROM kv WHERE %s",
+                 range[i]);
+        st->st_bytes_range[i] = c10ds_db_prepare(db, q);
         snprintf(q, sizeof q, "SELECT key, length(value), updated_ms FROM kv WHERE %s ORDER BY "
                  "key LIMIT ?3", range[i]);
         st->st_list_range[i] = c10ds_db_prepare(db, q);
@@ -46,7 +49,8 @@ int c10ds_store_init(c10ds_store *st, c10ds_db *db)
         snprintf(q, sizeof q, "DELETE FROM kv WHERE key IN (SELECT key FROM kv WHERE %s LIMIT "
                  "?3)", range[i]);
         st->st_delete_range[i] = c10ds_db_prepare(db, q);
-        if (!st->st_count_range[i] || !st->st_list_range[i] || !st->st_delete_range[i]) {
+        if (!st->st_count_range[i] || !st->st_list_range[i] || !st->st_delete_range[i] ||
+            !st->st_bytes_range[i]) {
             c10ds_store_fini(st);
             return -1;
         }
@@ -70,6 +74,7 @@ void c10ds_store_fini(c10ds_store *st)
     sqlite3_finalize(st->st_delete);
     for (int i = 0; i < 2; i++) {
         sqlite3_finalize(st->st_count_range[i]);
+        sqlite3_finalize(st->st_bytes_range[i]);
         sqlite3_finalize(st->st_list_range[i]);
         sqlite3_finalize(st->st_delete_range[i]);
     }
@@ -373,16 +378,27 @@ static sqlite3_stmt *bind_range(sqlite3_stmt *const pair[2], const char *prefix,
     return s;
 }
 
-static int64_t count_range(c10ds_store *st, const char *prefix)
+/* The one number a statement of stmts gives for prefix's range, or -1. */
+static int64_t range_number(sqlite3_stmt *const stmts[2], const char *prefix)
 {
     char *upper;
-    sqlite3_stmt *s = bind_range(st->st_count_range, prefix, &upper);
+    sqlite3_stmt *s = bind_range(stmts, prefix, &upper);
     if (!s)
         return -1;
     int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
     sqlite3_reset(s);
     free(upper);
     return n;
+}
+
+static int64_t count_range(c10ds_store *st, const char *prefix)
+{
+    return range_number(st->st_count_range, prefix);
+}
+
+int64_t c10ds_store_bytes(c10ds_store *st, const char *prefix)
+{
+    return range_number(st->st_bytes_range, prefix);
 }
 
 int64_t c10ds_store_delete_prefix(c10ds_store *st, const char *prefix, int64_t limit)

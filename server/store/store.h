@@ -15,7 +15,7 @@ typedef struct c10ds_store {
     sqlite3_stmt *st_get, *st_exists, *st_size, *st_update, *st_insert, *st_delete;
     /* Prefix queries, each twice: [prefix, upper) where the prefix has an
      * upper bound, [prefix, end) where it has none (store.c, bind_range). */
-    sqlite3_stmt *st_count_range[2], *st_list_range[2], *st_delete_range[2];
+    sqlite3_stmt *st_count_range[2], *st_list_range[2], *st_delete_range[2], *st_bytes_range[2];
     int64_t num_keys; /* cached: num_keys is O(1), as in TCPStore */
     uint64_t bytes_written; /* keys and values set, ever (a batch's share bounds it, engine.c) */
     /* Called after every write to a key, so parked readers can be woken. */
@@ -57,6 +57,9 @@ int64_t c10ds_store_delete_prefix(c10ds_store *st, const char *prefix, int64_t l
 
 /* Keys starting with prefix (NULL or "" = all). */
 int64_t c10ds_store_count(c10ds_store *st, const char *prefix);
+/* Bytes of the keys under prefix and their values, or -1 (one pass over
+ * the range's index: lengths are read off each row's header). */
+int64_t c10ds_store_bytes(c10ds_store *st, const char *prefix);
 typedef void (*c10ds_list_fn)(void *arg, const char *key, uint64_t size, int64_t updated_ms);
 /* Calls fn for up to limit keys in byte order; returns the number listed,
  * or -1 on error. *more = 1 if keys were left out. */

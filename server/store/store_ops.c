@@ -423,16 +423,16 @@ cleanup:
 
 const c10ds_op c10ds_store_ops[] = {
     {C10DPB__REQUEST__OP_SET, "set", op_set, 0},
-    {C10DPB__REQUEST__OP_GET, "get", op_get, 0},
+    {C10DPB__REQUEST__OP_GET, "get", op_get, C10DS_OP_READS},
     {C10DPB__REQUEST__OP_ADD, "add", op_add, C10DS_OP_DEDUP},
     {C10DPB__REQUEST__OP_COMPARE_SET, "compare_set", op_compare_set, C10DS_OP_DEDUP},
-    {C10DPB__REQUEST__OP_WAIT, "wait", op_wait, 0},
-    {C10DPB__REQUEST__OP_CHECK, "check", op_check, 0},
-    {C10DPB__REQUEST__OP_NUM_KEYS, "num_keys", op_num_keys, 0},
+    {C10DPB__REQUEST__OP_WAIT, "wait", op_wait, C10DS_OP_READS},
+    {C10DPB__REQUEST__OP_CHECK, "check", op_check, C10DS_OP_READS},
+    {C10DPB__REQUEST__OP_NUM_KEYS, "num_keys", op_num_keys, C10DS_OP_READS},
     {C10DPB__REQUEST__OP_DELETE_KEY, "delete_key", op_delete, C10DS_OP_DEDUP},
     {C10DPB__REQUEST__OP_APPEND, "append", op_append, C10DS_OP_DEDUP},
-    {C10DPB__REQUEST__OP_MULTI_GET, "multi_get", op_multi_get, 0},
+    {C10DPB__REQUEST__OP_MULTI_GET, "multi_get", op_multi_get, C10DS_OP_READS},
     {C10DPB__REQUEST__OP_MULTI_SET, "multi_set", op_multi_set, 0},
-    {C10DPB__REQUEST__OP_LIST, "list", op_list, 0},
+    {C10DPB__REQUEST__OP_LIST, "list", op_list, C10DS_OP_READS},
     {0, NULL, NULL, 0},
 };

@@ -7,11 +7,15 @@
  * multi_get keys); a 16 MiB value named 4,096 times in one multi_get;
  * waits parked by the hundred thousand; clients that send gets of a 1 MiB
  * value and never read the replies; a hundred connections whose 12-byte
- * headers promise 16 MiB frames. Each flood runs in threads of raw
+ * headers promise 16 MiB frames; and on the TCPStore port, which checks
+ * no token, 32 connections each pipelining 200 GETs of a 16 MiB value,
+ * never reading, and 12 connections of WAITs of 4,096 keys of 4 KB
+ * (16.8 MB each) that nobody sets. Each flood runs in threads of raw
  * sockets (tests/support/raw_client.c) while the probe makes PROBES
  * (default 300) gets of a small key, 5 ms apart, through the library.
  * Printed per flood: the probe's median and worst latency, its errors,
- * the flood's requests and refusals, and the coordinator's RSS after it.
+ * the flood's requests and refusals, and the coordinator's RSS during
+ * it and 2 s after its connections closed.
  * A probe gives up after 5 s (an error), and a flood's probing after 30 s
  * (a coordinator without the limits on them answers nothing for minutes
  * under some of them).
@@ -25,7 +29,9 @@
 
 #include <c10d/c10d.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +43,7 @@
 
 typedef struct flood {
     const char *url;
+    const char *ts_url; /* the coordinator's TCPStore port */
     atomic_int stop;
     atomic_long sent, refused;
 } flood;
@@ -202,6 +209,107 @@ static void *huge_headers(void *arg)
     return NULL;
 }
 
+/* --- the TCPStore port: its wire in torch 2.1's numbering (docs/tcpstore.md) --- */
+
+static size_t ts_put(uint8_t *p, const void *b, size_t n)
+{
+    uint64_t len = n;
+    memcpy(p, &len, 8); /* the host's order, as TCPStore's */
+    if (b)
+        memcpy(p + 8, b, n);
+    return 8 + n;
+}
+
+/* Stores "big" (16 MiB) through the TCPStore port and knows it is there
+ * (CHECK answered); the connection returned keeps the run it is in. */
+static int ts_keeper(const char *url)
+{
+    size_t big = 16u << 20;
+    uint8_t *q = calloc(1, 1 + 8 + 3 + 8 + big), check[32], ready = 1;
+    int fd = raw_connect(url);
+    size_t o = 0;
+    q[o++] = 0; /* SET */
+    o += ts_put(q + o, "big", 3);
+    o += ts_put(q + o, NULL, big);
+    size_t c = 0;
+    check[c++] = 4; /* CHECK */
+    uint64_t one = 1;
+    memcpy(check + c, &one, 8), c += 8;
+    c += ts_put(check + c, "big", 3);
+    if (fd < 0 || raw_write_all(fd, q, o) != 0 || raw_write_all(fd, check, c) != 0 ||
+        recv(fd, &ready, 1, MSG_WAITALL) != 1 || ready != 0) {
+        fprintf(stderr, "bench_floods: could not store a value through the TCPStore port\n");
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    free(q);
+    return fd;
+}
+
+/* 32 connections, each pipelining 200 GETs of the 16 MiB value, never
+ * reading a reply. */
+static void *ts_get_flood(void *arg)
+{
+    flood *f = arg;
+    enum { CONNS = 32, GETS = 200 };
+    int keeper = ts_keeper(f->ts_url), fds[CONNS];
+    uint8_t one[16], gets[16 * GETS];
+    size_t ql = 0;
+    one[ql++] = 2; /* GET */
+    ql += ts_put(one + ql, "big", 3);
+    for (int i = 0; i < GETS; i++)
+        memcpy(gets + (size_t)i * ql, one, ql);
+    for (int i = 0; i < CONNS; i++) {
+        fds[i] = keeper >= 0 ? raw_connect(f->ts_url) : -1;
+        if (fds[i] >= 0 && raw_write_all(fds[i], gets, ql * GETS) == 0)
+            atomic_fetch_add(&f->sent, GETS);
+    }
+    while (!atomic_load(&f->stop))
+        pause_ms(10);
+    for (int i = 0; i < CONNS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (keeper >= 0)
+        close(keeper);
+    return NULL;
+}
+
+/* A connection of WAITs of 4,096 keys of 4 KB nobody sets (one thread
+ * each), up to 100, never read. */
+static void *ts_parked_waits(void *arg)
+{
+    flood *f = arg;
+    static atomic_int next;
+    int me = atomic_fetch_add(&next, 1);
+    enum { KEYS = 4096, KEY = 4000 };
+    uint8_t *q = malloc(1 + 8 + (size_t)KEYS * (8 + KEY)), key[KEY];
+    int fd = raw_connect(f->ts_url);
+    for (int w = 0; q && fd >= 0 && w < 100 && !atomic_load(&f->stop); w++) {
+        size_t o = 0;
+        uint64_t n = KEYS;
+        q[o++] = 5; /* WAIT */
+        memcpy(q + o, &n, 8), o += 8;
+        for (int i = 0; i < KEYS; i++) {
+            memset(key, 'k', KEY);
+            int l = snprintf((char *)key, KEY, "never/%d/%d/%d", me, w, i);
+            key[l] = 'k';
+            o += ts_put(q + o, key, KEY);
+        }
+        if (raw_write_all(fd, q, o) != 0) {
+            atomic_fetch_add(&f->refused, 1); /* closed by a limit */
+            break;
+        }
+        atomic_fetch_add(&f->sent, 1);
+    }
+    free(q);
+    while (!atomic_load(&f->stop))
+        pause_ms(10);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
 static double now_ms(void)
 {
     struct timespec t;
@@ -234,7 +342,18 @@ int main(int argc, char **argv)
     int probes = argc > 1 ? atoi(argv[1]) : 300;
     coord_proc c;
     coord_init(&c);
-    if (coord_start(&c, NULL, NULL, NULL) != 0) {
+    /* a TCPStore port on a port free now */
+    int pfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    bind(pfd, (struct sockaddr *)&a, sizeof a);
+    getsockname(pfd, (struct sockaddr *)&a, &al);
+    close(pfd);
+    char port[16], ts_url[64];
+    snprintf(port, sizeof port, "%d", ntohs(a.sin_port));
+    snprintf(ts_url, sizeof ts_url, "tcp://127.0.0.1:%s", port);
+    const char *args[] = {"--tcpstore-listen", port, NULL};
+    if (coord_start(&c, NULL, args, NULL) != 0) {
         fprintf(stderr, "bench_floods: the coordinator did not start (log %s)\n", c.log);
         return 1;
     }
@@ -269,20 +388,22 @@ int main(int argc, char **argv)
         {"parked waits (up to 300,000)", parked_waits, 1},
         {"unread replies (8 clients, 1 MiB gets)", unread_replies, 8},
         {"headers promising 16 MiB (100 conns)", huge_headers, 1},
+        {"TCPStore: 32 conns x 200 unread 16 MiB GETs", ts_get_flood, 1},
+        {"TCPStore: 12 conns of 16.8 MB WAITs", ts_parked_waits, 12},
     };
     double *lat = malloc((size_t)probes * sizeof *lat);
     printf("bench_floods: %d probe gets per flood, 5 ms apart; coordinator %s\n", probes,
            getenv("C10D_TEST_COORD_BIN") ? getenv("C10D_TEST_COORD_BIN") : C10D_COORD_BIN);
-    printf("%-42s %9s %9s %7s %10s %9s %9s\n", "flood", "p50 ms", "worst ms", "errors",
-           "flood reqs", "refused", "RSS MiB");
+    printf("%-44s %9s %9s %7s %10s %9s %9s %9s\n", "flood", "p50 ms", "worst ms", "errors",
+           "flood reqs", "refused", "RSS MiB", "after");
     const char *only = getenv("C10D_FLOODS");
     for (size_t k = 0; k < sizeof floods / sizeof floods[0]; k++) {
         char idx[8];
         snprintf(idx, sizeof idx, "%zu", k);
         if (only && *only && !strstr(only, idx))
             continue;
-        flood f = {c.url, 0, 0, 0};
-        pthread_t th[8];
+        flood f = {c.url, ts_url, 0, 0, 0};
+        pthread_t th[12];
         for (int t = 0; t < floods[k].threads; t++)
             pthread_create(&th[t], NULL, floods[k].fn, &f);
         pause_ms(500); /* let it build up (a benchmark: no state to wait on) */
@@ -302,10 +423,13 @@ int main(int argc, char **argv)
         atomic_store(&f.stop, 1);
         for (int t = 0; t < floods[k].threads; t++)
             pthread_join(th[t], NULL);
+        pause_ms(2000); /* what stays once the flood closed */
+        long after = rss_kib(c.pid, "VmRSS:");
         qsort(lat, (size_t)n, sizeof *lat, cmp_double);
-        printf("%-42s %9.2f %9.2f %7d %10ld %9ld %9.0f%s\n", floods[k].name, lat[n / 2],
+        printf("%-44s %9.2f %9.2f %7d %10ld %9ld %9.0f %9.0f%s\n", floods[k].name, lat[n / 2],
                lat[n - 1], errors, atomic_load(&f.sent), atomic_load(&f.refused),
-               (double)rss / 1024, n < probes ? " (probing cut at 30 s)" : "");
+               (double)rss / 1024, (double)after / 1024,
+               n < probes ? " (probing cut at 30 s)" : "");
         fflush(stdout);
     }
     printf("coordinator peak RSS (VmHWM): %.0f MiB\n", (double)rss_kib(c.pid, "VmHWM:") / 1024);

@@ -61,6 +61,9 @@ static const struct {
     {"max-reply-bytes", "1048576"}, {"max-parked", "5"}, {"max-connections", "3"},
     {"drain-timeout", "0"}, {"dedup-window", "1"}, {"heartbeat-timeout", "200"},
     {"retention", "0"}, {"busy-poll-us", "0"}, {"ready-file", "/tmp/x"}, {"log-level", "debug"}, {"raft-latency-ms", "7"},
+    {"max-parked-bytes", "65536"}, {"max-connection-parked-bytes", "65537"},
+    {"tcpstore-max-parked-bytes", "65538"}, {"tcpstore-max-inflight", "3"},
+    {"tcpstore-max-port-inflight", "4"}, {"tcpstore-quota-bytes", "65539"},
 };
 
 START_TEST(defaults_hold_when_nothing_is_said)
@@ -80,6 +83,12 @@ START_TEST(defaults_hold_when_nothing_is_said)
     ck_assert_int_eq(cfg.retention_s, C10DS_DEFAULT_RETENTION_S);
     ck_assert_int_eq(cfg.raft_latency_ms, C10DS_DEFAULT_RAFT_LATENCY_MS);
     ck_assert_uint_eq(cfg.max_parked, 262144);
+    ck_assert_uint_eq(cfg.max_parked_bytes, 256u << 20);
+    ck_assert_uint_eq(cfg.max_conn_parked_bytes, 64u << 20);
+    ck_assert_uint_eq(cfg.ts_max_parked_bytes, 64u << 20);
+    ck_assert_uint_eq(cfg.ts_max_inflight, 1);
+    ck_assert_uint_eq(cfg.ts_max_port_inflight, 2);
+    ck_assert_uint_eq(cfg.ts_quota_bytes, 1u << 30);
     ck_assert_uint_eq(cfg.max_multi_keys, 4096);
     ck_assert_uint_eq(cfg.max_world_size, 65536);
     ck_assert_uint_eq(cfg.max_conn_buffer, 64u << 20);
@@ -125,6 +134,12 @@ START_TEST(every_option_taken_lands_in_its_field)
     ck_assert_uint_eq(cfg.max_decode_bytes, 1048576);
     ck_assert_uint_eq(cfg.max_reply_bytes, 1048576);
     ck_assert_uint_eq(cfg.max_parked, 5);
+    ck_assert_uint_eq(cfg.max_parked_bytes, 65536);
+    ck_assert_uint_eq(cfg.max_conn_parked_bytes, 65537);
+    ck_assert_uint_eq(cfg.ts_max_parked_bytes, 65538);
+    ck_assert_uint_eq(cfg.ts_max_inflight, 3);
+    ck_assert_uint_eq(cfg.ts_max_port_inflight, 4);
+    ck_assert_uint_eq(cfg.ts_quota_bytes, 65539);
     ck_assert_uint_eq(cfg.max_connections, 3);
     ck_assert_int_eq(cfg.drain_timeout_ms, 0);
     ck_assert_int_eq(cfg.dedup_window_s, 1);

@@ -178,6 +178,37 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
     return rv;
 }
 
+/* A list's replica served that has said nothing since w was sent, nor
+ * since its last reply to anyone, for C10DI_CONN_LEADER_SILENCE_MS: a
+ * leader frozen or cut off keeps its connections open, and its clients
+ * would wait out their timeouts while the others elect. Asks the others
+ * who leads (conn_probe.c), and moves there when one leads or names
+ * another. Returns when to look next, or -1 after a probe (mu was let
+ * go). */
+static int64_t look_past_silence(c10di_conn *c, c10di_waiter *w, int64_t now)
+{
+    int64_t quiet_since = c->heard_ms > w->sent_ms ? c->heard_ms : w->sent_ms;
+    int64_t probe_at = quiet_since + C10DI_CONN_LEADER_SILENCE_MS;
+    if (probe_at < c->next_probe_ms)
+        probe_at = c->next_probe_ms;
+    if (c->probing)
+        return now + C10DI_CONN_LEADER_PROBE_MS; /* another caller asks: woken if it moves */
+    if (now < probe_at)
+        return probe_at;
+    char leader[C10DI_URL_MAX];
+    nng_stream *s = c->stream;
+    c->probing = 1;
+    int moved = c10di_conn_probe_leader(c, leader, sizeof leader);
+    c->probing = 0;
+    c->next_probe_ms = c10d_now_ms() + C10DI_CONN_LEADER_REPROBE_MS;
+    /* not when the stream spoke meanwhile: the one served is alive */
+    if (moved && c->stream == s && c->heard_ms <= quiet_since) {
+        c10di_conn_leader_moved(c, leader);
+    }
+    wake_all(c);
+    return -1;
+}
+
 /* Sends frame (len bytes) as request id and waits for its reply until
  * deadline. Returns 0 with the reply, decoded, in *reply (the caller's to
  * free; NULL: it did not decode), or NNG's error. */
@@ -264,8 +295,10 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             int srv = send_frame(c, s, frame, len, deadline, handshake);
             pthread_mutex_lock(&c->mu);
             c->users--;
-            if (srv == 0)
+            if (srv == 0) {
                 w.sent_epoch = epoch;
+                w.sent_ms = c10d_now_ms();
+            }
             else
                 c10di_conn_broken(c, s, srv);
             pthread_cond_broadcast(&c->cv);
@@ -275,6 +308,12 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
          * coordinator answers in milliseconds; an HTTP server waits for a
          * line that never comes. */
         int64_t until = deadline;
+        if (c->n_urls > 1) {
+            int64_t probe_at = look_past_silence(c, &w, now);
+            if (probe_at < 0)
+                continue; /* mu was let go: look at the connection again */
+            until = min64(deadline, probe_at);
+        }
         if (!c->ever_answered && !c->identified && !c->rx_async) {
             int64_t probe_at = c->dialed_ms + C10DI_CONN_SILENT_PROBE_MS;
             if (now >= probe_at) {
@@ -287,7 +326,7 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             until = min64(deadline, probe_at);
         }
         if (c->rx_async) {
-            wait_change(c, parked, deadline); /* the armed receive's callback wakes us */
+            wait_change(c, parked, until); /* the armed receive's callback wakes us */
             continue;
         }
         if (!c->reading) {

@@ -101,14 +101,42 @@ static int wait_signal(const sigset_t *sigs, int ms)
     return sig > 0 ? sig : 0;
 }
 
-/* Replica 1 on an empty --data-dir starts a new cluster (dqlite 1.11.1
- * bootstraps node 1 whenever it has no data). If the other replicas
- * already form one, that would be a second cluster, empty, acknowledging
- * writes the first never sees: refused, saying why (c10ds_failure()). */
-static int would_split(const c10ds_config *cfg, const c10ds_peer *me)
+/* The cluster as the replica at p's address knows it: whether it has a
+ * leader, and its members, asked of the leader (dqlite answers that on
+ * the leader only). 1 when p belongs to a cluster. */
+static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids, size_t cap,
+                           size_t *n)
 {
-    if (me->id != 1)
+    c10ds_dq *d = NULL;
+    char addr[64] = "";
+    *leader = 0;
+    *n = 0;
+    if (c10ds_dq_connect(&d, p->address, 1000) != 0)
         return 0;
+    if (c10ds_dq_leader(d, leader, addr, sizeof addr) != 0)
+        *leader = 0;
+    if (*leader && addr[0] && strcmp(addr, p->address) != 0) {
+        c10ds_dq_close(d);
+        d = NULL;
+        if (c10ds_dq_connect(&d, addr, 1000) != 0)
+            d = NULL;
+    }
+    if (d && c10ds_dq_cluster(d, ids, NULL, cap, n) != 0)
+        *n = 0;
+    c10ds_dq_close(d);
+    return *leader || *n;
+}
+
+/* A replica on an empty --data-dir must not join under an id the
+ * cluster already knows. Replica 1 would start a new cluster (dqlite
+ * 1.11.1 bootstraps node 1 whenever it has no data): a second one,
+ * empty, acknowledging writes the first never sees. Replica 2 or 3 would
+ * be taken for the voter it was, its log and its votes forgotten: it
+ * could vote twice in a term, or help elect a leader that lacks
+ * committed writes. Refused, saying why (c10ds_failure()). A replica
+ * whose id the cluster does not know yet (one started late) joins. */
+static int would_forget(const c10ds_config *cfg, const c10ds_peer *me)
+{
     DIR *dir = opendir(cfg->data_dir);
     struct dirent *e;
     int files = 0;
@@ -120,24 +148,31 @@ static int would_split(const c10ds_config *cfg, const c10ds_peer *me)
         return 0; /* its own raft state: it rejoins its cluster */
     for (int i = 0; i < cfg->npeers; i++) {
         const c10ds_peer *p = &cfg->peers[i];
-        c10ds_dq *d = NULL;
-        char addr[64];
-        uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2];
-        size_t n = 0;
-        if (p == me || c10ds_dq_connect(&d, p->address, 1000) != 0)
+        uint64_t leader, ids[C10DS_MAX_REPLICAS * 2];
+        size_t n;
+        if (p == me || !cluster_seen_by(p, &leader, ids, C10DS_MAX_REPLICAS * 2, &n))
             continue;
-        if (c10ds_dq_leader(d, &leader, addr, sizeof addr) != 0)
-            leader = 0;
-        if (!leader && c10ds_dq_cluster(d, ids, NULL, C10DS_MAX_REPLICAS * 2, &n) != 0)
-            n = 0;
-        c10ds_dq_close(d);
-        if (leader || n) {
+        int known = 0;
+        for (size_t k = 0; k < n; k++)
+            known |= ids[k] == me->id;
+        if (me->id == 1) {
             c10ds_failed(C10D_ERROR, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
                          "already belongs to a cluster%s: replica 1 would start a second one. "
                          "If its data is lost, bring this host back under a new id, in place "
                          "of 1 in --peers on every replica (docs/operations.md, \"Replicas\")",
                          cfg->data_dir, (unsigned long long)p->id, p->address,
                          leader ? " that has a leader" : "");
+            return 1;
+        }
+        if (known) {
+            c10ds_failed(C10D_ERROR, "replica %llu's --data-dir %s is empty, but the cluster "
+                         "counts replica %llu as a member (as replica %llu at %s says): it "
+                         "would rejoin as the voter it was without that voter's log and votes. "
+                         "If its data is lost, bring this host back under a new id, in place "
+                         "of %llu in --peers on every replica (docs/operations.md, "
+                         "\"Replicas\")", (unsigned long long)me->id, cfg->data_dir,
+                         (unsigned long long)me->id, (unsigned long long)p->id, p->address,
+                         (unsigned long long)me->id);
             return 1;
         }
     }
@@ -192,7 +227,7 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
         c10ds_error("cannot create --data-dir %s: %s", cfg->data_dir, strerror(errno));
         return 1;
     }
-    if (would_split(cfg, me)) {
+    if (would_forget(cfg, me)) {
         c10ds_error("%s", c10ds_failure());
         return 1;
     }

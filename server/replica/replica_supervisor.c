@@ -210,6 +210,45 @@ static void hand_over(const c10ds_peer *me)
     }
 }
 
+/* The replica's dqlite node, started on its --data-dir; NULL, said why,
+ * when it cannot be. */
+static dqlite_node *start_node(const c10ds_config *cfg, const c10ds_peer *me)
+{
+    dqlite_node *node = NULL;
+    if (dqlite_node_create(me->id, me->address, cfg->data_dir, &node) != 0 ||
+        dqlite_node_set_bind_address(node, me->address) != 0 ||
+        dqlite_node_set_connect_func(node, connect_tcp, NULL) != 0 ||
+        dqlite_node_set_network_latency_ms(node, (unsigned)cfg->raft_latency_ms) != 0 ||
+        dqlite_node_start(node) != 0) {
+        c10ds_error("replica %llu: cannot start its dqlite node on %s (data in %s): %s",
+                    (unsigned long long)me->id, me->address, cfg->data_dir,
+                    node ? dqlite_node_errmsg(node) : "out of memory");
+        if (node)
+            dqlite_node_destroy(node);
+        return NULL;
+    }
+    return node;
+}
+
+/* Stops the engine process (nothing when child <= 0): it answers what
+ * is queued (--drain-timeout) and commits; killed if it does not. */
+static void stop_engine(const c10ds_config *cfg, pid_t child)
+{
+    if (child <= 0)
+        return;
+    kill(child, SIGTERM);
+    int waited = 0, limit = cfg->drain_timeout_ms + 5000, ws;
+    while (waitpid(child, &ws, WNOHANG) == 0 && waited < limit) {
+        sleep_ms(20);
+        waited += 20;
+    }
+    if (waited >= limit) {
+        c10ds_warn("the engine process did not stop in %d ms: killing it", limit);
+        kill(child, SIGKILL);
+        waitpid(child, &ws, 0);
+    }
+}
+
 int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
 {
     sigset_t sigs;
@@ -231,24 +270,15 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
         c10ds_error("%s", c10ds_failure());
         return 1;
     }
-    dqlite_node *node = NULL;
-    if (dqlite_node_create(me->id, me->address, cfg->data_dir, &node) != 0 ||
-        dqlite_node_set_bind_address(node, me->address) != 0 ||
-        dqlite_node_set_connect_func(node, connect_tcp, NULL) != 0 ||
-        dqlite_node_set_network_latency_ms(node, (unsigned)cfg->raft_latency_ms) != 0 ||
-        dqlite_node_start(node) != 0) {
-        c10ds_error("replica %llu: cannot start its dqlite node on %s (data in %s): %s",
-                    (unsigned long long)me->id, me->address, cfg->data_dir,
-                    node ? dqlite_node_errmsg(node) : "out of memory");
-        if (node)
-            dqlite_node_destroy(node);
+    dqlite_node *node = start_node(cfg, me);
+    if (!node)
         return 1;
-    }
     c10ds_info("replica %llu of %d: dqlite node on %s, data in %s (election after ~%d ms "
                "without the leader)", (unsigned long long)me->id, cfg->npeers, me->address,
                cfg->data_dir, 15 * cfg->raft_latency_ms);
 
     int status = 0, quick_exits = 0;
+    c10ds_disk_watch disk = {0};
     pid_t child = spawn_engine(argv);
     time_t started = time(NULL);
     for (;;) {
@@ -285,28 +315,28 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
                     break;
             }
         }
+        if (c10ds_replica_disk_check(&disk, cfg->data_dir, (unsigned long long)me->id)) {
+            /* its raft failed on the full disk, and stays failed */
+            stop_engine(cfg, child);
+            child = -1;
+            dqlite_node_stop(node);
+            dqlite_node_destroy(node);
+            if (!(node = start_node(cfg, me))) {
+                status = 1;
+                break;
+            }
+        }
         if (child < 0) {
             child = spawn_engine(argv);
             started = time(NULL);
         }
     }
-    if (child > 0) {
-        /* It answers what is queued (--drain-timeout) and commits. */
-        kill(child, SIGTERM);
-        int waited = 0, limit = cfg->drain_timeout_ms + 5000, ws;
-        while (waitpid(child, &ws, WNOHANG) == 0 && waited < limit) {
-            sleep_ms(20);
-            waited += 20;
-        }
-        if (waited >= limit) {
-            c10ds_warn("the engine process did not stop in %d ms: killing it", limit);
-            kill(child, SIGKILL);
-            waitpid(child, &ws, 0);
-        }
+    stop_engine(cfg, child);
+    if (node) {
+        hand_over(me);
+        dqlite_node_stop(node);
+        dqlite_node_destroy(node);
     }
-    hand_over(me);
-    dqlite_node_stop(node);
-    dqlite_node_destroy(node);
     if (status == 0)
         c10ds_info("replica %llu stopped cleanly", (unsigned long long)me->id);
     return status;

@@ -197,10 +197,17 @@ static int64_t look_past_silence(c10di_conn *c, c10di_waiter *w, int64_t now)
         return probe_at;
     char leader[C10DI_URL_MAX];
     nng_stream *s = c->stream;
+    if (c->heard_ms > c->probed_ms)
+        c->quiet_probes = 0; /* it spoke since the last probe */
     c->probing = 1;
     int moved = c10di_conn_probe_leader(c, leader, sizeof leader);
     c->probing = 0;
-    c->next_probe_ms = c10d_now_ms() + C10DI_CONN_LEADER_REPROBE_MS;
+    /* confirmed leading again and again past an election's time (a get
+     * held for minutes): asked less often, up to 4x, so that a job's
+     * ranks parked on a key do not dial the followers twice a second */
+    int k = c->quiet_probes < 8 ? c->quiet_probes++ / 4 : 2;
+    c->probed_ms = c10d_now_ms();
+    c->next_probe_ms = c->probed_ms + ((int64_t)C10DI_CONN_LEADER_REPROBE_MS << k);
     /* not when the stream spoke meanwhile: the one served is alive */
     if (moved && c->stream == s && c->heard_ms <= quiet_since) {
         c10di_conn_leader_moved(c, leader);

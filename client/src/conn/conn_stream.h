@@ -121,9 +121,10 @@ struct c10di_conn {
     int ever_answered; /* a coordinator answered on some stream: asked no more what it is */
     int64_t dialed_ms; /* when the stream now connected was dialled */
     /* A list's leader gone silent (conn_probe.c): when the stream last
-     * carried a reply, a probe under way, when to probe again */
-    int64_t heard_ms, next_probe_ms;
-    int probing;
+     * carried a reply, when the last probe ended and when to probe
+     * again, a probe under way, probes in a row that found it leading */
+    int64_t heard_ms, probed_ms, next_probe_ms;
+    int probing, quiet_probes;
     const char *timeout_from; /* the timeout's source, in words (c10di_conn_open) */
     c10di_waiter *waiters;
     /* the reader's (one thread at a time, handed over under mu; or, on

@@ -315,7 +315,11 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
          * coordinator answers in milliseconds; an HTTP server waits for a
          * line that never comes. */
         int64_t until = deadline;
-        if (c->n_urls > 1) {
+        /* not for the watch, parked on news for as long as a rank lives:
+         * every rank would probe the followers for ever; the next call
+         * of any other kind looks past a frozen leader, and the watch is
+         * sent again where it lands */
+        if (c->n_urls > 1 && !parked) {
             int64_t probe_at = look_past_silence(c, &w, now);
             if (probe_at < 0)
                 continue; /* mu was let go: look at the connection again */

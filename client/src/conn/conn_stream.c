@@ -209,9 +209,8 @@ static int64_t look_past_silence(c10di_conn *c, c10di_waiter *w, int64_t now)
     c->probed_ms = c10d_now_ms();
     c->next_probe_ms = c->probed_ms + ((int64_t)C10DI_CONN_LEADER_REPROBE_MS << k);
     /* not when the stream spoke meanwhile: the one served is alive */
-    if (moved && c->stream == s && c->heard_ms <= quiet_since) {
+    if (moved && c->stream == s && c->heard_ms <= quiet_since)
         c10di_conn_leader_moved(c, leader);
-    }
     wake_all(c);
     return -1;
 }
@@ -305,9 +304,9 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             if (srv == 0) {
                 w.sent_epoch = epoch;
                 w.sent_ms = c10d_now_ms();
-            }
-            else
+            } else {
                 c10di_conn_broken(c, s, srv);
+            }
             pthread_cond_broadcast(&c->cv);
             continue;
         }
@@ -315,16 +314,6 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
          * coordinator answers in milliseconds; an HTTP server waits for a
          * line that never comes. */
         int64_t until = deadline;
-        /* not for the watch, parked on news for as long as a rank lives:
-         * every rank would probe the followers for ever; the next call
-         * of any other kind looks past a frozen leader, and the watch is
-         * sent again where it lands */
-        if (c->n_urls > 1 && !parked) {
-            int64_t probe_at = look_past_silence(c, &w, now);
-            if (probe_at < 0)
-                continue; /* mu was let go: look at the connection again */
-            until = min64(deadline, probe_at);
-        }
         if (!c->ever_answered && !c->identified && !c->rx_async) {
             int64_t probe_at = c->dialed_ms + C10DI_CONN_SILENT_PROBE_MS;
             if (now >= probe_at) {
@@ -335,6 +324,17 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
                 continue;
             }
             until = min64(deadline, probe_at);
+        }
+        /* A replica of a list silent for a while: a frozen leader? Not
+         * for the watch, parked on news for as long as a rank lives:
+         * every rank would ask the followers for ever; the next call of
+         * any other kind looks past a frozen leader, and the watch is
+         * sent again where it lands. */
+        if (c->n_urls > 1 && !parked) {
+            int64_t probe_at = look_past_silence(c, &w, now);
+            if (probe_at < 0)
+                continue; /* mu was let go: look at the connection again */
+            until = min64(until, probe_at);
         }
         if (c->rx_async) {
             wait_change(c, parked, until); /* the armed receive's callback wakes us */

@@ -102,10 +102,11 @@ static int wait_signal(const sigset_t *sigs, int ms)
 }
 
 /* The cluster as the replica at p's address knows it: whether it has a
- * leader, and its members, asked of the leader (dqlite answers that on
- * the leader only). 1 when p belongs to a cluster. */
-static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids, size_t cap,
-                           size_t *n)
+ * leader, and its members and their roles (0: voter), asked of the
+ * leader (dqlite answers that on the leader only). 1 when p belongs to a
+ * cluster. */
+static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids,
+                           uint64_t *roles, size_t cap, size_t *n)
 {
     c10ds_dq *d = NULL;
     char addr[64] = "";
@@ -121,7 +122,7 @@ static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids,
         if (c10ds_dq_connect(&d, addr, 1000) != 0)
             d = NULL;
     }
-    if (d && c10ds_dq_cluster(d, ids, NULL, cap, n) != 0)
+    if (d && c10ds_dq_cluster(d, ids, roles, cap, n) != 0)
         *n = 0;
     c10ds_dq_close(d);
     return *leader || *n;
@@ -134,7 +135,8 @@ static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids,
  * be taken for the voter it was, its log and its votes forgotten: it
  * could vote twice in a term, or help elect a leader that lacks
  * committed writes. Refused, saying why (c10ds_failure()). A replica
- * whose id the cluster does not know yet (one started late) joins. */
+ * that the cluster does not count as a voter yet (one started late)
+ * joins. */
 static int would_forget(const c10ds_config *cfg, const c10ds_peer *me)
 {
     DIR *dir = opendir(cfg->data_dir);
@@ -148,13 +150,17 @@ static int would_forget(const c10ds_config *cfg, const c10ds_peer *me)
         return 0; /* its own raft state: it rejoins its cluster */
     for (int i = 0; i < cfg->npeers; i++) {
         const c10ds_peer *p = &cfg->peers[i];
-        uint64_t leader, ids[C10DS_MAX_REPLICAS * 2];
+        uint64_t leader, ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
         size_t n;
-        if (p == me || !cluster_seen_by(p, &leader, ids, C10DS_MAX_REPLICAS * 2, &n))
+        if (p == me ||
+            !cluster_seen_by(p, &leader, ids, roles, C10DS_MAX_REPLICAS * 2, &n))
             continue;
-        int known = 0;
+        /* a voter: it voted and held the log. Not a spare: the leader
+         * adds each replica of --peers as one before it has started, and
+         * makes it a voter once it has caught up. */
+        int voter = 0;
         for (size_t k = 0; k < n; k++)
-            known |= ids[k] == me->id;
+            voter |= ids[k] == me->id && roles[k] == 0;
         if (me->id == 1) {
             c10ds_failed(C10D_ERROR, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
                          "already belongs to a cluster%s: replica 1 would start a second one. "
@@ -164,9 +170,9 @@ static int would_forget(const c10ds_config *cfg, const c10ds_peer *me)
                          leader ? " that has a leader" : "");
             return 1;
         }
-        if (known) {
+        if (voter) {
             c10ds_failed(C10D_ERROR, "replica %llu's --data-dir %s is empty, but the cluster "
-                         "counts replica %llu as a member (as replica %llu at %s says): it "
+                         "counts replica %llu as a voter (as replica %llu at %s says): it "
                          "would rejoin as the voter it was without that voter's log and votes. "
                          "If its data is lost, bring this host back under a new id, in place "
                          "of %llu in --peers on every replica (docs/operations.md, "

@@ -199,7 +199,9 @@ START_TEST(an_emptied_follower_under_its_old_id_is_refused)
     ck_assert_int_eq(system(cmd), 0);
     replica_start(&rs, f, NULL);
     int code = wait_exit(f, 30000);
-    int said = replica_log_count(&rs, f, "is empty, but the cluster counts replica");
+    char why[128];
+    snprintf(why, sizeof why, "is empty, but the cluster counts replica %d as a voter", f);
+    int said = replica_log_count(&rs, f, why);
     int serves = replicas_leader(&rs, 20000) > 0;
     if (code != 1 || !said || !serves)
         replicas_dump_logs(&rs);

@@ -81,7 +81,7 @@
 #define C10DI_CONN_SILENT_PROBE_MS 500
 /* A replicated coordinator's leader that says nothing on its stream for
  * this long, while a call waits (no reply, to this call or another), is
- * looked past: the other replicas are asked who leads, each within
+ * looked past: the other replicas are asked who leads, within
  * C10DI_CONN_LEADER_PROBE_MS, and again after C10DI_CONN_LEADER_REPROBE_MS
  * while the silence lasts (2x after 4 probes that find it leading, 4x
  * after 8). Well under an election (0.75 s or more), so a frozen leader

@@ -111,13 +111,11 @@ int c10di_conn_probe_leader(c10di_conn *c, char *leader, size_t cap)
     }
     pthread_mutex_unlock(&c->mu);
     int found = 0;
+    int64_t until = c10d_now_ms() + C10DI_CONN_LEADER_PROBE_MS;
     for (int k = 0; k < n && !found; k++) {
         if (k == cur)
             continue;
-        /* a bound each: a URL that reaches the silent replica under
-         * another spelling (a leader named, added) must not use up the
-         * others' time */
-        C10dpb__Reply *r = ask(c, dialers[k], c10d_now_ms() + C10DI_CONN_LEADER_PROBE_MS);
+        C10dpb__Reply *r = ask(c, dialers[k], until);
         if (r && r->status == C10D_OK) {
             snprintf(leader, cap, "%s", urls[k]);
             found = 1;

@@ -81,8 +81,8 @@ void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline)
  * hello on a connection of its own, who leads (mu held, let go
  * meanwhile; c->probing is the caller's): 1 with the URL of a replica
  * that leads, or that one of them names, other than the one served, in
- * leader; 0 when they name the one served, or none answers (each is
- * given C10DI_CONN_LEADER_PROBE_MS). */
+ * leader; 0 when they name the one served, or none answers within
+ * C10DI_CONN_LEADER_PROBE_MS. */
 int c10di_conn_probe_leader(c10di_conn *c, char *leader, size_t cap);
 
 /* --- conn_reader.c --- */

@@ -50,12 +50,14 @@ forbid "client/src/host/* client/src/nccl/* client/src/external/* client/src/bac
 # The connection's state and lock are its own: outside client/src/conn/ the
 # library has conn.h, the connection's narrow face; and calls inside it go
 # one way, conn.c -> the stream's files (conn_stream.c, conn_reader.c,
-# conn_dial.c), which share conn_stream_internal.h among themselves.
-stream_files="client/src/conn/conn_stream.c client/src/conn/conn_reader.c client/src/conn/conn_dial.c"
+# conn_dial.c, conn_probe.c), which share conn_stream_internal.h among
+# themselves.
+stream_files="client/src/conn/conn_stream.c client/src/conn/conn_reader.c client/src/conn/conn_dial.c
+              client/src/conn/conn_probe.c"
 forbid "$(ls client/src/*.[ch] client/src/*/*.[ch] | grep -v '^client/src/conn/')" \
     '(\.\./)?conn/conn_stream(_internal)?\.h' \
     "only the connection's files (client/src/conn/) see its state (conn_stream.h)"
-forbid "$(ls client/src/conn/*.[ch] | grep -vE '/conn_(stream|reader|dial)\.c$|/conn_stream_internal\.h$')" \
+forbid "$(ls client/src/conn/*.[ch] | grep -vE '/conn_(stream|reader|dial|probe)\.c$|/conn_stream_internal\.h$')" \
     '(\.\./)?conn/conn_stream_internal\.h' \
     "only the stream's files see what they share (conn_stream_internal.h)"
 forbid "$stream_files client/src/conn/conn_stream.h client/src/conn/conn_stream_internal.h" \
@@ -88,6 +90,9 @@ forbid_name "client/src/conn/conn_reader.c client/src/conn/conn_dial.c" \
     "the reader and the dial never call back up into the round trip (conn_stream.c)"
 forbid_name client/src/conn/conn_dial.c '\bc10di_conn_(read_replies|ask_reading|rx_arm|rx_done)\b' \
     "the dial never calls the reader (conn_reader.c): its caller arms a TLS stream's receive"
+forbid_name client/src/conn/conn_probe.c \
+    '\bc10di_conn_(roundtrip|dial|read_replies|ask_reading|rx_arm|rx_done|broken|not_leader|leader_moved)\b' \
+    "the probe asks on streams of its own, with the dialers only: the round trip acts on its answer"
 # A call's stages below plan.c return what they found (c10di_outcome);
 # the call's end records it (liveness.c): they call nothing of liveness,
 # and plan.c's stages never call back up into plan.c.

@@ -79,6 +79,17 @@
  * answers in milliseconds; an HTTP server waits for a line for ever):
  * the probe leaves a coordinator that is only slow alone. */
 #define C10DI_CONN_SILENT_PROBE_MS 500
+/* A replicated coordinator's leader that says nothing on its stream for
+ * this long, while a call waits (no reply, to this call or another), is
+ * looked past: the other replicas are asked who leads, within
+ * C10DI_CONN_LEADER_PROBE_MS, and again after C10DI_CONN_LEADER_REPROBE_MS
+ * while the silence lasts (2x after 4 probes that find it leading, 4x
+ * after 8). Well under an election (0.75 s or more), so a frozen leader
+ * costs its clients about the election; a leader that holds a get is
+ * confirmed by the others and left alone. */
+#define C10DI_CONN_LEADER_SILENCE_MS 300
+#define C10DI_CONN_LEADER_PROBE_MS 300
+#define C10DI_CONN_LEADER_REPROBE_MS 500
 /* A caller waiting while another thread reads looks again this often. */
 #define C10DI_CONN_RELOOK_MS 1000
 

@@ -101,14 +101,44 @@ static int wait_signal(const sigset_t *sigs, int ms)
     return sig > 0 ? sig : 0;
 }
 
-/* Replica 1 on an empty --data-dir starts a new cluster (dqlite 1.11.1
- * bootstraps node 1 whenever it has no data). If the other replicas
- * already form one, that would be a second cluster, empty, acknowledging
- * writes the first never sees: refused, saying why (c10ds_failure()). */
-static int would_split(const c10ds_config *cfg, const c10ds_peer *me)
+/* The cluster as the replica at p's address knows it: whether it has a
+ * leader, and its members and their roles (0: voter), asked of the
+ * leader (dqlite answers that on the leader only). 1 when p belongs to a
+ * cluster. */
+static int cluster_seen_by(const c10ds_peer *p, uint64_t *leader, uint64_t *ids,
+                           uint64_t *roles, size_t cap, size_t *n)
 {
-    if (me->id != 1)
+    c10ds_dq *d = NULL;
+    char addr[64] = "";
+    *leader = 0;
+    *n = 0;
+    if (c10ds_dq_connect(&d, p->address, 1000) != 0)
         return 0;
+    if (c10ds_dq_leader(d, leader, addr, sizeof addr) != 0)
+        *leader = 0;
+    if (*leader && addr[0] && strcmp(addr, p->address) != 0) {
+        c10ds_dq_close(d);
+        d = NULL;
+        if (c10ds_dq_connect(&d, addr, 1000) != 0)
+            d = NULL;
+    }
+    if (d && c10ds_dq_cluster(d, ids, roles, cap, n) != 0)
+        *n = 0;
+    c10ds_dq_close(d);
+    return *leader || *n;
+}
+
+/* A replica on an empty --data-dir must not join under an id the
+ * cluster already knows. Replica 1 would start a new cluster (dqlite
+ * 1.11.1 bootstraps node 1 whenever it has no data): a second one,
+ * empty, acknowledging writes the first never sees. Replica 2 or 3 would
+ * be taken for the voter it was, its log and its votes forgotten: it
+ * could vote twice in a term, or help elect a leader that lacks
+ * committed writes. Refused, saying why (c10ds_failure()). A replica
+ * that the cluster does not count as a voter yet (one started late)
+ * joins. */
+static int would_forget(const c10ds_config *cfg, const c10ds_peer *me)
+{
     DIR *dir = opendir(cfg->data_dir);
     struct dirent *e;
     int files = 0;
@@ -120,24 +150,35 @@ static int would_split(const c10ds_config *cfg, const c10ds_peer *me)
         return 0; /* its own raft state: it rejoins its cluster */
     for (int i = 0; i < cfg->npeers; i++) {
         const c10ds_peer *p = &cfg->peers[i];
-        c10ds_dq *d = NULL;
-        char addr[64];
-        uint64_t leader = 0, ids[C10DS_MAX_REPLICAS * 2];
-        size_t n = 0;
-        if (p == me || c10ds_dq_connect(&d, p->address, 1000) != 0)
+        uint64_t leader, ids[C10DS_MAX_REPLICAS * 2], roles[C10DS_MAX_REPLICAS * 2];
+        size_t n;
+        if (p == me ||
+            !cluster_seen_by(p, &leader, ids, roles, C10DS_MAX_REPLICAS * 2, &n))
             continue;
-        if (c10ds_dq_leader(d, &leader, addr, sizeof addr) != 0)
-            leader = 0;
-        if (!leader && c10ds_dq_cluster(d, ids, NULL, C10DS_MAX_REPLICAS * 2, &n) != 0)
-            n = 0;
-        c10ds_dq_close(d);
-        if (leader || n) {
+        /* a voter: it voted and held the log. Not a spare: the leader
+         * adds each replica of --peers as one before it has started, and
+         * makes it a voter once it has caught up. */
+        int voter = 0;
+        for (size_t k = 0; k < n; k++)
+            voter |= ids[k] == me->id && roles[k] == 0;
+        if (me->id == 1) {
             c10ds_failed(C10D_ERROR, "replica 1's --data-dir %s is empty, but replica %llu (%s) "
                          "already belongs to a cluster%s: replica 1 would start a second one. "
                          "If its data is lost, bring this host back under a new id, in place "
                          "of 1 in --peers on every replica (docs/operations.md, \"Replicas\")",
                          cfg->data_dir, (unsigned long long)p->id, p->address,
                          leader ? " that has a leader" : "");
+            return 1;
+        }
+        if (voter) {
+            c10ds_failed(C10D_ERROR, "replica %llu's --data-dir %s is empty, but the cluster "
+                         "counts replica %llu as a voter (as replica %llu at %s says): it "
+                         "would rejoin as the voter it was without that voter's log and votes. "
+                         "If its data is lost, bring this host back under a new id, in place "
+                         "of %llu in --peers on every replica (docs/operations.md, "
+                         "\"Replicas\")", (unsigned long long)me->id, cfg->data_dir,
+                         (unsigned long long)me->id, (unsigned long long)p->id, p->address,
+                         (unsigned long long)me->id);
             return 1;
         }
     }
@@ -175,6 +216,45 @@ static void hand_over(const c10ds_peer *me)
     }
 }
 
+/* The replica's dqlite node, started on its --data-dir; NULL, said why,
+ * when it cannot be. */
+static dqlite_node *start_node(const c10ds_config *cfg, const c10ds_peer *me)
+{
+    dqlite_node *node = NULL;
+    if (dqlite_node_create(me->id, me->address, cfg->data_dir, &node) != 0 ||
+        dqlite_node_set_bind_address(node, me->address) != 0 ||
+        dqlite_node_set_connect_func(node, connect_tcp, NULL) != 0 ||
+        dqlite_node_set_network_latency_ms(node, (unsigned)cfg->raft_latency_ms) != 0 ||
+        dqlite_node_start(node) != 0) {
+        c10ds_error("replica %llu: cannot start its dqlite node on %s (data in %s): %s",
+                    (unsigned long long)me->id, me->address, cfg->data_dir,
+                    node ? dqlite_node_errmsg(node) : "out of memory");
+        if (node)
+            dqlite_node_destroy(node);
+        return NULL;
+    }
+    return node;
+}
+
+/* Stops the engine process (nothing when child <= 0): it answers what
+ * is queued (--drain-timeout) and commits; killed if it does not. */
+static void stop_engine(const c10ds_config *cfg, pid_t child)
+{
+    if (child <= 0)
+        return;
+    kill(child, SIGTERM);
+    int waited = 0, limit = cfg->drain_timeout_ms + 5000, ws;
+    while (waitpid(child, &ws, WNOHANG) == 0 && waited < limit) {
+        sleep_ms(20);
+        waited += 20;
+    }
+    if (waited >= limit) {
+        c10ds_warn("the engine process did not stop in %d ms: killing it", limit);
+        kill(child, SIGKILL);
+        waitpid(child, &ws, 0);
+    }
+}
+
 int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
 {
     sigset_t sigs;
@@ -192,28 +272,19 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
         c10ds_error("cannot create --data-dir %s: %s", cfg->data_dir, strerror(errno));
         return 1;
     }
-    if (would_split(cfg, me)) {
+    if (would_forget(cfg, me)) {
         c10ds_error("%s", c10ds_failure());
         return 1;
     }
-    dqlite_node *node = NULL;
-    if (dqlite_node_create(me->id, me->address, cfg->data_dir, &node) != 0 ||
-        dqlite_node_set_bind_address(node, me->address) != 0 ||
-        dqlite_node_set_connect_func(node, connect_tcp, NULL) != 0 ||
-        dqlite_node_set_network_latency_ms(node, (unsigned)cfg->raft_latency_ms) != 0 ||
-        dqlite_node_start(node) != 0) {
-        c10ds_error("replica %llu: cannot start its dqlite node on %s (data in %s): %s",
-                    (unsigned long long)me->id, me->address, cfg->data_dir,
-                    node ? dqlite_node_errmsg(node) : "out of memory");
-        if (node)
-            dqlite_node_destroy(node);
+    dqlite_node *node = start_node(cfg, me);
+    if (!node)
         return 1;
-    }
     c10ds_info("replica %llu of %d: dqlite node on %s, data in %s (election after ~%d ms "
                "without the leader)", (unsigned long long)me->id, cfg->npeers, me->address,
                cfg->data_dir, 15 * cfg->raft_latency_ms);
 
     int status = 0, quick_exits = 0;
+    c10ds_disk_watch disk = {0};
     pid_t child = spawn_engine(argv);
     time_t started = time(NULL);
     for (;;) {
@@ -250,28 +321,28 @@ int c10ds_replica_supervise(const c10ds_config *cfg, char **argv)
                     break;
             }
         }
+        if (c10ds_replica_disk_check(&disk, cfg->data_dir, (unsigned long long)me->id)) {
+            /* its raft failed on the full disk, and stays failed */
+            stop_engine(cfg, child);
+            child = -1;
+            dqlite_node_stop(node);
+            dqlite_node_destroy(node);
+            if (!(node = start_node(cfg, me))) {
+                status = 1;
+                break;
+            }
+        }
         if (child < 0) {
             child = spawn_engine(argv);
             started = time(NULL);
         }
     }
-    if (child > 0) {
-        /* It answers what is queued (--drain-timeout) and commits. */
-        kill(child, SIGTERM);
-        int waited = 0, limit = cfg->drain_timeout_ms + 5000, ws;
-        while (waitpid(child, &ws, WNOHANG) == 0 && waited < limit) {
-            sleep_ms(20);
-            waited += 20;
-        }
-        if (waited >= limit) {
-            c10ds_warn("the engine process did not stop in %d ms: killing it", limit);
-            kill(child, SIGKILL);
-            waitpid(child, &ws, 0);
-        }
+    stop_engine(cfg, child);
+    if (node) {
+        hand_over(me);
+        dqlite_node_stop(node);
+        dqlite_node_destroy(node);
     }
-    hand_over(me);
-    dqlite_node_stop(node);
-    dqlite_node_destroy(node);
     if (status == 0)
         c10ds_info("replica %llu stopped cleanly", (unsigned long long)me->id);
     return status;

@@ -2,9 +2,12 @@
 # A replicated coordinator (three replicas on loopback, --replica) beside
 # the single-node one, in the same run: store operations at 1
 # and 8 clients, what SYNC verification costs an all_reduce, and the
-# failover a store writer sees when the leader is killed with SIGKILL.
+# failover a store writer sees when the leader goes (killed, stopped,
+# its engine killed, frozen), with the median and the longest over the
+# rounds.
 # Usage: tests/bench/run_replica_bench.sh [BUILD_DIR] [OPS] [ROUNDS]
-# (RAFT_LATENCY_MS, default 50, is the replicas' --raft-latency-ms.)
+# (RAFT_LATENCY_MS, default 50, is the replicas' --raft-latency-ms; OPS 0
+# measures the failovers only.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -68,6 +71,7 @@ sync_allreduce() { # URL -> the 4 B all_reduce time under SYNC, us
                  sub(/^allreduce\(4B\)=/, "", $i); sub(/us$/, "", $i); print $i } }'
 }
 for r in $(seq "$rounds"); do
+    [ "$ops" -gt 0 ] || break
     lead=$(url_of "$(leader)")
     for n in 1 8; do
         echo "== round $r, $n client(s), $ops ops each"
@@ -82,8 +86,13 @@ done
 
 # How the leader goes: SIGKILL to the replica (a host's death: an
 # election), SIGTERM (a stop: it hands the lead over), SIGKILL to its
-# engine process only (its node still leads: the engine restarts).
+# engine process only (its node still leads: the engine restarts),
+# SIGSTOP to the replica and its engine for 4 s (a hung host, a
+# partition: its connections stay open, silent).
 engine_of() { pgrep -P "$(cat "$dir/pid$1")" | head -1; }
+freeze() { # replica signal: its supervisor and its engine, as a hung host
+    kill "-$2" "$(cat "$dir/pid$1")" "$(engine_of "$1")" 2>/dev/null || true
+}
 failover() { # round how
     local was how=$2
     was=$(leader)
@@ -96,17 +105,25 @@ failover() { # round how
     kill) kill -9 "$(cat "$dir/pid$was")" ;;
     term) kill -TERM "$(cat "$dir/pid$was")" ;;
     engine) kill -9 "$(engine_of "$was")" ;;
+    stop) freeze "$was" STOP ;;
     esac
-    [ "$how" = engine ] || wait "$(cat "$dir/pid$was")" 2>/dev/null || true
+    case $how in
+    kill | term) wait "$(cat "$dir/pid$was")" 2>/dev/null || true ;;
+    stop) sleep 4 && freeze "$was" CONT ;;
+    esac
     wait "$bench" || { cat "$dir/failover.out"; echo "bench_failover failed"; exit 1; }
+    awk '/^longest gap between/ {print $7}' "$dir/failover.out" >>"$dir/gaps.$how"
     wait_for 10 has_leader
     echo "== failover $1 ($how): replica $was led; replica $(leader) leads now"
     sed 's/^/  /' "$dir/failover.out"
-    if [ "$how" != engine ]; then
-        start_replica "$was"
-    fi
+    case $how in kill | term) start_replica "$was" ;; esac
     wait_for 30 serving "$was" $((n + 1))
 }
 for r in $(seq "$rounds"); do
-    for how in kill term engine; do failover "$r" "$how"; done
+    for how in kill term engine stop; do failover "$r" "$how"; done
+done
+for how in kill term engine stop; do
+    sort -n "$dir/gaps.$how" | awk -v how="$how" '{g[NR] = $1}
+        END {printf "== %s: a writer stalled median %d ms, at most %d ms, over %d failovers\n",
+                    how, (NR % 2 ? g[(NR + 1) / 2] : (g[NR / 2] + g[NR / 2 + 1]) / 2), g[NR], NR}'
 done

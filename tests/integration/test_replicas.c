@@ -271,16 +271,8 @@ START_TEST(a_minority_refuses_writes)
      * alone and commits, as raft should (a run that went on without this
      * saw the write accepted in 47 ms). The leader that promoted them may
      * since have handed over: any replica's log counts. */
-    long long until = test_now_ms() + 60000;
-    int voters = 0;
-    while (voters < 2 && test_now_ms() < until) {
-        for (int id = 1; id <= 3; id++) {
-            int n = replica_log_count(&rs, id, "is a voter");
-            voters = n > voters ? n : voters;
-        }
-        usleep(10000);
-    }
-    ck_assert_msg(voters >= 2, "the other replicas did not become voters within 60 s");
+    ck_assert_msg(replicas_wait_voters(&rs, 60000) == 0,
+                  "the other replicas did not become voters within 60 s");
     leader = replicas_leader(&rs, 20000);
     ck_assert_int_gt(leader, 0);
     int f1 = leader == 1 ? 2 : 1, f2 = 6 - leader - f1;

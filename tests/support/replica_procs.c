@@ -87,6 +87,22 @@ void replica_start(replica_set *rs, int id, const char *const *extra)
     rs->pid[id - 1] = pid;
 }
 
+void replica_signal_all(const replica_set *rs, int id, int sig)
+{
+    pid_t pid = rs->pid[id - 1];
+    if (pid <= 0)
+        return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    kill(pid, sig);
+    int child;
+    while (f && fscanf(f, "%d", &child) == 1)
+        kill(child, sig);
+    if (f)
+        fclose(f);
+}
+
 void replica_stop(replica_set *rs, int id, int sig)
 {
     pid_t pid = rs->pid[id - 1];
@@ -186,4 +202,21 @@ int replica_wait_serving(const replica_set *rs, int id, int times, int timeout_m
         usleep(10000);
     }
     return 0;
+}
+
+int replicas_wait_voters(const replica_set *rs, int timeout_ms)
+{
+    long long until = test_now_ms() + timeout_ms;
+    for (;;) {
+        int voters = 0;
+        for (int id = 1; id <= rs->n; id++) {
+            int n = replica_log_count(rs, id, "is a voter");
+            voters = n > voters ? n : voters;
+        }
+        if (voters >= rs->n - 1)
+            return 0;
+        if (test_now_ms() >= until)
+            return -1;
+        usleep(10000);
+    }
 }

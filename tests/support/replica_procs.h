@@ -24,6 +24,9 @@ void replicas_init(replica_set *rs, int n);
 void replica_start(replica_set *rs, int id, const char *const *extra);
 /* Sends sig to replica id's supervisor and reaps it. */
 void replica_stop(replica_set *rs, int id, int sig);
+/* Sends sig to replica id's supervisor and to its engine process, as a
+ * hung host would stop both (SIGSTOP, SIGCONT); reaps nothing. */
+void replica_signal_all(const replica_set *rs, int id, int sig);
 /* Stops all (SIGKILL) and removes the directory. */
 void replicas_cleanup(replica_set *rs);
 /* Lines of replica id's log that contain s. */
@@ -38,5 +41,10 @@ int replicas_leader(const replica_set *rs, int timeout_ms);
  * times in all (a restart of its engine counts); 0, or -1 after
  * timeout_ms. */
 int replica_wait_serving(const replica_set *rs, int id, int times, int timeout_ms);
+/* Waits until the replicas other than the first leader are voters, as
+ * any replica's log says ("is a voter": the leader that promoted them
+ * may since have handed over): 0, or -1 after timeout_ms. With fewer
+ * voters the leader is a majority alone, and its death leaves none. */
+int replicas_wait_voters(const replica_set *rs, int timeout_ms);
 
 #endif

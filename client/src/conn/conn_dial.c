@@ -123,6 +123,15 @@ void c10di_conn_not_leader(c10di_conn *c, const char *leader, const char *detail
     retire(c, c->stream, NNG_ECLOSED);
 }
 
+void c10di_conn_leader_moved(c10di_conn *c, const char *leader)
+{
+    free(c->hint);
+    c->hint = strdup(leader);
+    c->redirected = 1;
+    c->unanswered = 0;
+    retire(c, c->stream, NNG_ECLOSED);
+}
+
 /* TCP lets a connection to a free port on this host open to itself, when
  * the port the kernel picks for our end is that same port (simultaneous
  * open). A coordinator bound to a port in the ephemeral range and being

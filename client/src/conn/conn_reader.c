@@ -84,6 +84,7 @@ static int dispatch(c10di_conn *c)
         if (c->rlen - off < 4 + (size_t)n)
             break;
         uint64_t id = c10dc_get_u64(c->rbuf + off + 4);
+        c->heard_ms = c10d_now_ms(); /* the leader is not silent (conn_probe.c) */
         size_t body = n - 8;
         /* Decoded here, once: its status says whether a replica does not
          * lead, and its waiter is handed the decoded reply, which conn.c

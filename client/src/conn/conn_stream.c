@@ -178,6 +178,43 @@ static int send_frame(c10di_conn *c, nng_stream *s, uint8_t *buf, size_t len, in
     return rv;
 }
 
+/* A list's replica served that has said nothing since w was sent, nor
+ * since its last reply to anyone, for C10DI_CONN_LEADER_SILENCE_MS: a
+ * leader frozen or cut off keeps its connections open, and its clients
+ * would wait out their timeouts while the others elect. Asks the others
+ * who leads (conn_probe.c), and moves there when one leads or names
+ * another. Returns when to look next, or -1 after a probe (mu was let
+ * go). */
+static int64_t look_past_silence(c10di_conn *c, c10di_waiter *w, int64_t now)
+{
+    int64_t quiet_since = c->heard_ms > w->sent_ms ? c->heard_ms : w->sent_ms;
+    int64_t probe_at = quiet_since + C10DI_CONN_LEADER_SILENCE_MS;
+    if (probe_at < c->next_probe_ms)
+        probe_at = c->next_probe_ms;
+    if (c->probing)
+        return now + C10DI_CONN_LEADER_PROBE_MS; /* another caller asks: woken if it moves */
+    if (now < probe_at)
+        return probe_at;
+    char leader[C10DI_URL_MAX];
+    nng_stream *s = c->stream;
+    if (c->heard_ms > c->probed_ms)
+        c->quiet_probes = 0; /* it spoke since the last probe */
+    c->probing = 1;
+    int moved = c10di_conn_probe_leader(c, leader, sizeof leader);
+    c->probing = 0;
+    /* confirmed leading again and again past an election's time (a get
+     * held for minutes): asked less often, up to 4x, so that a job's
+     * ranks parked on a key do not dial the followers twice a second */
+    int k = c->quiet_probes < 8 ? c->quiet_probes++ / 4 : 2;
+    c->probed_ms = c10d_now_ms();
+    c->next_probe_ms = c->probed_ms + ((int64_t)C10DI_CONN_LEADER_REPROBE_MS << k);
+    /* not when the stream spoke meanwhile: the one served is alive */
+    if (moved && c->stream == s && c->heard_ms <= quiet_since)
+        c10di_conn_leader_moved(c, leader);
+    wake_all(c);
+    return -1;
+}
+
 /* Sends frame (len bytes) as request id and waits for its reply until
  * deadline. Returns 0 with the reply, decoded, in *reply (the caller's to
  * free; NULL: it did not decode), or NNG's error. */
@@ -264,10 +301,12 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             int srv = send_frame(c, s, frame, len, deadline, handshake);
             pthread_mutex_lock(&c->mu);
             c->users--;
-            if (srv == 0)
+            if (srv == 0) {
                 w.sent_epoch = epoch;
-            else
+                w.sent_ms = c10d_now_ms();
+            } else {
                 c10di_conn_broken(c, s, srv);
+            }
             pthread_cond_broadcast(&c->cv);
             continue;
         }
@@ -286,8 +325,19 @@ static int exchange(c10di_conn *c, uint64_t id, uint8_t *frame, size_t len, unsi
             }
             until = min64(deadline, probe_at);
         }
+        /* A replica of a list silent for a while: a frozen leader? Not
+         * for the watch, parked on news for as long as a rank lives:
+         * every rank would ask the followers for ever; the next call of
+         * any other kind looks past a frozen leader, and the watch is
+         * sent again where it lands. */
+        if (c->n_urls > 1 && !parked) {
+            int64_t probe_at = look_past_silence(c, &w, now);
+            if (probe_at < 0)
+                continue; /* mu was let go: look at the connection again */
+            until = min64(until, probe_at);
+        }
         if (c->rx_async) {
-            wait_change(c, parked, deadline); /* the armed receive's callback wakes us */
+            wait_change(c, parked, until); /* the armed receive's callback wakes us */
             continue;
         }
         if (!c->reading) {

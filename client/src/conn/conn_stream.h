@@ -34,6 +34,7 @@ typedef struct c10di_waiter {
     int news;            /* only waiting for news: woken on news_cv */
     int spin;            /* as the reader, looks before sleeping (C10DI_WAIT_SPIN) */
     uint64_t sent_epoch; /* the connection it was last sent on; 0 = none */
+    int64_t sent_ms;     /* when it was */
     /* once done: the reply, decoded by the reader, now the waiter's to
      * free; NULL: its protobuf did not decode */
     C10dpb__Reply *reply;
@@ -119,6 +120,11 @@ struct c10di_conn {
     char *not_coord_why;
     int ever_answered; /* a coordinator answered on some stream: asked no more what it is */
     int64_t dialed_ms; /* when the stream now connected was dialled */
+    /* A list's leader gone silent (conn_probe.c): when the stream last
+     * carried a reply, when the last probe ended and when to probe
+     * again, a probe under way, probes in a row that found it leading */
+    int64_t heard_ms, probed_ms, next_probe_ms;
+    int probing, quiet_probes;
     const char *timeout_from; /* the timeout's source, in words (c10di_conn_open) */
     c10di_waiter *waiters;
     /* the reader's (one thread at a time, handed over under mu; or, on

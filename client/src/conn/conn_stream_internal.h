@@ -14,10 +14,13 @@
  *                  policy: a stream broken or dropped, a replica that
  *                  does not lead and the leader it names, the next URL,
  *                  the back-off; saying so when no coordinator answers
+ *   conn_probe.c   asking the other replicas who leads when the one
+ *                  served is silent (a frozen leader)
  *
  * Calls go down only: conn_stream.c calls the reader and the dial; the
  * reader calls the dial's failover (a stream broken, a replica that does
- * not lead); conn_dial.c calls neither. So a new TLS stream's receive is
+ * not lead); conn_dial.c calls neither; conn_stream.c calls the probe,
+ * which dials streams of its own with the dialers only. So a new TLS stream's receive is
  * armed by the caller of c10di_conn_dial, not by the dial. Everything
  * here runs with c->mu held unless it says otherwise. */
 #ifndef C10DI_CONN_STREAM_INTERNAL_H
@@ -64,8 +67,23 @@ void c10di_conn_broken(c10di_conn *c, nng_stream *s, int rv);
  * (detail, may be NULL) (mu held): the stream is dropped and the next
  * dial goes to the leader named. The strings are copied. */
 void c10di_conn_not_leader(c10di_conn *c, const char *leader, const char *detail);
+/* The stream served by a replica of a list was silent for
+ * C10DI_CONN_LEADER_SILENCE_MS: the leader moved to `leader` (mu held),
+ * found by asking the others: the stream is dropped and the next dial
+ * goes there. */
+void c10di_conn_leader_moved(c10di_conn *c, const char *leader);
 /* No coordinator reached for a while: says so on stderr (mu held). */
 void c10di_conn_notice_unreachable(c10di_conn *c, int64_t now, int64_t deadline);
+
+/* --- conn_probe.c --- */
+
+/* Asks the replicas of the list other than the one served, each with a
+ * hello on a connection of its own, who leads (mu held, let go
+ * meanwhile; c->probing is the caller's): 1 with the URL of a replica
+ * that leads, or that one of them names, other than the one served, in
+ * leader; 0 when they name the one served, or none answers within
+ * C10DI_CONN_LEADER_PROBE_MS. */
+int c10di_conn_probe_leader(c10di_conn *c, char *leader, size_t cap);
 
 /* --- conn_reader.c --- */
 

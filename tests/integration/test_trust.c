@@ -12,6 +12,7 @@
 #include <c10d/c10d.h>
 #include <check.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,21 @@ static c10d_store *stranger(void)
     c10d_store *s = NULL;
     ck_assert_int_eq(c10d_store_connect(&s, world_coord.url, NULL), C10D_OK);
     return s;
+}
+
+/* c10d-ctl's exit status for a command line. */
+static int ctl_exit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl_exit(const char *fmt, ...)
+{
+    char args[512], cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s --coord %s %s >/dev/null 2>&1", C10D_CTL_BIN, world_coord.url,
+             args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void assert_refused(c10d_status st, const char *want)
@@ -84,6 +100,13 @@ START_TEST(only_a_runs_ranks_write_its_store)
     snprintf(next, sizeof next, "jobs/%s/%llu/planted", job, (unsigned long long)gen + 1);
     assert_refused(c10d_store_set(s, next, "x", 1), "which has not started");
     assert_refused(c10d_store_set(s, "jobs/never-ran/7/k", "x", 1), "which has not started");
+
+    /* an operator's c10d-ctl writes only when told to, and even then
+     * not into a run's store (exit 6: refused by the coordinator) */
+    ck_assert_int_eq(ctl_exit("set %s x", key), 2);
+    ck_assert_int_eq(ctl_exit("set --write %s x", key), 6);
+    ck_assert_int_eq(ctl_exit("del --write %s", key), 6);
+    ck_assert_int_eq(ctl_exit("set --write %s x", "free/by-ctl"), 0);
 
     /* the root of the store stays everybody's */
     ck_assert_int_eq(c10d_store_set(s, "free/ok", "y", 1), C10D_OK);

@@ -37,6 +37,9 @@ int c10ds_trust_arrival(c10ds_engine *e, c10ds_request *r, uint64_t gen, int sta
 {
     const C10dpb__GroupJoin *m = r->pb->group_join;
     const char *key = m->job_key && *m->job_key ? m->job_key : NULL;
+    if (key && strlen(key) > C10DS_MAX_JOB_KEY_BYTES)
+        return c10ds_fail(r, C10D_EINVAL, "a job key (C10D_JOB_KEY) of %zu bytes: the limit is "
+                          "%d", strlen(key), C10DS_MAX_JOB_KEY_BYTES), -1;
     char who[300];
     arrival_who(r, who, sizeof who);
     sqlite3_stmt *s;

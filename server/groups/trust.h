@@ -16,6 +16,10 @@
 
 #include <stdint.h>
 
+/* The longest job key taken (c10d-run's are 32 characters): the key is
+ * kept with the run, and a request must not make that row large. */
+#define C10DS_MAX_JOB_KEY_BYTES 256
+
 typedef struct c10ds_engine c10ds_engine;
 typedef struct c10ds_request c10ds_request;
 

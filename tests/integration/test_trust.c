@@ -174,6 +174,12 @@ START_TEST(a_rank_without_the_runs_job_key_is_refused_and_logged)
     ck_assert_msg(coord_log_contains(&world_coord, log_s), "the log does not name the refused "
                   "joiner's pid");
 
+    char huge[400];
+    memset(huge, 'k', sizeof huge - 1);
+    huge[sizeof huge - 1] = '\0';
+    ck_assert_int_eq(join_rank1(job, huge, &pg), C10D_EINVAL);
+    ck_assert_msg(strstr(c10d_errmsg(), "the limit is 256"), "%s", c10d_errmsg());
+
     /* the slot is still free: the real rank 1 forms the run */
     ck_assert_int_eq(join_rank1(job, "k3y-of-the-launch", &pg), C10D_OK);
     c10d_destroy(pg);

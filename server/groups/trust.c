@@ -120,10 +120,14 @@ int c10ds_trust_store_write(c10ds_engine *e, c10ds_request *r, const char *key)
                                                                 : c10ds_runs_first_generation(e);
     if (!started && gen < next)
         return 0;
+    /* A store client names no host or pid (its requests carry its id
+     * only): the line says what it knows. */
     const C10dpb__Identity *w = r->pb->who;
-    c10ds_warn("refused a write of key '%s' from client #%08x (host %s pid %d): it is no rank of "
-               "job %s generation %llu", key, c10ds_client_tag(client),
-               w && w->host ? w->host : "?", w && w->has_pid ? w->pid : 0, job,
+    char from[300] = "";
+    if (w && w->host)
+        snprintf(from, sizeof from, " (host %s pid %d)", w->host, w->has_pid ? w->pid : 0);
+    c10ds_warn("refused a write of key '%s' from client #%08x%s: it is no rank of job %s "
+               "generation %llu", key, c10ds_client_tag(client), from, job,
                (unsigned long long)gen);
     if (!started)
         return c10ds_fail(r, C10D_EAUTH, "key '%s' is in the store of generation %llu of job %s, "

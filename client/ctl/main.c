@@ -254,6 +254,8 @@ int main(int argc, char **argv)
      * retry mends; usage, like any other bad argument. */
     if (st == C10D_EINVAL)
         return ctl_usage_error("%s", c10d_errmsg());
+    if (st == C10D_OK && a.write)
+        c10d_store_set_operator(s, 1);
     if (st != C10D_OK)
         return ctl_fail_last(st);
 

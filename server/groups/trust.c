@@ -93,9 +93,14 @@ int c10ds_trust_store_write(c10ds_engine *e, c10ds_request *r, const char *key)
 {
     char job[C10D_MAX_JOB_BYTES + 2];
     uint64_t gen;
+    uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
+    /* An operator's write (c10d-ctl --write) is on the record, allowed
+     * or not. */
+    if (r->pb->has_operator_write && r->pb->operator_write)
+        c10ds_info("an operator (c10d-ctl --write, client #%08x) writes key '%s'",
+                   c10ds_client_tag(client), key);
     if (!c10d_run_scope_parse(key, job, sizeof job, &gen))
         return 0;
-    uint64_t client = r->pb->who ? r->pb->who->client_id : 0;
     sqlite3_stmt *s = c10ds_groups_stmt(&e->groups, GS_MEMBER_OF_CLIENT);
     sqlite3_bind_text(s, 1, job, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)gen);

@@ -107,6 +107,9 @@ START_TEST(only_a_runs_ranks_write_its_store)
     ck_assert_int_eq(ctl_exit("set --write %s x", key), 6);
     ck_assert_int_eq(ctl_exit("del --write %s", key), 6);
     ck_assert_int_eq(ctl_exit("set --write %s x", "free/by-ctl"), 0);
+    ck_assert_msg(coord_log_contains(&world_coord, "(c10d-ctl --write, client #") &&
+                  coord_log_contains(&world_coord, "writes key 'free/by-ctl'"),
+                  "an operator's write is not on the record");
 
     /* the root of the store stays everybody's */
     ck_assert_int_eq(c10d_store_set(s, "free/ok", "y", 1), C10D_OK);

@@ -24,4 +24,13 @@
  * or 0 when it does not fit in len bytes. */
 size_t c10d_run_scope(char *buf, size_t len, const char *job, uint64_t generation);
 
+/* The run a key belongs to: 1 when key lies under some run's prefix
+ * (jobs/<job>/<generation>/...), with the job's name unescaped into job
+ * (room for cap bytes) and the generation in *generation; 0 for any other
+ * key (the root of the store, jobs/<job> without a generation). A name
+ * longer than cap - 1 bytes is cut (the caller's limit on names is
+ * smaller): the key is still a run's. The coordinator's writes rule
+ * (only a run's ranks write its store) reads keys through this. */
+int c10d_run_scope_parse(const char *key, char *job, size_t cap, uint64_t *generation);
+
 #endif

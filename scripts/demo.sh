@@ -95,8 +95,8 @@ echo "== c10d-ctl status"
 ctl status
 echo "== c10d-ctl keys demo/"
 ctl keys demo/
-echo "== c10d-ctl add demo/arrived 0 (the ranks counted themselves in)"
-ctl add demo/arrived 0
+echo "== c10d-ctl add --write demo/arrived 0 (the ranks counted themselves in)"
+ctl add --write demo/arrived 0
 echo "== c10d-ctl --json get demo/ready"
 ctl --json get demo/ready
 echo "== the store is durable: restart the coordinator on the same database"

@@ -28,7 +28,16 @@ static const struct {
     {'f', "--finished", NULL, -1, -1},
     {'F', "--format", NULL, 1, 0},
     {'o', "--output", "-o", 1, 0},
+    {'w', "--write", NULL, -1, -1},
 };
+
+/* The store's writers are its jobs: an operator's write changes what a
+ * job reads, so it is asked for, never a slip of a command line. */
+#define WRITE_HELP                                                                                 \
+    "\n"                                                                                           \
+    "  --write    required: this changes the store that jobs read. A run's own\n"                  \
+    "             keys (under jobs/J/GENERATION/) are written by its ranks only;\n"               \
+    "             the coordinator refuses them to anyone else (exit 6)\n"
 
 static const struct {
     const char *name;
@@ -58,11 +67,12 @@ static const struct {
      "to MS for the key to appear.\n"
      "\n"
      "Exit status: 0; 3 no such key; 5 timed out.\n"},
-    {"set", "", 2, 2, "set KEY VALUE",
-     "Set KEY to VALUE (a '-' VALUE reads it from stdin).\n"},
-    {"del", "", 1, 1, "del KEY", "Delete KEY.\n\nExit status: 0; 3 no such key.\n"},
-    {"add", "", 2, 2, "add KEY N",
-     "Add the integer N to KEY (creating it at 0); print the result.\n"},
+    {"set", "w", 2, 2, "set --write KEY VALUE",
+     "Set KEY to VALUE (a '-' VALUE reads it from stdin).\n" WRITE_HELP},
+    {"del", "w", 1, 1, "del --write KEY",
+     "Delete KEY.\n" WRITE_HELP "\nExit status: 0; 3 no such key; 6 refused.\n"},
+    {"add", "w", 2, 2, "add --write KEY N",
+     "Add the integer N to KEY (creating it at 0); print the result.\n" WRITE_HELP},
     {"desync", "jgf", 0, 0, "desync [--job J] [--group G] [--finished]",
      "Collective-sequence health, usable as a health check: per group of the\n"
      "live runs the collective each rank entered and completed, who is behind,\n"
@@ -203,7 +213,10 @@ int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a)
         if (options[k].min == -1 && options[k].max == -1) { /* a flag */
             if (v)
                 return usage_msg("%s takes no value (%s)", options[k].name, commands[c].synopsis);
-            a->finished = 1;
+            if (options[k].id == 'w')
+                a->write = 1;
+            else
+                a->finished = 1;
             continue;
         }
         if (!v && i + 1 >= nargs)
@@ -222,6 +235,9 @@ int ctl_parse_args(const char *cmd, int nargs, char **args, ctl_args *a)
         return usage_msg("-o FILE is for --format chrome (%s)", commands[c].synopsis);
     if (!strcmp(cmd, "add") && ctl_parse_int(a->pos[1], &a->delta) != 0)
         return usage_msg("add wants an integer, not '%s'", a->pos[1]);
+    if (strchr(commands[c].opts, 'w') && !a->write)
+        return usage_msg("%s changes the coordinator's store, which jobs read: say so with "
+                         "--write (%s)", cmd, commands[c].synopsis);
     return 0;
 }
 

@@ -15,6 +15,7 @@ typedef struct ctl_args {
     long long count;    /* watch --count (0: until interrupted) */
     long long delta;    /* add's N */
     int finished;       /* desync, watch --finished: the runs that are over too */
+    int write;          /* set, del, add --write: the operator means to write */
     const char *format; /* trace --format (only "chrome"; NULL: the rank's rows) */
     const char *output; /* trace -o FILE (NULL: stdout) */
 } ctl_args;

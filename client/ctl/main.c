@@ -31,9 +31,12 @@ static const char usage[] =
     "                      --job J: those of J's current run (its store: the keys\n"
     "                      under jobs/J/GENERATION/, deleted when the run is over)\n"
     "  get KEY             print KEY's value (raw bytes; --json: text or base64)\n"
-    "  set KEY VALUE       set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
-    "  del KEY             delete KEY\n"
-    "  add KEY N           add the integer N to KEY (creating it at 0); print the result\n"
+    "  set --write KEY VALUE\n"
+    "                      set KEY to VALUE (a '-' VALUE reads it from stdin)\n"
+    "  del --write KEY     delete KEY\n"
+    "  add --write KEY N   add the integer N to KEY (creating it at 0); print the result\n"
+    "                      (writes need --write; a run's keys, under jobs/J/GENERATION/,\n"
+    "                      only its ranks write)\n"
     "  desync [--job J] [--group G] [--finished]\n"
     "                      collective-sequence health of the live runs (--finished: the\n"
     "                      ones that are over too; --job J: J's run either way): per\n"
@@ -251,6 +254,8 @@ int main(int argc, char **argv)
      * retry mends; usage, like any other bad argument. */
     if (st == C10D_EINVAL)
         return ctl_usage_error("%s", c10d_errmsg());
+    if (st == C10D_OK && a.write)
+        c10d_store_set_operator(s, 1);
     if (st != C10D_OK)
         return ctl_fail_last(st);
 

@@ -25,6 +25,7 @@
  * finish exiting. */
 #define _GNU_SOURCE /* nftw, strsignal */
 #include "findings.h"
+#include "job_key.h"
 #include "relay.h"
 
 #include <c10d/c10d.h>
@@ -196,7 +197,9 @@ static void usage(FILE *f)
             "Each rank gets C10D_COORD, C10D_JOB, RANK, LOCAL_RANK, WORLD_SIZE,\n"
             "LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,\n"
             "ROLE_NAME, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and\n"
-            "TORCHELASTIC_RUN_ID (the job), and keeps C10D_TOKEN and C10D_TIMEOUT_MS.\n"
+            "TORCHELASTIC_RUN_ID (the job), and keeps C10D_TOKEN and C10D_TIMEOUT_MS;\n"
+            "C10D_JOB_KEY, a random key per launch unless set (with --nnodes > 1, set\n"
+            "the same one on every host): only ranks with it join the job's runs.\n"
             "--coord's URL and --job's name (at most %d bytes) are checked first.\n"
             "SIGINT, SIGTERM and SIGHUP are passed on to the ranks; the ranks and the\n"
             "coordinator started here die with the launcher, even one killed with SIGKILL\n"
@@ -802,6 +805,10 @@ int main(int argc, char **argv)
     setenv("GROUP_WORLD_SIZE", num, 1);
     snprintf(num, sizeof num, "%d", o.max_restarts);
     setenv("TORCHELASTIC_MAX_RESTARTS", num, 1);
+    /* One key for the launch: its restarts are new runs of the same job
+     * and its ranks carry it into each. */
+    if (run_job_key(o.nnodes, o.quiet) != 0)
+        return 1;
 
     attempt_end end = {-1, 1, 0};
     uint64_t gen = 0;

@@ -17,6 +17,7 @@
 #include "engine/reqlog.h"
 #include "engine/request.h"
 #include "groups/runs.h"
+#include "groups/trust.h"
 #include "engine/stalls.h"
 #include "store/store.h"
 #include "verify/verify.h"
@@ -80,6 +81,7 @@ c10ds_engine *c10ds_engine_new(const c10ds_config *cfg, c10ds_db *db, c10ds_send
     e->db = db;
     e->send = send;
     e->send_arg = send_arg;
+    e->write_guard = c10ds_trust_store_write;
     e->start_ms = c10d_now_ms();
     e->parked_budget.limit = cfg->max_parked_bytes;
     e->parked_budget.what = "the coordinator";

@@ -119,6 +119,10 @@ struct c10ds_engine {
      * (replica.h) instead of running it; NULL otherwise. */
     int (*refuse)(void *arg, c10ds_request *r);
     void *refuse_arg;
+    /* Asked before each store write of a key (c10ds_check_write): 0 lets
+     * it through, -1 has failed r. The run's-store rule of groups/trust.h;
+     * set by c10ds_engine_new, so the store itself knows no runs. */
+    int (*write_guard)(c10ds_engine *e, c10ds_request *r, const char *key);
 };
 
 /* NULL on failure, why in c10ds_failure() (failure.h). */

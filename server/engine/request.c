@@ -199,6 +199,11 @@ static int quota_take(c10ds_engine *e, c10ds_request *r, const char *key, size_t
     return 0;
 }
 
+int c10ds_check_write(c10ds_engine *e, c10ds_request *r, const char *key)
+{
+    return e->write_guard ? e->write_guard(e, r, key) : 0;
+}
+
 int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len)
 {
     if (len > e->cfg->max_value_bytes) {

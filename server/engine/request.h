@@ -140,6 +140,10 @@ static inline c10d_ms c10ds_wire_ms(protobuf_c_boolean has, int32_t value, c10d_
 }
 /* Checks a key against the limits; fails r and returns -1 if it is bad. */
 int c10ds_check_key(c10ds_engine *e, c10ds_request *r, const char *key);
+/* Checks that r's client may write key (the engine's write_guard: a
+ * run's store is written by its ranks only); fails r and returns -1 if
+ * not. */
+int c10ds_check_write(c10ds_engine *e, c10ds_request *r, const char *key);
 int c10ds_check_value(c10ds_engine *e, c10ds_request *r, const char *key, size_t len);
 
 #endif

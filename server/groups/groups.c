@@ -17,6 +17,13 @@
 #include <sys/random.h>
 
 static const char *const sql[GS_COUNT] = {
+    /* trust.c: is this client a rank of the run; the run's job key */
+    [GS_MEMBER_OF_CLIENT] = "SELECT 1 FROM members INDEXED BY members_client WHERE job = ?1 AND "
+                            "generation = ?2 AND client_id = ?3 LIMIT 1",
+    [GS_RUN_KEY_GET] = "SELECT job_key, coalesce(key_by, '') FROM runs WHERE job = ?1 AND "
+                       "generation = ?2",
+    [GS_RUN_KEY_PUT] = "UPDATE runs SET job_key = ?3, key_by = ?4 WHERE job = ?1 AND "
+                       "generation = ?2",
     [GS_JOB_GET] = "SELECT generation, world_size, formed, version FROM jobs WHERE job = ?1",
     [GS_JOB_PUT] = "INSERT OR REPLACE INTO jobs(job, generation, world_size, formed, version, "
                    "created_ms) VALUES(?1, ?2, ?3, 0, coalesce((SELECT version FROM jobs WHERE "

@@ -61,6 +61,9 @@ enum {
     GS_FINDING_GET,
     GS_PROGRESS_PUT,
     GS_PROGRESS_OF,
+    GS_MEMBER_OF_CLIENT,
+    GS_RUN_KEY_GET,
+    GS_RUN_KEY_PUT,
     GS_COUNT
 };
 

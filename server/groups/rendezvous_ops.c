@@ -9,6 +9,7 @@
 #include "engine/events.h"
 #include "groups/groups.h"
 #include "groups/liveness_ops.h"
+#include "groups/trust.h"
 #include "engine/ops.h"
 #include "engine/request.h"
 #include "engine/waiters.h"
@@ -310,7 +311,8 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
         return 0;
     }
     uint64_t gen = have ? job.generation : 0;
-    if (!have || !alive || held == 1) {
+    int started = !have || !alive || held == 1;
+    if (started) {
         /* A new job, a finished one, or a restarted one: its ranks start
          * a new generation and never meet the old one's. A job with no
          * row (new, or reclaimed) starts above every generation reclaimed
@@ -329,6 +331,10 @@ static uint64_t world_generation(c10ds_engine *e, c10ds_request *r, int *wait)
                    m->world_size, (unsigned long long)gen, job.world_size, SIDE_BY_SIDE_HINT);
         return 0;
     }
+    /* Before it is a member: a refused arrival takes no slot and learns
+     * nothing of the run. */
+    if (c10ds_trust_arrival(e, r, gen, started) != 0)
+        return 0;
     const char *host = m->host ? m->host : r->pb->who && r->pb->who->host ? r->pb->who->host : "?";
     int pid = m->has_pid ? m->pid : 0;
     if (c10ds_groups_member_put(&e->groups, m->job, gen, m->rank, host, pid, client, r->pipe) !=

@@ -27,7 +27,8 @@ static c10ds_outcome answer_status(c10ds_request *r, c10d_status s)
 static c10ds_outcome op_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreSet *m = r->pb->set;
-    if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
+    if (c10ds_check_key(e, r, m->key) || c10ds_check_write(e, r, m->key) ||
+        c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
     return answer_status(r, c10ds_store_set(&e->store, m->key, m->value.data, m->value.len));
 }
@@ -251,7 +252,7 @@ static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase
         return c10ds_fail(r, C10D_ETOOBIG, "%zu keys in one multi_set exceed the coordinator's "
                           "limit of %u (--max-multi-keys)", m->n_kvs, e->cfg->max_multi_keys);
     for (size_t i = 0; i < m->n_kvs; i++)
-        if (c10ds_check_key(e, r, m->kvs[i]->key) ||
+        if (c10ds_check_key(e, r, m->kvs[i]->key) || c10ds_check_write(e, r, m->kvs[i]->key) ||
             c10ds_check_value(e, r, m->kvs[i]->key, m->kvs[i]->value.len))
             return C10DS_DONE;
     /* Atomic: a savepoint inside the batch's transaction, so a failure part
@@ -273,7 +274,7 @@ static c10ds_outcome op_multi_set(c10ds_engine *e, c10ds_request *r, c10ds_phase
 static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreAdd *m = r->pb->add;
-    if (c10ds_check_key(e, r, m->key))
+    if (c10ds_check_key(e, r, m->key) || c10ds_check_write(e, r, m->key))
         return C10DS_DONE;
     int64_t v = 0;
     c10d_status s = c10ds_store_add(&e->store, m->key, m->delta, &v);
@@ -288,7 +289,8 @@ static c10ds_outcome op_add(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreCompareSet *m = r->pb->compare_set;
-    if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->desired.len))
+    if (c10ds_check_key(e, r, m->key) || c10ds_check_write(e, r, m->key) ||
+        c10ds_check_value(e, r, m->key, m->desired.len))
         return C10DS_DONE;
     void *cur = NULL;
     size_t clen = 0;
@@ -309,7 +311,8 @@ static c10ds_outcome op_compare_set(c10ds_engine *e, c10ds_request *r, c10ds_pha
 static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreAppend *m = r->pb->append;
-    if (c10ds_check_key(e, r, m->key) || c10ds_check_value(e, r, m->key, m->value.len))
+    if (c10ds_check_key(e, r, m->key) || c10ds_check_write(e, r, m->key) ||
+        c10ds_check_value(e, r, m->key, m->value.len))
         return C10DS_DONE;
     return answer_status(r, c10ds_store_append(&e->store, m->key, m->value.data, m->value.len,
                                                e->cfg->max_value_bytes));
@@ -318,7 +321,7 @@ static c10ds_outcome op_append(c10ds_engine *e, c10ds_request *r, c10ds_phase ph
 static c10ds_outcome op_delete(c10ds_engine *e, c10ds_request *r, c10ds_phase ph)
 {
     C10dpb__StoreDelete *m = r->pb->delete_key;
-    if (c10ds_check_key(e, r, m->key))
+    if (c10ds_check_key(e, r, m->key) || c10ds_check_write(e, r, m->key))
         return C10DS_DONE;
     int deleted = 0;
     c10d_status s = c10ds_store_delete(&e->store, m->key, &deleted);

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
         const char *names[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
                                "ROLE_NAME", "TORCHELASTIC_RESTART_COUNT",
-                               "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "C10D_JOB"};
+                               "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "C10D_JOB",
+                               "C10D_JOB_KEY"};
         for (size_t i = 0; i < sizeof names / sizeof *names; i++)
             printf("%s=%s\n", names[i], getenv(names[i]) ? getenv(names[i]) : "(unset)");
         return 0;

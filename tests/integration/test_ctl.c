@@ -69,23 +69,23 @@ static int ctl_at(const char *url, const char *fmt, ...)
 
 START_TEST(set_get_add_del_keys)
 {
-    ck_assert_int_eq(ctl("set greeting 'hello world'"), 0);
+    ck_assert_int_eq(ctl("set --write greeting 'hello world'"), 0);
     ck_assert_int_eq(ctl("get greeting"), 0);
     ck_assert_str_eq(out, "hello world");
-    ck_assert_int_eq(ctl("add steps 5"), 0);
+    ck_assert_int_eq(ctl("add --write steps 5"), 0);
     ck_assert_str_eq(out, "5\n");
-    ck_assert_int_eq(ctl("add steps -7"), 0); /* negative numbers are not options */
+    ck_assert_int_eq(ctl("add --write steps -7"), 0); /* negative numbers are not options */
     ck_assert_str_eq(out, "-2\n");
     ck_assert_int_eq(ctl("keys"), 0);
     ck_assert_ptr_nonnull(strstr(out, "greeting"));
     ck_assert_ptr_nonnull(strstr(out, "steps"));
     ck_assert_int_eq(ctl("keys gre"), 0);
     ck_assert_ptr_null(strstr(out, "steps"));
-    ck_assert_int_eq(ctl("del greeting"), 0);
-    ck_assert_int_eq(ctl("del greeting"), 3);
+    ck_assert_int_eq(ctl("del --write greeting"), 0);
+    ck_assert_int_eq(ctl("del --write greeting"), 3);
     ck_assert_ptr_nonnull(strstr(out, "no such key: greeting"));
     ck_assert_int_eq(ctl("get greeting"), 3);
-    ck_assert_int_eq(ctl("add greeting x"), 2);
+    ck_assert_int_eq(ctl("add --write greeting x"), 2);
 }
 END_TEST
 
@@ -102,7 +102,7 @@ START_TEST(coord_takes_a_list_of_replicas)
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
     char list[512];
     snprintf(list, sizeof list, "tcp://127.0.0.1:%d,%s", ntohs(a.sin_port), coord.url);
-    ck_assert_int_eq(ctl_at(list, "set k v"), 0);
+    ck_assert_int_eq(ctl_at(list, "set --write k v"), 0);
     ck_assert_int_eq(ctl_at(list, "get k"), 0);
     ck_assert_str_eq(out, "v");
     ck_assert_int_eq(ctl_at(list, "status"), 0);
@@ -138,7 +138,7 @@ static int flag(const jv *o, const char *key)
 
 START_TEST(json_output)
 {
-    ck_assert_int_eq(ctl("set k 'a \"quoted\" value'"), 0);
+    ck_assert_int_eq(ctl("set --write k 'a \"quoted\" value'"), 0);
     ck_assert_int_eq(ctl("--json get k"), 0);
     jv *v = parsed();
     ck_assert(flag(v, "ok"));
@@ -172,7 +172,7 @@ START_TEST(json_output)
     json_free(v);
 
     /* binary values come out as base64 */
-    ck_assert_int_eq(ctl("set bin - < /bin/true"), 0);
+    ck_assert_int_eq(ctl("set --write bin - < /bin/true"), 0);
     ck_assert_int_eq(ctl("--json get bin"), 0);
     v = parsed();
     ck_assert(json_str(v, "value_base64") && !strncmp(json_str(v, "value_base64"), "f0VMR", 5));
@@ -212,8 +212,8 @@ START_TEST(options_anywhere_values_checked_json_always)
 {
     ck_assert_int_eq(ctl("get nothing --wait 100"), 5);
     ck_assert_ptr_nonnull(strstr(out, "timed out after 100 ms"));
-    ck_assert_int_eq(ctl("set k1 a"), 0);
-    ck_assert_int_eq(ctl("set k2 b"), 0);
+    ck_assert_int_eq(ctl("set --write k1 a"), 0);
+    ck_assert_int_eq(ctl("set --write k2 b"), 0);
     ck_assert_int_eq(ctl("keys k --limit 1"), 0);
     ck_assert_ptr_nonnull(strstr(out, "k1"));
     ck_assert_ptr_null(strstr(out, "k2"));
@@ -221,7 +221,7 @@ START_TEST(options_anywhere_values_checked_json_always)
     jv *v = parsed();
     ck_assert(flag(v, "healthy"));
     json_free(v);
-    ck_assert_int_eq(ctl("add k1 -- -5"), 1); /* after --, -5 is a value; k1 is no integer */
+    ck_assert_int_eq(ctl("add --write k1 -- -5"), 1); /* after --, -5 is a value; k1 is no integer */
     ck_assert_ptr_nonnull(strstr(out, "k1"));
     ck_assert_int_eq(ctl("--json frobnicate"), 2);
     v = parsed();
@@ -237,7 +237,7 @@ START_TEST(options_anywhere_values_checked_json_always)
     ck_assert_int_eq(ctl("--coord tcp://127.0.0.1:70000 -t 300 status"), 2);
     ck_assert_ptr_nonnull(strstr(out, "port must be a number from 1 to 65535"));
     /* a key of bytes that are not UTF-8: still valid JSON, and its bytes */
-    ck_assert_int_eq(ctl("set \"$(printf 'k\\377')\" v"), 0);
+    ck_assert_int_eq(ctl("set --write \"$(printf 'k\\377')\" v"), 0);
     ck_assert_int_eq(ctl("--json keys"), 0);
     v = parsed();
     const jv *keys = json_get(v, "keys");
@@ -271,6 +271,10 @@ START_TEST(bad_arguments_are_usage_errors_with_no_coordinator)
         {"status --job ''", "--job wants a name"},
         {"add k x", "add wants an integer, not 'x'"},
         {"set k", "too few arguments for set"},
+        /* a write is asked for, never a slip of a command line */
+        {"set k v", "say so with --write"},
+        {"del k", "say so with --write"},
+        {"add k 1", "say so with --write"},
         {"--coord tcp://bogus status", "bad coordinator URL 'tcp://bogus'"},
         {"--coord tcp://127.0.0.1:0 get k", "the port must be a number from 1 to 65535"},
     };

@@ -367,7 +367,7 @@ START_TEST(ctl_status_shows_the_join)
     ck_assert_msg(strstr(out, "join region 1") && strstr(out, "rank 0 after #1"),
                   "status: %s", out);
     ck_assert_msg(strstr(out, "1 of 2 joined"), "status: %s", out);
-    ctl("set test/go 1", out, sizeof out, &st);
+    ctl("set --write test/go 1", out, sizeof out, &st);
     int failed = world_wait(2, pids, 60);
     dump_log_if(failed);
     ck_assert_int_eq(failed, 0);

@@ -172,6 +172,22 @@ got=$("$run" -q --nproc-per-node 1 --node-rank 0 -- "$rank" env)
 grep -qxF "[rank0]:WORLD_SIZE=1" <<<"$got" || fail "--nproc-per-node/--node-rank"
 got=$("$run" --no-prefix -q -n 1 -- "$rank" env)
 grep -qxF "RANK=0" <<<"$got" || fail "--no-prefix"
+# C10D_JOB_KEY: a fresh key for each launch, the same for all its ranks
+# (only they join its runs); one already set is kept, as every host of a
+# --nnodes job must carry the same; with --nnodes > 1 and none, a warning.
+got=$(unset C10D_JOB_KEY; "$run" -q -n 2 -- "$rank" env)
+k0=$(sed -n 's/^\[rank0\]:C10D_JOB_KEY=//p' <<<"$got")
+k1=$(sed -n 's/^\[rank1\]:C10D_JOB_KEY=//p' <<<"$got")
+[[ $k0 =~ ^[0-9a-f]{32}$ ]] || fail "no job key for the ranks: '$k0'"
+[ "$k0" = "$k1" ] || fail "the ranks of one launch got different job keys"
+got=$(unset C10D_JOB_KEY; "$run" -q -n 1 -- "$rank" env)
+[ "$(sed -n 's/^\[rank0\]:C10D_JOB_KEY=//p' <<<"$got")" != "$k0" ] ||
+    fail "two launches got one job key"
+got=$(C10D_JOB_KEY=given "$run" -q -n 1 -- "$rank" env)
+grep -qxF "[rank0]:C10D_JOB_KEY=given" <<<"$got" || fail "a C10D_JOB_KEY already set was not kept"
+got=$(unset C10D_JOB_KEY; "$run" -n 1 --nnodes 2 --coord tcp://127.0.0.1:1 --job keyless -- "$rank" env 2>&1)
+grep -qxF "[rank0]:C10D_JOB_KEY=(unset)" <<<"$got" || fail "--nnodes 2: a key one host made alone"
+grep -qF "no C10D_JOB_KEY: with --nnodes 2" <<<"$got" || fail "--nnodes 2 without a key: no warning"
 "$run" -n 2 --nnodes 2 -- true >/dev/null 2>"$out/nnodes.err"
 [ $? = 2 ] || fail "--nnodes 2 without --coord/--job was accepted"
 grep -q -- "--coord URL --job NAME" "$out/nnodes.err" || fail "--nnodes 2: no reason"

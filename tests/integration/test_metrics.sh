@@ -32,9 +32,9 @@ with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
 PY
 }
 fetch "$url" >"$out/before.txt" || fail "GET $url failed"
-for i in 1 2 3; do "$ctl" set "k$i" "v$i" >/dev/null || fail "c10d-ctl set"; done
+for i in 1 2 3; do "$ctl" set --write "k$i" "v$i" >/dev/null || fail "c10d-ctl set"; done
 "$ctl" get k2 >/dev/null || fail "c10d-ctl get"
-"$ctl" add n 5 >/dev/null || fail "c10d-ctl add"
+"$ctl" add --write n 5 >/dev/null || fail "c10d-ctl add"
 sleep 1.2 # the gauges are read at most once a second
 fetch "$url" >"$out/after.txt" || fail "GET $url failed (second time)"
 

@@ -374,8 +374,8 @@ START_TEST(an_export_seeds_a_new_cluster)
 {
     char out[8192], file[512];
     ck_assert_int_gt(replicas_leader(&rs, 20000), 0);
-    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set backup/a "
-                          "alpha && %s --coord '%s' add backup/n 41", C10D_CTL_BIN, rs.urls,
+    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set --write backup/a "
+                          "alpha && %s --coord '%s' add --write backup/n 41", C10D_CTL_BIN, rs.urls,
                           C10D_CTL_BIN, rs.urls) == 0, "%s", out);
     snprintf(file, sizeof file, "%s/export.db", rs.dir);
     ck_assert_msg(run_cmd(out, sizeof out, "%s --export %s --peers %s", C10D_COORD_BIN, file,
@@ -393,7 +393,7 @@ START_TEST(an_export_seeds_a_new_cluster)
         replica_start(&other, i, seed);
     int leader = replicas_leader(&other, 30000);
     int got = run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get backup/a && "
-                      "%s --coord '%s' add backup/n 1", C10D_CTL_BIN, other.urls, C10D_CTL_BIN,
+                      "%s --coord '%s' add --write backup/n 1", C10D_CTL_BIN, other.urls, C10D_CTL_BIN,
                       other.urls);
     int seeded = replica_log_count(&other, leader, "seeded from");
     /* started again with the seed: ignored, the keys as they are now */
@@ -432,8 +432,8 @@ START_TEST(a_late_replica_catches_up)
     replica_start(&rs, 2, NULL);
     char out[8192];
     ck_assert_int_eq(replicas_leader(&rs, 30000), 1);
-    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set late/a "
-                          "early && %s --coord '%s' add late/n 7", C10D_CTL_BIN, rs.urls,
+    ck_assert_msg(run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' set --write late/a "
+                          "early && %s --coord '%s' add --write late/n 7", C10D_CTL_BIN, rs.urls,
                           C10D_CTL_BIN, rs.urls) == 0, "%s", out);
     replica_start(&rs, 3, NULL);
     long long until = test_now_ms() + 30000;
@@ -446,7 +446,7 @@ START_TEST(a_late_replica_catches_up)
     snprintf(wipe, sizeof wipe, "rm -rf '%s/data1'", rs.dir);
     ck_assert_int_eq(system(wipe), 0);
     int got = run_cmd(out, sizeof out, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get late/a && "
-                      "%s --coord '%s' add late/n 1", C10D_CTL_BIN, rs.urls, C10D_CTL_BIN,
+                      "%s --coord '%s' add --write late/n 1", C10D_CTL_BIN, rs.urls, C10D_CTL_BIN,
                       rs.urls);
     replica_start(&rs, 1, NULL);
     int st = 0;

@@ -227,7 +227,7 @@ START_TEST(two_runs_of_a_job_in_a_row_each_see_only_their_own_store)
     snprintf(run2, sizeof run2, "jobs/%s/2/", sh->job);
     snprintf(all, sizeof all, "jobs/%s/", sh->job);
     char out[256];
-    ck_assert_int_eq(ctl(out, sizeof out, "set %s x", "outside-any-run"), 0);
+    ck_assert_int_eq(ctl(out, sizeof out, "set --write %s x", "outside-any-run"), 0);
     pid_t other;
     world_spawn(1, other_body, NULL, &other);
     ck_assert_msg(wait_shared(&sh->ready[3], 1, 20000), "the other job never wrote its key");
@@ -280,7 +280,7 @@ START_TEST(a_run_keeps_its_keys_while_a_rank_lives_and_loses_them_with_the_last)
     snprintf(sh->job, sizeof sh->job, "%s", world_job("alive"));
     char prefix[192], out[4096], want[256];
     snprintf(prefix, sizeof prefix, "jobs/%s/1/", sh->job);
-    ck_assert_int_eq(ctl(out, sizeof out, "set %s x", "outside-any-run"), 0);
+    ck_assert_int_eq(ctl(out, sizeof out, "set --write %s x", "outside-any-run"), 0);
     pid_t pids[2];
     world_spawn(2, leave_or_stay, NULL, pids);
     ck_assert(wait_shared(&sh->ready[1], 1, 20000));

@@ -304,7 +304,7 @@ def test_connections_of_both_ports_are_told_apart():
         until("the TCPStore connections were not seen closing",
               lambda: c.status()["coordinator"]["clients"] == clients)
         assert parked(c) >= 1, "a TCPStore close dropped our get"
-        subprocess.run([CTL, "--coord", c.url, "set", "apart/k", "here"], check=True,
+        subprocess.run([CTL, "--coord", c.url, "set", "--write", "apart/k", "here"], check=True,
                        timeout=30)
         out = getter.communicate(timeout=30)[0]
         assert getter.returncode == 0 and "here" in out, out

@@ -76,11 +76,14 @@ typedef struct c10d_init_opts {
 /* Joins the world group of the job and waits for every rank. o NULL =
  * defaults + environment (torchrun-compatible: C10D_COORD or MASTER_ADDR +
  * MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, C10D_JOB, C10D_TIMEOUT_MS,
- * C10D_TOKEN, C10D_TLS_CA). On success *out is the world group; free with c10d_destroy.
+ * C10D_TOKEN, C10D_TLS_CA, C10D_JOB_KEY). On success *out is the world group; free with
+ * c10d_destroy.
  * Errors: C10D_ETIMEDOUT (names the ranks that never arrived), C10D_EINVAL
  * (bad rank/world size, or the rank is held by another live process: the
  * message names its host and pid), C10D_EPEERLOST (a rank died during the
- * rendezvous), C10D_EUNAVAIL (no coordinator). */
+ * rendezvous), C10D_EUNAVAIL (no coordinator), C10D_EAUTH (wrong token, or
+ * this rank's C10D_JOB_KEY is not the run's: the message names the process
+ * that started the run). */
 C10D_API c10d_status c10d_init(c10d_pg **out, const c10d_init_opts *o);
 
 /* A subgroup of parent made of `ranks` (ranks of the parent, in the order

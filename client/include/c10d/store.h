@@ -75,6 +75,12 @@ C10D_API c10d_status c10d_store_connect(c10d_store **out, const char *url,
  * are closed too. NULL is accepted. */
 C10D_API void c10d_store_close(c10d_store *s);
 
+/* Marks the writes made through s (on = 1) as an operator's, as
+ * `c10d-ctl --write` does: the coordinator logs each one with its key. It
+ * grants nothing: a run's store stays written by its ranks only.
+ * Errors: C10D_EINVAL (s is NULL). */
+C10D_API c10d_status c10d_store_set_operator(c10d_store *s, int on);
+
 /* A view of `parent` in which every key is "<prefix>/<key>", sharing its
  * connection. Views nest. Free with c10d_store_close. */
 C10D_API c10d_status c10d_store_prefix(c10d_store **out, c10d_store *parent, const char *prefix);

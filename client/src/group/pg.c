@@ -149,6 +149,12 @@ static c10d_status rendezvous(c10d_pg *pg, int world)
     m.pid = (int)getpid();
     m.timeout_ms = pg->timeout_ms;
     m.has_peers_on_demand = m.peers_on_demand = 1;
+    /* The run's key (c10d-run makes one per launch): the coordinator
+     * admits to a run only the ranks that carry the key its first rank
+     * brought (docs/operations.md, "Who may do what"). */
+    const char *job_key = world ? getenv("C10D_JOB_KEY") : NULL;
+    if (job_key && *job_key)
+        m.job_key = (char *)job_key;
     C10dpb__Request req = C10DPB__REQUEST__INIT;
     req.op_case = C10DPB__REQUEST__OP_GROUP_JOIN;
     req.group_join = &m;

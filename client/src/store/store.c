@@ -18,6 +18,7 @@ struct c10d_store {
     c10di_conn *conn;
     char *prefix; /* "" for the root store, else "a/" or "a/b/" */
     c10d_ms timeout_ms;
+    int operator_write; /* c10d_store_set_operator: the coordinator logs its writes */
 };
 
 static c10d_status store_new(c10d_store **out, c10di_conn *conn, const char *prefix,
@@ -228,7 +229,17 @@ static void *copy_out(const void *v, size_t n)
 c10d_status c10di_store_call(c10d_store *s, C10dpb__Request *req, c10d_ms server_wait_ms,
                              C10dpb__Reply **rep)
 {
+    if (s->operator_write)
+        req->has_operator_write = req->operator_write = 1;
     return c10di_call(s->conn, req, server_wait_ms, s->timeout_ms, rep);
+}
+
+c10d_status c10d_store_set_operator(c10d_store *s, int on)
+{
+    if (!s)
+        return c10di_error(C10D_EINVAL, "c10d_store_set_operator: s is NULL");
+    s->operator_write = on != 0;
+    return C10D_OK;
 }
 
 const char *c10di_store_prefix(const c10d_store *s)

@@ -37,15 +37,8 @@ static replica_set rs;
 
 static void start_all(void)
 {
-    for (int i = 1; i <= 3; i++)
-        replica_start(&rs, i, NULL);
-    /* 90 s for the three together (test_replicas.c says why) */
-    long long until = test_now_ms() + 90000;
-    for (int i = 1; i <= 3; i++) {
-        long long left = until - test_now_ms();
-        ck_assert_msg(replica_wait_serving(&rs, i, 1, left > 1000 ? (int)left : 1000) == 0,
-                      "replica %d did not serve within 90 s of the start", i);
-    }
+    int late = replicas_start_serving(&rs, 90000);
+    ck_assert_msg(late == 0, "replica %d did not serve within 90 s of the start", late);
     ck_assert_msg(replicas_wait_voters(&rs, 60000) == 0,
                   "the other replicas did not become voters within 60 s");
 }

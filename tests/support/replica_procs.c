@@ -220,3 +220,16 @@ int replicas_wait_voters(const replica_set *rs, int timeout_ms)
         usleep(10000);
     }
 }
+
+int replicas_start_serving(replica_set *rs, int timeout_ms)
+{
+    for (int i = 1; i <= rs->n; i++)
+        replica_start(rs, i, NULL);
+    long long until = test_now_ms() + timeout_ms;
+    for (int i = 1; i <= rs->n; i++) {
+        long long left = until - test_now_ms();
+        if (replica_wait_serving(rs, i, 1, left > 1000 ? (int)left : 1000) != 0)
+            return i;
+    }
+    return 0;
+}

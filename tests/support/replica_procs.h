@@ -46,5 +46,10 @@ int replica_wait_serving(const replica_set *rs, int id, int times, int timeout_m
  * may since have handed over): 0, or -1 after timeout_ms. With fewer
  * voters the leader is a majority alone, and its death leaves none. */
 int replicas_wait_voters(const replica_set *rs, int timeout_ms);
+/* Starts replicas 1..n and waits until each serves, timeout_ms for them
+ * all together (three raft nodes and their engines starting beside a
+ * CI's builds took over 30 s for one): 0, or the id of the first that
+ * did not. */
+int replicas_start_serving(replica_set *rs, int timeout_ms);
 
 #endif

@@ -355,6 +355,11 @@ static int run_cmd(char *out, size_t len, const char *fmt, ...)
     FILE *p = popen(cmd, "r");
     size_t n = p ? fread(out, 1, len - 1, p) : 0;
     out[n] = '\0';
+    /* the rest read and dropped: a pipe closed on the command would fail
+     * it (SIGPIPE), e.g. once a slow start made it print a notice first */
+    char rest[512];
+    while (p && fread(rest, 1, sizeof rest, p) > 0)
+        ;
     return p ? pclose(p) : -1;
 }
 
@@ -393,7 +398,7 @@ START_TEST(an_export_seeds_a_new_cluster)
         replica_stop(&other, i, SIGTERM);
     for (int i = 1; i <= 3; i++)
         replica_start(&other, i, seed);
-    char again[256];
+    char again[8192]; /* room for "still trying" notices of a slow start */
     int got_again = run_cmd(again, sizeof again, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get "
                             "backup/n", C10D_CTL_BIN, other.urls);
     int ignored = 0;
@@ -451,7 +456,7 @@ START_TEST(a_late_replica_catches_up)
     int refused = rs.pid[0] == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
                   replica_log_count(&rs, 1, "would start a second one") == 1;
     /* and the cluster of 2 and 3 still holds the writes */
-    char after[1024];
+    char after[8192];
     int got_after = run_cmd(after, sizeof after, "C10D_TIMEOUT_MS=20000 %s --coord '%s' get "
                             "late/n", C10D_CTL_BIN, rs.urls);
     if (!voter || got || !refused || got_after)
